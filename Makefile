@@ -1,0 +1,49 @@
+# The two commands of the README: `make run` and `make test`. Both install what is
+# missing (Debian packages, the pinned wireguard-go, the Python environment) and are
+# fast and silent the second time.
+PYTHON ?= python3
+VENV := .venv
+TOOLS := .tools/bin
+STAMP := $(VENV)/.tunnelbench-installed
+TB := $(VENV)/bin/tunnelbench
+export TUNNELBENCH_TOOLS_DIR := $(CURDIR)/$(TOOLS)
+
+.PHONY: run test setup lint unit integration bench clean
+
+run: setup
+	$(TB) run
+
+test: setup lint
+	$(VENV)/bin/pytest -q tests
+
+setup: system-packages $(TOOLS)/wireguard-go $(STAMP)
+
+.PHONY: system-packages
+system-packages:
+	@scripts/install-debian-packages
+
+$(TOOLS)/wireguard-go: scripts/install-wireguard-go
+	@scripts/install-wireguard-go $(TOOLS)
+
+$(STAMP): pyproject.toml requirements-dev.lock
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	@$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements-dev.lock
+	@$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
+
+unit: setup
+	$(VENV)/bin/pytest -q tests/unit
+
+integration: setup
+	$(VENV)/bin/pytest -q tests/integration
+
+bench: setup
+	$(VENV)/bin/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .tools

@@ -1,0 +1,5 @@
+"""Allows ``python -m tunnelbench``."""
+
+from tunnelbench.cli import main
+
+raise SystemExit(main())

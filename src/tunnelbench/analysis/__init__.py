@@ -1,0 +1,1 @@
+"""Pure functions on stored results: statistics and per-configuration summaries."""

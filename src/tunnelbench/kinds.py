@@ -1,0 +1,47 @@
+"""The enumerations shared by the plan schema, the parsers and the registries."""
+
+from enum import StrEnum
+
+
+class TunnelKind(StrEnum):
+    NONE = "none"
+    WIREGUARD = "wireguard"
+    VXLAN = "vxlan"
+
+
+class Topology(StrEnum):
+    ROAD_WARRIOR = "road-warrior"
+    SITE_TO_SITE = "site-to-site"
+
+
+class Direction(StrEnum):
+    UPLOAD = "upload"
+    DOWNLOAD = "download"
+    BIDIR = "bidir"
+
+
+class StreamMode(StrEnum):
+    """How several streams are generated.
+
+    ``single``: one iperf3 process with ``-P N``. ``processes``: one client/server pair
+    per stream on its own port, so a single-threaded iperf3 is not the bottleneck.
+    ``auto``: ``processes`` when the installed iperf3 is single-threaded and N > 1.
+    """
+
+    AUTO = "auto"
+    SINGLE = "single"
+    PROCESSES = "processes"
+
+
+class Shaper(StrEnum):
+    TBF = "tbf"
+    HTB = "htb"
+
+
+class Generator(StrEnum):
+    IPERF3 = "iperf3"
+
+
+def choices(enum: type[StrEnum]) -> str:
+    """The allowed values of an enumeration, for error messages."""
+    return ", ".join(member.value for member in enum)

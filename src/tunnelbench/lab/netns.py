@@ -1,0 +1,177 @@
+"""Builds a lab of network namespaces joined by veth links, and operates inside it.
+
+Nothing here touches the host's own namespace: veth pairs are created inside a lab
+namespace with their peer placed directly in another, and sysctls are set per namespace.
+"""
+
+import logging
+import secrets
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from tunnelbench.command import in_netns, run, spawn
+from tunnelbench.errors import LabError
+from tunnelbench.lab import state as lab_state
+from tunnelbench.lab.shaping import shaping_commands
+from tunnelbench.lab.topology import CHAINS, Chain, link_address, plen, routes_for
+from tunnelbench.plan import LabSettings
+
+log = logging.getLogger("tunnelbench.lab")
+
+GATEWAY_SYSCTLS = ["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"]
+# Duplicate address detection would hold new IPv6 addresses "tentative" for ~1 s.
+COMMON_SYSCTLS = ["net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"]
+
+
+def new_lab_id() -> str:
+    return secrets.token_hex(3)
+
+
+@dataclass
+class Interface:
+    role: str
+    name: str
+    mtu: int
+
+
+@dataclass
+class Lab:
+    """A built lab. Create with :func:`build`; remove with :meth:`teardown`."""
+
+    lab_id: str
+    settings: LabSettings
+    state: lab_state.LabState
+    chain: Chain
+    interfaces: dict[tuple[str, str], Interface] = field(default_factory=dict)
+
+    def ns(self, role: str) -> str:
+        return f"tb-{self.lab_id}-{role}"
+
+    def ifname(self, suffix: str) -> str:
+        """A link name owned by this lab; at most 15 characters, unique on the host."""
+        name = f"tb{self.lab_id}-{suffix}"
+        if len(name) > 15:
+            raise ValueError(f"interface name {name!r} is longer than 15 characters")
+        return name
+
+    def link_device(self, role: str, peer: str) -> str:
+        return self.interfaces[(role, peer)].name
+
+    def wan_device(self, role: str) -> str:
+        left, right = self.chain.tunnel_ends
+        return self.link_device(role, right if role == left else left)
+
+    def address(self, role: str, peer: str, family: int) -> str:
+        """The address of ``role`` on its link to ``peer``."""
+        i, j = self.chain.roles.index(role), self.chain.roles.index(peer)
+        return link_address(min(i, j), left=i < j, family=family)
+
+    @property
+    def directory(self) -> Path:
+        return self.state.directory
+
+    def exec(
+        self, role: str, argv: Sequence[str], *, check: bool = True, timeout: float = 30.0
+    ) -> subprocess.CompletedProcess[str]:
+        return run(in_netns(self.ns(role), argv), check=check, timeout=timeout)
+
+    def ip_batch(self, role: str, commands: list[list[str]]) -> None:
+        """Several ``ip`` commands in one process; the first failure is an error."""
+        if commands:
+            text = "\n".join(" ".join(c) for c in commands) + "\n"
+            run(["ip", "-n", self.ns(role), "-batch", "-"], input_text=text)
+
+    def tc_batch(self, role: str, commands: list[list[str]]) -> None:
+        if commands:
+            text = "\n".join(" ".join(c) for c in commands) + "\n"
+            run(["tc", "-n", self.ns(role), "-batch", "-"], input_text=text)
+
+    def start(
+        self,
+        role: str,
+        argv: Sequence[str],
+        *,
+        stdout: int | IO[bytes] | None = subprocess.DEVNULL,
+        stderr: int | IO[bytes] | None = subprocess.PIPE,
+    ) -> "subprocess.Popen[bytes]":
+        """Start a process in a lab namespace and record it for teardown."""
+        full = in_netns(self.ns(role), argv)
+        proc = spawn(full, stdout=stdout, stderr=stderr)
+        self.state.add_process(proc.pid, full)
+        return proc
+
+    def teardown(self) -> None:
+        problems = lab_state.teardown(self.state)
+        if problems:
+            raise LabError("lab teardown incomplete: " + "; ".join(problems))
+
+
+def build(settings: LabSettings, *, lab_id: str | None = None, tunnel: bool = False) -> Lab:
+    """Create the namespaces, links, addresses, routes and shaping of a lab.
+
+    ``tunnel`` says whether routes across the WAN go through a tunnel device; the tunnel
+    itself is brought up afterwards by its module, which adds those routes. On any
+    failure everything created so far is removed before the error propagates.
+    """
+    chain = CHAINS[settings.topology]
+    lab_id = lab_id or new_lab_id()
+    state = lab_state.LabState(lab_id=lab_id, topology=settings.topology.value)
+    if state.path.exists():
+        raise LabError(f"a lab named {lab_id!r} already exists; remove it with `lab down`")
+    state.save()
+    lab = Lab(lab_id=lab_id, settings=settings, state=state, chain=chain)
+    try:
+        _create(lab, tunnel)
+    except BaseException:
+        lab_state.teardown(state)
+        raise
+    return lab
+
+
+def _create(lab: Lab, tunnel: bool) -> None:
+    chain, settings = lab.chain, lab.settings
+    for role in chain.roles:
+        name = lab.ns(role)
+        lab.state.add_namespace(name)
+        run(["ip", "netns", "add", name])
+    for j, link in enumerate(chain.links):
+        left, right = chain.roles[j], chain.roles[j + 1]
+        mtu = settings.wan.mtu if link == "wan" else settings.lan_mtu
+        lab.interfaces[(left, right)] = Interface(left, lab.ifname(right), mtu)
+        lab.interfaces[(right, left)] = Interface(right, lab.ifname(left), mtu)
+        # Created inside the left namespace with its peer born in the right one: the
+        # pair never exists in the host namespace.
+        run(
+            ["ip", "-n", lab.ns(left), "link", "add", lab.ifname(right), "mtu", str(mtu)]
+            + ["type", "veth", "peer", "name", lab.ifname(left), "mtu", str(mtu)]
+            + ["netns", lab.ns(right)]
+        )
+    for i, role in enumerate(chain.roles):
+        sysctls = COMMON_SYSCTLS + (GATEWAY_SYSCTLS if 0 < i < len(chain.roles) - 1 else [])
+        lab.exec(role, ["sysctl", "-q", "-w", *sysctls])
+        commands = [["link", "set", "lo", "up"]]
+        for (owner, peer), iface in lab.interfaces.items():
+            if owner != role:
+                continue
+            for family in (4, 6):
+                address = f"{lab.address(role, peer, family)}/{plen(family)}"
+                command = ["address", "add", address, "dev", iface.name]
+                commands.append(command + (["nodad"] if family == 6 else []))
+            commands.append(["link", "set", iface.name, "up"])
+        for family in (4, 6):
+            for route in routes_for(chain, role, family, tunnel):
+                if route.via is not None:  # tunnel routes come with the tunnel device
+                    commands.append(["route", "add", route.prefix, "via", route.via])
+        lab.ip_batch(role, commands)
+    wan = settings.wan
+    if wan.rate is not None:
+        for role in chain.tunnel_ends:
+            device = lab.wan_device(role)
+            lab.tc_batch(
+                role, shaping_commands(device, wan.shaper, wan.rate, wan.mtu, wan.queue_limit)
+            )
+    lab.state.info["interfaces"] = {f"{o}>{p}": i.name for (o, p), i in lab.interfaces.items()}
+    lab.state.save()

@@ -1,0 +1,139 @@
+"""The ``tunnelbench lab`` verbs: build a lab by hand, look into it, remove it."""
+
+import argparse
+import os
+import re
+import subprocess
+
+from tunnelbench.cli import _lab_settings, _tunnel_settings
+from tunnelbench.errors import UserError
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.lab import netns
+from tunnelbench.lab import state as lab_state
+from tunnelbench.lab.topology import CHAINS, Chain, link_address, tunnel_address
+from tunnelbench.plan import check_choice
+from tunnelbench.runner import require_root
+from tunnelbench.tunnels import REGISTRY as TUNNELS
+
+
+def up(args: argparse.Namespace) -> int:
+    settings = _lab_settings(args)
+    kind = check_choice("--tunnel", args.tunnel, TunnelKind)
+    tunnel_settings = _tunnel_settings(args, kind)
+    if args.name is not None and not re.fullmatch(r"[a-z0-9]{1,6}", args.name):
+        raise UserError(f"--name: {args.name!r} must be 1-6 lowercase letters or digits")
+    require_root("tunnelbench lab up")
+    tunnel = TUNNELS.get(kind)
+    implementation = tunnel.resolve_implementation(tunnel_settings.implementation)
+    from tunnelbench import programs
+
+    for program, purpose in tunnel.programs(implementation):
+        programs.require(program, purpose)
+    mtu = tunnel_settings.mtu or tunnel.default_mtu(settings.wan.mtu)
+    lab = netns.build(settings, lab_id=args.name, tunnel=kind is not TunnelKind.NONE)
+    try:
+        handle = tunnel.setup(lab, implementation, mtu)
+    except BaseException:
+        lab.teardown()
+        raise
+    lab.state.info |= {
+        "tunnel": kind.value,
+        "implementation": implementation,
+        "tunnel_mtu": mtu if kind is not TunnelKind.NONE else None,
+        "tunnel_devices": handle.devices,
+    }
+    lab.state.save()
+    print(f"lab {lab.lab_id} is up ({settings.topology.value}, tunnel {kind.value}"
+          + (f" via {implementation}, MTU {mtu}" if kind is not TunnelKind.NONE else "") + ")")
+    print(describe(lab.lab_id, lab.chain, kind is not TunnelKind.NONE))
+    print(f"remove it with: tunnelbench lab down {lab.lab_id}")
+    return 0
+
+
+def describe(lab_id: str, chain: Chain, tunnel: bool) -> str:
+    """Namespaces and their addresses, so a user can reach into the lab."""
+    lines = []
+    for i, role in enumerate(chain.roles):
+        addresses = []
+        if i > 0:
+            addresses.append(link_address(i - 1, left=False, family=4))
+        if i < len(chain.links):
+            addresses.append(link_address(i, left=True, family=4))
+        if tunnel and role in chain.tunnel_ends:
+            addresses.append(tunnel_address(role == chain.tunnel_ends[0], 4) + " (tunnel)")
+        lines.append(f"  {role:<7} tb-{lab_id}-{role:<8} {', '.join(addresses)}")
+    return "\n".join(lines)
+
+
+def status(args: argparse.Namespace) -> int:
+    labs = lab_state.known_labs()
+    if not labs:
+        print("no labs")
+        return 0
+    present = set(lab_state.list_namespaces())
+    for lab_id in labs:
+        st = lab_state.LabState.load(lab_id)
+        alive = sum(1 for p in st.processes if lab_state.is_alive(p))
+        namespaces = sum(1 for n in st.namespaces if n in present)
+        info = st.info
+        print(
+            f"{lab_id}: {st.topology}, tunnel {info.get('tunnel', '?')}, "
+            f"{namespaces}/{len(st.namespaces)} namespaces, {alive}/{len(st.processes)} processes alive"
+        )
+    return 0
+
+
+def _only_lab(requested: str | None) -> str:
+    labs = lab_state.known_labs()
+    if requested:
+        if requested not in labs:
+            raise UserError(f"--lab: no lab {requested!r}; labs: {', '.join(labs) or 'none'}")
+        return requested
+    if len(labs) != 1:
+        raise UserError(f"--lab: say which lab; labs: {', '.join(labs) or 'none'}")
+    return labs[0]
+
+
+def exec_(args: argparse.Namespace) -> int:
+    require_root("tunnelbench lab exec")
+    lab_id = _only_lab(args.lab)
+    st = lab_state.LabState.load(lab_id)
+    chain = CHAINS[next(t for t in CHAINS if t.value == st.topology)]
+    if args.role not in chain.roles:
+        raise UserError(f"role: {args.role!r} is not in this lab; roles: {', '.join(chain.roles)}")
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise UserError("exec: give a command after the role, e.g. `lab exec client -- ip addr`")
+    # The user's own command, run in the foreground with the terminal.
+    return subprocess.call(["ip", "netns", "exec", f"tb-{lab_id}-{args.role}", *command])
+
+
+def down(args: argparse.Namespace) -> int:
+    require_root("tunnelbench lab down")
+    if args.lab_id not in lab_state.known_labs():
+        raise UserError(f"lab: no lab {args.lab_id!r}; see `tunnelbench lab status`")
+    return _remove([args.lab_id])
+
+
+def clean(args: argparse.Namespace) -> int:
+    require_root("tunnelbench lab clean")
+    labs = lab_state.known_labs()
+    if not labs:
+        print("nothing to clean")
+        return 0
+    return _remove(labs)
+
+
+def _remove(labs: list[str]) -> int:
+    failed = 0
+    for lab_id in labs:
+        problems = lab_state.teardown(lab_state.LabState.load(lab_id))
+        if problems:
+            failed += 1
+            print(f"lab {lab_id}: " + "; ".join(problems))
+        else:
+            print(f"lab {lab_id} removed")
+    return 1 if failed else 0
+
+
+__all__ = ["clean", "down", "exec_", "os", "status", "up"]

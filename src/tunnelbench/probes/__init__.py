@@ -1,0 +1,1 @@
+"""Samplers that run during a trial's measured window: per-core CPU and process CPU."""

@@ -1,0 +1,1 @@
+"""Renderers of stored runs. They read the store; they never measure."""

@@ -1,0 +1,73 @@
+"""The terminal table of a run: one row per configuration."""
+
+from tunnelbench.analysis.summary import ConfigSummary, varying_axes
+from tunnelbench.units import mbit
+
+# Axes shown as their own columns when they vary, with a short heading.
+AXIS_HEADINGS = {
+    "traffic.streams": "streams",
+    "traffic.direction": "direction",
+    "traffic.stream_mode": "mode",
+    "traffic.family": "IP",
+    "tunnel.mtu": "tun MTU",
+    "tunnel.implementation": "impl",
+    "lab.topology": "topology",
+    "lab.wan.mtu": "WAN MTU",
+    "lab.wan.rate": "WAN rate",
+    "lab.wan.shaper": "shaper",
+    "lab.wan.queue_limit": "queue",
+}
+
+
+def _axis_value(summary: ConfigSummary, path: str) -> str:
+    value: object = summary.config.to_dict()
+    for part in path.split("."):
+        value = value[part]  # type: ignore[index]
+    if path == "lab.wan.rate":
+        return "-" if value is None else f"{mbit(value):g}M"  # type: ignore[arg-type]
+    if path == "tunnel.mtu" and value is None and summary.resolved.get("tunnel_mtu"):
+        return str(summary.resolved["tunnel_mtu"])
+    return "-" if value is None else str(value)
+
+
+def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
+    axes = [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a != "tunnel.kind"]
+    header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes)]
+    header += ["median Mbit/s", "min-max", "retrans", "% base", "busiest core usr/sys/soft %"]
+    body = []
+    for s in summaries:
+        row = [s.label, *(_axis_value(s, a) for a in axes)]
+        if s.goodput is None:
+            row += ["failed", "-", "-", "-", "-"]
+        else:
+            g = s.goodput
+            row.append(f"{mbit(g.median):,.0f}")
+            row.append(f"{mbit(g.minimum):,.0f}-{mbit(g.maximum):,.0f}")
+            row.append(f"{s.retransmits.median:,.0f}" if s.retransmits else "n/a")
+            row.append(f"{s.pct_of_baseline:.0f}%" if s.pct_of_baseline is not None else "-")
+            c = s.busiest_core
+            row.append(
+                f"cpu{c.core} {c.busy:.0f}% ({c.user:.0f}/{c.system:.0f}/{c.softirq:.0f})"
+                if c
+                else "n/a"
+            )
+        if s.failed:
+            row[0] += f" [{len(s.failed)}/{len(s.trials)} failed]"
+        body.append(row)
+    return header, body
+
+
+def render(summaries: list[ConfigSummary]) -> str:
+    header, body = rows(summaries)
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    numeric = {i for i, h in enumerate(header) if h not in ("tunnel", "direction", "mode", "topology", "shaper", "impl", "busiest core usr/sys/soft %")}
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in numeric else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    out = [line(header), line(["-" * w for w in widths])]
+    out += [line(r) for r in body]
+    return "\n".join(out)

@@ -1,0 +1,233 @@
+"""SQLite storage of runs, trials, metrics, probe samples and raw generator output.
+
+The only module that writes results. Each finished trial is committed on its own, so a
+crash or Ctrl-C loses at most the trial in progress. The schema carries a version; a
+database written by a newer tunnelbench is refused rather than misread.
+"""
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tunnelbench.errors import UserError
+
+SCHEMA_VERSION = 1
+DEFAULT_DB = Path("tunnelbench.db")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    status TEXT NOT NULL,            -- running | complete | failed | interrupted
+    command_line TEXT NOT NULL,
+    experiment TEXT NOT NULL,        -- JSON: the requested configurations and repetitions
+    environment TEXT NOT NULL        -- JSON: kernel, CPU, versions
+);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    seq INTEGER NOT NULL,
+    repetition INTEGER NOT NULL,
+    config_key TEXT NOT NULL,        -- canonical JSON of the requested configuration
+    config TEXT NOT NULL,            -- JSON: requested configuration
+    resolved TEXT NOT NULL,          -- JSON: what "auto" became, versions, lab id, MTUs
+    status TEXT NOT NULL,            -- ok | failed
+    error TEXT,
+    started_at REAL NOT NULL,
+    ended_at REAL NOT NULL,
+    UNIQUE (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    trial_id INTEGER NOT NULL REFERENCES trials(id),
+    name TEXT NOT NULL,
+    value REAL NOT NULL,
+    PRIMARY KEY (trial_id, name)
+);
+CREATE TABLE IF NOT EXISTS artifacts (
+    trial_id INTEGER NOT NULL REFERENCES trials(id),
+    name TEXT NOT NULL,              -- iperf3 | probes | intervals
+    content TEXT NOT NULL,           -- JSON
+    PRIMARY KEY (trial_id, name)
+);
+CREATE INDEX IF NOT EXISTS trials_by_run ON trials(run_id, config_key);
+"""
+
+
+@dataclass
+class TrialRecord:
+    id: int
+    run_id: int
+    seq: int
+    repetition: int
+    config_key: str
+    config: dict[str, Any]
+    resolved: dict[str, Any]
+    status: str
+    error: str | None
+    metrics: dict[str, float]
+
+
+@dataclass
+class RunRecord:
+    id: int
+    started_at: float
+    ended_at: float | None
+    status: str
+    command_line: str
+    experiment: dict[str, Any]
+    environment: dict[str, Any]
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA foreign_keys = ON")
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self._migrate()
+
+    @classmethod
+    def open_existing(cls, path: Path) -> "Store":
+        if not path.is_file():
+            raise UserError(f"--db: no results database at {str(path)!r}")
+        return cls(path)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        # Every statement is CREATE ... IF NOT EXISTS: safe to repeat, and executescript
+        # cannot run inside an explicit transaction.
+        self.db.executescript(SCHEMA)
+        with self._transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                db.execute(
+                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise UserError(
+                    f"--db: {str(self.path)!r} has schema version {row[0]}, newer than this "
+                    f"tunnelbench understands ({SCHEMA_VERSION})"
+                )
+
+    # --- writing ---
+
+    def start_run(self, command_line: str, experiment: dict[str, Any], env: dict[str, Any]) -> int:
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO runs (started_at, status, command_line, experiment, environment)"
+                " VALUES (?, 'running', ?, ?, ?)",
+                (time.time(), command_line, json.dumps(experiment), json.dumps(env)),
+            )
+            return int(cursor.lastrowid or 0)
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE runs SET ended_at = ?, status = ? WHERE id = ?",
+                (time.time(), status, run_id),
+            )
+
+    def add_trial(
+        self,
+        run_id: int,
+        *,
+        seq: int,
+        repetition: int,
+        config_key: str,
+        config: dict[str, Any],
+        resolved: dict[str, Any],
+        status: str,
+        error: str | None,
+        started_at: float,
+        metrics: dict[str, float],
+        artifacts: dict[str, Any],
+    ) -> int:
+        """Store one finished trial with everything measured, in one transaction."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO trials (run_id, seq, repetition, config_key, config, resolved,"
+                " status, error, started_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    run_id, seq, repetition, config_key, json.dumps(config),
+                    json.dumps(resolved), status, error, started_at, time.time(),
+                ),
+            )  # fmt: skip
+            trial_id = int(cursor.lastrowid or 0)
+            db.executemany(
+                "INSERT INTO metrics VALUES (?, ?, ?)",
+                [(trial_id, name, float(value)) for name, value in metrics.items()],
+            )
+            db.executemany(
+                "INSERT INTO artifacts VALUES (?, ?, ?)",
+                [(trial_id, name, json.dumps(content)) for name, content in artifacts.items()],
+            )
+            return trial_id
+
+    # --- reading ---
+
+    def run(self, ref: str) -> RunRecord:
+        """A run by id, or ``latest``."""
+        if ref == "latest":
+            row = self.db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+            if row is None:
+                raise UserError(f"no runs stored in {str(self.path)!r} yet")
+        else:
+            if not ref.isdigit():
+                raise UserError(f"run: {ref!r} is not a run id or 'latest'")
+            row = self.db.execute("SELECT * FROM runs WHERE id = ?", (int(ref),)).fetchone()
+            if row is None:
+                raise UserError(f"run: no run {ref} in {str(self.path)!r}")
+        return RunRecord(
+            id=row[0], started_at=row[1], ended_at=row[2], status=row[3],
+            command_line=row[4], experiment=json.loads(row[5]), environment=json.loads(row[6]),
+        )  # fmt: skip
+
+    def trials(self, run_id: int) -> list[TrialRecord]:
+        rows = self.db.execute(
+            "SELECT id, run_id, seq, repetition, config_key, config, resolved, status, error"
+            " FROM trials WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+        ).fetchall()
+        metrics: dict[int, dict[str, float]] = {row[0]: {} for row in rows}
+        with closing(
+            self.db.execute(
+                "SELECT m.trial_id, m.name, m.value FROM metrics m JOIN trials t"
+                " ON t.id = m.trial_id WHERE t.run_id = ?",
+                (run_id,),
+            )
+        ) as cursor:
+            for trial_id, name, value in cursor:
+                metrics[trial_id][name] = value
+        return [
+            TrialRecord(
+                id=r[0], run_id=r[1], seq=r[2], repetition=r[3], config_key=r[4],
+                config=json.loads(r[5]), resolved=json.loads(r[6]), status=r[7], error=r[8],
+                metrics=metrics[r[0]],
+            )  # fmt: skip
+            for r in rows
+        ]
+
+    def artifact(self, trial_id: int, name: str) -> Any:
+        row = self.db.execute(
+            "SELECT content FROM artifacts WHERE trial_id = ? AND name = ?", (trial_id, name)
+        ).fetchone()
+        return None if row is None else json.loads(row[0])

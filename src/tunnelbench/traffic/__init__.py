@@ -1,0 +1,11 @@
+"""Load generators: one module each, one interface (:class:`Generator`) and one registry."""
+
+from tunnelbench.kinds import Generator as GeneratorKind
+from tunnelbench.registry import Registry
+from tunnelbench.traffic.base import Generator, TrafficResult
+from tunnelbench.traffic.iperf3 import Iperf3
+
+REGISTRY: Registry[GeneratorKind, Generator] = Registry("traffic generator")
+REGISTRY.register(GeneratorKind.IPERF3, Iperf3())
+
+__all__ = ["REGISTRY", "Generator", "TrafficResult"]

@@ -1,0 +1,53 @@
+"""The interface every load generator implements, and what it returns."""
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from tunnelbench.kinds import Generator as GeneratorKind
+from tunnelbench.kinds import StreamMode
+from tunnelbench.lab.netns import Lab
+from tunnelbench.plan import TrafficSettings
+
+#: Called once every generator process runs: ({label: PID}, monotonic start time).
+Started = Callable[[dict[str, int], float], None]
+
+
+@dataclass
+class TrafficResult:
+    """One trial's traffic, measured at the receivers, warm-up excluded."""
+
+    stream_mode: StreamMode  # the mode that ran
+    processes: int
+    goodput_bps: float  # all directions together
+    upload_bps: float | None
+    download_bps: float | None
+    retransmits: int | None
+    intervals_bps: list[float]  # receiver-side goodput per 1 s interval
+    raw: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Generator(ABC):
+    kind: ClassVar[GeneratorKind]
+
+    @abstractmethod
+    def programs(self) -> list[tuple[str, str]]:
+        """(program, purpose) pairs needed; checked before any set-up."""
+
+    @abstractmethod
+    def version(self) -> str: ...
+
+    @abstractmethod
+    def resolve_mode(self, settings: TrafficSettings) -> StreamMode:
+        """The stream mode "auto" means for this generator and these settings."""
+
+    @abstractmethod
+    def run(
+        self,
+        lab: Lab,
+        settings: TrafficSettings,
+        mode: StreamMode,
+        on_started: Started,
+    ) -> TrafficResult:
+        """Drive traffic from the lab's client to its server (or back) and measure it."""

@@ -1,0 +1,170 @@
+"""iperf3 as a load generator: server and client command lines, and running them."""
+
+import functools
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from tunnelbench import programs
+from tunnelbench.command import run
+from tunnelbench.errors import LabError
+from tunnelbench.kinds import Direction, StreamMode
+from tunnelbench.kinds import Generator as GeneratorKind
+from tunnelbench.lab.netns import Lab
+from tunnelbench.plan import TrafficSettings
+from tunnelbench.traffic import iperf3_json
+from tunnelbench.traffic.base import Generator, Started, TrafficResult
+
+BASE_PORT = 5201
+#: iperf3 runs one thread per stream from this release on.
+THREADED_SINCE = (3, 16)
+_DIRECTION_FLAGS = {Direction.UPLOAD: [], Direction.DOWNLOAD: ["-R"], Direction.BIDIR: ["--bidir"]}
+
+
+def server_argv(binary: str, port: int) -> list[str]:
+    return [binary, "-s", "-1", "-p", str(port)]
+
+
+def client_argv(
+    binary: str, server: str, port: int, settings: TrafficSettings, streams: int
+) -> list[str]:
+    return [
+        binary, "-c", server, "-p", str(port), f"-{settings.family}",
+        "-t", str(settings.duration), "-O", str(settings.warmup), "-i", "1",
+        "-P", str(streams), "-J", "--get-server-output", "--connect-timeout", "5000",
+        *_DIRECTION_FLAGS[settings.direction],
+    ]  # fmt: skip
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    match = re.search(r"iperf (\d+)\.(\d+)", text)
+    if not match:
+        raise LabError(f"cannot read the iperf3 version from {text.strip()!r}")
+    return (int(match.group(1)), int(match.group(2)))
+
+
+class Iperf3(Generator):
+    kind = GeneratorKind.IPERF3
+
+    def programs(self) -> list[tuple[str, str]]:
+        return [("iperf3", "the load generator")]
+
+    def version(self) -> str:
+        return _version_line(programs.require("iperf3", "the load generator"))
+
+    def multithreaded(self) -> bool:
+        return parse_version(self.version()) >= THREADED_SINCE
+
+    def resolve_mode(self, settings: TrafficSettings) -> StreamMode:
+        if settings.stream_mode is not StreamMode.AUTO:
+            return settings.stream_mode
+        if settings.streams > 1 and not self.multithreaded():
+            return StreamMode.PROCESSES
+        return StreamMode.SINGLE
+
+    def run(
+        self, lab: Lab, settings: TrafficSettings, mode: StreamMode, on_started: Started
+    ) -> TrafficResult:
+        binary = programs.require("iperf3", "the load generator")
+        count = settings.streams if mode is StreamMode.PROCESSES else 1
+        per_process = 1 if mode is StreamMode.PROCESSES else settings.streams
+        client, server = lab.chain.client, lab.chain.server
+        target = lab.address(server, lab.chain.roles[-2], settings.family)
+        ports = [BASE_PORT + k for k in range(count)]
+        servers = {}
+        for port in ports:
+            log = lab.directory / f"iperf3-server-{port}.log"
+            with log.open("wb") as err:
+                servers[port] = (lab.start(server, server_argv(binary, port), stderr=err), log)
+        _wait_listening(servers)
+        outputs: list[Path] = []
+        clients = []
+        for port in ports:
+            out = lab.directory / f"iperf3-client-{port}.json"
+            outputs.append(out)
+            with out.open("wb") as stdout:
+                argv = client_argv(binary, target, port, settings, per_process)
+                clients.append(lab.start(client, argv, stdout=stdout))
+        watched = {f"iperf3-server:{port}": proc.pid for port, (proc, _) in servers.items()}
+        watched |= {f"iperf3-client:{port}": c.pid for port, c in zip(ports, clients, strict=True)}
+        on_started(watched, time.monotonic())
+        limit = settings.warmup + settings.duration + 20
+        for proc in clients:
+            try:
+                proc.wait(timeout=limit)
+            except subprocess.TimeoutExpired as exc:
+                raise LabError(f"iperf3 client did not finish within {limit} s") from exc
+        docs = [_load(path) for path in outputs]
+        measured = [iperf3_json.parse(doc, settings.duration) for doc in docs]
+        return _combine(mode, measured, docs)
+
+
+def _combine(
+    mode: StreamMode, measured: list[iperf3_json.ProcessMeasurement], docs: list[dict[str, Any]]
+) -> TrafficResult:
+    def total(values: list[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return sum(present) if present else None
+
+    upload = total([m.upload_bps for m in measured])
+    download = total([m.download_bps for m in measured])
+    retransmits = [m.retransmits for m in measured if m.retransmits is not None]
+    length = min(len(m.intervals_bps) for m in measured)
+    intervals = [sum(m.intervals_bps[i] for m in measured) for i in range(length)]
+    return TrafficResult(
+        stream_mode=mode,
+        processes=len(measured),
+        goodput_bps=(upload or 0.0) + (download or 0.0),
+        upload_bps=upload,
+        download_bps=download,
+        retransmits=sum(retransmits) if retransmits else None,
+        intervals_bps=intervals,
+        raw=docs,
+    )
+
+
+def _load(path: Path) -> dict[str, Any]:
+    text = path.read_text(errors="replace")
+    try:
+        doc: dict[str, Any] = json.loads(text)
+    except json.JSONDecodeError:
+        raise LabError(f"iperf3 wrote no JSON: {text.strip()[:200] or 'empty output'}") from None
+    return doc
+
+
+def _wait_listening(servers: dict[int, tuple["subprocess.Popen[bytes]", Path]]) -> None:
+    """Wait until every server listens, reading its namespace's socket table in /proc."""
+    deadline = time.monotonic() + 5
+    pending = dict(servers)
+    while pending and time.monotonic() < deadline:
+        for port, (proc, log) in list(pending.items()):
+            if _listening(proc.pid, port):
+                del pending[port]
+            elif proc.poll() is not None:
+                raise LabError(f"iperf3 server on port {port} exited: {log.read_text().strip()}")
+        time.sleep(0.005)
+    if pending:
+        raise LabError(f"iperf3 server did not listen on port(s) {sorted(pending)} within 5 s")
+
+
+def _listening(pid: int, port: int) -> bool:
+    needle = f":{port:04X} "
+    for table in ("tcp6", "tcp"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            return False
+        for line in lines:
+            fields = line.split()
+            if (fields[1] + " ").endswith(needle) and fields[3] == "0A":
+                return True
+    return False
+
+
+@functools.cache
+def _version_line(binary: str) -> str:
+    return run([binary, "--version"]).stdout.strip().splitlines()[0]
+

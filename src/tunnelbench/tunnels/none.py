@@ -1,0 +1,22 @@
+"""No tunnel: plain routing across the WAN, the baseline every tunnel is compared with."""
+
+import platform
+from typing import ClassVar
+
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.lab.netns import Lab
+from tunnelbench.tunnels.base import Tunnel, TunnelHandle
+
+
+class NoTunnel(Tunnel):
+    kind = TunnelKind.NONE
+    implementations: ClassVar[tuple[str, ...]] = ("kernel",)
+
+    def overhead(self, outer_family: int = 4) -> int:
+        return 0
+
+    def version(self, implementation: str) -> str:
+        return f"linux {platform.release()}"
+
+    def setup(self, lab: Lab, implementation: str, mtu: int) -> TunnelHandle:
+        return TunnelHandle(self.kind, implementation, self.version(implementation), mtu)

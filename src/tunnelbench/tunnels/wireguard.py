@@ -1,0 +1,122 @@
+"""WireGuard: the kernel module when the kernel has it, else userspace wireguard-go."""
+
+import functools
+import platform
+import subprocess
+from pathlib import Path
+from typing import ClassVar
+
+from tunnelbench import capabilities, programs
+from tunnelbench.command import run
+from tunnelbench.errors import UserError
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.topology import remote_prefixes, tunnel_address
+from tunnelbench.tunnels.base import Tunnel, TunnelHandle, wait_for_device
+
+PORT = 51820
+KERNEL = "kernel"
+WIREGUARD_GO = "wireguard-go"
+# wireguard-go keeps its control sockets here, shared by every namespace on the host.
+UAPI_DIR = Path("/var/run/wireguard")
+
+
+class WireGuard(Tunnel):
+    kind = TunnelKind.WIREGUARD
+    implementations: ClassVar[tuple[str, ...]] = (KERNEL, WIREGUARD_GO)
+
+    def overhead(self, outer_family: int = 4) -> int:
+        # outer IP + UDP 8 + WireGuard header 16 + Poly1305 tag 16 (plaintext padded to 16)
+        return (20 if outer_family == 4 else 40) + 8 + 16 + 16
+
+    def default_mtu(self, underlay_mtu: int) -> int:
+        # As wg-quick: leave room for an IPv6 outer header, so 1500 gives 1420.
+        return underlay_mtu - self.overhead(6)
+
+    def resolve_implementation(self, requested: str) -> str:
+        if requested == "auto":
+            return KERNEL if capabilities.kernel_link_type("wireguard") is None else WIREGUARD_GO
+        resolved = super().resolve_implementation(requested)
+        if resolved == KERNEL and (refusal := capabilities.kernel_link_type("wireguard")):
+            raise UserError(
+                f"tunnel.implementation: this kernel cannot create a wireguard link ({refusal}); "
+                f"use {WIREGUARD_GO!r} or 'auto'"
+            )
+        return resolved
+
+    def programs(self, implementation: str) -> list[tuple[str, str]]:
+        needed = [("wg", "WireGuard configuration, from wireguard-tools")]
+        if implementation == WIREGUARD_GO:
+            needed.append((WIREGUARD_GO, "userspace WireGuard"))
+        return needed
+
+    def version(self, implementation: str) -> str:
+        if implementation == KERNEL:
+            return f"linux {platform.release()}"
+        return _wireguard_go_version(programs.require(WIREGUARD_GO, "userspace WireGuard"))
+
+    def setup(self, lab: Lab, implementation: str, mtu: int) -> TunnelHandle:
+        handle = TunnelHandle(self.kind, implementation, self.version(implementation), mtu)
+        left, right = lab.chain.tunnel_ends
+        keys = {role: _keypair(lab, role) for role in (left, right)}
+        for role in (left, right):
+            device = lab.ifname(f"wg{role[0]}{role[-1]}")
+            handle.devices[role] = device
+            if implementation == KERNEL:
+                lab.ip_batch(role, [["link", "add", device, "type", "wireguard"]])
+            else:
+                self._start_userspace(lab, role, device, handle)
+        for role in (left, right):
+            peer = right if role == left else left
+            allowed = [
+                f"{a}/{32 if fam == 4 else 128}"
+                for fam, a in ((4, _inner(lab, peer, 4)), (6, _inner(lab, peer, 6)))
+            ]
+            allowed += [p for fam in (4, 6) for p in _remote(lab, role, fam)]
+            lab.exec(
+                role,
+                ["wg", "set", handle.devices[role], "listen-port", str(PORT)]
+                + ["private-key", str(keys[role][0]), "peer", keys[peer][1]]
+                + ["endpoint", f"{lab.address(peer, role, 4)}:{PORT}"]
+                + ["allowed-ips", ",".join(allowed)],
+            )
+            self.address_and_route(lab, role, handle.devices[role], mtu)
+        return handle
+
+    def _start_userspace(self, lab: Lab, role: str, device: str, handle: TunnelHandle) -> None:
+        binary = programs.require(WIREGUARD_GO, "userspace WireGuard")
+        socket = UAPI_DIR / f"{device}.sock"
+        lab.state.add_file(socket)  # a killed daemon leaves its socket behind
+        log = lab.directory / f"{device}.log"
+        with log.open("wb") as out:
+            proc = lab.start(role, [binary, "-f", device], stdout=out, stderr=subprocess.STDOUT)
+        daemon = lab.state.processes[-1]
+        assert daemon.pid == proc.pid
+        wait_for_device(daemon, WIREGUARD_GO, device, log)
+        handle.daemons[role] = daemon
+        handle.logs.append(log)
+
+
+def _inner(lab: Lab, role: str, family: int) -> str:
+    return tunnel_address(role == lab.chain.tunnel_ends[0], family)
+
+
+def _remote(lab: Lab, role: str, family: int) -> list[str]:
+    return remote_prefixes(lab.chain, role, family)
+
+
+def _keypair(lab: Lab, role: str) -> tuple[Path, str]:
+    """A fresh private key in a root-only file of the lab, and its public key."""
+    private = run(["wg", "genkey"]).stdout.strip()
+    public = run(["wg", "pubkey"], input_text=private + "\n").stdout.strip()
+    path = lab.directory / f"{role}.key"
+    lab.state.add_file(path)
+    path.touch(mode=0o600)
+    path.write_text(private + "\n")
+    return path, public
+
+
+@functools.cache
+def _wireguard_go_version(binary: str) -> str:
+    first = run([binary, "--version"]).stdout.strip().splitlines()
+    return f"{first[0] if first else 'wireguard-go (unknown version)'} ({binary})"
