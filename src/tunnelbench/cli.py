@@ -8,108 +8,21 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TypeVar
 
 from tunnelbench import __version__
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Direction, Shaper, StreamMode, Topology, TunnelKind
-from tunnelbench.plan import (
-    STREAMS_MAX,
-    Experiment,
-    LabSettings,
-    LinkSettings,
-    Trial,
-    TrafficSettings,
-    TrialConfig,
-    TunnelSettings,
-    check_choice,
-    check_family,
-    check_int,
-    check_mtu,
-    product_configs,
+from tunnelbench.kinds import Direction, StreamMode
+from tunnelbench.options import (
+    DEFAULT_TUNNELS,
+    add_lab_arguments,
+    build_experiment,
+    comma_list,
+    whole_number,
 )
+from tunnelbench.plan import Trial
 from tunnelbench.runner import TrialOutcome
 from tunnelbench.store import DEFAULT_DB
-from tunnelbench.units import mbit, parse_rate
-
-T = TypeVar("T")
-
-DEFAULT_TUNNELS = "none,wireguard,vxlan"
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-
-
-def _csv(text: str) -> list[str]:
-    items = [t.strip() for t in text.split(",")]
-    if not all(items):
-        raise argparse.ArgumentTypeError(f"{text!r} has an empty item")
-    return items
-
-
-def _lab_arguments(parser: argparse.ArgumentParser) -> None:
-    lab = parser.add_argument_group("lab")
-    lab.add_argument("--topology", default=Topology.ROAD_WARRIOR.value, help="road-warrior | site-to-site")
-    lab.add_argument("--wan-mtu", type=_int, default=1500, help="MTU of the WAN link (default 1500)")
-    lab.add_argument("--lan-mtu", type=_int, default=1500, help="MTU of the LAN links (default 1500)")
-    lab.add_argument("--rate", help="shape the WAN link to this rate, e.g. 1gbit, 100mbit")
-    lab.add_argument("--shaper", default=Shaper.TBF.value, help="tbf | htb (with --rate)")
-    lab.add_argument("--queue-limit", type=_int, default=1000, help="shaper queue in packets (default 1000)")
-    lab.add_argument("--tunnel-mtu", type=_int, help="tunnel MTU (default: WAN MTU minus the tunnel's overhead)")
-    lab.add_argument("--wireguard-impl", default="auto", help="auto | kernel | wireguard-go")
-
-
-def _lab_settings(args: argparse.Namespace) -> LabSettings:
-    rate = parse_rate(args.rate, key="--rate") if args.rate is not None else None
-    return LabSettings(
-        topology=check_choice("--topology", args.topology, Topology),
-        wan=LinkSettings(
-            mtu=check_mtu("--wan-mtu", args.wan_mtu),
-            rate=rate,
-            shaper=check_choice("--shaper", args.shaper, Shaper),
-            queue_limit=check_int("--queue-limit", args.queue_limit, 1, 100_000),
-        ),
-        lan_mtu=check_mtu("--lan-mtu", args.lan_mtu),
-    )
-
-
-def _tunnel_settings(args: argparse.Namespace, kind: TunnelKind, family: int = 4) -> TunnelSettings:
-    mtu = None if args.tunnel_mtu is None else check_mtu("--tunnel-mtu", args.tunnel_mtu, family=family)
-    return TunnelSettings(kind=kind, implementation=args.wireguard_impl, mtu=mtu)
-
-
-def build_experiment(args: argparse.Namespace) -> Experiment:
-    """The experiment of ``tunnelbench run``'s options; every value checked."""
-    family = check_family("--family", args.family)
-    kinds = [check_choice("--tunnels", k, TunnelKind) for k in args.tunnels]
-    streams = [check_int("--streams", _as_int("--streams", s), 1, STREAMS_MAX) for s in args.streams]
-    base = TrialConfig(
-        lab=_lab_settings(args),
-        tunnel=_tunnel_settings(args, TunnelKind.WIREGUARD, family),
-        traffic=TrafficSettings(
-            streams=1,
-            stream_mode=check_choice("--stream-mode", args.stream_mode, StreamMode),
-            direction=check_choice("--direction", args.direction, Direction),
-            duration=check_int("--duration", args.duration, 1, 3600),
-            warmup=check_int("--warmup", args.warmup, 0, 60),
-            family=family,
-        ),
-    )
-    if base.lab.wan.mtu < 1280 and family == 6:
-        raise UserError(f"--wan-mtu: {base.lab.wan.mtu} is below IPv6's minimum of 1280")
-    runs = check_int("--runs", args.runs, 1, 100)
-    return Experiment(configs=product_configs(base, kinds, streams), repetitions=runs)
-
-
-def _as_int(key: str, text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise UserError(f"{key}: {text!r} is not a whole number") from None
+from tunnelbench.units import mbit
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -119,13 +32,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tunnelbench.store import Store
 
     experiment = build_experiment(args)
-    runner.require_root("tunnelbench run")
-    runner.resolve(experiment)  # every check before the database is touched
+    runner.preflight()
+    resolutions = runner.resolve(experiment)  # every check before the database is touched
     store = Store(Path(args.db))
     progress = None if args.quiet else _print_progress
     try:
         run_id = runner.execute(
-            experiment, store, command_line=shlex.join(sys.argv), progress=progress
+            experiment,
+            resolutions,
+            store,
+            command_line=shlex.join(sys.argv),
+            progress=progress,
         )
         trials = store.trials(run_id)
         print()
@@ -133,7 +50,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         failed = [t for t in trials if t.status != "ok"]
         for trial in failed:
             print(f"trial {trial.seq} failed: {trial.error}")
-        print(f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`")
+        print(
+            f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`"
+        )
         return 1 if failed and len(failed) == len(trials) else 0
     finally:
         store.close()
@@ -141,7 +60,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _print_progress(index: int, total: int, trial: Trial, outcome: TrialOutcome | None) -> None:
     c = trial.config
-    what = f"{c.tunnel.kind.value}, {c.traffic.streams} stream(s), {c.traffic.direction.value}, run {trial.repetition}"
+    what = (
+        f"{c.tunnel.kind.value}, {c.traffic.streams} stream(s), {c.traffic.direction.value},"
+        f" run {trial.repetition}"
+    )
     if outcome is None:
         print(f"[{index}/{total}] {what} ...", end="", flush=True)
     elif outcome.status == "ok":
@@ -191,16 +113,37 @@ def parser() -> argparse.ArgumentParser:
     verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     run = verbs.add_parser("run", help="run a benchmark and print a table")
-    run.add_argument("--tunnels", type=_csv, default=_csv(DEFAULT_TUNNELS), help=f"tunnel kinds to compare (default {DEFAULT_TUNNELS})")
-    run.add_argument("--streams", type=_csv, default=["1", "4"], help="stream counts (default 1,4)")
-    run.add_argument("--runs", type=_int, default=3, help="repetitions of each configuration (default 3)")
-    run.add_argument("--duration", type=_int, default=5, help="measured seconds per trial (default 5)")
-    run.add_argument("--warmup", type=_int, default=1, help="seconds excluded at the start (default 1)")
-    run.add_argument("--direction", default=Direction.UPLOAD.value, help="upload | download | bidir")
-    run.add_argument("--stream-mode", default=StreamMode.AUTO.value, help="auto | single | processes")
-    run.add_argument("--family", type=_int, default=4, help="IP version of the traffic: 4 or 6")
-    _lab_arguments(run)
-    run.add_argument("--db", default=str(DEFAULT_DB), help="results database (default ./tunnelbench.db)")
+    run.add_argument(
+        "--tunnels",
+        type=comma_list,
+        default=comma_list(DEFAULT_TUNNELS),
+        help=f"tunnel kinds to compare (default {DEFAULT_TUNNELS})",
+    )
+    run.add_argument(
+        "--streams", type=comma_list, default=["1", "4"], help="stream counts (default 1,4)"
+    )
+    run.add_argument(
+        "--runs", type=whole_number, default=3, help="repetitions of each configuration (default 3)"
+    )
+    run.add_argument(
+        "--duration", type=whole_number, default=5, help="measured seconds per trial (default 5)"
+    )
+    run.add_argument(
+        "--warmup", type=whole_number, default=1, help="seconds excluded at the start (default 1)"
+    )
+    run.add_argument(
+        "--direction", default=Direction.UPLOAD.value, help="upload | download | bidir"
+    )
+    run.add_argument(
+        "--stream-mode", default=StreamMode.AUTO.value, help="auto | single | processes"
+    )
+    run.add_argument(
+        "--family", type=whole_number, default=4, help="IP version of the traffic: 4 or 6"
+    )
+    add_lab_arguments(run)
+    run.add_argument(
+        "--db", default=str(DEFAULT_DB), help="results database (default ./tunnelbench.db)"
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     run.set_defaults(func=cmd_run)
 
@@ -215,7 +158,7 @@ def parser() -> argparse.ArgumentParser:
     up = lab_verbs.add_parser("up", help="build a lab and leave it running")
     up.add_argument("--tunnel", default="none", help="none | wireguard | vxlan")
     up.add_argument("--name", help="lab id: 1-6 lowercase letters or digits (default random)")
-    _lab_arguments(up)
+    add_lab_arguments(up)
     lab_verbs.add_parser("status", help="list labs and what they hold")
     ex = lab_verbs.add_parser("exec", help="run a command in a lab namespace")
     ex.add_argument("--lab", help="lab id (default: the only lab)")

@@ -1,35 +1,33 @@
 """The ``tunnelbench lab`` verbs: build a lab by hand, look into it, remove it."""
 
 import argparse
-import os
 import re
 import subprocess
 
-from tunnelbench.cli import _lab_settings, _tunnel_settings
+from tunnelbench import programs
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.topology import CHAINS, Chain, link_address, tunnel_address
+from tunnelbench.options import lab_settings, tunnel_settings
 from tunnelbench.plan import check_choice
 from tunnelbench.runner import require_root
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 
 def up(args: argparse.Namespace) -> int:
-    settings = _lab_settings(args)
+    settings = lab_settings(args)
     kind = check_choice("--tunnel", args.tunnel, TunnelKind)
-    tunnel_settings = _tunnel_settings(args, kind)
+    requested = tunnel_settings(args, kind)
     if args.name is not None and not re.fullmatch(r"[a-z0-9]{1,6}", args.name):
         raise UserError(f"--name: {args.name!r} must be 1-6 lowercase letters or digits")
     require_root("tunnelbench lab up")
     tunnel = TUNNELS.get(kind)
-    implementation = tunnel.resolve_implementation(tunnel_settings.implementation)
-    from tunnelbench import programs
-
+    implementation = tunnel.resolve_implementation(requested.implementation)
     for program, purpose in tunnel.programs(implementation):
         programs.require(program, purpose)
-    mtu = tunnel_settings.mtu or tunnel.default_mtu(settings.wan.mtu)
+    mtu = requested.mtu or tunnel.default_mtu(settings.wan.mtu)
     lab = netns.build(settings, lab_id=args.name, tunnel=kind is not TunnelKind.NONE)
     try:
         handle = tunnel.setup(lab, implementation, mtu)
@@ -43,8 +41,11 @@ def up(args: argparse.Namespace) -> int:
         "tunnel_devices": handle.devices,
     }
     lab.state.save()
-    print(f"lab {lab.lab_id} is up ({settings.topology.value}, tunnel {kind.value}"
-          + (f" via {implementation}, MTU {mtu}" if kind is not TunnelKind.NONE else "") + ")")
+    print(
+        f"lab {lab.lab_id} is up ({settings.topology.value}, tunnel {kind.value}"
+        + (f" via {implementation}, MTU {mtu}" if kind is not TunnelKind.NONE else "")
+        + ")"
+    )
     print(describe(lab.lab_id, lab.chain, kind is not TunnelKind.NONE))
     print(f"remove it with: tunnelbench lab down {lab.lab_id}")
     return 0
@@ -78,7 +79,8 @@ def status(args: argparse.Namespace) -> int:
         info = st.info
         print(
             f"{lab_id}: {st.topology}, tunnel {info.get('tunnel', '?')}, "
-            f"{namespaces}/{len(st.namespaces)} namespaces, {alive}/{len(st.processes)} processes alive"
+            f"{namespaces}/{len(st.namespaces)} namespaces, "
+            f"{alive}/{len(st.processes)} processes alive"
         )
     return 0
 
@@ -134,6 +136,3 @@ def _remove(labs: list[str]) -> int:
         else:
             print(f"lab {lab_id} removed")
     return 1 if failed else 0
-
-
-__all__ = ["clean", "down", "exec_", "os", "status", "up"]

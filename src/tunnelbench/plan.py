@@ -150,7 +150,7 @@ def expand(experiment: Experiment) -> list[Trial]:
             if key not in seen:
                 seen.add(key)
                 ordered.append(candidate)
-    trials = []
+    trials: list[Trial] = []
     for repetition, config in itertools.product(range(1, experiment.repetitions + 1), ordered):
         trials.append(Trial(seq=len(trials) + 1, repetition=repetition, config=config))
     return trials
@@ -180,9 +180,9 @@ def check_choice(key: str, value: str, enum: type[E]) -> E:
 
 
 def check_family(key: str, value: object) -> int:
-    if value not in (4, 6):
-        raise UserError(f"{key}: {value!r} is not an IP version; allowed: 4, 6")
-    return int(value)  # type: ignore[call-overload]
+    if value == 4 or value == 6:
+        return 4 if value == 4 else 6
+    raise UserError(f"{key}: {value!r} is not an IP version; allowed: 4, 6")
 
 
 def product_configs(
@@ -190,7 +190,7 @@ def product_configs(
     tunnels: Sequence[TunnelKind],
     streams: Iterable[int],
 ) -> tuple[TrialConfig, ...]:
-    """The configurations of a tunnels × streams sweep around ``base``."""
+    """The configurations of a tunnels x streams sweep around ``base``."""
     return tuple(
         replace(
             base,

@@ -19,6 +19,7 @@ from tunnelbench.kinds import StreamMode, TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.lab.state import is_alive
 from tunnelbench.plan import Experiment, Trial, TrialConfig, expand
+from tunnelbench.probes import counters
 from tunnelbench.probes.sampler import ProbeResult, Sampler
 from tunnelbench.store import Store
 from tunnelbench.traffic import REGISTRY as GENERATORS
@@ -81,18 +82,22 @@ def resolve(experiment: Experiment) -> dict[str, Resolution]:
     return resolved
 
 
+def preflight() -> None:
+    """Privileges and the programs every lab needs."""
+    require_root("tunnelbench run")
+    for program in ("ip", "tc", "sysctl"):
+        programs.require(program, "building the lab")
+
+
 def execute(
     experiment: Experiment,
+    resolutions: dict[str, Resolution],
     store: Store,
     *,
     command_line: str,
     progress: Progress | None = None,
 ) -> int:
-    """Run every trial of the experiment; return the run id."""
-    require_root("tunnelbench run")
-    for program in ("ip", "tc", "sysctl"):
-        programs.require(program, "building the lab")
-    resolutions = resolve(experiment)
+    """Run every trial of the experiment (checked by :func:`resolve`); return the run id."""
     trials = expand(experiment)
     versions = {
         f"{TUNNELS.get(t.config.tunnel.kind).kind.value}/{r.implementation}": r.version
@@ -136,8 +141,8 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
     metrics: dict[str, float] = {}
     artifacts: dict[str, Any] = {}
     try:
-        traffic, probes = _measure(config, resolution, resolved)
-        metrics = trial_metrics(traffic, probes)
+        traffic, probes, tunnel_counters = _measure(config, resolution, resolved)
+        metrics = trial_metrics(traffic, probes, tunnel_counters)
         artifacts = {"iperf3": traffic.raw, "intervals": traffic.intervals_bps}
         if probes is not None:
             artifacts["probes"] = probes.to_dict()
@@ -161,9 +166,12 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
     return TrialOutcome(trial, status, error, metrics)
 
 
+Counters = dict[str, dict[str, int]]  # role -> counter deltas of its tunnel device
+
+
 def _measure(
     config: TrialConfig, resolution: Resolution, resolved: dict[str, Any]
-) -> tuple[TrafficResult, ProbeResult | None]:
+) -> tuple[TrafficResult, ProbeResult | None, Counters]:
     tunnel = TUNNELS.get(config.tunnel.kind)
     generator = GENERATORS.get(config.traffic.generator)
     lab = netns.build(config.lab, tunnel=config.tunnel.kind is not TunnelKind.NONE)
@@ -178,8 +186,13 @@ def _measure(
         def on_started(processes: dict[str, int], t0: float) -> None:
             sampler.watch(processes, t0 + warmup, t0 + warmup + duration)
 
+        before = {r: counters.read(lab.ns(r), d) for r, d in handle.devices.items()}
         traffic = generator.run(lab, config.traffic, resolution.stream_mode, on_started)
         probes = sampler.result()
+        tunnel_counters = {
+            role: counters.delta(before[role], counters.read(lab.ns(role), device))
+            for role, device in handle.devices.items()
+        }
         for role, daemon in handle.daemons.items():
             if not is_alive(daemon):
                 raise LabError(
@@ -187,15 +200,20 @@ def _measure(
                     " died during the trial"
                 )
         resolved["processes"] = traffic.processes
-        return traffic, probes
+        return traffic, probes, tunnel_counters
     finally:
         sampler.stop()
         lab.teardown()
 
 
-def trial_metrics(traffic: TrafficResult, probes: ProbeResult | None) -> dict[str, float]:
+def trial_metrics(
+    traffic: TrafficResult, probes: ProbeResult | None, tunnel_counters: Counters
+) -> dict[str, float]:
     """The numbers stored for one trial; names are stable, reports read them by name."""
     metrics: dict[str, float] = {"goodput_bps": traffic.goodput_bps}
+    for role, deltas in tunnel_counters.items():
+        for name, value in deltas.items():
+            metrics[f"tunnel.{role}.{name}"] = value
     if traffic.upload_bps is not None:
         metrics["upload_bps"] = traffic.upload_bps
     if traffic.download_bps is not None:

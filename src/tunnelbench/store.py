@@ -119,9 +119,7 @@ class Store:
         with self._transaction() as db:
             row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:
-                db.execute(
-                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                )
+                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif int(row[0]) > SCHEMA_VERSION:
                 raise UserError(
                     f"--db: {str(self.path)!r} has schema version {row[0]}, newer than this "
@@ -167,10 +165,18 @@ class Store:
                 "INSERT INTO trials (run_id, seq, repetition, config_key, config, resolved,"
                 " status, error, started_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (
-                    run_id, seq, repetition, config_key, json.dumps(config),
-                    json.dumps(resolved), status, error, started_at, time.time(),
+                    run_id,
+                    seq,
+                    repetition,
+                    config_key,
+                    json.dumps(config),
+                    json.dumps(resolved),
+                    status,
+                    error,
+                    started_at,
+                    time.time(),
                 ),
-            )  # fmt: skip
+            )
             trial_id = int(cursor.lastrowid or 0)
             db.executemany(
                 "INSERT INTO metrics VALUES (?, ?, ?)",
@@ -219,10 +225,17 @@ class Store:
                 metrics[trial_id][name] = value
         return [
             TrialRecord(
-                id=r[0], run_id=r[1], seq=r[2], repetition=r[3], config_key=r[4],
-                config=json.loads(r[5]), resolved=json.loads(r[6]), status=r[7], error=r[8],
+                id=r[0],
+                run_id=r[1],
+                seq=r[2],
+                repetition=r[3],
+                config_key=r[4],
+                config=json.loads(r[5]),
+                resolved=json.loads(r[6]),
+                status=r[7],
+                error=r[8],
                 metrics=metrics[r[0]],
-            )  # fmt: skip
+            )
             for r in rows
         ]
 

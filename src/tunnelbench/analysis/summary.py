@@ -51,14 +51,21 @@ def _median(values: list[float]) -> float:
 
 def _busiest(trials: list[TrialRecord]) -> BusiestCore | None:
     """The core with the highest median busy share, and its median split."""
-    cores = sorted({name.split(".")[0] for t in trials for name in t.metrics if name.startswith("cpu")})
+    cores = sorted(
+        {name.split(".")[0] for t in trials for name in t.metrics if name.startswith("cpu")}
+    )
     best: BusiestCore | None = None
     for name in cores:
         samples = [t.metrics for t in trials if f"{name}.idle" in t.metrics]
         if not samples:
             continue
-        parts = {p: _median([m[f"{name}.{p}"] for m in samples]) for p in ("user", "system", "softirq", "idle")}
-        core = BusiestCore(int(name[3:]), 100.0 - parts["idle"], parts["user"], parts["system"], parts["softirq"])
+        parts = {
+            p: _median([m[f"{name}.{p}"] for m in samples])
+            for p in ("user", "system", "softirq", "idle")
+        }
+        core = BusiestCore(
+            int(name[3:]), 100.0 - parts["idle"], parts["user"], parts["system"], parts["softirq"]
+        )
         if best is None or core.busy > best.busy:
             best = core
     return best
@@ -82,7 +89,9 @@ def summarize_run(trials: list[TrialRecord]) -> list[ConfigSummary]:
                 resolved=group[0].resolved,
                 trials=group,
                 goodput=summarize([t.metrics["goodput_bps"] for t in ok]),
-                retransmits=summarize([t.metrics["retransmits"] for t in ok if "retransmits" in t.metrics]),
+                retransmits=summarize(
+                    [t.metrics["retransmits"] for t in ok if "retransmits" in t.metrics]
+                ),
                 baseline_key=None if baseline == key else baseline,
                 busiest_core=_busiest(ok),
                 processes_cpu={

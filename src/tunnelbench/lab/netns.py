@@ -4,8 +4,10 @@ Nothing here touches the host's own namespace: veth pairs are created inside a l
 namespace with their peer placed directly in another, and sysctls are set per namespace.
 """
 
+import json
 import logging
 import secrets
+import time
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -131,12 +133,34 @@ def build(settings: LabSettings, *, lab_id: str | None = None, tunnel: bool = Fa
     return lab
 
 
+def _wait_for_carrier(lab: Lab, timeout: float = 5.0) -> None:
+    """Wait until every veth reports carrier.
+
+    A packet sent before that fails IPv6 neighbour discovery, and the neighbour entry
+    then stays unusable for about a second: the first trial would measure a stall.
+    """
+    deadline = time.monotonic() + timeout
+    pending = set(lab.chain.roles)
+    while pending:
+        for role in sorted(pending):
+            links = json.loads(run(["ip", "-n", lab.ns(role), "-j", "link", "show"]).stdout)
+            if all(link["operstate"] == "UP" for link in links if link["ifname"] != "lo"):
+                pending.discard(role)
+        if pending and time.monotonic() > deadline:
+            raise LabError(f"links in {', '.join(sorted(pending))} did not come up in {timeout} s")
+        if pending:
+            time.sleep(0.005)
+
+
 def _create(lab: Lab, tunnel: bool) -> None:
     chain, settings = lab.chain, lab.settings
-    for role in chain.roles:
+    for i, role in enumerate(chain.roles):
         name = lab.ns(role)
         lab.state.add_namespace(name)
         run(["ip", "netns", "add", name])
+        # Before any link exists: links take their IPv6 settings from "default" when born.
+        sysctls = COMMON_SYSCTLS + (GATEWAY_SYSCTLS if 0 < i < len(chain.roles) - 1 else [])
+        lab.exec(role, ["sysctl", "-q", "-w", *sysctls])
     for j, link in enumerate(chain.links):
         left, right = chain.roles[j], chain.roles[j + 1]
         mtu = settings.wan.mtu if link == "wan" else settings.lan_mtu
@@ -149,9 +173,7 @@ def _create(lab: Lab, tunnel: bool) -> None:
             + ["type", "veth", "peer", "name", lab.ifname(left), "mtu", str(mtu)]
             + ["netns", lab.ns(right)]
         )
-    for i, role in enumerate(chain.roles):
-        sysctls = COMMON_SYSCTLS + (GATEWAY_SYSCTLS if 0 < i < len(chain.roles) - 1 else [])
-        lab.exec(role, ["sysctl", "-q", "-w", *sysctls])
+    for role in chain.roles:
         commands = [["link", "set", "lo", "up"]]
         for (owner, peer), iface in lab.interfaces.items():
             if owner != role:
@@ -166,6 +188,7 @@ def _create(lab: Lab, tunnel: bool) -> None:
                 if route.via is not None:  # tunnel routes come with the tunnel device
                     commands.append(["route", "add", route.prefix, "via", route.via])
         lab.ip_batch(role, commands)
+    _wait_for_carrier(lab)
     wan = settings.wan
     if wan.rate is not None:
         for role in chain.tunnel_ends:

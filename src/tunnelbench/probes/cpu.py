@@ -51,7 +51,8 @@ def usage(before: Snapshot, after: Snapshot) -> list[CoreUsage]:
     for core in sorted(after):
         if core not in before:
             continue
-        delta = dict(zip(FIELDS, (a - b for a, b in zip(after[core], before[core])), strict=False))
+        ticks = (a - b for a, b in zip(after[core], before[core], strict=True))
+        delta = dict(zip(FIELDS, ticks, strict=False))
         total = sum(delta.values())
         if total <= 0:
             result.append(CoreUsage(core, 0.0, 0.0, 0.0, 0.0, 100.0, 0.0))

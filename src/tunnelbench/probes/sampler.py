@@ -100,7 +100,7 @@ class Sampler:
                 ticks = sum(after) - sum(before)
                 processes[label] = round(process.percent_of_core(ticks, window), 2)
         series = []
-        for (ta, a, _), (tb, b, _) in zip(self._snapshots, self._snapshots[1:], strict=False):
+        for (_, a, _), (tb, b, _) in zip(self._snapshots, self._snapshots[1:], strict=False):
             series.append(
                 {
                     "t": round(tb - t0, 3),

@@ -41,7 +41,9 @@ def configuration(s: ConfigSummary) -> dict[str, Any]:
                 "repetition": t.repetition,
                 "status": t.status,
                 "error": t.error,
-                "goodput_mbit": t.metrics["goodput_bps"] / 1e6 if "goodput_bps" in t.metrics else None,
+                "goodput_mbit": t.metrics["goodput_bps"] / 1e6
+                if "goodput_bps" in t.metrics
+                else None,
                 "retransmits": t.metrics.get("retransmits"),
                 "resolved": t.resolved,
                 "metrics": t.metrics,

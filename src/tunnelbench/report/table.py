@@ -60,7 +60,20 @@ def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
 def render(summaries: list[ConfigSummary]) -> str:
     header, body = rows(summaries)
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    numeric = {i for i, h in enumerate(header) if h not in ("tunnel", "direction", "mode", "topology", "shaper", "impl", "busiest core usr/sys/soft %")}
+    numeric = {
+        i
+        for i, h in enumerate(header)
+        if h
+        not in (
+            "tunnel",
+            "direction",
+            "mode",
+            "topology",
+            "shaper",
+            "impl",
+            "busiest core usr/sys/soft %",
+        )
+    }
 
     def line(cells: list[str]) -> str:
         return "  ".join(

@@ -25,7 +25,8 @@ _DIRECTION_FLAGS = {Direction.UPLOAD: [], Direction.DOWNLOAD: ["-R"], Direction.
 
 
 def server_argv(binary: str, port: int) -> list[str]:
-    return [binary, "-s", "-1", "-p", str(port)]
+    # -J makes the server send its JSON report, with receiver intervals, to the client.
+    return [binary, "-s", "-1", "-J", "-p", str(port)]
 
 
 def client_argv(
@@ -167,4 +168,3 @@ def _listening(pid: int, port: int) -> bool:
 @functools.cache
 def _version_line(binary: str) -> str:
     return run([binary, "--version"]).stdout.strip().splitlines()[0]
-

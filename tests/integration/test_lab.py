@@ -1,0 +1,104 @@
+"""Real labs: every topology with every tunnel kind carries traffic, and goes away."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import tunnelbench
+from tunnelbench.kinds import Shaper, Topology, TunnelKind
+from tunnelbench.lab import netns
+from tunnelbench.lab import state as lab_state
+from tunnelbench.plan import LabSettings, LinkSettings
+from tunnelbench.tunnels import REGISTRY
+
+
+def ping(lab: netns.Lab, target: str) -> subprocess.CompletedProcess[str]:
+    return lab.exec(lab.chain.client, ["ping", "-c", "1", "-W", "2", target], check=False)
+
+
+@pytest.mark.parametrize("topology", list(Topology))
+@pytest.mark.parametrize("kind", list(TunnelKind))
+def test_client_reaches_server_through_the_tunnel(topology, kind):
+    tunnel = REGISTRY.get(kind)
+    implementation = tunnel.resolve_implementation("auto")
+    lab = netns.build(LabSettings(topology=topology), tunnel=kind is not TunnelKind.NONE)
+    try:
+        handle = tunnel.setup(lab, implementation, tunnel.default_mtu(1500))
+        server = lab.chain.server
+        for family in (4, 6):
+            address = lab.address(server, lab.chain.roles[-2], family)
+            assert ping(lab, address).returncode == 0, f"IPv{family} ping to {address} failed"
+        if kind is not TunnelKind.NONE:
+            left = lab.chain.tunnel_ends[0]
+            target = lab.address(server, lab.chain.roles[-2], 4)
+            route = lab.exec(left, ["ip", "-j", "route", "get", target]).stdout
+            assert json.loads(route)[0]["dev"] == handle.devices[left]
+            mtu = lab.exec(left, ["cat", f"/sys/class/net/{handle.devices[left]}/mtu"]).stdout
+            assert int(mtu) == tunnel.default_mtu(1500)
+    finally:
+        lab.teardown()
+    assert not [n for n in lab_state.list_namespaces() if n.startswith(f"tb-{lab.lab_id}-")]
+    assert not lab.state.directory.exists()
+
+
+@pytest.mark.parametrize("shaper", list(Shaper))
+def test_wan_shaping_is_applied_on_both_ends(shaper):
+    settings = LabSettings(wan=LinkSettings(rate=100_000_000, shaper=shaper, queue_limit=50))
+    lab = netns.build(settings)
+    try:
+        for role in lab.chain.tunnel_ends:
+            device = lab.wan_device(role)
+            qdiscs = json.loads(lab.exec(role, ["tc", "-j", "qdisc", "show", "dev", device]).stdout)
+            kinds = {q["kind"] for q in qdiscs}
+            assert shaper.value in kinds
+            if shaper is Shaper.HTB:
+                assert any(q["kind"] == "pfifo" and q["options"]["limit"] == 50 for q in qdiscs)
+    finally:
+        lab.teardown()
+
+
+def test_a_failed_build_removes_what_it_created(monkeypatch):
+    """A tc failure mid-build is an error, and the half-built lab is gone."""
+    settings = LabSettings(wan=LinkSettings(rate=100_000_000))
+    monkeypatch.setattr(
+        netns, "shaping_commands", lambda *a: [["qdisc", "replace", "dev", "nosuchdev", "root", "tbf"]]
+    )
+    before = set(lab_state.list_namespaces())
+    with pytest.raises(netns.LabError, match="tc -n tb-.* -batch -.*failed"):
+        netns.build(settings, lab_id="fail01")
+    assert set(lab_state.list_namespaces()) == before
+    assert "fail01" not in lab_state.known_labs()
+
+
+def test_lab_verbs_up_status_exec_down(tmp_path):
+    up = tunnelbench("lab", "up", "--tunnel", "wireguard", "--name", "vrb1", "--topology", "site-to-site")
+    assert up.returncode == 0, up.stderr
+    assert "lab vrb1 is up (site-to-site, tunnel wireguard via wireguard-go, MTU 1420)" in up.stdout
+    try:
+        status = tunnelbench("lab", "status")
+        assert "vrb1: site-to-site, tunnel wireguard, 4/4 namespaces, 2/2 processes alive" in status.stdout
+        ping = tunnelbench("lab", "exec", "--lab", "vrb1", "client", "--", "ping", "-c", "1", "-W", "2", "198.18.2.2")
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+        bad = tunnelbench("lab", "exec", "--lab", "vrb1", "gw", "--", "true")
+        assert bad.returncode == 2
+        assert "role: 'gw' is not in this lab; roles: client, gwa, gwb, server" in bad.stderr
+    finally:
+        down = tunnelbench("lab", "down", "vrb1")
+    assert down.returncode == 0, down.stderr
+    assert "lab vrb1 removed" in down.stdout
+
+
+def test_lab_clean_removes_a_lab_whose_owner_died():
+    """A lab left by a crashed tunnelbench (daemons running) is removed by `lab clean`."""
+    up = tunnelbench("lab", "up", "--tunnel", "wireguard", "--name", "orph1")
+    assert up.returncode == 0, up.stderr
+    state = lab_state.LabState.load("orph1")
+    assert all(lab_state.is_alive(p) for p in state.processes)
+    assert any(Path(f).name.endswith(".sock") and Path(f).exists() for f in state.files)
+    clean = tunnelbench("lab", "clean")
+    assert clean.returncode == 0, clean.stderr
+    assert "lab orph1 removed" in clean.stdout
+    assert not any(lab_state.is_alive(p) for p in state.processes)
+    assert not any(Path(f).exists() for f in state.files)

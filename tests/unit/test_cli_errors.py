@@ -1,0 +1,48 @@
+"""Bad input: one precise line naming the key and value, exit code 2, nothing created.
+
+Golden cases live in tests/fixtures/golden/cli-errors.json. Each runs the real command in a
+fresh process, as a user would.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+
+CASES = json.loads((FIXTURES / "golden" / "cli-errors.json").read_text())
+
+
+def tunnelbench(args: list[str], cwd: Path, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tunnelbench", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=60, **kwargs,
+    )  # fmt: skip
+
+
+def namespaces() -> set[str]:
+    path = Path("/run/netns")
+    return set(os.listdir(path)) if path.is_dir() else set()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[" ".join(c["args"]) for c in CASES])
+def test_golden_error(case, tmp_path):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in case["args"]]
+    before = namespaces()
+    done = tunnelbench(args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "tunnelbench: error: " + case["error"].replace("{tmp}", str(tmp_path)) + "\n"
+    assert done.stdout == ""
+    assert list(tmp_path.iterdir()) == []  # no database, no report
+    assert namespaces() == before
+
+
+def test_unknown_option_is_an_argparse_usage_error(tmp_path):
+    done = tunnelbench(["run", "--frobnicate"], cwd=tmp_path)
+    assert done.returncode == 2
+    assert "unrecognized arguments: --frobnicate" in done.stderr
+    assert "Traceback" not in done.stderr

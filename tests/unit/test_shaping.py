@@ -1,0 +1,23 @@
+from tunnelbench.kinds import Shaper
+from tunnelbench.lab.shaping import burst_bytes, shaping_commands
+
+
+def test_burst_is_one_millisecond_or_ten_frames():
+    assert burst_bytes(10**9, 1500) == 125_000  # 1 Gbit/s for 1 ms
+    assert burst_bytes(10**7, 1500) == 15_140  # ten 1514-byte frames
+
+
+def test_tbf_command():
+    assert shaping_commands("tbab-gw", Shaper.TBF, 10**9, 1500, 100) == [
+        ["qdisc", "replace", "dev", "tbab-gw", "root", "handle", "1:", "tbf",
+         "rate", "1gbit", "burst", "125000", "limit", "151400"],
+    ]  # fmt: skip
+
+
+def test_htb_command_has_a_pfifo_leaf_with_the_queue_limit():
+    assert shaping_commands("x", Shaper.HTB, 10**8, 1500, 50) == [
+        ["qdisc", "replace", "dev", "x", "root", "handle", "1:", "htb", "default", "1"],
+        ["class", "add", "dev", "x", "parent", "1:", "classid", "1:1", "htb",
+         "rate", "100mbit", "ceil", "100mbit", "burst", "15140", "cburst", "15140"],
+        ["qdisc", "add", "dev", "x", "parent", "1:1", "handle", "10:", "pfifo", "limit", "50"],
+    ]  # fmt: skip

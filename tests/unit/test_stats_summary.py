@@ -1,0 +1,60 @@
+"""Statistics and per-configuration summaries on stored trial records."""
+
+import pytest
+
+from tunnelbench.analysis.stats import summarize
+from tunnelbench.analysis.summary import summarize_run, varying_axes
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.plan import TrialConfig, TunnelSettings
+from tunnelbench.store import TrialRecord
+
+
+def test_summarize():
+    s = summarize([10.0, 12.0, 11.0, 30.0])
+    assert s is not None
+    assert (s.n, s.median, s.minimum, s.maximum) == (4, 11.5, 10.0, 30.0)
+    assert s.mean == pytest.approx(15.75)
+    # squared deviations from 15.75: 33.0625 + 14.0625 + 22.5625 + 203.0625 = 272.75
+    assert s.cv == pytest.approx((272.75 / 3) ** 0.5 / 15.75)
+    assert summarize([5.0]).cv is None  # type: ignore[union-attr]
+    assert summarize([]) is None
+
+
+def _trial(seq: int, config: TrialConfig, goodput: float, status: str = "ok") -> TrialRecord:
+    metrics = {} if status != "ok" else {
+        "goodput_bps": goodput, "retransmits": 3.0,
+        "cpu0.user": 10.0, "cpu0.system": 20.0, "cpu0.softirq": 5.0, "cpu0.idle": 65.0,
+        "cpu1.user": 50.0, "cpu1.system": 30.0, "cpu1.softirq": 10.0, "cpu1.idle": 10.0,
+        "proc.wireguard-go@client": 95.0,
+    }  # fmt: skip
+    return TrialRecord(
+        id=seq, run_id=1, seq=seq, repetition=seq, config_key=config.key(),
+        config=config.to_dict(), resolved={"tunnel_implementation": "wireguard-go"},
+        status=status, error=None if status == "ok" else "boom", metrics=metrics,
+    )  # fmt: skip
+
+
+def test_percent_of_baseline_and_busiest_core():
+    base = TrialConfig()
+    wg = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind.WIREGUARD))
+    trials = [
+        _trial(1, base, 10e9), _trial(2, wg, 2e9), _trial(3, base, 12e9),
+        _trial(4, wg, 3e9), _trial(5, base, 11e9), _trial(6, wg, 0, status="failed"),
+    ]  # fmt: skip
+    none_summary, wg_summary = summarize_run(trials)
+    assert none_summary.pct_of_baseline == 100.0
+    assert wg_summary.goodput is not None and wg_summary.goodput.n == 2
+    assert wg_summary.goodput.median == 2.5e9
+    assert wg_summary.pct_of_baseline == pytest.approx(100 * 2.5 / 11)
+    assert len(wg_summary.failed) == 1
+    core = wg_summary.busiest_core
+    assert core is not None and (core.core, core.busy, core.user) == (1, 90.0, 50.0)
+    assert wg_summary.processes_cpu == {"wireguard-go@client": 95.0}
+    assert wg_summary.label == "wireguard (wireguard-go)"
+    assert varying_axes([none_summary, wg_summary]) == ["tunnel.kind"]
+
+
+def test_a_tunnel_without_a_measured_baseline_has_no_percentage():
+    wg = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind.WIREGUARD))
+    (only,) = summarize_run([_trial(1, wg, 1e9)])
+    assert only.pct_of_baseline is None

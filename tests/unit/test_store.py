@@ -1,0 +1,61 @@
+"""The SQLite store: round trip, per-trial durability, schema versioning."""
+
+import sqlite3
+
+import pytest
+
+from tunnelbench.errors import UserError
+from tunnelbench.store import SCHEMA_VERSION, Store
+
+
+def _add(store: Store, run_id: int, seq: int) -> int:
+    return store.add_trial(
+        run_id, seq=seq, repetition=1, config_key="k", config={"a": 1},
+        resolved={"lab_id": "abc"}, status="ok", error=None, started_at=0.0,
+        metrics={"goodput_bps": 1e9 * seq}, artifacts={"iperf3": [{"end": {}}]},
+    )  # fmt: skip
+
+
+def test_round_trip(tmp_path):
+    store = Store(tmp_path / "r.db")
+    run_id = store.start_run("tunnelbench run", {"repetitions": 1}, {"kernel": "x"})
+    trial_id = _add(store, run_id, 1)
+    store.finish_run(run_id, "complete")
+    run = store.run("latest")
+    assert (run.id, run.status, run.environment) == (run_id, "complete", {"kernel": "x"})
+    (trial,) = store.trials(run_id)
+    assert trial.metrics == {"goodput_bps": 1e9}
+    assert trial.resolved == {"lab_id": "abc"}
+    assert store.artifact(trial_id, "iperf3") == [{"end": {}}]
+    assert store.run(str(run_id)).id == run_id
+
+
+def test_finished_trials_are_visible_before_the_run_ends(tmp_path):
+    """A crash after a trial must not lose it: another connection sees it at once."""
+    store = Store(tmp_path / "r.db")
+    run_id = store.start_run("x", {}, {})
+    _add(store, run_id, 1)
+    other = sqlite3.connect(tmp_path / "r.db")
+    assert other.execute("SELECT COUNT(*) FROM trials").fetchone() == (1,)
+    assert other.execute("SELECT status FROM runs").fetchone() == ("running",)
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    Store(tmp_path / "r.db").close()
+    db = sqlite3.connect(tmp_path / "r.db")
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION + 1,))
+    db.commit()
+    with pytest.raises(UserError, match="newer than this tunnelbench understands"):
+        Store(tmp_path / "r.db")
+
+
+def test_unknown_runs_are_clear_errors(tmp_path):
+    store = Store(tmp_path / "r.db")
+    with pytest.raises(UserError, match="no runs stored"):
+        store.run("latest")
+    with pytest.raises(UserError, match="no run 7"):
+        store.run("7")
+    with pytest.raises(UserError, match="'x' is not a run id"):
+        store.run("x")
+    with pytest.raises(UserError, match="no results database"):
+        Store.open_existing(tmp_path / "missing.db")
