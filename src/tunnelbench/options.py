@@ -87,7 +87,8 @@ def tunnel_settings(args: argparse.Namespace, kind: TunnelKind, family: int = 4)
         if args.tunnel_mtu is None
         else check_mtu("--tunnel-mtu", args.tunnel_mtu, family=family)
     )
-    return TunnelSettings(kind=kind, implementation=args.wireguard_impl, mtu=mtu)
+    implementation = args.wireguard_impl if kind is TunnelKind.WIREGUARD else "auto"
+    return TunnelSettings(kind=kind, implementation=implementation, mtu=mtu)
 
 
 def build_experiment(args: argparse.Namespace) -> Experiment:
@@ -99,7 +100,6 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
     ]
     base = TrialConfig(
         lab=lab_settings(args),
-        tunnel=tunnel_settings(args, TunnelKind.WIREGUARD, family),
         traffic=TrafficSettings(
             streams=1,
             stream_mode=check_choice("--stream-mode", args.stream_mode, StreamMode),
@@ -112,7 +112,8 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
     if base.lab.wan.mtu < 1280 and family == 6:
         raise UserError(f"--wan-mtu: {base.lab.wan.mtu} is below IPv6's minimum of 1280")
     runs = check_int("--runs", args.runs, 1, 100)
-    return Experiment(configs=product_configs(base, kinds, streams), repetitions=runs)
+    tunnels = [tunnel_settings(args, kind, family) for kind in kinds]
+    return Experiment(configs=product_configs(base, tunnels, streams), repetitions=runs)
 
 
 def _as_int(key: str, text: str) -> int:

@@ -187,7 +187,7 @@ def check_family(key: str, value: object) -> int:
 
 def product_configs(
     base: TrialConfig,
-    tunnels: Sequence[TunnelKind],
+    tunnels: Sequence[TunnelSettings],
     streams: Iterable[int],
 ) -> tuple[TrialConfig, ...]:
     """The configurations of a tunnels x streams sweep around ``base``."""
@@ -195,8 +195,8 @@ def product_configs(
         replace(
             base,
             # A baseline carries no tunnel settings, so it pairs with every tunnel's.
-            tunnel=TunnelSettings() if kind is TunnelKind.NONE else replace(base.tunnel, kind=kind),
+            tunnel=TunnelSettings() if tunnel.kind is TunnelKind.NONE else tunnel,
             traffic=replace(base.traffic, streams=count),
         )
-        for kind, count in itertools.product(tunnels, streams)
+        for tunnel, count in itertools.product(tunnels, streams)
     )

@@ -1,7 +1,7 @@
 """Finding the external programs tunnelbench drives.
 
-Project-built tools (the pinned wireguard-go) live in ``.tools/bin`` of the checkout;
-``TUNNELBENCH_TOOLS_DIR`` points elsewhere. Then ``PATH``.
+Project-built tools (the pinned wireguard-go) live in ``.tools/bin`` of the checkout, or
+in ``TUNNELBENCH_TOOLS_DIR`` when that is set. Then ``PATH``.
 """
 
 import os
@@ -13,12 +13,11 @@ from tunnelbench.errors import UserError
 
 
 def tools_dirs() -> list[Path]:
-    dirs = []
+    """Where project-built tools are looked for before ``PATH``."""
     if env := os.environ.get("TUNNELBENCH_TOOLS_DIR"):
-        dirs.append(Path(env))
+        return [Path(env)]
     # The virtual environment sits in the checkout, beside .tools.
-    dirs.append(Path(sys.prefix).parent / ".tools" / "bin")
-    return dirs
+    return [Path(sys.prefix).parent / ".tools" / "bin"]
 
 
 def find(name: str) -> str | None:

@@ -202,8 +202,10 @@ def _measure(
         resolved["processes"] = traffic.processes
         return traffic, probes, tunnel_counters
     finally:
-        sampler.stop()
-        lab.teardown()
+        try:
+            sampler.stop()
+        finally:
+            lab.teardown()
 
 
 def trial_metrics(

@@ -10,9 +10,9 @@ GOLDEN = FIXTURES / "golden" / "default-expansion.json"
 
 
 def _default() -> Experiment:
-    base = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind.WIREGUARD))
     kinds = [TunnelKind.NONE, TunnelKind.WIREGUARD, TunnelKind.VXLAN]
-    return Experiment(product_configs(base, kinds, [1, 4]), repetitions=3)
+    tunnels = [TunnelSettings(kind=k) for k in kinds]
+    return Experiment(product_configs(TrialConfig(), tunnels, [1, 4]), repetitions=3)
 
 
 def _summary(experiment: Experiment) -> list[str]:
@@ -33,12 +33,13 @@ def test_configurations_are_interleaved_across_repetitions():
 
 
 def test_missing_baselines_are_added_before_the_tunnel_that_needs_them():
-    base = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind.WIREGUARD))
-    only_wg = Experiment(product_configs(base, [TunnelKind.WIREGUARD], [2]), repetitions=1)
+    wg = TunnelSettings(kind=TunnelKind.WIREGUARD, implementation="wireguard-go", mtu=1280)
+    only_wg = Experiment(product_configs(TrialConfig(), [wg], [2]), repetitions=1)
     trials = expand(only_wg)
     assert [t.config.tunnel.kind for t in trials] == [TunnelKind.NONE, TunnelKind.WIREGUARD]
     assert trials[0].config == trials[1].config.baseline()
     assert trials[0].config.traffic.streams == 2
+    assert trials[1].config.tunnel == wg
 
 
 def test_baseline_of_a_tunnel_with_settings_is_the_plain_baseline():

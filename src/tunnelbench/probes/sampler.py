@@ -59,7 +59,8 @@ class Sampler:
     def stop(self) -> None:
         self._stop.set()
         self._ready.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def _loop(self) -> None:
         self._ready.wait()

@@ -1,0 +1,1 @@
+"""Benchmarks of tunnelbench itself; run with `make bench` (root)."""

@@ -1,0 +1,82 @@
+"""Preconditions that need a real system to check: privileges and installed programs."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.conftest import tb_namespaces
+
+
+def test_not_root_is_one_clear_line(tmp_path):
+    tmp_path.chmod(0o777)
+    done = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-m", "tunnelbench", "run", "--db", str(tmp_path / "r.db")],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "tunnelbench: error: tunnelbench run needs root (it creates network namespaces);"
+        " run it as root\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_generator_is_named_before_anything_is_created(tmp_path):
+    # A PATH with every program tunnelbench needs except iperf3.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in ("ip", "tc", "sysctl", "wg"):
+        (bin_dir / program).symlink_to(shutil.which(program))
+    before = tb_namespaces()
+    done = subprocess.run(
+        [sys.executable, "-m", "tunnelbench", "run", "--db", str(tmp_path / "r.db")],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env={**os.environ, "PATH": str(bin_dir)},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "tunnelbench: error: required program 'iperf3' (the load generator) was not found;"
+        " run `make run`\n"
+    )
+    assert not (tmp_path / "r.db").exists()
+    assert tb_namespaces() == before
+
+
+def test_missing_userspace_wireguard_is_named(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "tunnelbench", "run", "--wireguard-impl", "wireguard-go",
+         "--db", str(tmp_path / "r.db"), "--runs", "1", "--duration", "1", "--streams", "1"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "TUNNELBENCH_TOOLS_DIR": str(tmp_path), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+    )  # fmt: skip
+    if shutil.which("wireguard-go", path="/usr/sbin:/usr/bin:/sbin:/bin"):
+        # Debian's package would satisfy it; then the run must not fail on this.
+        return
+    assert done.returncode == 2, done.stderr
+    assert "required program 'wireguard-go' (userspace WireGuard) was not found" in done.stderr
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_kernel_wireguard_on_a_kernel_without_it_is_refused(tmp_path):
+    from tunnelbench import capabilities
+
+    refusal = capabilities.kernel_link_type("wireguard")
+    done = subprocess.run(
+        [sys.executable, "-m", "tunnelbench", "run", "--wireguard-impl", "kernel",
+         "--db", str(tmp_path / "r.db"), "--runs", "1", "--duration", "1", "--streams", "1",
+         "--tunnels", "wireguard", "-q"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    if refusal is None:
+        assert done.returncode == 0, done.stderr  # this kernel has WireGuard: it must run
+        return
+    print(f"this kernel has no WireGuard ({refusal}): checking the refusal instead")
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "tunnelbench: error: tunnel.implementation: this kernel cannot create a wireguard link"
+    )
+    assert not (tmp_path / "r.db").exists()
