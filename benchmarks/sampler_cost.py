@@ -7,8 +7,8 @@ link-bound baseline trial's goodput with the sampler at 10 Hz vs off.
 import statistics
 import time
 
-from tunnelbench.lab import netns
 from tunnelbench.kinds import StreamMode
+from tunnelbench.lab import netns
 from tunnelbench.plan import LabSettings, LinkSettings, TrafficSettings
 from tunnelbench.probes.sampler import Sampler
 from tunnelbench.traffic.iperf3 import Iperf3

@@ -21,7 +21,10 @@ WATCHED_PROGRAMS = {"iperf3", "wireguard-go", "iperf"}
 
 
 def _ip_json(*args: str) -> object:
-    return json.loads(subprocess.run(["ip", "-j", *args], capture_output=True, text=True, check=True).stdout or "[]")
+    return json.loads(
+        subprocess.run(["ip", "-j", *args], capture_output=True, text=True, check=True).stdout
+        or "[]"
+    )
 
 
 def host_snapshot() -> dict[str, object]:

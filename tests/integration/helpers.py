@@ -5,7 +5,9 @@ import sys
 from pathlib import Path
 
 
-def tunnelbench(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def tunnelbench(
+    *args: str, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tunnelbench", *args],
         cwd=cwd, capture_output=True, text=True, timeout=timeout,

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from tests.integration.conftest import tb_namespaces
 
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
 
 def test_not_root_is_one_clear_line(tmp_path):
     tmp_path.chmod(0o777)
@@ -51,7 +53,7 @@ def test_missing_userspace_wireguard_is_named(tmp_path):
         [sys.executable, "-m", "tunnelbench", "run", "--wireguard-impl", "wireguard-go",
          "--db", str(tmp_path / "r.db"), "--runs", "1", "--duration", "1", "--streams", "1"],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**os.environ, "TUNNELBENCH_TOOLS_DIR": str(tmp_path), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+        env={**os.environ, "TUNNELBENCH_TOOLS_DIR": str(tmp_path), "PATH": SYSTEM_PATH},
     )  # fmt: skip
     if shutil.which("wireguard-go", path="/usr/sbin:/usr/bin:/sbin:/bin"):
         # Debian's package would satisfy it; then the run must not fail on this.

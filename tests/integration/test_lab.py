@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
+from tunnelbench.errors import LabError
 from tunnelbench.kinds import Shaper, Topology, TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.lab import state as lab_state
@@ -63,23 +64,43 @@ def test_a_failed_build_removes_what_it_created(monkeypatch):
     """A tc failure mid-build is an error, and the half-built lab is gone."""
     settings = LabSettings(wan=LinkSettings(rate=100_000_000))
     monkeypatch.setattr(
-        netns, "shaping_commands", lambda *a: [["qdisc", "replace", "dev", "nosuchdev", "root", "tbf"]]
+        netns,
+        "shaping_commands",
+        lambda *a: [["qdisc", "replace", "dev", "nosuchdev", "root", "tbf"]],
     )
     before = set(lab_state.list_namespaces())
-    with pytest.raises(netns.LabError, match="tc -n tb-.* -batch -.*failed"):
+    with pytest.raises(LabError, match=r"tc -n tb-.* -batch -.*failed"):
         netns.build(settings, lab_id="fail01")
     assert set(lab_state.list_namespaces()) == before
     assert "fail01" not in lab_state.known_labs()
 
 
 def test_lab_verbs_up_status_exec_down(tmp_path):
-    up = tunnelbench("lab", "up", "--tunnel", "wireguard", "--name", "vrb1", "--topology", "site-to-site")
+    up = tunnelbench(
+        "lab", "up", "--tunnel", "wireguard", "--name", "vrb1", "--topology", "site-to-site"
+    )
     assert up.returncode == 0, up.stderr
     assert "lab vrb1 is up (site-to-site, tunnel wireguard via wireguard-go, MTU 1420)" in up.stdout
     try:
         status = tunnelbench("lab", "status")
-        assert "vrb1: site-to-site, tunnel wireguard, 4/4 namespaces, 2/2 processes alive" in status.stdout
-        ping = tunnelbench("lab", "exec", "--lab", "vrb1", "client", "--", "ping", "-c", "1", "-W", "2", "198.18.2.2")
+        assert (
+            "vrb1: site-to-site, tunnel wireguard, 4/4 namespaces, 2/2 processes alive"
+            in status.stdout
+        )
+        ping = tunnelbench(
+            "lab",
+            "exec",
+            "--lab",
+            "vrb1",
+            "client",
+            "--",
+            "ping",
+            "-c",
+            "1",
+            "-W",
+            "2",
+            "198.18.2.2",
+        )
         assert ping.returncode == 0, ping.stdout + ping.stderr
         bad = tunnelbench("lab", "exec", "--lab", "vrb1", "gw", "--", "true")
         assert bad.returncode == 2

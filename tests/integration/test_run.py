@@ -24,7 +24,10 @@ def stored(db) -> tuple[Store, list]:
 def _received_bytes(store: Store, trial) -> int:
     docs = store.artifact(trial.id, "iperf3")
     return sum(
-        int(doc["end"][k]["bytes"]) for doc in docs for k in doc["end"] if k.startswith("sum_received")
+        int(doc["end"][k]["bytes"])
+        for doc in docs
+        for k in doc["end"]
+        if k.startswith("sum_received")
     )
 
 

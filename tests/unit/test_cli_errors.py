@@ -35,7 +35,9 @@ def test_golden_error(case, tmp_path):
     before = namespaces()
     done = tunnelbench(args, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
-    assert done.stderr == "tunnelbench: error: " + case["error"].replace("{tmp}", str(tmp_path)) + "\n"
+    assert (
+        done.stderr == "tunnelbench: error: " + case["error"].replace("{tmp}", str(tmp_path)) + "\n"
+    )
     assert done.stdout == ""
     assert list(tmp_path.iterdir()) == []  # no database, no report
     assert namespaces() == before

@@ -24,8 +24,8 @@ def test_usage_between_real_snapshots():
 
 def test_usage_hand_computed():
     # user nice system idle iowait irq softirq steal
-    before = {0: (100, 0, 100, 100, 0, 0, 100, 0), 1: (0, 0, 0, 0, 0, 0, 0, 0)}
-    after = {0: (130, 10, 120, 120, 10, 0, 110, 0), 1: (0, 0, 0, 0, 0, 0, 0, 0)}
+    before: cpu.Snapshot = {0: (100, 0, 100, 100, 0, 0, 100, 0), 1: (0, 0, 0, 0, 0, 0, 0, 0)}
+    after: cpu.Snapshot = {0: (130, 10, 120, 120, 10, 0, 110, 0), 1: (0, 0, 0, 0, 0, 0, 0, 0)}
     core0, core1 = cpu.usage(before, after)
     # deltas: user 30 + nice 10, system 20, idle 20 + iowait 10, softirq 10 -> total 100
     assert (core0.user, core0.system, core0.idle, core0.softirq) == (40.0, 20.0, 30.0, 10.0)

@@ -44,7 +44,10 @@ def test_download_takes_the_clients_receive_side():
     assert m.upload_bps is None
     assert m.download_bps == doc["end"]["sum_received"]["bits_per_second"]
     client = doc["intervals"]
-    assert m.intervals_bps == [client[1]["sum"]["bits_per_second"], client[2]["sum"]["bits_per_second"]]
+    assert m.intervals_bps == [
+        client[1]["sum"]["bits_per_second"],
+        client[2]["sum"]["bits_per_second"],
+    ]
 
 
 def test_bidirectional_reports_both_directions_and_sums_intervals():

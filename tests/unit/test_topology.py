@@ -42,9 +42,7 @@ def test_site_to_site_with_tunnel():
 
 
 def test_site_to_site_without_tunnel_routes_hop_by_hop():
-    assert routes_for(S2S, "gwa", 4, tunnel=False) == [
-        Route("198.18.2.0/24", "198.18.1.2", False)
-    ]
+    assert routes_for(S2S, "gwa", 4, tunnel=False) == [Route("198.18.2.0/24", "198.18.1.2", False)]
     assert routes_for(S2S, "server", 4, tunnel=False) == [
         Route("198.18.0.0/24", "198.18.2.1", False),
         Route("198.18.1.0/24", "198.18.2.1", False),

@@ -24,7 +24,10 @@ def test_parse_rate(text, bits):
     ("text", "message"),
     [
         ("fast", "--rate: 'fast' is not a rate; write a number with a unit, e.g. 100mbit, 1gbit"),
-        ("1 gigabit", "--rate: '1 gigabit' is not a rate; write a number with a unit, e.g. 100mbit, 1gbit"),
+        (
+            "1 gigabit",
+            "--rate: '1 gigabit' is not a rate; write a number with a unit, e.g. 100mbit, 1gbit",
+        ),
         ("1bit", "--rate: '1bit' is below the smallest supported rate, 8kbit"),
         ("1tbit", "--rate: '1tbit' is above the largest supported rate, 400gbit"),
     ],

@@ -7,8 +7,8 @@ namespace with their peer placed directly in another, and sysctls are set per na
 import json
 import logging
 import secrets
-import time
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
