@@ -99,11 +99,12 @@ def execute(
 ) -> int:
     """Run every trial of the experiment (checked by :func:`resolve`); return the run id."""
     trials = expand(experiment)
-    versions = {
-        f"{TUNNELS.get(t.config.tunnel.kind).kind.value}/{r.implementation}": r.version
-        for t in trials
-        for r in [resolutions[t.config.key()]]
-    }
+    versions = {}
+    for trial in trials:
+        resolution = resolutions[trial.config.key()]
+        versions[f"{trial.config.tunnel.kind.value}/{resolution.implementation}"] = (
+            resolution.version
+        )
     for kind in {t.config.traffic.generator for t in trials}:
         versions[kind.value] = GENERATORS.get(kind).version()
     run_id = store.start_run(

@@ -188,7 +188,6 @@ def _create(lab: Lab, tunnel: bool) -> None:
                 if route.via is not None:  # tunnel routes come with the tunnel device
                     commands.append(["route", "add", route.prefix, "via", route.via])
         lab.ip_batch(role, commands)
-    _wait_for_carrier(lab)
     wan = settings.wan
     if wan.rate is not None:
         for role in chain.tunnel_ends:
@@ -196,5 +195,6 @@ def _create(lab: Lab, tunnel: bool) -> None:
             lab.tc_batch(
                 role, shaping_commands(device, wan.shaper, wan.rate, wan.mtu, wan.queue_limit)
             )
+    _wait_for_carrier(lab)
     lab.state.info["interfaces"] = {f"{o}>{p}": i.name for (o, p), i in lab.interfaces.items()}
     lab.state.save()

@@ -90,8 +90,7 @@ class WireGuard(Tunnel):
         log = lab.directory / f"{device}.log"
         with log.open("wb") as out:
             proc = lab.start(role, [binary, "-f", device], stdout=out, stderr=subprocess.STDOUT)
-        daemon = lab.state.processes[-1]
-        assert daemon.pid == proc.pid
+        daemon = next(r for r in lab.state.processes if r.pid == proc.pid)
         wait_for_device(daemon, WIREGUARD_GO, device, log)
         handle.daemons[role] = daemon
         handle.logs.append(log)
