@@ -83,6 +83,9 @@ def test_report_json_has_medians_runs_and_percent_of_baseline(tmp_path):
     # Two streams on single-threaded iperf3 3.12 run as two processes, and say so.
     assert all(r["resolved"]["stream_mode"] == "processes" for r in wg["runs"])
     assert all(r["metrics"]["generator_processes"] == 2 for r in wg["runs"])
+    # One receiver-side interval per measured second, summed over both processes.
+    assert all(len(r["intervals_mbit"]) == 1 for r in wg["runs"])
+    assert all(r["intervals_mbit"][0] > 0 for r in wg["runs"])
     table = tunnelbench("report", "--db", str(db))
     assert "% base" in table.stdout and "wireguard (wireguard-go)" in table.stdout
 

@@ -22,7 +22,7 @@ def _summary(summary: Summary | None, scale: float = 1.0) -> dict[str, Any] | No
     }
 
 
-def configuration(s: ConfigSummary) -> dict[str, Any]:
+def configuration(store: Store, s: ConfigSummary) -> dict[str, Any]:
     return {
         "key": s.key,
         "label": s.label,
@@ -47,6 +47,7 @@ def configuration(s: ConfigSummary) -> dict[str, Any]:
                 "retransmits": t.metrics.get("retransmits"),
                 "resolved": t.resolved,
                 "metrics": t.metrics,
+                "intervals_mbit": [v / 1e6 for v in store.artifact(t.id, "intervals") or []],
             }
             for t in s.trials
         ],
@@ -67,7 +68,7 @@ def document(store: Store, ref: str) -> dict[str, Any]:
             "experiment": run.experiment,
         },
         "environment": run.environment,
-        "configurations": [configuration(s) for s in summaries],
+        "configurations": [configuration(store, s) for s in summaries],
     }
 
 
