@@ -115,7 +115,6 @@ def execute(
         },
         environment.collect(versions),
     )
-    status = "interrupted"
     try:
         for index, trial in enumerate(trials, start=1):
             if progress:
@@ -123,9 +122,13 @@ def execute(
             outcome = run_trial(store, run_id, trial, resolutions[trial.config.key()])
             if progress:
                 progress(index, len(trials), trial, outcome)
-        status = "complete"
-    finally:
-        store.finish_run(run_id, status)
+    except KeyboardInterrupt:
+        store.finish_run(run_id, "interrupted")
+        raise
+    except BaseException:
+        store.finish_run(run_id, "failed")
+        raise
+    store.finish_run(run_id, "complete")
     return run_id
 
 
