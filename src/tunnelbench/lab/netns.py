@@ -82,14 +82,17 @@ class Lab:
 
     def ip_batch(self, role: str, commands: list[list[str]]) -> None:
         """Several ``ip`` commands in one process; the first failure is an error."""
-        if commands:
-            text = "\n".join(" ".join(c) for c in commands) + "\n"
-            run(["ip", "-n", self.ns(role), "-batch", "-"], input_text=text)
+        self._batch("ip", role, commands)
 
     def tc_batch(self, role: str, commands: list[list[str]]) -> None:
+        """Several ``tc`` commands in one process; the first failure is an error."""
+        self._batch("tc", role, commands)
+
+    def _batch(self, tool: str, role: str, commands: list[list[str]]) -> None:
+        # Batch lines are split on blanks: only lab-generated names and numbers go here.
         if commands:
             text = "\n".join(" ".join(c) for c in commands) + "\n"
-            run(["tc", "-n", self.ns(role), "-batch", "-"], input_text=text)
+            run([tool, "-n", self.ns(role), "-batch", "-"], input_text=text)
 
     def start(
         self,

@@ -9,7 +9,7 @@ from typing import ClassVar
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.netns import Lab
-from tunnelbench.lab.state import ProcessRecord
+from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import plen, routes_for, tunnel_address
 
 
@@ -85,8 +85,6 @@ class Tunnel(ABC):
 
 def wait_for_device(daemon: ProcessRecord, program: str, device: str, log: Path) -> None:
     """Wait until a userspace daemon has created its device, or report why it did not."""
-    from tunnelbench.lab.state import is_alive
-
     deadline = time.monotonic() + 10
     netdev = Path(f"/proc/{daemon.pid}/net/dev")
     while time.monotonic() < deadline:

@@ -68,11 +68,12 @@ class WireGuard(Tunnel):
                 self._start_userspace(lab, role, device, handle)
         for role in (left, right):
             peer = right if role == left else left
+            peer_is_left = peer == left
             allowed = [
-                f"{a}/{32 if fam == 4 else 128}"
-                for fam, a in ((4, _inner(lab, peer, 4)), (6, _inner(lab, peer, 6)))
+                f"{tunnel_address(peer_is_left, 4)}/32",
+                f"{tunnel_address(peer_is_left, 6)}/128",
+                *(p for family in (4, 6) for p in remote_prefixes(lab.chain, role, family)),
             ]
-            allowed += [p for fam in (4, 6) for p in _remote(lab, role, fam)]
             lab.exec(
                 role,
                 ["wg", "set", handle.devices[role], "listen-port", str(PORT)]
@@ -94,14 +95,6 @@ class WireGuard(Tunnel):
         wait_for_device(daemon, WIREGUARD_GO, device, log)
         handle.daemons[role] = daemon
         handle.logs.append(log)
-
-
-def _inner(lab: Lab, role: str, family: int) -> str:
-    return tunnel_address(role == lab.chain.tunnel_ends[0], family)
-
-
-def _remote(lab: Lab, role: str, family: int) -> list[str]:
-    return remote_prefixes(lab.chain, role, family)
 
 
 def _keypair(lab: Lab, role: str) -> tuple[Path, str]:
