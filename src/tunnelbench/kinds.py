@@ -38,8 +38,34 @@ class Shaper(StrEnum):
     HTB = "htb"
 
 
+class Queue(StrEnum):
+    """The queue discipline holding packets at the WAN link's egress.
+
+    Under a shaper it is the shaper's leaf; without one it replaces the device's root
+    qdisc (a veth has none by default).
+    """
+
+    PFIFO = "pfifo"
+    PFIFO_FAST = "pfifo_fast"
+    FQ_CODEL = "fq_codel"
+    CAKE = "cake"
+    FQ = "fq"
+
+
 class Generator(StrEnum):
     IPERF3 = "iperf3"
+
+
+class Protocol(StrEnum):
+    TCP = "tcp"
+    UDP = "udp"
+
+
+class Order(StrEnum):
+    """Run order of a plan's trials within each repetition round."""
+
+    INTERLEAVED = "interleaved"
+    SHUFFLED = "shuffled"
 
 
 def choices(enum: type[StrEnum]) -> str:

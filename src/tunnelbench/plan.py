@@ -7,14 +7,21 @@ executes, pairing every tunnel configuration with the same traffic over no tunne
 
 import itertools
 import json
+import random
+import types
+import typing
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from enum import Enum
 from typing import Any, TypeVar
 
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
     Direction,
     Generator,
+    Order,
+    Protocol,
+    Queue,
     Shaper,
     StreamMode,
     Topology,
@@ -22,21 +29,48 @@ from tunnelbench.kinds import (
     choices,
 )
 
-E = TypeVar("E", TunnelKind, Topology, Direction, StreamMode, Shaper, Generator)
+E = TypeVar("E", bound=Enum)
+D = TypeVar("D")
 
 MTU_MIN, MTU_MAX = 576, 65535
 IPV6_MTU_MIN = 1280
 STREAMS_MAX = 128
+ROLES = ("client", "gw", "gwa", "gwb", "server")
 
 
 @dataclass(frozen=True)
 class LinkSettings:
-    """One veth link of the lab. ``rate`` shapes both directions of the link."""
+    """The WAN link of the lab. ``rate`` shapes both directions of the link.
+
+    ``queue`` None means a pfifo of ``queue_limit`` packets under the shaper, and the
+    device's own default (none, for a veth) when the link is not shaped.
+    """
 
     mtu: int = 1500
     rate: int | None = None  # bit/s
     shaper: Shaper = Shaper.TBF
-    queue_limit: int = 1000  # packets held by the shaper
+    queue: Queue | None = None
+    queue_limit: int = 1000  # packets held by the queue
+
+
+@dataclass(frozen=True)
+class Offloads:
+    """GRO/GSO/TSO on the lab's links; None leaves the kernel's default.
+
+    ``roles`` empty means every role of the topology.
+    """
+
+    gro: bool | None = None
+    gso: bool | None = None
+    tso: bool | None = None
+    roles: tuple[str, ...] = ()
+
+    def changes(self) -> dict[str, bool]:
+        return {
+            name: value
+            for name, value in (("gro", self.gro), ("gso", self.gso), ("tso", self.tso))
+            if value is not None
+        }
 
 
 @dataclass(frozen=True)
@@ -44,27 +78,37 @@ class LabSettings:
     topology: Topology = Topology.ROAD_WARRIOR
     wan: LinkSettings = field(default_factory=LinkSettings)
     lan_mtu: int = 1500
+    offloads: Offloads = field(default_factory=Offloads)
+    rps_cpus: str | None = None  # hex CPU mask for receive packet steering on every link
 
 
 @dataclass(frozen=True)
 class TunnelSettings:
     """``implementation`` "auto" is resolved by the runner and recorded; ``mtu`` None
-    means the underlay MTU minus the tunnel's encapsulation overhead."""
+    means the underlay MTU minus the tunnel's encapsulation overhead. ``cpu_budget``
+    caps each userspace tunnel daemon at that fraction of one core."""
 
     kind: TunnelKind = TunnelKind.NONE
     implementation: str = "auto"
     mtu: int | None = None
+    cpu_budget: float | None = None
 
 
 @dataclass(frozen=True)
 class TrafficSettings:
+    """``udp_rate`` is the target rate per stream (bit/s), required for UDP.
+    ``congestion`` None keeps the kernel's default TCP congestion control."""
+
     generator: Generator = Generator.IPERF3
+    protocol: Protocol = Protocol.TCP
+    udp_rate: int | None = None
     streams: int = 1
     stream_mode: StreamMode = StreamMode.AUTO
     direction: Direction = Direction.UPLOAD
     duration: int = 5
     warmup: int = 1
     family: int = 4
+    congestion: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,42 +132,68 @@ class TrialConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrialConfig":
-        lab = data["lab"]
-        wan = lab["wan"]
-        tunnel = data["tunnel"]
-        traffic = data["traffic"]
-        return cls(
-            lab=LabSettings(
-                topology=Topology(lab["topology"]),
-                wan=LinkSettings(
-                    mtu=wan["mtu"],
-                    rate=wan["rate"],
-                    shaper=Shaper(wan["shaper"]),
-                    queue_limit=wan["queue_limit"],
-                ),
-                lan_mtu=lab["lan_mtu"],
-            ),
-            tunnel=TunnelSettings(
-                kind=TunnelKind(tunnel["kind"]),
-                implementation=tunnel["implementation"],
-                mtu=tunnel["mtu"],
-            ),
-            traffic=TrafficSettings(
-                generator=Generator(traffic["generator"]),
-                streams=traffic["streams"],
-                stream_mode=StreamMode(traffic["stream_mode"]),
-                direction=Direction(traffic["direction"]),
-                duration=traffic["duration"],
-                warmup=traffic["warmup"],
-                family=traffic["family"],
-            ),
-        )
+        """The inverse of :meth:`to_dict`; keys a stored configuration lacks (it was
+        written before that setting existed) take their defaults."""
+        return _from_dict(cls, data)
+
+
+def _from_dict(cls: type[D], data: dict[str, Any]) -> D:
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in data:
+            values[f.name] = _convert(hints[f.name], data[f.name])
+    return cls(**values)
+
+
+def _convert(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(hint, types.UnionType):  # X | None
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if is_dataclass(hint):
+        return _from_dict(hint, value)  # type: ignore[arg-type]
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return hint(value)
+    if typing.get_origin(hint) is tuple:
+        return tuple(value)
+    if hint is float:
+        return float(value)
+    return value
 
 
 @dataclass(frozen=True)
 class Experiment:
+    """The configurations to compare, how often, and in which order.
+
+    ``seed`` orders a shuffled experiment; the runner picks one (and records it) when
+    the plan did not.
+    """
+
     configs: tuple[TrialConfig, ...]
     repetitions: int = 3
+    order: Order = Order.INTERLEAVED
+    seed: int | None = None
+    name: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "repetitions": self.repetitions,
+            "order": self.order.value,
+            "seed": self.seed,
+            "configs": [c.to_dict() for c in self.configs],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Experiment":
+        return cls(
+            configs=tuple(TrialConfig.from_dict(c) for c in data["configs"]),
+            repetitions=data["repetitions"],
+            order=Order(data.get("order", Order.INTERLEAVED.value)),
+            seed=data.get("seed"),
+            name=data.get("name"),
+        )
 
 
 @dataclass(frozen=True)
@@ -133,26 +203,43 @@ class Trial:
     config: TrialConfig
 
 
-def expand(experiment: Experiment) -> list[Trial]:
-    """The trials to run, in order.
+def with_baselines(configs: Iterable[TrialConfig]) -> list[TrialConfig]:
+    """The configurations with the no-tunnel baseline each tunnel needs, deduplicated.
 
-    Every tunnel configuration gets its no-tunnel baseline (added if absent, placed
-    before the first configuration that needs it). Configurations are interleaved across
-    repetitions, so slow drift (thermal, background load) spreads over all of them
-    instead of biasing the ones that ran last.
+    A baseline is placed just before the first configuration that needs it.
     """
     ordered: list[TrialConfig] = []
     seen: set[str] = set()
-    for config in experiment.configs:
+    for config in configs:
         needed = [config] if config.tunnel.kind is TunnelKind.NONE else [config.baseline(), config]
         for candidate in needed:
             key = candidate.key()
             if key not in seen:
                 seen.add(key)
                 ordered.append(candidate)
+    return ordered
+
+
+def expand(experiment: Experiment) -> list[Trial]:
+    """The trials to run, in order.
+
+    Every tunnel configuration gets its no-tunnel baseline. Configurations are
+    interleaved across repetitions, so slow drift (thermal, background load) spreads
+    over all of them instead of biasing the ones that ran last; ``shuffled`` also
+    permutes each round, with the experiment's seed, so a periodic disturbance cannot
+    line up with one configuration.
+    """
+    ordered = with_baselines(experiment.configs)
+    if experiment.order is Order.SHUFFLED and experiment.seed is None:
+        raise ValueError("a shuffled experiment needs a seed before it is expanded")
+    shuffle = random.Random(experiment.seed)
     trials: list[Trial] = []
-    for repetition, config in itertools.product(range(1, experiment.repetitions + 1), ordered):
-        trials.append(Trial(seq=len(trials) + 1, repetition=repetition, config=config))
+    for repetition in range(1, experiment.repetitions + 1):
+        round_ = list(ordered)
+        if experiment.order is Order.SHUFFLED:
+            shuffle.shuffle(round_)
+        for config in round_:
+            trials.append(Trial(seq=len(trials) + 1, repetition=repetition, config=config))
     return trials
 
 
@@ -172,11 +259,12 @@ def check_mtu(key: str, value: object, *, family: int = 4) -> int:
     return check_int(key, value, low, MTU_MAX)
 
 
-def check_choice(key: str, value: str, enum: type[E]) -> E:
+def check_choice(key: str, value: object, enum: type[E]) -> E:
     try:
         return enum(value)
     except ValueError:
-        raise UserError(f"{key}: unknown value {value!r}; allowed: {choices(enum)}") from None
+        allowed = choices(enum)  # type: ignore[arg-type]
+        raise UserError(f"{key}: unknown value {value!r}; allowed: {allowed}") from None
 
 
 def check_family(key: str, value: object) -> int:
