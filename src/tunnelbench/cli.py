@@ -8,68 +8,115 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from tunnelbench import __version__
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Direction, StreamMode
 from tunnelbench.options import (
     DEFAULT_TUNNELS,
     add_lab_arguments,
     build_experiment,
     comma_list,
+    given,
     whole_number,
 )
-from tunnelbench.plan import Trial
-from tunnelbench.runner import TrialOutcome
 from tunnelbench.store import DEFAULT_DB
-from tunnelbench.units import mbit
+
+if TYPE_CHECKING:
+    from tunnelbench.plan import Experiment
+    from tunnelbench.runner import Prepared
+    from tunnelbench.store import Store
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tunnelbench import runner
-    from tunnelbench.analysis.summary import summarize_run
-    from tunnelbench.report import table
     from tunnelbench.store import Store
 
-    experiment = build_experiment(args)
+    if args.resume is not None:
+        return _resume(args)
+    experiment, strict = _requested_experiment(args)
     runner.preflight()
-    resolutions = runner.resolve(experiment)  # every check before the database is touched
+    # Every check happens before the database is touched: bad input creates nothing.
+    prepared = runner.prepare(experiment, strict=strict)
     store = Store(Path(args.db))
-    progress = None if args.quiet else _print_progress
     try:
-        run_id = runner.execute(
-            experiment,
-            resolutions,
-            store,
-            command_line=shlex.join(sys.argv),
-            progress=progress,
-        )
-        trials = store.trials(run_id)
-        print()
-        print(table.render(summarize_run(trials)))
-        failed = [t for t in trials if t.status != "ok"]
-        for trial in failed:
-            print(f"trial {trial.seq} failed: {trial.error}")
-        print(
-            f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`"
-        )
-        return 1 if failed else 0
+        run_id = runner.start(prepared, store, command_line=shlex.join(sys.argv))
+        return _execute(args, prepared, store, run_id)
     finally:
         store.close()
 
 
-def _print_progress(index: int, total: int, trial: Trial, outcome: TrialOutcome | None) -> None:
-    c = trial.config
-    what = (
-        f"{c.tunnel.kind.value}, {c.traffic.streams} stream(s), {c.traffic.direction.value},"
-        f" run {trial.repetition}"
-    )
-    if outcome is None:
-        print(f"[{index}/{total}] {what} ...", end="", flush=True)
-    elif outcome.status == "ok":
-        print(f" {mbit(outcome.metrics['goodput_bps']):,.0f} Mbit/s", flush=True)
+def _requested_experiment(args: argparse.Namespace) -> "tuple[Experiment, bool]":
+    """The experiment of a plan file (lenient: what this machine lacks is skipped) or of
+    the command-line options (strict: what it lacks is an error)."""
+    from tunnelbench import planfile
+
+    if args.plan is None:
+        experiment = build_experiment(args)
+        return (planfile.quicken(experiment) if args.quick else experiment), True
+    if options := given(args):
+        raise UserError(f"{options[0]}: cannot be combined with a plan file; set it in {args.plan}")
+    return planfile.load(Path(args.plan), quick=args.quick).experiment, False
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from tunnelbench import runner
+    from tunnelbench.store import Store
+
+    if args.plan is not None or args.quick or given(args):
+        raise UserError("--resume: takes no plan or experiment options; the run has its own")
+    runner.preflight()
+    store = Store.open_existing(Path(args.db))
+    try:
+        run_id, experiment = runner.resumable(store, args.resume)
+        prepared = runner.prepare(experiment, strict=False)
+        store.reopen_run(run_id, runner.owner())
+        return _execute(args, prepared, store, run_id)
+    finally:
+        store.close()
+
+
+def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run_id: int) -> int:
+    from tunnelbench import progress, runner
+    from tunnelbench.analysis.summary import summarize_run
+    from tunnelbench.report import table
+
+    display: progress.Progress
+    if args.json:
+        display = progress.JsonProgress()
+    elif args.quiet:
+        display = progress.Progress()
     else:
-        print(f" FAILED: {outcome.error}", flush=True)
+        display = progress.LineProgress()
+    runner.execute(prepared, store, run_id, progress=display)
+    trials = store.trials(run_id)
+    failed = [t for t in trials if t.status == "failed"]
+    if args.json:
+        return 1 if failed else 0
+    print()
+    print(table.render(summarize_run(trials)))
+    for trial in failed:
+        print(f"trial {trial.seq} failed: {trial.error}")
+    reasons = sorted({t.error or "" for t in trials if t.status == "skipped"})
+    for reason in reasons:
+        count = sum(1 for t in trials if t.status == "skipped" and t.error == reason)
+        print(f"skipped {count} trial(s): {reason}")
+    print(f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`")
+    return 1 if failed else 0
+
+
+def cmd_plan_show(args: argparse.Namespace) -> int:
+    from tunnelbench import planfile, planshow
+
+    plan = planfile.load(Path(args.plan), quick=args.quick)
+    print(planshow.render(plan))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tunnelbench import doctor
+
+    return doctor.main(as_json=args.json)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -112,40 +159,57 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("-v", "--verbose", action="store_true", help="log every command run")
     verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    run = verbs.add_parser("run", help="run a benchmark and print a table")
-    run.add_argument(
-        "--tunnels",
-        type=comma_list,
-        default=comma_list(DEFAULT_TUNNELS),
-        help=f"tunnel kinds to compare (default {DEFAULT_TUNNELS})",
+    run = verbs.add_parser(
+        "run",
+        help="run a benchmark (a plan file, or the options below) and print a table",
     )
+    run.add_argument("plan", nargs="?", help="a plan file (TOML); see docs/plans.md")
+    run.add_argument("--resume", metavar="RUN", help="run the trials a stopped run lacks")
     run.add_argument(
-        "--streams", type=comma_list, default=["1", "4"], help="stream counts (default 1,4)"
+        "--quick", action="store_true", help="one repetition of 1 s trials, for a first look"
     )
-    run.add_argument(
-        "--runs", type=whole_number, default=3, help="repetitions of each configuration (default 3)"
-    )
-    run.add_argument(
-        "--duration", type=whole_number, default=5, help="measured seconds per trial (default 5)"
-    )
-    run.add_argument(
-        "--warmup", type=whole_number, default=1, help="seconds excluded at the start (default 1)"
-    )
-    run.add_argument(
-        "--direction", default=Direction.UPLOAD.value, help="upload | download | bidir"
-    )
-    run.add_argument(
-        "--stream-mode", default=StreamMode.AUTO.value, help="auto | single | processes"
-    )
-    run.add_argument(
-        "--family", type=whole_number, default=4, help="IP version of the traffic: 4 or 6"
-    )
-    add_lab_arguments(run)
     run.add_argument(
         "--db", default=str(DEFAULT_DB), help="results database (default ./tunnelbench.db)"
     )
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    shown = run.add_mutually_exclusive_group()
+    shown.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    shown.add_argument("--json", action="store_true", help="progress as JSON lines, no table")
+    experiment = run.add_argument_group(
+        "experiment (without a plan file)", argument_default=argparse.SUPPRESS
+    )
+    experiment.add_argument(
+        "--tunnels", type=comma_list, help=f"tunnel kinds to compare (default {DEFAULT_TUNNELS})"
+    )
+    experiment.add_argument("--streams", type=comma_list, help="stream counts (default 1,4)")
+    experiment.add_argument(
+        "--runs", type=whole_number, help="repetitions of each configuration (default 3)"
+    )
+    experiment.add_argument(
+        "--duration", type=whole_number, help="measured seconds per trial (default 5)"
+    )
+    experiment.add_argument(
+        "--warmup", type=whole_number, help="seconds excluded at the start (default 1)"
+    )
+    experiment.add_argument("--direction", help="upload | download | bidir (default upload)")
+    experiment.add_argument("--stream-mode", help="auto | single | processes (default auto)")
+    experiment.add_argument(
+        "--family", type=whole_number, help="IP version of the traffic: 4 or 6 (default 4)"
+    )
+    add_lab_arguments(run)
     run.set_defaults(func=cmd_run)
+
+    plan = verbs.add_parser("plan", help="inspect plan files")
+    plan_verbs = plan.add_subparsers(dest="plan_verb", required=True, metavar="PLAN_VERB")
+    show = plan_verbs.add_parser(
+        "show", help="the trials a plan expands to, what is skipped here, and how long it takes"
+    )
+    show.add_argument("plan", help="a plan file (TOML)")
+    show.add_argument("--quick", action="store_true", help="as `run --quick` would run it")
+    show.set_defaults(func=cmd_plan_show)
+
+    doctor = verbs.add_parser("doctor", help="what this kernel and machine can test")
+    doctor.add_argument("--json", action="store_true", help="as JSON")
+    doctor.set_defaults(func=cmd_doctor)
 
     report = verbs.add_parser("report", help="print a stored run")
     report.add_argument("run", nargs="?", default="latest", help="run id or 'latest'")

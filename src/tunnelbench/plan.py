@@ -137,6 +137,25 @@ class TrialConfig:
         return _from_dict(cls, data)
 
 
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested settings dictionary as {setting path: value}, e.g. ``lab.wan.rate``."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out |= flatten(value, path + ".")
+        else:
+            out[path] = value
+    return out
+
+
+def varying_paths(configs: Iterable[TrialConfig]) -> list[str]:
+    """Setting paths whose value differs between the configurations."""
+    flat = [flatten(c.to_dict()) for c in configs]
+    paths = sorted({k for f in flat for k in f})
+    return [k for k in paths if len({json.dumps(f.get(k)) for f in flat}) > 1]
+
+
 def _from_dict(cls: type[D], data: dict[str, Any]) -> D:
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}

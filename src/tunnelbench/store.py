@@ -16,7 +16,7 @@ from typing import Any
 
 from tunnelbench.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_DB = Path("tunnelbench.db")
 
 SCHEMA = """
@@ -27,8 +27,9 @@ CREATE TABLE IF NOT EXISTS runs (
     ended_at REAL,
     status TEXT NOT NULL,            -- running | complete | failed | interrupted
     command_line TEXT NOT NULL,
-    experiment TEXT NOT NULL,        -- JSON: the requested configurations and repetitions
-    environment TEXT NOT NULL        -- JSON: kernel, CPU, versions
+    experiment TEXT NOT NULL,        -- JSON: configurations, repetitions, order and seed
+    environment TEXT NOT NULL,       -- JSON: kernel, CPU, versions
+    owner TEXT                       -- JSON: pid and start time of the process running it
 );
 CREATE TABLE IF NOT EXISTS trials (
     id INTEGER PRIMARY KEY,
@@ -38,8 +39,8 @@ CREATE TABLE IF NOT EXISTS trials (
     config_key TEXT NOT NULL,        -- canonical JSON of the requested configuration
     config TEXT NOT NULL,            -- JSON: requested configuration
     resolved TEXT NOT NULL,          -- JSON: what "auto" became, versions, lab id, MTUs
-    status TEXT NOT NULL,            -- ok | failed
-    error TEXT,
+    status TEXT NOT NULL,            -- ok | failed | skipped
+    error TEXT,                      -- why it failed, or why this machine skipped it
     started_at REAL NOT NULL,
     ended_at REAL NOT NULL,
     UNIQUE (run_id, seq)
@@ -83,6 +84,15 @@ class RunRecord:
     command_line: str
     experiment: dict[str, Any]
     environment: dict[str, Any]
+    owner: dict[str, int] | None = None
+
+
+def _run_record(row: Any) -> RunRecord:
+    return RunRecord(
+        id=row[0], started_at=row[1], ended_at=row[2], status=row[3], command_line=row[4],
+        experiment=json.loads(row[5]), environment=json.loads(row[6]),
+        owner=json.loads(row[7]) if row[7] else None,
+    )  # fmt: skip
 
 
 class Store:
@@ -120,22 +130,51 @@ class Store:
             row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:
                 db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) > SCHEMA_VERSION:
+                return
+            version = int(row[0])
+            if version > SCHEMA_VERSION:
                 raise UserError(
                     f"--db: {str(self.path)!r} has schema version {row[0]}, newer than this "
                     f"tunnelbench understands ({SCHEMA_VERSION})"
                 )
+            if version < 2:
+                columns = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
+                if "owner" not in columns:
+                    db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")
+            db.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+            )
 
     # --- writing ---
 
-    def start_run(self, command_line: str, experiment: dict[str, Any], env: dict[str, Any]) -> int:
+    def start_run(
+        self,
+        command_line: str,
+        experiment: dict[str, Any],
+        env: dict[str, Any],
+        owner: dict[str, int] | None = None,
+    ) -> int:
         with self._transaction() as db:
             cursor = db.execute(
-                "INSERT INTO runs (started_at, status, command_line, experiment, environment)"
-                " VALUES (?, 'running', ?, ?, ?)",
-                (time.time(), command_line, json.dumps(experiment), json.dumps(env)),
+                "INSERT INTO runs (started_at, status, command_line, experiment, environment,"
+                " owner) VALUES (?, 'running', ?, ?, ?, ?)",
+                (
+                    time.time(),
+                    command_line,
+                    json.dumps(experiment),
+                    json.dumps(env),
+                    json.dumps(owner),
+                ),
             )
             return int(cursor.lastrowid or 0)
+
+    def reopen_run(self, run_id: int, owner: dict[str, int]) -> None:
+        """Mark a stopped run as running again, by a new owner, to resume it."""
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE runs SET status = 'running', ended_at = NULL, owner = ? WHERE id = ?",
+                (json.dumps(owner), run_id),
+            )
 
     def finish_run(self, run_id: int, status: str) -> None:
         with self._transaction() as db:
@@ -202,10 +241,18 @@ class Store:
             row = self.db.execute("SELECT * FROM runs WHERE id = ?", (int(ref),)).fetchone()
             if row is None:
                 raise UserError(f"run: no run {ref} in {str(self.path)!r}")
-        return RunRecord(
-            id=row[0], started_at=row[1], ended_at=row[2], status=row[3],
-            command_line=row[4], experiment=json.loads(row[5]), environment=json.loads(row[6]),
-        )  # fmt: skip
+        return _run_record(row)
+
+    def runs(self) -> list[RunRecord]:
+        """Every stored run, oldest first."""
+        return [_run_record(row) for row in self.db.execute("SELECT * FROM runs ORDER BY id")]
+
+    def trial_counts(self, run_id: int) -> dict[str, int]:
+        """Stored trials of a run by status."""
+        rows = self.db.execute(
+            "SELECT status, COUNT(*) FROM trials WHERE run_id = ? GROUP BY status", (run_id,)
+        )
+        return {status: count for status, count in rows}
 
     def trials(self, run_id: int) -> list[TrialRecord]:
         rows = self.db.execute(

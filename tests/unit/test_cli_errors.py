@@ -31,13 +31,14 @@ def namespaces() -> set[str]:
 
 @pytest.mark.parametrize("case", CASES, ids=[" ".join(c["args"]) for c in CASES])
 def test_golden_error(case, tmp_path):
-    args = [a.replace("{tmp}", str(tmp_path)) for a in case["args"]]
+    def fill(text: str) -> str:
+        return text.replace("{tmp}", str(tmp_path)).replace("{fixtures}", str(FIXTURES))
+
+    args = [fill(a) for a in case["args"]]
     before = namespaces()
     done = tunnelbench(args, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
-    assert (
-        done.stderr == "tunnelbench: error: " + case["error"].replace("{tmp}", str(tmp_path)) + "\n"
-    )
+    assert done.stderr == "tunnelbench: error: " + fill(case["error"]) + "\n"
     assert done.stdout == ""
     assert list(tmp_path.iterdir()) == []  # no database, no report
     assert namespaces() == before

@@ -1,11 +1,10 @@
 """Groups a run's trials by configuration and compares each with its baseline."""
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from tunnelbench.analysis.stats import Summary, summarize
-from tunnelbench.plan import TrialConfig
+from tunnelbench.plan import TrialConfig, varying_paths
 from tunnelbench.store import TrialRecord
 
 
@@ -112,17 +111,4 @@ def summarize_run(trials: list[TrialRecord]) -> list[ConfigSummary]:
 
 def varying_axes(summaries: list[ConfigSummary]) -> list[str]:
     """Setting paths (e.g. ``traffic.streams``) whose value differs between configurations."""
-    flat = [_flatten(s.config.to_dict()) for s in summaries]
-    keys = sorted({k for f in flat for k in f})
-    return [k for k in keys if len({json.dumps(f.get(k)) for f in flat}) > 1]
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out |= _flatten(value, path + ".")
-        else:
-            out[path] = value
-    return out
+    return varying_paths(s.config for s in summaries)

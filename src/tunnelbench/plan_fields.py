@@ -1,0 +1,164 @@
+"""Every setting a plan file may name, by its path, with the parser that checks it.
+
+One table shared by a plan's ``base``, its ``[matrix]`` axes and its ``exclude`` rules,
+so a value means the same thing wherever it appears. Each parser takes the key path (for
+the error message) and the raw TOML value, and returns the typed value or raises
+:class:`UserError` naming the key, the bad value and what is allowed.
+"""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from tunnelbench.errors import UserError
+from tunnelbench.kinds import (
+    Direction,
+    Generator,
+    Protocol,
+    Queue,
+    Shaper,
+    StreamMode,
+    Topology,
+    TunnelKind,
+)
+from tunnelbench.plan import (
+    MTU_MAX,
+    MTU_MIN,
+    ROLES,
+    STREAMS_MAX,
+    check_choice,
+    check_family,
+    check_int,
+)
+from tunnelbench.units import parse_rate
+
+Parser = Callable[[str, Any], Any]
+
+
+@dataclass(frozen=True)
+class Setting:
+    path: str
+    parse: Parser
+    allowed: str  # what the documentation and `plan show --help` say is allowed
+
+
+def _choice(enum: type[Enum]) -> Parser:
+    def parse(key: str, value: Any) -> Any:
+        if not isinstance(value, str):
+            raise UserError(f"{key}: {value!r} is not a string; allowed: {_names(enum)}")
+        return check_choice(key, value, enum)
+
+    return parse
+
+
+def _names(enum: type[Enum]) -> str:
+    return ", ".join(str(m.value) for m in enum)
+
+
+def _int(low: int, high: int) -> Parser:
+    return lambda key, value: check_int(key, value, low, high)
+
+
+def _rate(key: str, value: Any) -> int:
+    if not isinstance(value, str):
+        raise UserError(f"{key}: {value!r} is not a rate string such as '1gbit' or '100mbit'")
+    return parse_rate(value, key=key)
+
+
+def _optional_rate(key: str, value: Any) -> int | None:
+    return None if value == "none" else _rate(key, value)
+
+
+def _switch(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value in ("on", "off"):
+        return bool(value == "on")
+    raise UserError(f"{key}: {value!r} is not a switch; allowed: true, false, 'on', 'off'")
+
+
+def _roles(key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise UserError(f"{key}: {value!r} is not a non-empty list of roles")
+    for role in value:
+        if role not in ROLES:
+            raise UserError(f"{key}: unknown role {role!r}; allowed: {', '.join(ROLES)}")
+    return tuple(value)
+
+
+def _cpu_mask(key: str, value: Any) -> str:
+    text = value.lower().removeprefix("0x") if isinstance(value, str) else ""
+    if not re.fullmatch(r"[0-9a-f]{1,16}", text) or int(text, 16) == 0:
+        raise UserError(f"{key}: {value!r} is not a hexadecimal CPU mask such as '3' or '0xf'")
+    return text
+
+
+def _cpu_budget(key: str, value: Any) -> float:
+    """A fraction of one core: 0.25, or the string '25%'."""
+    number: float | None = None
+    if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)?%", value):
+        number = float(value[:-1]) / 100
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    if number is None:
+        raise UserError(f"{key}: {value!r} is not a share of one core such as 0.25 or '25%'")
+    if not 0.01 <= number <= 64:
+        raise UserError(f"{key}: {value!r} is out of range; allowed 0.01..64 cores")
+    return number
+
+
+def _name(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", value):
+        raise UserError(f"{key}: {value!r} is not a name such as 'cubic' or 'bbr'")
+    return value
+
+
+def _implementation(key: str, value: Any) -> str:
+    # Which names a tunnel kind accepts is checked once the kind is known.
+    if not isinstance(value, str) or not value:
+        raise UserError(f"{key}: {value!r} is not an implementation name")
+    return value
+
+
+def _mtu(key: str, value: Any) -> int:
+    return check_int(key, value, MTU_MIN, MTU_MAX)
+
+
+def _optional_mtu(key: str, value: Any) -> int | None:
+    return None if value == "auto" else _mtu(key, value)
+
+
+_TABLE = [
+    Setting("lab.topology", _choice(Topology), _names(Topology)),
+    Setting("lab.lan_mtu", _mtu, f"{MTU_MIN}..{MTU_MAX}"),
+    Setting("lab.wan.mtu", _mtu, f"{MTU_MIN}..{MTU_MAX}"),
+    Setting("lab.wan.rate", _optional_rate, "a rate such as '1gbit' or '250mbit', or 'none'"),
+    Setting("lab.wan.shaper", _choice(Shaper), _names(Shaper)),
+    Setting("lab.wan.queue", _choice(Queue), _names(Queue)),
+    Setting("lab.wan.queue_limit", _int(1, 100_000), "1..100000 packets"),
+    Setting("lab.offloads.gro", _switch, "true, false"),
+    Setting("lab.offloads.gso", _switch, "true, false"),
+    Setting("lab.offloads.tso", _switch, "true, false"),
+    Setting("lab.offloads.roles", _roles, f"a list of roles: {', '.join(ROLES)}"),
+    Setting("lab.rps_cpus", _cpu_mask, "a hexadecimal CPU mask such as '3'"),
+    Setting("tunnel.kind", _choice(TunnelKind), _names(TunnelKind)),
+    Setting("tunnel.implementation", _implementation, "auto, or one of the kind's"),
+    Setting("tunnel.mtu", _optional_mtu, f"{MTU_MIN}..{MTU_MAX}, or 'auto'"),
+    Setting("tunnel.cpu_budget", _cpu_budget, "a share of one core: 0.25 or '25%'"),
+    Setting("traffic.generator", _choice(Generator), _names(Generator)),
+    Setting("traffic.protocol", _choice(Protocol), _names(Protocol)),
+    Setting("traffic.udp_rate", _rate, "a rate per stream such as '500mbit'"),
+    Setting("traffic.streams", _int(1, STREAMS_MAX), f"1..{STREAMS_MAX}"),
+    Setting("traffic.stream_mode", _choice(StreamMode), _names(StreamMode)),
+    Setting("traffic.direction", _choice(Direction), _names(Direction)),
+    Setting("traffic.duration", _int(1, 3600), "1..3600 seconds"),
+    Setting("traffic.warmup", _int(0, 60), "0..60 seconds"),
+    Setting("traffic.family", check_family, "4, 6"),
+    Setting("traffic.congestion", _name, "a TCP congestion control such as 'cubic' or 'bbr'"),
+]
+
+SETTINGS: dict[str, Setting] = {s.path: s for s in _TABLE}
+#: Setting paths that group others (``lab.wan``): a plan may nest tables under them.
+GROUPS = frozenset(path.rsplit(".", 1)[0] for path in SETTINGS) | {"lab", "tunnel", "traffic"}

@@ -1,0 +1,416 @@
+"""Plan files: a TOML description of an experiment matrix, checked completely.
+
+A plan has ``base`` settings, a ``[matrix]`` of axes whose cartesian product gives the
+configurations, ``exclude`` rules that remove combinations, ``repetitions`` and an
+``order``. Every problem in the file is collected and reported together, each naming its
+key path, the bad value and what is allowed; nothing runs unless the whole plan is valid.
+Pure: reading the file is the only I/O. See docs/plans.md.
+"""
+
+import difflib
+import itertools
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tunnelbench.errors import UserError
+from tunnelbench.kinds import Order, Protocol, StreamMode, TunnelKind
+from tunnelbench.lab.topology import CHAINS
+from tunnelbench.plan import (
+    IPV6_MTU_MIN,
+    Experiment,
+    Trial,
+    TrialConfig,
+    TunnelSettings,
+    check_choice,
+    check_int,
+)
+from tunnelbench.plan_fields import GROUPS, SETTINGS
+from tunnelbench.tunnels import REGISTRY as TUNNELS
+
+T = TypeVar("T")
+
+TOP_KEYS = ("name", "description", "repetitions", "order", "seed", "base", "matrix", "exclude")
+#: Seconds a trial costs besides its traffic: building the lab and tunnel, starting
+#: the generator, tearing down. Measured on the 2-core reference machine.
+TRIAL_OVERHEAD_S = 2.5
+QUICK_DURATION, QUICK_WARMUP = 1, 1
+
+
+class PlanError(UserError):
+    """Every problem found in a plan file, one per line."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
+        super().__init__(f"{source}: {count}:\n" + "\n".join(f"  {p}" for p in problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One dimension of the matrix. A plain axis varies one setting; a linked axis
+    (named freely) varies several together, one table of settings per value."""
+
+    name: str
+    values: tuple[dict[str, Any], ...]  # each: setting path -> parsed value
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    description: str
+    source: str
+    experiment: Experiment
+    axes: tuple[Axis, ...]
+    excluded: int  # combinations removed by exclude rules
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, message: str) -> None:
+        if message not in self.items:
+            self.items.append(message)
+
+    def check(self, parse: Callable[[], T]) -> T | object:
+        """The parsed value, or :data:`BAD` after recording why it is not valid."""
+        try:
+            return parse()
+        except UserError as exc:
+            self.add(str(exc))
+            return BAD
+
+
+#: A value that failed its check; distinct from None, which some settings mean.
+BAD = object()
+
+
+def load(path: Path, *, quick: bool = False) -> Plan:
+    """Read and check a plan file; raise :class:`PlanError` listing every problem."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError(f"plan: cannot read {str(path)!r}: {exc.strerror}") from None
+    return parse(text, str(path), default_name=path.stem, quick=quick)
+
+
+def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = False) -> Plan:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError(source, [f"not valid TOML: {exc}"]) from None
+    problems = _Problems()
+    for key in data:
+        if key not in TOP_KEYS:
+            problems.add(f"{key}: unknown key{_suggest(key, TOP_KEYS)}")
+    name = _text(problems, data, "name", default_name)
+    description = _text(problems, data, "description", "")
+    repetitions = _top_int(problems, data, "repetitions", 3, 1, 100)
+    order = problems.check(
+        lambda: check_choice("order", data.get("order", Order.INTERLEAVED.value), Order)
+    )
+    seed = _top_int(problems, data, "seed", None, 0, 2**63 - 1)
+    base = _base(problems, data.get("base", {}))
+    axes = _axes(problems, data.get("matrix", {}))
+    combos = [_merge(base, choice) for choice in itertools.product(*(a.values for a in axes))]
+    kept = _exclude(problems, data.get("exclude", []), axes, combos)
+    configs: list[TrialConfig] = []
+    if problems.items:
+        # Conflicts between settings are only meaningful once each setting is valid.
+        raise PlanError(source, problems.items)
+    for combo, values in kept:
+        config = _config(problems, combo, values)
+        if config is not None and config not in configs:
+            configs.append(config)
+    if problems.items:
+        raise PlanError(source, problems.items)
+    assert isinstance(repetitions, int) and isinstance(order, Order)
+    experiment = Experiment(
+        configs=tuple(configs),
+        repetitions=repetitions,
+        order=order,
+        seed=seed if isinstance(seed, int) else None,
+        name=name,
+    )
+    if quick:
+        experiment = quicken(experiment)
+    return Plan(name, description, source, experiment, axes, len(combos) - len(kept))
+
+
+def quicken(experiment: Experiment) -> Experiment:
+    """The same matrix with one short repetition: for tests and a first look."""
+    configs = tuple(
+        replace(
+            c,
+            traffic=replace(
+                c.traffic,
+                duration=min(c.traffic.duration, QUICK_DURATION),
+                warmup=min(c.traffic.warmup, QUICK_WARMUP),
+            ),
+        )
+        for c in experiment.configs
+    )
+    return replace(experiment, configs=configs, repetitions=1)
+
+
+def estimate_seconds(trials: list[Trial]) -> float:
+    return sum(
+        t.config.traffic.duration + t.config.traffic.warmup + TRIAL_OVERHEAD_S for t in trials
+    )
+
+
+# --- sections ---
+
+
+def _text(problems: _Problems, data: dict[str, Any], key: str, default: str) -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str):
+        problems.add(f"{key}: {value!r} is not a string")
+        return default
+    return value
+
+
+def _top_int(
+    problems: _Problems, data: dict[str, Any], key: str, default: int | None, low: int, high: int
+) -> object:
+    if key not in data:
+        return default
+    return problems.check(lambda: check_int(key, data[key], low, high))
+
+
+def _base(problems: _Problems, table: Any) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        problems.add(f"base: {table!r} is not a table of settings")
+        return {}
+    parsed: dict[str, Any] = {}
+    for path, raw in _settings_of(problems, table, "base.").items():
+        value = problems.check(lambda: SETTINGS[path].parse(f"base.{path}", raw))  # noqa: B023
+        if value is not BAD:
+            parsed[path] = value
+    return parsed
+
+
+def _settings_of(problems: _Problems, table: dict[str, Any], where: str) -> dict[str, Any]:
+    """A (possibly nested) table of settings as {setting path: raw value}."""
+    out: dict[str, Any] = {}
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            path = prefix + key
+            if isinstance(value, dict) and path in GROUPS:
+                walk(value, path + ".")
+            elif path in SETTINGS:
+                out[path] = value
+            else:
+                known = [*SETTINGS, *GROUPS]
+                problems.add(f"{where}{path}: unknown setting{_suggest(path, known, where)}")
+
+    walk(table, "")
+    return out
+
+
+def _axes(problems: _Problems, table: Any) -> tuple[Axis, ...]:
+    if not isinstance(table, dict):
+        problems.add(f"matrix: {table!r} is not a table of axes")
+        return ()
+    axes: list[Axis] = []
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        for key, value in node.items():
+            path = prefix + key
+            if isinstance(value, dict) and path in GROUPS:
+                walk(value, path + ".")
+            elif not isinstance(value, list):
+                problems.add(f"matrix.{path}: {value!r} is not a list of values")
+            elif not value:
+                problems.add(f"matrix.{path}: empty axis; give at least one value")
+            elif path in SETTINGS:
+                axes.append(_plain_axis(problems, path, value))
+            elif all(isinstance(v, dict) for v in value):
+                axes.append(_linked_axis(problems, path, value))
+            else:
+                known = [*SETTINGS, *GROUPS]
+                problems.add(f"matrix.{path}: unknown setting{_suggest(path, known, 'matrix.')}")
+
+    walk(table, "")
+    owner: dict[str, str] = {}
+    for axis in axes:
+        for path in sorted({p for v in axis.values for p in v}):
+            if path in owner:
+                problems.add(
+                    f"matrix.{axis.name}: varies {path}, which matrix.{owner[path]} varies too"
+                )
+            owner[path] = axis.name
+    return tuple(axes)
+
+
+def _plain_axis(problems: _Problems, path: str, raw: list[Any]) -> Axis:
+    values: list[dict[str, Any]] = []
+    for i, item in enumerate(raw):
+        key = f"matrix.{path}[{i}]"
+        value = problems.check(lambda: SETTINGS[path].parse(key, item))  # noqa: B023
+        if value is BAD:
+            continue
+        if {path: value} in values:
+            problems.add(f"{key}: {item!r} appears twice in the axis")
+        values.append({path: value})
+    return Axis(path, tuple(values))
+
+
+def _linked_axis(problems: _Problems, name: str, raw: list[dict[str, Any]]) -> Axis:
+    values: list[dict[str, Any]] = []
+    for i, table in enumerate(raw):
+        where = f"matrix.{name}[{i}]."
+        entry: dict[str, Any] = {}
+        for path, item in _settings_of(problems, table, where).items():
+            value = problems.check(lambda: SETTINGS[path].parse(where + path, item))  # noqa: B023
+            if value is not BAD:
+                entry[path] = value
+        if not table:
+            problems.add(f"matrix.{name}[{i}]: empty table; give the settings of this value")
+        elif entry in values:
+            problems.add(f"matrix.{name}[{i}]: the same settings appear twice in the axis")
+        values.append(entry)
+    return Axis(name, tuple(values))
+
+
+def _merge(base: dict[str, Any], choice: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    merged = dict(base)
+    for part in choice:
+        merged |= part
+    return merged
+
+
+Combo = tuple[dict[str, Any], dict[str, Any]]  # (all settings, the matrix's own values)
+
+
+def _exclude(
+    problems: _Problems, rules: Any, axes: tuple[Axis, ...], combos: list[dict[str, Any]]
+) -> list[Combo]:
+    varied = {p for a in axes for v in a.values for p in v}
+    values_of: dict[str, list[Any]] = {}
+    for axis in axes:
+        for entry in axis.values:
+            for path, v in entry.items():
+                if v not in values_of.setdefault(path, []):
+                    values_of[path].append(v)
+    own = [{p: c[p] for p in varied if p in c} for c in combos]
+    if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+        problems.add("exclude: not a list of tables; write each rule as [[exclude]]")
+        rules = []
+    parsed_rules: list[dict[str, list[Any]]] = []
+    for i, rule in enumerate(rules):
+        where = f"exclude[{i}]."
+        before = len(problems.items)
+        parsed: dict[str, list[Any]] = {}
+        for path, raw in _settings_of(problems, rule, where).items():
+            if path not in varied:
+                problems.add(f"{where}{path}: not varied by the matrix; a rule names axes only")
+                continue
+            alternatives = raw if isinstance(raw, list) and path in _SCALAR else [raw]
+            parsed[path] = []
+            for item in alternatives:
+                value = problems.check(lambda: SETTINGS[path].parse(where + path, item))  # noqa: B023
+                if value is BAD:
+                    continue
+                if value not in values_of[path]:
+                    shown = ", ".join(_show(v) for v in values_of[path])
+                    problems.add(f"{where}{path}: {item!r} is not a value of the matrix ({shown})")
+                parsed[path].append(value)
+        if not rule:
+            problems.add(f"exclude[{i}]: empty rule; it would remove every combination")
+        elif len(problems.items) == before and not any(_matches(parsed, o) for o in own):
+            problems.add(f"exclude[{i}]: matches no combination of the matrix")
+        parsed_rules.append(parsed)
+    kept = [
+        (combo, o)
+        for combo, o in zip(combos, own, strict=True)
+        if not any(rule and _matches(rule, o) for rule in parsed_rules)
+    ]
+    if combos and not kept and not problems.items:
+        problems.add("exclude: the rules remove every combination of the matrix")
+    return kept
+
+
+_SCALAR = {p for p in SETTINGS if p != "lab.offloads.roles"}
+
+
+def _matches(rule: dict[str, list[Any]], values: dict[str, Any]) -> bool:
+    return all(values.get(path) in allowed for path, allowed in rule.items())
+
+
+def _show(value: Any) -> str:
+    return str(getattr(value, "value", value))
+
+
+# --- one configuration ---
+
+
+def _config(problems: _Problems, combo: dict[str, Any], own: dict[str, Any]) -> TrialConfig | None:
+    """The configuration of one combination, or None after recording its conflicts."""
+    tree: dict[str, Any] = {}
+    for path, value in combo.items():
+        node = tree
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    config = TrialConfig.from_dict(tree)
+    where = ", ".join(f"{p}={_show(v)}" for p, v in own.items())
+    prefix = f"with {where}: " if where else ""
+    before = len(problems.items)
+    for message in _conflicts(config):
+        problems.add(prefix + message)
+    return None if len(problems.items) > before else _normalized(config)
+
+
+def _conflicts(config: TrialConfig) -> list[str]:
+    """Settings that are each valid but cannot go together."""
+    found: list[str] = []
+    lab, tunnel, traffic = config.lab, config.tunnel, config.traffic
+    if traffic.family == 6:
+        mtus = {"lab.wan.mtu": lab.wan.mtu, "lab.lan_mtu": lab.lan_mtu, "tunnel.mtu": tunnel.mtu}
+        for path, mtu in mtus.items():
+            if mtu is not None and mtu < IPV6_MTU_MIN:
+                found.append(f"{path}: {mtu} is below IPv6's minimum of {IPV6_MTU_MIN}")
+    if traffic.protocol is Protocol.UDP and traffic.udp_rate is None:
+        found.append(
+            "traffic.udp_rate: required with traffic.protocol = 'udp'"
+            " (iperf3 would send only 1 Mbit/s)"
+        )
+    if tunnel.kind is not TunnelKind.NONE:
+        implementations = TUNNELS.get(tunnel.kind).implementations
+        if tunnel.implementation not in ("auto", *implementations):
+            found.append(
+                f"tunnel.implementation: {tunnel.implementation!r} is not an implementation"
+                f" of {tunnel.kind.value}; allowed: {', '.join(('auto', *implementations))}"
+            )
+    roles = CHAINS[lab.topology].roles
+    for role in lab.offloads.roles:
+        if role not in roles:
+            found.append(
+                f"lab.offloads.roles: {role!r} is not a role of {lab.topology.value}"
+                f" ({', '.join(roles)})"
+            )
+    return found
+
+
+def _normalized(config: TrialConfig) -> TrialConfig:
+    """One spelling per configuration, so equivalent combinations run once: a baseline
+    has no tunnel settings, TCP no UDP rate, and one stream needs no stream mode."""
+    if config.tunnel.kind is TunnelKind.NONE:
+        config = replace(config, tunnel=TunnelSettings())
+    traffic = config.traffic
+    if traffic.protocol is Protocol.TCP and traffic.udp_rate is not None:
+        traffic = replace(traffic, udp_rate=None)
+    if traffic.streams == 1 and traffic.stream_mode is not StreamMode.AUTO:
+        traffic = replace(traffic, stream_mode=StreamMode.AUTO)
+    return replace(config, traffic=traffic)
+
+
+def _suggest(word: str, known: Any, where: str = "") -> str:
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f"; did you mean {where + close[0]!r}?" if close else ""

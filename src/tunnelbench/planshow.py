@@ -1,0 +1,71 @@
+"""``tunnelbench plan show``: a plan's trials, what this machine skips, and the time it takes.
+
+Needs no root and changes nothing: capabilities are probed in anonymous namespaces.
+"""
+
+from collections import Counter
+from dataclasses import replace
+
+from tunnelbench import runner
+from tunnelbench.kinds import Order
+from tunnelbench.plan import expand, flatten, varying_paths
+from tunnelbench.planfile import TRIAL_OVERHEAD_S, Plan, estimate_seconds
+from tunnelbench.progress import format_duration
+
+
+def render(plan: Plan) -> str:
+    experiment = plan.experiment
+    lines = [f"plan {plan.name} ({plan.source})"]
+    if plan.description:
+        lines.append(f"  {plan.description.strip()}")
+    seed_note = ""
+    if experiment.order is Order.SHUFFLED:
+        if experiment.seed is None:
+            seed_note = ", shuffled (seed chosen at run time; shown with seed 0)"
+            experiment = replace(experiment, seed=0)
+        else:
+            seed_note = f", shuffled with seed {experiment.seed}"
+    trials = expand(experiment)
+    configs = list(dict.fromkeys(t.config for t in trials))
+    baselines = sum(1 for c in configs if c not in experiment.configs)
+    shape = " x ".join(f"{a.name} ({len(a.values)})" for a in plan.axes) or "no axes"
+    excluded = f", {plan.excluded} excluded" if plan.excluded else ""
+    lines.append(f"matrix: {shape}{excluded}")
+    lines.append(
+        f"configurations: {len(configs)} ({len(configs) - baselines} requested +"
+        f" {baselines} added baselines) x {experiment.repetitions} repetition(s)"
+        f"{seed_note} = {len(trials)} trials"
+    )
+    _, skipped = runner.check(trials)
+    runnable = [t for t in trials if t.config.key() not in skipped]
+    lines.append(
+        f"estimated duration: {format_duration(estimate_seconds(runnable))}"
+        f" ({len(runnable)} trials, each its warm-up and duration + ~{TRIAL_OVERHEAD_S:g} s"
+        " to build and tear down its lab)"
+    )
+    lines.append("")
+    paths = [p for p in varying_paths(configs) if p != "tunnel.kind"]
+    header = ["seq", "run", "tunnel", *paths, "here"]
+    rows = []
+    for trial in trials:
+        flat = flatten(trial.config.to_dict())
+        status = "skip" if trial.config.key() in skipped else "run"
+        cells = [str(trial.seq), str(trial.repetition), trial.config.tunnel.kind.value]
+        rows.append([*cells, *(_cell(flat[p]) for p in paths), status])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if skipped:
+        counts = Counter(skipped[t.config.key()] for t in trials if t.config.key() in skipped)
+        lines.append("")
+        lines.append(f"skipped on this machine: {sum(counts.values())} trial(s)")
+        lines += [f"  {reason} ({count} trials)" for reason, count in counts.items()]
+    return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value) or "-"
+    return str(value)

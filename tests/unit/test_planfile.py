@@ -1,0 +1,156 @@
+"""Plan files: golden expansions of valid plans, golden problems of invalid ones."""
+
+import json
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tunnelbench import planfile
+from tunnelbench.kinds import Order, Protocol, StreamMode, TunnelKind
+from tunnelbench.plan import Experiment, TrialConfig, expand, flatten, varying_paths
+
+ROOT = FIXTURES.parent.parent
+EXPANSIONS = json.loads((FIXTURES / "plans" / "expansions.json").read_text())
+INVALID = json.loads((FIXTURES / "plans" / "invalid.json").read_text())
+
+
+def _summary(path: Path) -> list[str]:
+    trials = expand(planfile.load(path).experiment)
+    paths = varying_paths(dict.fromkeys(t.config for t in trials))
+    lines = []
+    for t in trials:
+        flat = flatten(t.config.to_dict())
+        lines.append(f"{t.seq} r{t.repetition} " + " ".join(f"{p}={flat[p]}" for p in paths))
+    return lines
+
+
+def test_every_scenario_and_valid_fixture_has_a_golden_expansion():
+    files = sorted((FIXTURES / "plans" / "valid").glob("*.toml"))
+    files += sorted((ROOT / "scenarios").glob("*.toml"))
+    assert sorted(EXPANSIONS) == sorted(str(f.relative_to(ROOT)) for f in files)
+    assert len(files) >= 8
+
+
+@pytest.mark.parametrize("name", sorted(EXPANSIONS))
+def test_expansion_matches_golden(name):
+    assert _summary(ROOT / name) == EXPANSIONS[name]
+
+
+@pytest.mark.parametrize("case", INVALID, ids=[c["case"] for c in INVALID])
+def test_invalid_plan_reports_exactly_these_problems(case):
+    with pytest.raises(planfile.PlanError) as caught:
+        planfile.parse(case["plan"], "plan.toml")
+    assert caught.value.problems == case["problems"]
+    assert caught.value.exit_code == 2
+    lines = str(caught.value).splitlines()
+    count = len(case["problems"])
+    assert lines[0] == f"plan.toml: {count} problem{'s' if count > 1 else ''}:"
+    assert lines[1:] == [f"  {p}" for p in case["problems"]]
+
+
+def test_all_problems_are_reported_together():
+    several = next(c for c in INVALID if c["case"] == "several problems at once")
+    assert len(several["problems"]) == 5
+
+
+def test_linked_axis_varies_settings_together():
+    plan = planfile.parse(
+        '[base.tunnel]\nkind = "vxlan"\n[matrix]\n'
+        'mtu = [{ "tunnel.mtu" = 1500, "lab.wan.mtu" = 1550 },'
+        ' { "tunnel.mtu" = 9000, "lab.wan.mtu" = 9050 }]\n',
+        "p.toml",
+    )
+    pairs = {(c.tunnel.mtu, c.lab.wan.mtu) for c in plan.experiment.configs}
+    assert pairs == {(1500, 1550), (9000, 9050)}
+    assert [a.name for a in plan.axes] == ["mtu"]
+
+
+def test_excluded_combinations_are_counted_and_absent():
+    plan = planfile.load(FIXTURES / "plans" / "valid" / "queues-and-excludes.toml")
+    assert plan.excluded == 2  # mtu 1280 x 4 streams, for both queues
+    assert not [
+        c for c in plan.experiment.configs if c.tunnel.mtu == 1280 and c.traffic.streams == 4
+    ]
+    assert len(plan.experiment.configs) == 2 * 2 * 2 - 2
+
+
+def test_equivalent_combinations_run_once():
+    plan = planfile.parse(
+        '[matrix]\n"traffic.streams" = [1, 8]\n"traffic.stream_mode" = ["single", "processes"]\n'
+        '"tunnel.kind" = ["none", "wireguard"]\n"tunnel.mtu" = [1420, 1280]\n',
+        "p.toml",
+    )
+    configs = plan.experiment.configs
+    assert len(configs) == len(set(configs))
+    # One stream: single and processes are the same trial. A baseline has no tunnel MTU.
+    one_stream = [c for c in configs if c.traffic.streams == 1]
+    assert {c.traffic.stream_mode for c in one_stream} == {StreamMode.AUTO}
+    baselines = [c for c in configs if c.tunnel.kind is TunnelKind.NONE]
+    assert len(baselines) == 3 and all(c.tunnel.mtu is None for c in baselines)
+    assert len(configs) == 3 + 3 * 2
+
+
+def test_udp_rate_is_dropped_for_tcp_and_kept_for_udp():
+    plan = planfile.parse(
+        '[base.traffic]\nudp_rate = "100mbit"\n[matrix]\n"traffic.protocol" = ["tcp", "udp"]\n',
+        "p.toml",
+    )
+    rates = {c.traffic.protocol: c.traffic.udp_rate for c in plan.experiment.configs}
+    assert rates == {Protocol.TCP: None, Protocol.UDP: 100_000_000}
+
+
+def test_shuffled_order_is_reproducible_from_its_seed_and_keeps_rounds():
+    path = FIXTURES / "plans" / "valid" / "shuffled-udp.toml"
+    experiment = planfile.load(path).experiment
+    assert experiment.order is Order.SHUFFLED and experiment.seed == 7
+    first, again = expand(experiment), expand(experiment)
+    assert [t.config for t in first] == [t.config for t in again]
+    other = expand(replace(experiment, seed=8))
+    assert [t.config for t in other] != [t.config for t in first]
+    rounds = Counter((t.repetition, t.config.key()) for t in first)
+    assert set(rounds.values()) == {1}  # every configuration once per round
+    interleaved = expand(replace(experiment, order=Order.INTERLEAVED))
+    assert sorted(t.config.key() for t in first) == sorted(t.config.key() for t in interleaved)
+
+
+def test_shuffled_without_seed_cannot_expand():
+    experiment = Experiment((TrialConfig(),), order=Order.SHUFFLED)
+    with pytest.raises(ValueError, match="seed"):
+        expand(experiment)
+
+
+def test_quick_keeps_the_matrix_and_shortens_everything():
+    path = ROOT / "scenarios" / "tunnel-vs-baseline.toml"
+    full, quick = planfile.load(path).experiment, planfile.load(path, quick=True).experiment
+    assert len(quick.configs) == len(full.configs) == 12
+    assert quick.repetitions == 1 and full.repetitions == 3
+    assert {(c.traffic.duration, c.traffic.warmup) for c in quick.configs} == {(1, 1)}
+
+
+def test_estimate_counts_traffic_and_overhead():
+    path = ROOT / "scenarios" / "l2-tunnel-mtu.toml"
+    trials = expand(planfile.load(path).experiment)
+    assert len(trials) == 12
+    assert planfile.estimate_seconds(trials) == 12 * (5 + 1 + planfile.TRIAL_OVERHEAD_S)
+
+
+def test_experiment_round_trips_through_its_stored_form():
+    for name in EXPANSIONS:
+        experiment = planfile.load(ROOT / name).experiment
+        stored = json.loads(json.dumps(experiment.to_dict()))
+        assert Experiment.from_dict(stored) == experiment
+
+
+def test_a_configuration_stored_before_new_settings_existed_loads_with_defaults():
+    old = TrialConfig().to_dict()
+    del old["lab"]["offloads"], old["lab"]["rps_cpus"], old["lab"]["wan"]["queue"]
+    del old["tunnel"]["cpu_budget"], old["traffic"]["protocol"], old["traffic"]["congestion"]
+    assert TrialConfig.from_dict(old) == TrialConfig()
+
+
+def test_unreadable_plan_file_is_a_user_error(tmp_path):
+    with pytest.raises(planfile.UserError, match="cannot read"):
+        planfile.load(tmp_path / "missing.toml")
