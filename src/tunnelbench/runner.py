@@ -1,26 +1,29 @@
 """Executes an experiment: one fresh lab per trial, traffic, probes, and the store.
 
 This is the only place that turns a plan into system changes. Everything a trial needs
-(root, programs, implementations) is checked before the first lab is built, so bad input
-creates nothing. A trial that fails is stored as failed with its cause and the run goes
-on; Ctrl-C stores nothing partial, tears the lab down and marks the run interrupted.
+(root, programs, implementations, kernel features) is checked before the first lab is
+built: what this machine lacks is an error for a command-line request and a skipped
+trial, with its reason, for a plan. A trial that fails is stored as failed with its cause
+and the run goes on; Ctrl-C keeps every finished trial, tears the lab down and marks the
+run interrupted, and ``--resume`` runs only the trials not stored yet.
 """
 
 import logging
 import os
+import secrets
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tunnelbench import environment, programs
+from tunnelbench import capabilities, environment, programs, skips
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import StreamMode, TunnelKind
-from tunnelbench.lab import netns
-from tunnelbench.lab.state import is_alive
+from tunnelbench.kinds import Order, StreamMode, TunnelKind
+from tunnelbench.lab import cgroup, netns
+from tunnelbench.lab.state import is_alive, process_start_time
 from tunnelbench.plan import Experiment, Trial, TrialConfig, expand
 from tunnelbench.probes import counters
 from tunnelbench.probes.sampler import ProbeResult, Sampler
+from tunnelbench.progress import Progress
 from tunnelbench.store import Store
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.traffic import TrafficResult
@@ -44,6 +47,16 @@ class Resolution:
     stream_mode: StreamMode
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """An experiment checked against this machine, ready to execute."""
+
+    experiment: Experiment  # with its seed fixed, if shuffled
+    trials: list[Trial]
+    resolutions: dict[str, Resolution]  # config key -> how it runs here
+    skipped: dict[str, str]  # config key -> why this machine cannot run it
+
+
 @dataclass
 class TrialOutcome:
     trial: Trial
@@ -52,34 +65,61 @@ class TrialOutcome:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-Progress = Callable[[int, int, Trial, "TrialOutcome | None"], None]
+def prepare(experiment: Experiment, *, strict: bool) -> Prepared:
+    """Check every configuration can run here and resolve its "auto" settings.
 
-
-def resolve(experiment: Experiment) -> dict[str, Resolution]:
-    """Check every configuration can run here, and resolve its "auto" settings.
-
-    Raises :class:`UserError` before anything is built if a program or an implementation
-    is missing.
+    With ``strict`` (a command-line request) anything missing raises
+    :class:`UserError`; otherwise (a plan) the configuration is skipped with the reason.
+    Raises :class:`UserError` when nothing at all could run.
     """
-    resolved: dict[str, Resolution] = {}
-    for trial in expand(experiment):
-        config = trial.config
-        key = config.key()
-        if key in resolved:
+    if experiment.order is Order.SHUFFLED and experiment.seed is None:
+        experiment = replace(experiment, seed=secrets.randbelow(2**32))
+    trials = expand(experiment)
+    resolutions, skipped = check(trials)
+    if strict and skipped:
+        raise UserError(next(iter(skipped.values())))
+    if not resolutions:
+        first = next(iter(skipped.values()), "no configurations")
+        raise UserError(f"nothing to run: this machine can run no configuration ({first})")
+    return Prepared(experiment, trials, resolutions, skipped)
+
+
+def check(trials: list[Trial]) -> tuple[dict[str, Resolution], dict[str, str]]:
+    """How each configuration runs here, and why the others cannot (by config key).
+
+    Without side effects: probes run in anonymous namespaces that vanish with them.
+    """
+    caps = capabilities.probe()
+    resolutions: dict[str, Resolution] = {}
+    skipped: dict[str, str] = {}
+    for trial in trials:
+        key = trial.config.key()
+        if key in resolutions or key in skipped:
             continue
-        tunnel = TUNNELS.get(config.tunnel.kind)
-        generator = GENERATORS.get(config.traffic.generator)
-        implementation = tunnel.resolve_implementation(config.tunnel.implementation)
-        for program, purpose in tunnel.programs(implementation) + generator.programs():
-            programs.require(program, purpose)
-        mtu = config.tunnel.mtu or tunnel.default_mtu(config.lab.wan.mtu)
-        resolved[key] = Resolution(
-            implementation=implementation,
-            version=tunnel.version(implementation),
-            tunnel_mtu=mtu,
-            stream_mode=generator.resolve_mode(config.traffic),
-        )
-    return resolved
+        try:
+            resolution = _resolve(trial.config)
+            reason = skips.unmet(trial.config, caps)
+        except UserError as exc:
+            reason = str(exc)
+        if reason is None:
+            resolutions[key] = resolution
+        else:
+            skipped[key] = reason
+    return resolutions, skipped
+
+
+def _resolve(config: TrialConfig) -> Resolution:
+    tunnel = TUNNELS.get(config.tunnel.kind)
+    generator = GENERATORS.get(config.traffic.generator)
+    implementation = tunnel.resolve_implementation(config.tunnel.implementation)
+    for program, purpose in tunnel.programs(implementation) + generator.programs():
+        programs.require(program, purpose)
+    return Resolution(
+        implementation=implementation,
+        version=tunnel.version(implementation),
+        tunnel_mtu=config.tunnel.mtu or tunnel.default_mtu(config.lab.wan.mtu),
+        stream_mode=generator.resolve_mode(config.traffic),
+    )
 
 
 def preflight() -> None:
@@ -89,47 +129,95 @@ def preflight() -> None:
         programs.require(program, "building the lab")
 
 
-def execute(
-    experiment: Experiment,
-    resolutions: dict[str, Resolution],
-    store: Store,
-    *,
-    command_line: str,
-    progress: Progress | None = None,
-) -> int:
-    """Run every trial of the experiment (checked by :func:`resolve`); return the run id."""
-    trials = expand(experiment)
+def owner() -> dict[str, int]:
+    """This process, as a run's owner: PID and start time (a reused PID is not us)."""
+    return {"pid": os.getpid(), "start_time": process_start_time(os.getpid()) or 0}
+
+
+def start(prepared: Prepared, store: Store, *, command_line: str) -> int:
+    """Record a new run of a prepared experiment; return its id."""
     versions = {}
-    for trial in trials:
-        resolution = resolutions[trial.config.key()]
-        versions[f"{trial.config.tunnel.kind.value}/{resolution.implementation}"] = (
-            resolution.version
-        )
-    for kind in {t.config.traffic.generator for t in trials}:
+    for trial in prepared.trials:
+        resolution = prepared.resolutions.get(trial.config.key())
+        if resolution is not None:
+            name = f"{trial.config.tunnel.kind.value}/{resolution.implementation}"
+            versions[name] = resolution.version
+    for kind in {t.config.traffic.generator for t in prepared.trials}:
         versions[kind.value] = GENERATORS.get(kind).version()
-    run_id = store.start_run(
-        command_line,
-        {
-            "repetitions": experiment.repetitions,
-            "configs": [c.to_dict() for c in experiment.configs],
-        },
-        environment.collect(versions),
+    return store.start_run(
+        command_line, prepared.experiment.to_dict(), environment.collect(versions), owner()
     )
+
+
+def execute(
+    prepared: Prepared, store: Store, run_id: int, *, progress: Progress | None = None
+) -> str:
+    """Run every trial of the run not stored yet; return the run's final status."""
+    stored = {t.seq for t in store.trials(run_id)}
+    pending = [t for t in prepared.trials if t.seq not in stored]
+    progress = progress or Progress()
+    progress.run_started(run_id, len(prepared.trials), pending)
     try:
-        for index, trial in enumerate(trials, start=1):
-            if progress:
-                progress(index, len(trials), trial, None)
-            outcome = run_trial(store, run_id, trial, resolutions[trial.config.key()])
-            if progress:
-                progress(index, len(trials), trial, outcome)
+        for trial in pending:
+            key = trial.config.key()
+            if key in prepared.skipped:
+                _store_skipped(store, run_id, trial, prepared.skipped[key])
+                progress.trial_finished(trial, "skipped", prepared.skipped[key], None)
+                continue
+            progress.trial_started(trial)
+            outcome = run_trial(store, run_id, trial, prepared.resolutions[key])
+            progress.trial_finished(
+                trial, outcome.status, outcome.error or "", outcome.metrics.get("goodput_bps")
+            )
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
+        progress.run_finished(run_id, "interrupted")
         raise
     except BaseException:
         store.finish_run(run_id, "failed")
+        progress.run_finished(run_id, "failed")
         raise
     store.finish_run(run_id, "complete")
-    return run_id
+    progress.run_finished(run_id, "complete")
+    return "complete"
+
+
+def resumable(store: Store, ref: str) -> tuple[int, Experiment]:
+    """The id and experiment of a stopped run, checked to be safe to continue."""
+    run = store.run(ref)
+    if run.status == "complete":
+        raise UserError(f"--resume: run {run.id} is complete; there is nothing to resume")
+    if run.status == "running" and run.owner and _owner_alive(run.owner):
+        raise UserError(f"--resume: run {run.id} is still running (pid {run.owner['pid']})")
+    experiment = Experiment.from_dict(run.experiment)
+    expected = {t.seq: t.config.key() for t in expand(experiment)}
+    for trial in store.trials(run.id):
+        if expected.get(trial.seq) != trial.config_key:
+            raise UserError(
+                f"--resume: run {run.id}'s stored trial {trial.seq} does not match its"
+                " experiment (stored by another tunnelbench version?); start a new run"
+            )
+    return run.id, experiment
+
+
+def _owner_alive(record: dict[str, int]) -> bool:
+    return process_start_time(record["pid"]) == record["start_time"]
+
+
+def _store_skipped(store: Store, run_id: int, trial: Trial, reason: str) -> None:
+    store.add_trial(
+        run_id,
+        seq=trial.seq,
+        repetition=trial.repetition,
+        config_key=trial.config.key(),
+        config=trial.config.to_dict(),
+        resolved={},
+        status="skipped",
+        error=reason,
+        started_at=time.time(),
+        metrics={},
+        artifacts={},
+    )
 
 
 def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -> TrialOutcome:
@@ -183,6 +271,9 @@ def _measure(
     sampler = Sampler()
     try:
         handle = tunnel.setup(lab, resolution.implementation, resolution.tunnel_mtu)
+        if config.tunnel.cpu_budget is not None:
+            limit = cgroup.limit_cpu(lab.state, handle.daemons, config.tunnel.cpu_budget)
+            resolved |= limit.resolved()
         sampler.add({f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()})
         sampler.start()
         warmup, duration = config.traffic.warmup, config.traffic.duration
@@ -190,20 +281,35 @@ def _measure(
         def on_started(processes: dict[str, int], t0: float) -> None:
             sampler.watch(processes, t0 + warmup, t0 + warmup + duration)
 
+        def dead_daemon() -> str | None:
+            for role, daemon in handle.daemons.items():
+                if not is_alive(daemon):
+                    return (
+                        f"tunnel daemon {handle.implementation} on {role} (pid {daemon.pid})"
+                        " died during the trial"
+                    )
+            return None
+
         before = {r: counters.read(lab.ns(r), d) for r, d in handle.devices.items()}
-        traffic = generator.run(lab, config.traffic, resolution.stream_mode, on_started)
+        traffic = generator.run(
+            lab, config.traffic, resolution.stream_mode, on_started, dead_daemon
+        )
         probes = sampler.result()
+        if (reason := dead_daemon()) is not None:
+            raise LabError(reason)
         tunnel_counters = {
             role: counters.delta(before[role], counters.read(lab.ns(role), device))
             for role, device in handle.devices.items()
         }
-        for role, daemon in handle.daemons.items():
-            if not is_alive(daemon):
-                raise LabError(
-                    f"tunnel daemon {handle.implementation} on {role} (pid {daemon.pid})"
-                    " died during the trial"
-                )
         resolved["processes"] = traffic.processes
+        if traffic.congestion is not None:
+            resolved["congestion"] = traffic.congestion
+            requested = config.traffic.congestion
+            if requested is not None and traffic.congestion != requested:
+                raise LabError(
+                    f"traffic.congestion: {requested!r} was set, but the senders used"
+                    f" {traffic.congestion!r}"
+                )
         return traffic, probes, tunnel_counters
     finally:
         try:
@@ -226,6 +332,12 @@ def trial_metrics(
         metrics["download_bps"] = traffic.download_bps
     if traffic.retransmits is not None:
         metrics["retransmits"] = traffic.retransmits
+    if traffic.lost_packets is not None:
+        metrics["udp.lost_packets"] = traffic.lost_packets
+    if traffic.lost_pct is not None:
+        metrics["udp.lost_pct"] = traffic.lost_pct
+    if traffic.jitter_ms is not None:
+        metrics["udp.jitter_ms"] = traffic.jitter_ms
     metrics["generator_processes"] = traffic.processes
     if probes is None:
         return metrics

@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tunnelbench import planfile
+from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order, Protocol, StreamMode, TunnelKind
 from tunnelbench.plan import Experiment, TrialConfig, expand, flatten, varying_paths
 
@@ -152,5 +153,5 @@ def test_a_configuration_stored_before_new_settings_existed_loads_with_defaults(
 
 
 def test_unreadable_plan_file_is_a_user_error(tmp_path):
-    with pytest.raises(planfile.UserError, match="cannot read"):
+    with pytest.raises(UserError, match="cannot read"):
         planfile.load(tmp_path / "missing.toml")

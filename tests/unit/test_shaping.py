@@ -7,10 +7,12 @@ def test_burst_is_one_millisecond_or_ten_frames():
     assert burst_bytes(10**7, 1500) == 15_140  # ten 1514-byte frames
 
 
-def test_tbf_command():
+def test_tbf_command_has_a_pfifo_child_with_the_queue_limit():
     assert shaping_commands("tbab-gw", Shaper.TBF, 10**9, 1500, 100) == [
         ["qdisc", "replace", "dev", "tbab-gw", "root", "handle", "1:", "tbf",
          "rate", "1gbit", "burst", "125000", "limit", "151400"],
+        ["qdisc", "add", "dev", "tbab-gw", "parent", "1:1", "handle", "10:", "pfifo",
+         "limit", "100"],
     ]  # fmt: skip
 
 

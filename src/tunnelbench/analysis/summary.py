@@ -32,7 +32,14 @@ class ConfigSummary:
 
     @property
     def failed(self) -> list[TrialRecord]:
-        return [t for t in self.trials if t.status != "ok"]
+        return [t for t in self.trials if t.status == "failed"]
+
+    @property
+    def skipped(self) -> str | None:
+        """Why this machine skipped the configuration, when it skipped every trial."""
+        if self.trials and all(t.status == "skipped" for t in self.trials):
+            return self.trials[0].error
+        return None
 
     @property
     def label(self) -> str:

@@ -1,7 +1,9 @@
 """Builds a lab of network namespaces joined by veth links, and operates inside it.
 
 Nothing here touches the host's own namespace: veth pairs are created inside a lab
-namespace with their peer placed directly in another, and sysctls are set per namespace.
+namespace with their peer placed directly in another, and sysctls, offloads and receive
+packet steering are set per namespace (``ip netns exec`` gives each command the
+namespace's own ``/sys``).
 """
 
 import json
@@ -17,9 +19,9 @@ from typing import IO
 from tunnelbench.command import in_netns, run, spawn
 from tunnelbench.errors import LabError
 from tunnelbench.lab import state as lab_state
-from tunnelbench.lab.shaping import shaping_commands
+from tunnelbench.lab.shaping import device_commands, queue_commands, shaping_commands
 from tunnelbench.lab.topology import CHAINS, Chain, link_address, plen, routes_for
-from tunnelbench.plan import LabSettings
+from tunnelbench.plan import LabSettings, Offloads
 
 log = logging.getLogger("tunnelbench.lab")
 
@@ -76,9 +78,17 @@ class Lab:
         return self.state.directory
 
     def exec(
-        self, role: str, argv: Sequence[str], *, check: bool = True, timeout: float = 30.0
+        self,
+        role: str,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float = 30.0,
+        input_text: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        return run(in_netns(self.ns(role), argv), check=check, timeout=timeout)
+        return run(
+            in_netns(self.ns(role), argv), check=check, timeout=timeout, input_text=input_text
+        )
 
     def ip_batch(self, role: str, commands: list[list[str]]) -> None:
         """Several ``ip`` commands in one process; the first failure is an error."""
@@ -122,6 +132,7 @@ def build(settings: LabSettings, *, lab_id: str | None = None, tunnel: bool = Fa
     failure everything created so far is removed before the error propagates.
     """
     chain = CHAINS[settings.topology]
+    offload_roles(settings.offloads, chain)  # refuse unknown roles before creating anything
     lab_id = lab_id or new_lab_id()
     state = lab_state.LabState(lab_id=lab_id, topology=settings.topology.value)
     if state.path.exists():
@@ -191,13 +202,79 @@ def _create(lab: Lab, tunnel: bool) -> None:
                 if route.via is not None:  # tunnel routes come with the tunnel device
                     commands.append(["route", "add", route.prefix, "via", route.via])
         lab.ip_batch(role, commands)
-    wan = settings.wan
-    if wan.rate is not None:
-        for role in chain.tunnel_ends:
-            device = lab.wan_device(role)
-            lab.tc_batch(
-                role, shaping_commands(device, wan.shaper, wan.rate, wan.mtu, wan.queue_limit)
-            )
+    _queue_wan(lab)
+    _set_offloads(lab)
+    if settings.rps_cpus is not None:
+        _set_rps(lab, settings.rps_cpus)
     _wait_for_carrier(lab)
     lab.state.info["interfaces"] = {f"{o}>{p}": i.name for (o, p), i in lab.interfaces.items()}
     lab.state.save()
+
+
+def _queue_wan(lab: Lab) -> None:
+    """The shaper and queue discipline on both ends of the WAN link."""
+    wan = lab.settings.wan
+    for role in lab.chain.tunnel_ends:
+        device = lab.wan_device(role)
+        lab.ip_batch(role, device_commands(device, wan.queue, wan.queue_limit))
+        if wan.rate is not None:
+            commands = shaping_commands(
+                device, wan.shaper, wan.rate, wan.mtu, wan.queue_limit, wan.queue
+            )
+        else:
+            commands = queue_commands(device, wan.queue, wan.queue_limit)
+        lab.tc_batch(role, commands)
+
+
+def offload_roles(offloads: Offloads, chain: Chain) -> tuple[str, ...]:
+    """The roles whose links get the offload settings: the listed ones, or all.
+
+    A role this topology does not have is a :class:`LabError` naming the ones it has.
+    """
+    for role in offloads.roles:
+        if role not in chain.roles:
+            raise LabError(
+                f"offloads.roles: {role!r} is not a role of this topology; "
+                f"roles: {', '.join(chain.roles)}"
+            )
+    return offloads.roles or chain.roles
+
+
+def ethtool_features(offloads: Offloads) -> list[str]:
+    """``ethtool -K`` arguments after the device, for the features that are set."""
+    return [
+        word
+        for name, value in offloads.changes().items()
+        for word in (name, "on" if value else "off")
+    ]
+
+
+def _set_offloads(lab: Lab) -> None:
+    features = ethtool_features(lab.settings.offloads)
+    if not features:
+        return
+    roles = offload_roles(lab.settings.offloads, lab.chain)
+    for (role, _), iface in lab.interfaces.items():
+        if role not in roles:
+            continue
+        done = lab.exec(role, ["ethtool", "-K", iface.name, *features])
+        # ethtool exits 0 when only some changes took: it lists the rest as "[requested on]".
+        refused = [line.strip() for line in done.stdout.splitlines() if "[requested" in line]
+        if refused:
+            raise LabError(
+                f"ethtool -K {iface.name} in {lab.ns(role)} did not apply: {'; '.join(refused)}"
+            )
+
+
+def _set_rps(lab: Lab, mask: str) -> None:
+    """Write the receive packet steering mask to every receive queue of every lab veth."""
+    for role in lab.chain.roles:
+        devices = [
+            f"/sys/class/net/{i.name}/queues/" for (r, _), i in lab.interfaces.items() if r == role
+        ]
+        # The namespace's own /sys, as `ip netns exec` mounts it, lists the queues.
+        found = lab.exec(role, ["find", *devices, "-maxdepth", "1", "-name", "rx-*"]).stdout
+        paths = sorted(f"{line.strip()}/rps_cpus" for line in found.splitlines() if line.strip())
+        if not paths:
+            raise LabError(f"no receive queues found under {', '.join(devices)} in {lab.ns(role)}")
+        lab.exec(role, ["tee", *paths], input_text=mask + "\n")

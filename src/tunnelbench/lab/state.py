@@ -3,10 +3,12 @@
 Each resource is written to the state file *before* it is created, so a crash between
 the two leaves a record and never an orphan. Teardown removes exactly what is recorded:
 processes by PID (checked against their recorded start time, so a reused PID is never
-hit), namespaces by name, files by path. Nothing is found by pattern.
+hit), namespaces by name, files and cgroup directories by path. Nothing is found by
+pattern.
 """
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -37,6 +39,9 @@ class LabState:
     processes: list[ProcessRecord] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     info: dict[str, object] = field(default_factory=dict)
+    # Directories of cgroups the lab created (absent from state files written before
+    # cgroups existed: the default applies).
+    cgroups: list[str] = field(default_factory=list)
 
     @property
     def directory(self) -> Path:
@@ -64,6 +69,10 @@ class LabState:
 
     def add_file(self, path: Path) -> None:
         self.files.append(str(path))
+        self.save()
+
+    def add_cgroup(self, path: Path) -> None:
+        self.cgroups.append(str(path))
         self.save()
 
     def add_process(self, pid: int, argv: list[str]) -> ProcessRecord:
@@ -134,12 +143,34 @@ def teardown(state: LabState) -> list[str]:
         path = Path(name)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+    for name in reversed(state.cgroups):
+        if problem := remove_cgroup(Path(name)):
+            problems.append(problem)
     if not problems:
         for leftover in state.directory.glob("*"):
             leftover.unlink()
         with contextlib.suppress(FileNotFoundError, OSError):
             state.directory.rmdir()
     return problems
+
+
+def remove_cgroup(path: Path, wait: float = 2.0) -> str | None:
+    """Remove one recorded cgroup directory; return the problem, or None when it is gone.
+
+    Its processes have been ended already; threads of a killed process may still be
+    exiting for a moment, which keeps the cgroup busy, so a busy cgroup is retried.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            path.rmdir()
+            return None
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                return f"cgroup {path}: {exc.strerror}"
+        time.sleep(0.02)
 
 
 def list_namespaces() -> list[str]:

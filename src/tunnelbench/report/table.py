@@ -11,20 +11,41 @@ AXIS_HEADINGS = {
     "traffic.family": "IP",
     "tunnel.mtu": "tun MTU",
     "tunnel.implementation": "impl",
+    "tunnel.cpu_budget": "CPU budget",
+    "traffic.protocol": "proto",
+    "traffic.udp_rate": "UDP rate",
+    "traffic.congestion": "cc",
     "lab.topology": "topology",
+    "lab.lan_mtu": "LAN MTU",
     "lab.wan.mtu": "WAN MTU",
     "lab.wan.rate": "WAN rate",
     "lab.wan.shaper": "shaper",
-    "lab.wan.queue_limit": "queue",
+    "lab.wan.queue": "queue",
+    "lab.wan.queue_limit": "limit",
+    "lab.offloads.gro": "GRO",
+    "lab.offloads.gso": "GSO",
+    "lab.offloads.tso": "TSO",
+    "lab.offloads.roles": "offload roles",
+    "lab.rps_cpus": "RPS",
 }
+TEXT_COLUMNS = {
+    "tunnel", "direction", "mode", "topology", "shaper", "impl", "queue", "proto", "cc",
+    "offload roles", "busiest core usr/sys/soft %",
+}  # fmt: skip
 
 
 def _axis_value(summary: ConfigSummary, path: str) -> str:
     value: object = summary.config.to_dict()
     for part in path.split("."):
         value = value[part]  # type: ignore[index]
-    if path == "lab.wan.rate":
+    if path in ("lab.wan.rate", "traffic.udp_rate"):
         return "-" if value is None else f"{mbit(value):g}M"  # type: ignore[arg-type]
+    if path == "tunnel.cpu_budget":
+        return "-" if value is None else f"{value:.0%}"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value) or "all"
     if path == "tunnel.mtu" and value is None and summary.resolved.get("tunnel_mtu"):
         return str(summary.resolved["tunnel_mtu"])
     return "-" if value is None else str(value)
@@ -37,7 +58,9 @@ def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
     body = []
     for s in summaries:
         row = [s.label, *(_axis_value(s, a) for a in axes)]
-        if s.goodput is None:
+        if s.skipped is not None:
+            row += ["skipped", "-", "-", "-", "-"]
+        elif s.goodput is None:
             row += ["failed", "-", "-", "-", "-"]
         else:
             g = s.goodput
@@ -60,20 +83,7 @@ def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
 def render(summaries: list[ConfigSummary]) -> str:
     header, body = rows(summaries)
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    numeric = {
-        i
-        for i, h in enumerate(header)
-        if h
-        not in (
-            "tunnel",
-            "direction",
-            "mode",
-            "topology",
-            "shaper",
-            "impl",
-            "busiest core usr/sys/soft %",
-        )
-    }
+    numeric = {i for i, h in enumerate(header) if h not in TEXT_COLUMNS}
 
     def line(cells: list[str]) -> str:
         return "  ".join(

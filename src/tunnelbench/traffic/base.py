@@ -12,6 +12,12 @@ from tunnelbench.plan import TrafficSettings
 
 #: Called once every generator process runs: ({label: PID}, monotonic start time).
 Started = Callable[[dict[str, int], float], None]
+#: Polled while traffic runs: why the trial cannot succeed any more, or None.
+StopReason = Callable[[], str | None]
+
+
+def no_reason() -> str | None:
+    return None
 
 
 @dataclass
@@ -23,9 +29,16 @@ class TrafficResult:
     goodput_bps: float  # all directions together
     upload_bps: float | None
     download_bps: float | None
-    retransmits: int | None
+    retransmits: int | None  # None for UDP
     intervals_bps: list[float]  # receiver-side goodput per 1 s interval
     raw: list[dict[str, Any]] = field(default_factory=list)
+    # UDP, as the receivers saw it (None for TCP): packets lost, their percent of the
+    # packets expected, and the mean of the receivers' jitter.
+    lost_packets: int | None = None
+    lost_pct: float | None = None
+    jitter_ms: float | None = None
+    # TCP: the congestion control the senders used, as the generator reports it.
+    congestion: str | None = None
 
 
 class Generator(ABC):
@@ -49,5 +62,7 @@ class Generator(ABC):
         settings: TrafficSettings,
         mode: StreamMode,
         on_started: Started,
+        stop_reason: StopReason = no_reason,
     ) -> TrafficResult:
-        """Drive traffic from the lab's client to its server (or back) and measure it."""
+        """Drive traffic from the lab's client to its server (or back) and measure it;
+        raise :class:`LabError` as soon as ``stop_reason`` gives a reason."""

@@ -11,12 +11,12 @@ from typing import Any
 from tunnelbench import programs
 from tunnelbench.command import run
 from tunnelbench.errors import LabError
-from tunnelbench.kinds import Direction, StreamMode
+from tunnelbench.kinds import Direction, Protocol, StreamMode
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.plan import TrafficSettings
 from tunnelbench.traffic import iperf3_json
-from tunnelbench.traffic.base import Generator, Started, TrafficResult
+from tunnelbench.traffic.base import Generator, Started, StopReason, TrafficResult, no_reason
 
 BASE_PORT = 5201
 #: iperf3 runs one thread per stream from this release on.
@@ -32,12 +32,25 @@ def server_argv(binary: str, port: int) -> list[str]:
 def client_argv(
     binary: str, server: str, port: int, settings: TrafficSettings, streams: int
 ) -> list[str]:
+    """One client's command line; for UDP ``udp_rate`` is the target of each stream
+    (iperf3 applies ``-b`` to every stream separately)."""
     return [
         binary, "-c", server, "-p", str(port), f"-{settings.family}",
         "-t", str(settings.duration), "-O", str(settings.warmup), "-i", "1",
         "-P", str(streams), "-J", "--get-server-output", "--connect-timeout", "5000",
-        *_DIRECTION_FLAGS[settings.direction],
+        *_DIRECTION_FLAGS[settings.direction], *_protocol_flags(settings),
     ]  # fmt: skip
+
+
+def _protocol_flags(settings: TrafficSettings) -> list[str]:
+    if settings.protocol is Protocol.TCP:
+        # Per socket, on both ends (the client passes it to the server): unlike the
+        # namespace's sysctl, this may pick any algorithm the kernel has, not only the
+        # host's tcp_allowed_congestion_control.
+        return ["-C", settings.congestion] if settings.congestion else []
+    if settings.udp_rate is None:
+        raise ValueError("a UDP test needs traffic.udp_rate (checked by the plan parser)")
+    return ["-u", "-b", str(settings.udp_rate)]
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -67,7 +80,12 @@ class Iperf3(Generator):
         return StreamMode.SINGLE
 
     def run(
-        self, lab: Lab, settings: TrafficSettings, mode: StreamMode, on_started: Started
+        self,
+        lab: Lab,
+        settings: TrafficSettings,
+        mode: StreamMode,
+        on_started: Started,
+        stop_reason: StopReason = no_reason,
     ) -> TrafficResult:
         binary = programs.require("iperf3", "the load generator")
         count = settings.streams if mode is StreamMode.PROCESSES else 1
@@ -92,12 +110,7 @@ class Iperf3(Generator):
         watched = {f"iperf3-server:{port}": proc.pid for port, (proc, _) in servers.items()}
         watched |= {f"iperf3-client:{port}": c.pid for port, c in zip(ports, clients, strict=True)}
         on_started(watched, time.monotonic())
-        limit = settings.warmup + settings.duration + 20
-        for proc in clients:
-            try:
-                proc.wait(timeout=limit)
-            except subprocess.TimeoutExpired as exc:
-                raise LabError(f"iperf3 client did not finish within {limit} s") from exc
+        _wait_clients(clients, settings.warmup + settings.duration + 20, stop_reason)
         docs = [_load(path) for path in outputs]
         measured = [iperf3_json.parse(doc, settings.duration) for doc in docs]
         return _combine(mode, measured, docs)
@@ -115,6 +128,8 @@ def _combine(
     retransmits = [m.retransmits for m in measured if m.retransmits is not None]
     length = min(len(m.intervals_bps) for m in measured)
     intervals = [sum(m.intervals_bps[i] for m in measured) for i in range(length)]
+    udp = [received for m in measured for received in m.udp]
+    senders = sorted({m.congestion for m in measured if m.congestion})
     return TrafficResult(
         stream_mode=mode,
         processes=len(measured),
@@ -124,7 +139,26 @@ def _combine(
         retransmits=sum(retransmits) if retransmits else None,
         intervals_bps=intervals,
         raw=docs,
+        lost_packets=sum(r.lost_packets for r in udp) if udp else None,
+        lost_pct=iperf3_json.lost_percent(udp) if udp else None,
+        # Each receiver's jitter is already the mean over its streams.
+        jitter_ms=sum(r.jitter_ms for r in udp) / len(udp) if udp else None,
+        congestion=",".join(senders) or None,
     )
+
+
+def _wait_clients(
+    clients: list["subprocess.Popen[bytes]"], limit: float, stop_reason: StopReason
+) -> None:
+    """Wait for every client; give up early when the trial can no longer succeed (a
+    client whose tunnel died would otherwise wait for its control connection)."""
+    deadline = time.monotonic() + limit
+    while any(c.poll() is None for c in clients):
+        if (reason := stop_reason()) is not None:
+            raise LabError(reason)
+        if time.monotonic() > deadline:
+            raise LabError(f"iperf3 client did not finish within {limit:g} s")
+        time.sleep(0.05)
 
 
 def _load(path: Path) -> dict[str, Any]:

@@ -1,15 +1,34 @@
 """Reading iperf3's JSON output (``-J --get-server-output``), as 3.12 writes it.
 
 Goodput is what the receivers counted (``end.sum_received``, plus its ``_bidir_reverse``
-twin), which already excludes the ``--omit`` warm-up. Intervals are taken from whichever
-side received: the server's report for upload, the client's for download, both for
-bidirectional tests.
+twin), which already excludes the ``--omit`` warm-up. ``sum_received`` is the direction
+the test names (client to server, or server to client with ``-R``); ``_bidir_reverse``
+is the server-to-client half of a ``--bidir`` test. (The summaries' ``sender`` flags do not
+say this for UDP, where ``sum_received`` is always marked ``sender: false``.)
+
+Intervals are taken from whichever side received: the server's report for upload, the
+client's for download, both for bidirectional tests.
+
+UDP loss and jitter are the receiving side's own figures. For upload that is the
+server's report (``server_output_json``): 3.12's client-side upload summary adds the
+loss of the omitted warm-up to the count, and its ``lost_percent`` uses a different
+packet count. The percentage is therefore computed here, from the receiver's lost and
+expected (``packets``) counts.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tunnelbench.errors import LabError
+
+
+@dataclass(frozen=True)
+class UdpReceived:
+    """One direction of a UDP test as its receiver saw it (warm-up excluded)."""
+
+    lost_packets: int
+    packets: int  # packets the receiver expected: received plus lost
+    jitter_ms: float
 
 
 @dataclass
@@ -18,6 +37,13 @@ class ProcessMeasurement:
     download_bps: float | None
     retransmits: int | None
     intervals_bps: list[float]
+    udp: list[UdpReceived] = field(default_factory=list)  # one per direction; empty for TCP
+    congestion: str | None = None  # the TCP sender's congestion control
+
+
+def protocol(doc: dict[str, Any]) -> str:
+    """ "TCP" or "UDP", as the test ran."""
+    return str(doc.get("start", {}).get("test_start", {}).get("protocol", "TCP")).upper()
 
 
 def parse(doc: dict[str, Any], duration: int) -> ProcessMeasurement:
@@ -25,16 +51,17 @@ def parse(doc: dict[str, Any], duration: int) -> ProcessMeasurement:
     if "error" in doc:
         raise LabError(f"iperf3: {doc['error']}")
     end = doc.get("end") or {}
+    reverse = bool(doc.get("start", {}).get("test_start", {}).get("reverse", 0))
+    udp = protocol(doc) == "UDP"
     upload = download = None
-    for key in ("sum_received", "sum_received_bidir_reverse"):
-        if key not in end:
-            continue
-        summary = end[key]
-        # "sender" says whether the client was the sending side of this summary.
-        if summary["sender"]:
-            upload = float(summary["bits_per_second"])
+    if "sum_received" in end:
+        rate = float(end["sum_received"]["bits_per_second"])
+        if reverse:
+            download = rate
         else:
-            download = float(summary["bits_per_second"])
+            upload = rate
+    if "sum_received_bidir_reverse" in end:
+        download = float(end["sum_received_bidir_reverse"]["bits_per_second"])
     if upload is None and download is None:
         raise LabError("iperf3 output has no receiver summary (end.sum_received)")
     retransmits = [
@@ -45,9 +72,45 @@ def parse(doc: dict[str, Any], duration: int) -> ProcessMeasurement:
     return ProcessMeasurement(
         upload_bps=upload,
         download_bps=download,
-        retransmits=sum(retransmits) if retransmits else None,
+        retransmits=sum(retransmits) if retransmits and not udp else None,
         intervals_bps=receiver_intervals(doc, duration),
+        udp=udp_received(doc) if udp else [],
+        congestion=end.get("sender_tcp_congestion"),
     )
+
+
+def udp_received(doc: dict[str, Any]) -> list[UdpReceived]:
+    """Loss and jitter of each direction of a UDP test, from its receiver's report."""
+    end = doc.get("end") or {}
+    reverse = bool(doc.get("start", {}).get("test_start", {}).get("reverse", 0))
+    summaries = []
+    if "sum_received" in end:
+        if reverse:  # download: the client received
+            summaries.append(end["sum_received"])
+        else:  # upload: the server received, and says so in its own report
+            server_end = (doc.get("server_output_json") or {}).get("end") or {}
+            if "sum_received" not in server_end:
+                raise LabError(
+                    "iperf3 UDP upload output lacks the server's report "
+                    "(server_output_json.end.sum_received; run with --get-server-output)"
+                )
+            summaries.append(server_end["sum_received"])
+    if "sum_received_bidir_reverse" in end:  # the client received the reverse half
+        summaries.append(end["sum_received_bidir_reverse"])
+    return [
+        UdpReceived(
+            lost_packets=int(s["lost_packets"]),
+            packets=int(s["packets"]),
+            jitter_ms=float(s["jitter_ms"]),
+        )
+        for s in summaries
+    ]
+
+
+def lost_percent(received: list[UdpReceived]) -> float | None:
+    """Lost packets as percent of the packets the receivers expected; None if none were."""
+    expected = sum(r.packets for r in received)
+    return 100.0 * sum(r.lost_packets for r in received) / expected if expected else None
 
 
 def receiver_intervals(doc: dict[str, Any], duration: int) -> list[float]:

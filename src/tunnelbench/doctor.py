@@ -1,0 +1,146 @@
+"""``tunnelbench doctor``: what this machine can benchmark, and why not the rest.
+
+Users' kernels differ from one another and from CI's; before a long run they want to
+know which tunnels, queue disciplines, ciphers and generators they will get, and a run
+skips configurations with the same reasons. The report is data (:func:`collect`, also
+printed as JSON) rendered as a plain table (:func:`render`).
+"""
+
+import json
+from typing import Any
+
+from tunnelbench import capabilities, skips
+from tunnelbench.capabilities import Capabilities, Check, Program
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.plan import TunnelSettings
+from tunnelbench.traffic.iperf3 import THREADED_SINCE
+
+# Sections in the order they are printed, with the word that labels their rows.
+SECTIONS = {
+    "privileges": "privilege",
+    "tunnels": "link",
+    "implementations": "userspace",
+    "qdiscs": "qdisc",
+    "congestion": "tcp cc",
+    "esp": "esp",
+    "cgroup": "cgroup",
+    "generators": "generator",
+    "cpus": "cpus",
+}
+NOT_PROBED_NOTE = (
+    "not probed: tunnelbench could not test this here. Configurations that need it are\n"
+    "not skipped; a run that uses it reports the real error."
+)
+
+
+def _entry(check: Check, detail: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {"status": check.status, "detail": check.detail if detail is None else detail, **extra}
+
+
+def _program(found: Program, **extra: Any) -> dict[str, Any]:
+    return _entry(found, path=found.path, version=found.version or None, **extra)
+
+
+def _tunnels(caps: Capabilities) -> dict[str, Any]:
+    entries = {kind: _entry(found) for kind, found in caps.links.items()}
+    wireguard = caps.links.get("wireguard")
+    if wireguard is not None and wireguard.ok is False:
+        # Say what "auto" falls back to, since that is what a run will use.
+        using = skips.resolve(TunnelSettings(kind=TunnelKind.WIREGUARD), caps)
+        fallback = f"auto uses {using}" if using else "no userspace WireGuard either"
+        entries["wireguard"]["detail"] = f"{wireguard.detail}; {fallback}"
+    return entries
+
+
+def _generators(caps: Capabilities) -> dict[str, Any]:
+    iperf3, iperf2 = caps.programs["iperf3"], caps.programs["iperf"]
+    threaded = caps.iperf3_threaded
+    since = ".".join(map(str, THREADED_SINCE))
+    threads = {
+        True: "multi-threaded",
+        False: f"single-threaded (threads from {since}): runs one process per stream",
+        None: "threading unknown",
+    }[threaded]
+    return {
+        "iperf3": _program(
+            iperf3,
+            detail=f"{iperf3.detail}; {threads}" if iperf3.ok else iperf3.detail,
+            multithreaded=threaded,
+        ),
+        "iperf": _program(iperf2, release=capabilities.iperf2_version(iperf2.version)),
+    }
+
+
+def _congestion(caps: Capabilities) -> dict[str, Any]:
+    cc = caps.congestion
+    if cc.ok is not True:
+        return {"available": _entry(cc)}
+    entries = {name: _entry(cc, "default" if name == cc.default else "") for name in cc.available}
+    for name in cc.loadable:
+        entries[name] = _entry(cc, "module, loaded on first use")
+    return entries
+
+
+def _ranges(cpus: tuple[int, ...]) -> str:
+    """CPU numbers in the kernel's list format, e.g. ``0-1,4``."""
+    spans: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if spans and cpu == spans[-1][1] + 1:
+            spans[-1][1] = cpu
+        else:
+            spans.append([cpu, cpu])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def collect(caps: Capabilities | None = None) -> dict[str, Any]:
+    """The report as JSON-able data: one section per kind of capability, each mapping a
+    name to its status ("yes", "no", "not probed"), detail and any facts of its own."""
+    caps = caps or capabilities.probe()
+    root = Check(caps.root, f"euid {caps.euid}" + ("" if caps.root else "; a run needs root"))
+    return {
+        "kernel": caps.kernel,
+        "privileges": {"root": _entry(root), "network namespace": _entry(caps.netns)},
+        "tunnels": _tunnels(caps),
+        "implementations": {
+            "wireguard-go": _program(caps.programs["wireguard-go"]),
+            "ethtool": _program(
+                caps.programs["ethtool"], detail=f"{caps.programs['ethtool'].detail}; for offloads"
+            ),
+        },
+        "qdiscs": {kind: _entry(found) for kind, found in caps.qdiscs.items()},
+        "congestion": _congestion(caps),
+        "esp": {name: _entry(found) for name, found in caps.esp.items()},
+        "cgroup": {"cpu": _entry(caps.cgroup, version=caps.cgroup.version, path=caps.cgroup.path)},
+        "generators": _generators(caps),
+        "cpus": {
+            "online": _entry(
+                Check(bool(caps.cpus)),
+                f"{len(caps.cpus)} ({_ranges(caps.cpus)})",
+                count=len(caps.cpus),
+                cpus=list(caps.cpus),
+            )
+        },
+    }
+
+
+def render(report: dict[str, Any]) -> str:
+    """A plain aligned table: capability, status, detail."""
+    rows = [["capability", "status", "detail"]]
+    for section, label in SECTIONS.items():
+        for name, entry in report.get(section, {}).items():
+            rows.append([f"{label} {name}", entry["status"], entry["detail"]])
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    rows.insert(1, ["-" * widths[0], "-" * widths[1], "-" * len("detail")])
+    lines = [f"kernel {report['kernel']}", ""]
+    lines += [f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}".rstrip() for row in rows]
+    if any(row[1] == "not probed" for row in rows):
+        lines += ["", NOT_PROBED_NOTE]
+    return "\n".join(lines) + "\n"
+
+
+def main(as_json: bool) -> int:
+    """Print the report (a table, or JSON) and succeed: a missing capability is a finding,
+    not an error."""
+    report = collect()
+    print(json.dumps(report, indent=2) if as_json else render(report), end="\n" if as_json else "")
+    return 0

@@ -1,0 +1,161 @@
+"""CPU budgets for userspace tunnel daemons, as cgroups with a CPU quota.
+
+Each daemon gets a cgroup of its own, named after its lab and role
+(``tunnelbench-<lab>-<role>``), directly under the root of the hierarchy that has the
+``cpu`` controller, with a quota of the budget times one core per 100 ms period:
+
+- cgroup v2 (``cpu.max``), when the v2 root delegates ``cpu`` to its children;
+- else cgroup v1 (``cpu.cfs_period_us``, ``cpu.cfs_quota_us``).
+
+The daemon is moved with ``cgroup.procs``, which moves every thread of it; threads it
+starts later are born in the same cgroup. The directory is recorded in the lab's state
+before it is created, and teardown removes it once the daemon is gone. Nothing else is
+written: no other cgroup, and no controller is enabled anywhere.
+"""
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunnelbench.errors import LabError
+from tunnelbench.lab.state import LabState, ProcessRecord, is_alive
+
+log = logging.getLogger("tunnelbench.lab")
+
+PERIOD_US = 100_000
+#: The kernel refuses quotas below 1 ms.
+MIN_QUOTA_US = 1_000
+MOUNTS = Path("/proc/self/mounts")
+
+
+@dataclass(frozen=True)
+class CpuController:
+    """Where cgroups with a CPU quota can be made: the hierarchy's root and its version."""
+
+    version: int  # 1 or 2
+    root: Path
+
+
+@dataclass
+class CpuLimit:
+    """What :func:`limit_cpu` did, for the trial's record."""
+
+    version: int
+    period_us: int
+    quota_us: int
+    cgroups: dict[str, str] = field(default_factory=dict)  # role -> cgroup directory
+
+    def resolved(self) -> dict[str, Any]:
+        return {
+            "cgroup_version": self.version,
+            "cpu_period_us": self.period_us,
+            "cpu_quota_us": self.quota_us,
+            "cgroups": dict(self.cgroups),
+        }
+
+
+def find_controller(mounts: str) -> CpuController | None:
+    """The CPU controller from ``/proc/self/mounts`` text: v2 if its root delegates
+    ``cpu``, else the v1 hierarchy mounted with the ``cpu`` option; None without one."""
+    v1: CpuController | None = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        mount_point, fstype, options = Path(_unescape(fields[1])), fields[2], fields[3]
+        if fstype == "cgroup2" and "cpu" in _words(mount_point / "cgroup.subtree_control"):
+            return CpuController(2, mount_point)
+        if fstype == "cgroup" and "cpu" in options.split(",") and v1 is None:
+            v1 = CpuController(1, mount_point)
+    return v1
+
+
+def controller() -> CpuController:
+    """This machine's CPU controller; a :class:`LabError` when there is none."""
+    try:
+        mounts = MOUNTS.read_text()
+    except OSError as exc:
+        raise LabError(f"cannot read {MOUNTS}: {exc.strerror}") from exc
+    found = find_controller(mounts)
+    if found is None:
+        raise LabError(
+            "tunnel.cpu_budget: no cgroup hierarchy with the cpu controller "
+            "(cgroup v2 without cpu in the root's cgroup.subtree_control, and no cgroup v1 "
+            "cpu mount)"
+        )
+    return found
+
+
+def quota_us(budget: float, period_us: int = PERIOD_US) -> int:
+    """The quota per period for a budget given as a fraction of one core."""
+    if budget <= 0:
+        raise ValueError(f"a CPU budget must be positive, not {budget}")
+    return max(MIN_QUOTA_US, round(budget * period_us))
+
+
+def cgroup_name(lab_id: str, role: str) -> str:
+    return f"tunnelbench-{lab_id}-{role}"
+
+
+def limit_cpu(
+    state: LabState,
+    daemons: Mapping[str, ProcessRecord],
+    budget: float,
+    cpu: CpuController | None = None,
+) -> CpuLimit:
+    """Give each daemon (role -> process) its own cgroup capped at ``budget`` of one core.
+
+    Each cgroup is recorded in ``state`` before it is created. A failed write is a
+    :class:`LabError`; what was created is still recorded, and teardown removes it.
+    """
+    if not daemons:
+        raise LabError("tunnel.cpu_budget: this tunnel has no userspace daemon to limit")
+    cpu = cpu or controller()
+    limit = CpuLimit(version=cpu.version, period_us=PERIOD_US, quota_us=quota_us(budget))
+    for role, daemon in daemons.items():
+        if not is_alive(daemon):
+            raise LabError(f"tunnel daemon on {role} (pid {daemon.pid}) is not running")
+        path = cpu.root / cgroup_name(state.lab_id, role)
+        state.add_cgroup(path)
+        try:
+            path.mkdir()
+        except OSError as exc:
+            # Not created, so not ours to remove (it may be another lab's, or a leftover).
+            state.cgroups.remove(str(path))
+            state.save()
+            raise LabError(f"cannot create cgroup {path}: {exc.strerror}") from exc
+        if cpu.version == 2:
+            _write(path / "cpu.max", f"{limit.quota_us} {limit.period_us}")
+        else:
+            _write(path / "cpu.cfs_period_us", str(limit.period_us))
+            _write(path / "cpu.cfs_quota_us", str(limit.quota_us))
+        _write(path / "cgroup.procs", str(daemon.pid))
+        if str(daemon.pid) not in _words(path / "cgroup.procs"):
+            raise LabError(f"process {daemon.pid} did not move into cgroup {path}")
+        limit.cgroups[role] = str(path)
+    return limit
+
+
+def _write(path: Path, value: str) -> None:
+    log.debug("write %s: %s", path, value)
+    try:
+        with path.open("w") as f:
+            f.write(value + "\n")
+    except OSError as exc:
+        raise LabError(f"cannot write {value!r} to {path}: {exc.strerror}") from exc
+
+
+def _words(path: Path) -> list[str]:
+    try:
+        return path.read_text().split()
+    except OSError:
+        return []
+
+
+def _unescape(field: str) -> str:
+    """Mount points in /proc/self/mounts escape blanks and backslashes as octal."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field

@@ -1,0 +1,141 @@
+"""Whether a configuration can run on this machine, and if not, why: one plain reason
+naming the setting, so a plan skips it (or a command-line request refuses it).
+
+Pure rules over the :class:`~tunnelbench.capabilities.Capabilities` probed once. A
+capability that could not be probed never causes a skip: the run meets the real error.
+"""
+
+from tunnelbench.capabilities import Capabilities, Check, Program, mask_cpus
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.plan import TrialConfig, TunnelSettings
+
+_DISPLAY = {"wireguard": "WireGuard", "vxlan": "VXLAN"}
+
+
+def unmet(config: TrialConfig, caps: Capabilities) -> str | None:
+    """None when this machine can run ``config``; else one reason naming the setting.
+
+    A capability that could not be probed never causes a skip.
+    """
+    for rule in (_tunnel, _cpu_budget, _qdiscs, _congestion_rule, _rps, _tools):
+        if reason := rule(config, caps):
+            return reason
+    return None
+
+
+def _implementations(kind: TunnelKind) -> tuple[str, ...]:
+    # Imported here: the tunnel modules import this one to resolve "auto".
+    from tunnelbench.tunnels import REGISTRY
+
+    return REGISTRY.get(kind).implementations
+
+
+def _available(caps: Capabilities, kind: str, implementation: str) -> bool | None:
+    """Whether an implementation exists here: the kernel's link type, or a userspace
+    program of that name; None when it was not probed."""
+    if implementation == "kernel":
+        return caps.links.get(kind, Check(None)).ok
+    return caps.programs.get(implementation, Program(None)).ok
+
+
+def resolve(tunnel: TunnelSettings, caps: Capabilities) -> str | None:
+    """The implementation the runner would use ("auto": the first available, kernel
+    first); None when that cannot be told or nothing is available."""
+    if tunnel.implementation != "auto":
+        return tunnel.implementation
+    for name in _implementations(tunnel.kind):
+        found = _available(caps, tunnel.kind.value, name)
+        if found is None:
+            return None
+        if found:
+            return name
+    return None
+
+
+def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:
+    tunnel, kind = config.tunnel, config.tunnel.kind.value
+    if tunnel.kind is TunnelKind.NONE:
+        return None
+    impls = _implementations(tunnel.kind)
+    if tunnel.implementation not in ("auto", *impls):
+        return None  # not a machine problem: resolving the implementation names it
+    wanted = impls if tunnel.implementation == "auto" else (tunnel.implementation,)
+    if any(_available(caps, kind, name) is not False for name in wanted):
+        return None
+    refused = caps.links.get(kind, Check(None)).detail
+    if impls == ("kernel",):
+        return f"tunnel.kind: {kind} links cannot be created here ({refused})"
+    kernel = f"kernel {_DISPLAY.get(kind, kind)}"
+    if tunnel.implementation == "kernel":
+        return f"tunnel.implementation: {kernel} is not available ({refused})"
+    if tunnel.implementation != "auto":
+        return f"tunnel.implementation: {tunnel.implementation} is not installed"
+    others = " or ".join(name for name in impls if name != "kernel")
+    return (
+        f"tunnel.implementation: auto finds neither {kernel} ({refused}) "
+        f"nor {others} (not installed)"
+    )
+
+
+def _cpu_budget(config: TrialConfig, caps: Capabilities) -> str | None:
+    tunnel, kind = config.tunnel, config.tunnel.kind.value
+    if tunnel.cpu_budget is None:
+        return None
+    needs = "tunnel.cpu_budget: needs a userspace tunnel daemon"
+    if tunnel.kind is TunnelKind.NONE:
+        return f"{needs}; none is no tunnel"
+    if _implementations(tunnel.kind) == ("kernel",):
+        return f"{needs}; {kind} is a kernel tunnel"
+    if resolve(tunnel, caps) == "kernel":
+        how = "resolves to" if tunnel.implementation == "auto" else "is set to"
+        return f"{needs}; {kind} {how} kernel here"
+    if caps.cgroup.ok is False:
+        return f"tunnel.cpu_budget: no cgroup CPU controller ({caps.cgroup.detail})"
+    return None
+
+
+def _qdiscs(config: TrialConfig, caps: Capabilities) -> str | None:
+    wan = config.lab.wan
+    needed = [("lab.wan.queue", wan.queue.value)] if wan.queue is not None else []
+    if wan.rate is not None:
+        # The shaper's leaf is the queue asked for, else a pfifo.
+        needed = [("lab.wan.shaper", wan.shaper.value), *(needed or [("lab.wan.queue", "pfifo")])]
+    for key, kind in needed:
+        found = caps.qdiscs.get(kind, Check(None))
+        if found.ok is False:
+            return f"{key}: {kind} is not available in this kernel ({found.detail})"
+    return None
+
+
+def _congestion_rule(config: TrialConfig, caps: Capabilities) -> str | None:
+    wanted, cc = config.traffic.congestion, caps.congestion
+    if wanted is None or cc.ok is not True or wanted in cc.available + cc.loadable:
+        return None
+    has = ", ".join(cc.available)
+    return f"traffic.congestion: {wanted} is not available; this kernel has {has}"
+
+
+def _rps(config: TrialConfig, caps: Capabilities) -> str | None:
+    mask = config.lab.rps_cpus
+    if mask is None or not caps.cpus:
+        return None
+    try:
+        wanted = mask_cpus(mask)
+    except ValueError:
+        return f"lab.rps_cpus: {mask!r} is not a hexadecimal CPU mask"
+    if wanted - set(caps.cpus):
+        shown = f"0x{sum(1 << cpu for cpu in wanted):x}"
+        return (
+            f"lab.rps_cpus: mask {shown} names CPUs this machine does not have "
+            f"({len(caps.cpus)} online)"
+        )
+    return None
+
+
+def _tools(config: TrialConfig, caps: Capabilities) -> str | None:
+    if config.lab.offloads.changes() and _available(caps, "", "ethtool") is False:
+        return "lab.offloads: needs ethtool"
+    generator = config.traffic.generator.value
+    if _available(caps, "", generator) is False:
+        return f"traffic.generator: {generator} is not installed"
+    return None

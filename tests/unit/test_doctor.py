@@ -1,0 +1,122 @@
+"""The doctor's report: collected from probe results, rendered as an aligned table."""
+
+import json
+
+from tunnelbench import doctor
+from tunnelbench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
+
+DENIED = "cannot create a network namespace: unshare: unshare failed: Operation not permitted"
+UNKNOWN_LINK = "Unknown device type"
+
+
+def _program(name: str, version: str, path: str) -> Program:
+    return Program(True, f"{version} ({path})", path=path, version=version)
+
+
+# What this VM's probes found (abridged), as root.
+VM = Capabilities(
+    kernel="6.18.44-fc-v669",
+    euid=0,
+    netns=Check(True, "as root"),
+    links={"wireguard": Check(False, UNKNOWN_LINK), "vxlan": Check(True)},
+    qdiscs={
+        "fq_codel": Check(False, "Specified qdisc kind is unknown"),
+        "tbf": Check(True),
+    },
+    esp={"rfc4106(gcm(aes))": Check(False, "Requested AEAD algorithm not found")},
+    congestion=Congestion(True, "reno bbr cubic", ("reno", "bbr", "cubic"), (), "bbr"),
+    cgroup=CgroupCpu(True, "cgroup v1 at /sys/fs/cgroup/cpu", version=1, path="/sys/fs/cgroup/cpu"),
+    programs={
+        "iperf3": _program("iperf3", "iperf 3.12 (cJSON 1.7.15)", "/usr/bin/iperf3"),
+        "iperf": _program(
+            "iperf", "iperf version 2.1.8 (12 August 2022) pthreads", "/usr/bin/iperf"
+        ),
+        "wireguard-go": _program("wireguard-go", "wireguard-go v0.0.20250522", "/t/wireguard-go"),
+        "ethtool": Program(False, "ethtool is not installed"),
+    },
+    cpus=(0, 1),
+)
+
+
+def test_collect_is_json_with_every_section():
+    report = doctor.collect(VM)
+    assert json.loads(json.dumps(report)) == report
+    assert list(report) == ["kernel", *doctor.SECTIONS]
+    assert report["kernel"] == "6.18.44-fc-v669"
+    assert report["qdiscs"]["fq_codel"] == {
+        "status": "no",
+        "detail": "Specified qdisc kind is unknown",
+    }
+    assert report["tunnels"]["wireguard"]["detail"] == (
+        "Unknown device type; auto uses wireguard-go"
+    )
+    assert report["congestion"]["bbr"] == {"status": "yes", "detail": "default"}
+    assert report["congestion"]["cubic"] == {"status": "yes", "detail": ""}
+    assert report["cgroup"]["cpu"] == {
+        "status": "yes",
+        "detail": "cgroup v1 at /sys/fs/cgroup/cpu",
+        "version": 1,
+        "path": "/sys/fs/cgroup/cpu",
+    }
+    iperf3 = report["generators"]["iperf3"]
+    assert (iperf3["multithreaded"], iperf3["version"]) == (False, "iperf 3.12 (cJSON 1.7.15)")
+    assert report["generators"]["iperf"]["release"] == "2.1.8"
+    assert report["implementations"]["ethtool"]["status"] == "no"
+    assert report["cpus"]["online"]["count"] == 2
+
+
+def test_render_is_an_aligned_table():
+    text = doctor.render(doctor.collect(VM))
+    lines = text.splitlines()
+    assert lines[:4] == [
+        "kernel 6.18.44-fc-v669",
+        "",
+        "capability                   status  detail",
+        "---------------------------  ------  ------",
+    ]
+    assert lines[4:8] == [
+        "privilege root               yes     euid 0",
+        "privilege network namespace  yes     as root",
+        "link wireguard               no      Unknown device type; auto uses wireguard-go",
+        "link vxlan                   yes",
+    ]
+    assert "qdisc fq_codel               no      Specified qdisc kind is unknown" in lines
+    assert "esp rfc4106(gcm(aes))        no      Requested AEAD algorithm not found" in lines
+    assert "tcp cc bbr                   yes     default" in lines
+    assert "cgroup cpu                   yes     cgroup v1 at /sys/fs/cgroup/cpu" in lines
+    assert (
+        "generator iperf3             yes     iperf 3.12 (cJSON 1.7.15) (/usr/bin/iperf3); "
+        "single-threaded (threads from 3.16): runs one process per stream"
+    ) in lines
+    assert "userspace ethtool            no      ethtool is not installed; for offloads" in lines
+    assert lines[-1] == "cpus online                  yes     2 (0-1)"
+    assert "not probed" not in text
+
+
+def test_not_probed_is_said_with_its_reason():
+    blind = Capabilities(
+        kernel="6.1.0",
+        euid=65534,
+        netns=Check(False, DENIED),
+        links={"vxlan": Check(None, DENIED)},
+        qdiscs={"tbf": Check(None, DENIED)},
+        esp={},
+        congestion=Congestion(None, "cannot read tcp_available_congestion_control"),
+        cgroup=CgroupCpu(False, "no cgroup hierarchy is mounted"),
+        programs={name: Program(False, f"{name} is not installed") for name in VM.programs},
+    )
+    report = doctor.collect(blind)
+    assert report["privileges"]["root"]["detail"] == "euid 65534; a run needs root"
+    assert report["tunnels"]["vxlan"] == {"status": "not probed", "detail": DENIED}
+    assert report["congestion"] == {
+        "available": {
+            "status": "not probed",
+            "detail": "cannot read tcp_available_congestion_control",
+        }
+    }
+    assert report["generators"]["iperf3"]["multithreaded"] is None
+    lines = doctor.render(report).splitlines()
+    assert f"privilege network namespace  no          {DENIED}" in lines
+    assert f"link vxlan                   not probed  {DENIED}" in lines
+    assert lines[-2:] == doctor.NOT_PROBED_NOTE.splitlines()
+    assert "cpus online                  no          0 ()" in lines
