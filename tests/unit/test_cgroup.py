@@ -1,11 +1,11 @@
-"""CPU budgets: finding the cpu controller, the quota, and the cgroup's life cycle.
+"""CPU budgets: the quota, and the cgroup's life cycle (finding the controller is
+tested with the capability probes).
 
 The cgroup file system is imitated by a temporary directory: the same files are written,
 and teardown removes the same directories. Real cgroups are in tests/integration.
 """
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -13,14 +13,6 @@ from tunnelbench.errors import LabError
 from tunnelbench.lab import cgroup
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.state import LabState, ProcessRecord, process_start_time
-
-HYBRID = """\
-tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0
-cgroup {root}/cpuacct cgroup rw,relatime,cpuacct 0 0
-cgroup {root}/cpuset cgroup rw,relatime,cpuset 0 0
-cgroup {root}/cpu cgroup rw,relatime,cpu 0 0
-cgroup2 {root}/unified cgroup2 rw,relatime 0 0
-"""
 
 
 @pytest.fixture
@@ -32,31 +24,6 @@ def state_root(tmp_path, monkeypatch):
 def me() -> ProcessRecord:
     pid = os.getpid()
     return ProcessRecord(pid=pid, start_time=process_start_time(pid) or 0, argv=["python"])
-
-
-def fake_hierarchy(root: Path, subtree_control: str) -> None:
-    for name in ("cpu", "cpuacct", "cpuset", "unified"):
-        (root / name).mkdir()
-    (root / "unified" / "cgroup.subtree_control").write_text(subtree_control)
-
-
-def test_v1_cpu_hierarchy_when_v2_does_not_delegate_cpu(tmp_path):
-    fake_hierarchy(tmp_path, "hugetlb\n")
-    found = cgroup.find_controller(HYBRID.format(root=tmp_path))
-    assert found == cgroup.CpuController(1, tmp_path / "cpu")
-
-
-def test_v2_when_its_root_delegates_cpu(tmp_path):
-    fake_hierarchy(tmp_path, "cpuset cpu io memory pids\n")
-    found = cgroup.find_controller(HYBRID.format(root=tmp_path))
-    assert found == cgroup.CpuController(2, tmp_path / "unified")
-
-
-def test_a_combined_v1_mount_counts_and_cpuacct_alone_does_not(tmp_path):
-    combined = f"cgroup {tmp_path}/cpu,cpuacct cgroup rw,nosuid,cpu,cpuacct 0 0\n"
-    assert cgroup.find_controller(combined) == cgroup.CpuController(1, tmp_path / "cpu,cpuacct")
-    alone = f"cgroup {tmp_path}/cpuacct cgroup rw,cpuacct 0 0\n"
-    assert cgroup.find_controller(alone) is None
 
 
 def test_quota_is_the_budget_of_one_core_per_period():

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunnelbench import capabilities
 from tunnelbench.errors import LabError
 from tunnelbench.lab.state import LabState, ProcessRecord, is_alive
 
@@ -27,7 +28,6 @@ log = logging.getLogger("tunnelbench.lab")
 PERIOD_US = 100_000
 #: The kernel refuses quotas below 1 ms.
 MIN_QUOTA_US = 1_000
-MOUNTS = Path("/proc/self/mounts")
 
 
 @dataclass(frozen=True)
@@ -56,36 +56,13 @@ class CpuLimit:
         }
 
 
-def find_controller(mounts: str) -> CpuController | None:
-    """The CPU controller from ``/proc/self/mounts`` text: v2 if its root delegates
-    ``cpu``, else the v1 hierarchy mounted with the ``cpu`` option; None without one."""
-    v1: CpuController | None = None
-    for line in mounts.splitlines():
-        fields = line.split()
-        if len(fields) < 4:
-            continue
-        mount_point, fstype, options = Path(_unescape(fields[1])), fields[2], fields[3]
-        if fstype == "cgroup2" and "cpu" in _words(mount_point / "cgroup.subtree_control"):
-            return CpuController(2, mount_point)
-        if fstype == "cgroup" and "cpu" in options.split(",") and v1 is None:
-            v1 = CpuController(1, mount_point)
-    return v1
-
-
 def controller() -> CpuController:
-    """This machine's CPU controller; a :class:`LabError` when there is none."""
-    try:
-        mounts = MOUNTS.read_text()
-    except OSError as exc:
-        raise LabError(f"cannot read {MOUNTS}: {exc.strerror}") from exc
-    found = find_controller(mounts)
-    if found is None:
-        raise LabError(
-            "tunnel.cpu_budget: no cgroup hierarchy with the cpu controller "
-            "(cgroup v2 without cpu in the root's cgroup.subtree_control, and no cgroup v1 "
-            "cpu mount)"
-        )
-    return found
+    """This machine's CPU controller, as the capability probe found it; a
+    :class:`LabError` when there is none."""
+    found = capabilities.probe().cgroup
+    if not found.ok or found.version is None or found.path is None:
+        raise LabError(f"tunnel.cpu_budget: no cgroup CPU controller ({found.detail})")
+    return CpuController(found.version, Path(found.path))
 
 
 def quota_us(budget: float, period_us: int = PERIOD_US) -> int:
@@ -152,10 +129,3 @@ def _words(path: Path) -> list[str]:
         return path.read_text().split()
     except OSError:
         return []
-
-
-def _unescape(field: str) -> str:
-    """Mount points in /proc/self/mounts escape blanks and backslashes as octal."""
-    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        field = field.replace(code, char)
-    return field
