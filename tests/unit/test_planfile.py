@@ -135,7 +135,9 @@ def test_estimate_counts_traffic_and_overhead():
     path = ROOT / "scenarios" / "l2-tunnel-mtu.toml"
     trials = expand(planfile.load(path).experiment)
     assert len(trials) == 12
-    assert planfile.estimate_seconds(trials) == 12 * (5 + 1 + planfile.TRIAL_OVERHEAD_S)
+    assert planfile.estimate_seconds(trials) == pytest.approx(
+        12 * (5 + 1 + planfile.TRIAL_OVERHEAD_S)
+    )
 
 
 def test_experiment_round_trips_through_its_stored_form():
