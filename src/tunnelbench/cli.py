@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import os
 import shlex
 import signal
 import sys
@@ -92,7 +93,8 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
     trials = store.trials(run_id)
     failed = [t for t in trials if t.status == "failed"]
     if args.json:
-        return 1 if failed else 0
+        reported = _write_reports(store, run_id, as_json=True)
+        return 1 if failed or not reported else 0
     print()
     print(table.render(summarize_run(trials)))
     for trial in failed:
@@ -102,7 +104,37 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
         count = sum(1 for t in trials if t.status == "skipped" and t.error == reason)
         print(f"skipped {count} trial(s): {reason}")
     print(f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`")
-    return 1 if failed else 0
+    reported = _write_reports(store, run_id, as_json=False)
+    return 1 if failed or not reported else 0
+
+
+def _write_reports(store: "Store", run_id: int, *, as_json: bool) -> bool:
+    """Write the HTML and Markdown reports of a finished run next to its database and
+    print their paths (except in JSON mode). A report that cannot be written leaves the
+    stored results intact: say so and how to write it later, and return False."""
+    from tunnelbench.report import html, markdown
+
+    stem = f"{store.path.stem}-run{run_id}"
+    page, text = store.path.with_name(f"{stem}.html"), store.path.with_name(f"{stem}.md")
+    try:
+        html.write(store, str(run_id), page)
+        written = markdown.write(store, str(run_id), text)
+    except OSError as exc:
+        print(
+            f"tunnelbench: could not write the reports ({exc}); the results are stored: "
+            f"`tunnelbench report {run_id} --db {store.path} --format html -o PATH`",
+            file=sys.stderr,
+        )
+        return False
+    if as_json:
+        # The JSON event stream ends with run_finished (programs rely on it); the paths
+        # follow from the database's: <db stem>-run<N>.html / .md / -charts/.
+        return True
+    if len(written) > 1:
+        print(f"reports: {page}, {text} (charts in {markdown.charts_dir(text)}/)")
+    else:
+        print(f"reports: {page}, {text}")
+    return True
 
 
 def cmd_plan_show(args: argparse.Namespace) -> int:
@@ -119,19 +151,89 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return doctor.main(as_json=args.json)
 
 
+REPORT_FORMATS = ("table", "md", "html", "json", "csv")
+
+
+def _output_path(text: str | None) -> Path | None:
+    """The ``-o`` path, checked before anything is read or written."""
+    if text is None:
+        return None
+    path = Path(text)
+    if path.is_dir():
+        raise UserError(f"-o: {text!r} is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise UserError(f"-o: directory {str(path.parent)!r} does not exist")
+    return path
+
+
+def _emit(text: str, output: Path | None) -> None:
+    text = text if text.endswith("\n") else text + "\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        print(f"wrote {output}")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    from tunnelbench.store import Store
+
+    if args.format not in REPORT_FORMATS:
+        raise UserError(
+            f"--format: unknown value {args.format!r}; allowed: {', '.join(REPORT_FORMATS)}"
+        )
+    output = _output_path(args.output)
+    if args.compare is not None:
+        return _compare(args, output)
+    store = Store.open_existing(Path(args.db))
+    try:
+        run = store.run(args.run or "latest")  # an unknown run is an error before any output
+        _report(store, str(run.id), args.format, output)
+    finally:
+        store.close()
+    return 0
+
+
+def _report(store: "Store", ref: str, fmt: str, output: Path | None) -> None:
     from tunnelbench.analysis.summary import summarize_run
-    from tunnelbench.report import json_report, table
+    from tunnelbench.report import csv_report, html, json_report, markdown, table
+
+    if fmt == "md" and output is not None:
+        written = markdown.write(store, ref, output)
+        directory = markdown.charts_dir(output)
+        charts = f" and {markdown.plural(len(written) - 1, 'chart')} in {directory}/"
+        print(f"wrote {output}{charts if len(written) > 1 else ''}")
+    elif fmt == "md":
+        _emit(markdown.render(store, ref), None)
+    elif fmt == "html":
+        _emit(html.render(store, ref), output)
+    elif fmt == "json":
+        _emit(json_report.render(store, ref), output)
+    elif fmt == "csv":
+        _emit(csv_report.render(store, ref), output)
+    else:
+        run = store.run(ref)
+        heading = f"run {run.id} ({run.status}): {run.command_line}"
+        _emit(heading + "\n" + table.render(summarize_run(store.trials(run.id))), output)
+
+
+def _compare(args: argparse.Namespace, output: Path | None) -> int:
+    from tunnelbench.report import compare
+
+    if args.run is not None:
+        raise UserError(f"--compare: name both runs after --compare, not {args.run!r} before it")
+    a, b = (compare.RunRef.parse(ref, Path(args.db)) for ref in args.compare)
+    _emit(compare.render(a, b, args.format), output)
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from tunnelbench.report import runs
     from tunnelbench.store import Store
 
     store = Store.open_existing(Path(args.db))
     try:
-        if args.format == "json":
-            print(json_report.render(store, args.run))
-        else:
-            run = store.run(args.run)
-            print(f"run {run.id} ({run.status}): {run.command_line}")
-            print(table.render(summarize_run(store.trials(run.id))))
+        print(runs.render(store))
     finally:
         store.close()
     return 0
@@ -211,11 +313,36 @@ def parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="as JSON")
     doctor.set_defaults(func=cmd_doctor)
 
-    report = verbs.add_parser("report", help="print a stored run")
-    report.add_argument("run", nargs="?", default="latest", help="run id or 'latest'")
-    report.add_argument("--format", choices=["table", "json"], default="table")
-    report.add_argument("--db", default=str(DEFAULT_DB))
+    report = verbs.add_parser(
+        "report", help="a stored run as a table, Markdown, HTML, JSON or CSV; or two compared"
+    )
+    report.add_argument("run", nargs="?", help="run id or 'latest' (default latest)")
+    report.add_argument(
+        "--format",
+        default="table",
+        help="table | md | html | json | csv (default table); JSON follows "
+        "docs/report-schema.json, CSV has one row per trial",
+    )
+    report.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="write to PATH instead of standard output; Markdown also writes its charts "
+        "as PNG files into PATH's name without its suffix + '-charts/'",
+    )
+    report.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="two runs side by side with the change per configuration (format table or "
+        "md); each is RUN, latest, DATABASE (its latest run) or DATABASE:RUN",
+    )
+    report.add_argument("--db", default=str(DEFAULT_DB), help="results database")
     report.set_defaults(func=cmd_report)
+
+    runs = verbs.add_parser("runs", help="list the stored runs")
+    runs.add_argument("--db", default=str(DEFAULT_DB), help="results database")
+    runs.set_defaults(func=cmd_runs)
 
     lab = verbs.add_parser("lab", help="build, inspect and remove labs by hand")
     lab_verbs = lab.add_subparsers(dest="lab_verb", required=True, metavar="LAB_VERB")
@@ -259,3 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ntunnelbench: interrupted; the lab was torn down", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`tunnelbench report | head`): not an error to report.
+        # Point stdout at /dev/null so that flushing it at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

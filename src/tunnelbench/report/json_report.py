@@ -1,13 +1,24 @@
-"""A run as JSON: each configuration with its medians, its runs and % of baseline."""
+"""A run as JSON: the run and its experiment, the environment, every configuration with
+its statistics and its trials (skipped and failed ones with their reason), and findings.
+
+The document follows ``docs/report-schema.json``, which describes every field.
+``FORMAT_VERSION`` changes whenever a field is renamed, removed or changes its meaning; a
+new field is added to the schema in the same change.
+"""
 
 import json
 from typing import Any
 
+from tunnelbench import __version__
 from tunnelbench.analysis.stats import Summary
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.store import Store
+from tunnelbench.plan import Experiment, with_baselines
+from tunnelbench.store import RunRecord, Store, TrialRecord
 
-FORMAT_VERSION = 1
+# 2: configurations gained a status, the reason they were skipped and the mean of each
+# statistic; the run its normalised experiment (order and seed always present) and its
+# trial counts; the document ``generator`` and ``findings``.
+FORMAT_VERSION = 2
 
 
 def _summary(summary: Summary | None, scale: float = 1.0) -> dict[str, Any] | None:
@@ -18,7 +29,34 @@ def _summary(summary: Summary | None, scale: float = 1.0) -> dict[str, Any] | No
         "median": summary.median / scale,
         "min": summary.minimum / scale,
         "max": summary.maximum / scale,
+        "mean": summary.mean / scale,
         "cv": summary.cv,
+    }
+
+
+def config_status(s: ConfigSummary) -> str:
+    """``ok`` (every trial measured), ``partial`` (some failed), ``failed`` (none
+    measured) or ``skipped`` (this machine could not run it)."""
+    if s.skipped is not None:
+        return "skipped"
+    if s.goodput is None:
+        return "failed"
+    return "partial" if s.failed else "ok"
+
+
+def trial(store: Store, t: TrialRecord) -> dict[str, Any]:
+    """One trial: what it resolved to, what it measured, or why it did not."""
+    return {
+        "trial_id": t.id,
+        "seq": t.seq,
+        "repetition": t.repetition,
+        "status": t.status,
+        "error": t.error,
+        "goodput_mbit": t.metrics["goodput_bps"] / 1e6 if "goodput_bps" in t.metrics else None,
+        "retransmits": t.metrics.get("retransmits"),
+        "resolved": t.resolved,
+        "metrics": t.metrics,
+        "intervals_mbit": [v / 1e6 for v in store.artifact(t.id, "intervals") or []],
     }
 
 
@@ -26,6 +64,8 @@ def configuration(store: Store, s: ConfigSummary) -> dict[str, Any]:
     return {
         "key": s.key,
         "label": s.label,
+        "status": config_status(s),
+        "skip_reason": s.skipped,
         "config": s.config.to_dict(),
         "resolved": s.resolved,
         "baseline_key": s.baseline_key,
@@ -34,23 +74,31 @@ def configuration(store: Store, s: ConfigSummary) -> dict[str, Any]:
         "pct_of_baseline": s.pct_of_baseline,
         "busiest_core": None if s.busiest_core is None else vars(s.busiest_core),
         "process_cpu_pct": s.processes_cpu,
-        "runs": [
-            {
-                "trial_id": t.id,
-                "seq": t.seq,
-                "repetition": t.repetition,
-                "status": t.status,
-                "error": t.error,
-                "goodput_mbit": t.metrics["goodput_bps"] / 1e6
-                if "goodput_bps" in t.metrics
-                else None,
-                "retransmits": t.metrics.get("retransmits"),
-                "resolved": t.resolved,
-                "metrics": t.metrics,
-                "intervals_mbit": [v / 1e6 for v in store.artifact(t.id, "intervals") or []],
-            }
-            for t in s.trials
-        ],
+        "runs": [trial(store, t) for t in s.trials],
+    }
+
+
+def planned_trials(experiment: Experiment) -> int:
+    """How many trials the experiment expands to (baselines included)."""
+    return experiment.repetitions * len(with_baselines(experiment.configs))
+
+
+def run_section(store: Store, run: RunRecord) -> dict[str, Any]:
+    experiment = Experiment.from_dict(run.experiment)
+    counts = store.trial_counts(run.id)
+    return {
+        "id": run.id,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+        "status": run.status,
+        "command_line": run.command_line,
+        "experiment": experiment.to_dict(),
+        "trial_counts": {
+            "planned": planned_trials(experiment),
+            "ok": counts.get("ok", 0),
+            "failed": counts.get("failed", 0),
+            "skipped": counts.get("skipped", 0),
+        },
     }
 
 
@@ -59,16 +107,12 @@ def document(store: Store, ref: str) -> dict[str, Any]:
     summaries = summarize_run(store.trials(run.id))
     return {
         "format_version": FORMAT_VERSION,
-        "run": {
-            "id": run.id,
-            "started_at": run.started_at,
-            "ended_at": run.ended_at,
-            "status": run.status,
-            "command_line": run.command_line,
-            "experiment": run.experiment,
-        },
+        "generator": {"name": "tunnelbench", "version": __version__},
+        "run": run_section(store, run),
         "environment": run.environment,
         "configurations": [configuration(store, s) for s in summaries],
+        # Diagnosis (what limits each configuration) is not implemented yet.
+        "findings": [],
     }
 
 

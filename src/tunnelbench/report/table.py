@@ -34,7 +34,7 @@ TEXT_COLUMNS = {
 }  # fmt: skip
 
 
-def _axis_value(summary: ConfigSummary, path: str) -> str:
+def axis_value(summary: ConfigSummary, path: str) -> str:
     value: object = summary.config.to_dict()
     for part in path.split("."):
         value = value[part]  # type: ignore[index]
@@ -57,7 +57,7 @@ def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
     header += ["median Mbit/s", "min-max", "retrans", "% base", "busiest core usr/sys/soft %"]
     body = []
     for s in summaries:
-        row = [s.label, *(_axis_value(s, a) for a in axes)]
+        row = [s.label, *(axis_value(s, a) for a in axes)]
         if s.skipped is not None:
             row += ["skipped", "-", "-", "-", "-"]
         elif s.goodput is None:

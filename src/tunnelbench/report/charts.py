@@ -1,0 +1,437 @@
+"""The charts of a run as data: what to draw, not how.
+
+Each renderer (inline SVG for HTML, matplotlib PNG for Markdown) draws the same
+:class:`Chart` objects, so the charts agree across formats. Conventions every renderer
+follows:
+
+- ``categories`` are the positions along the category axis (one per bar, per stacked bar
+  or per point of a line); ``x_label`` names that axis and ``y_label`` the value axis,
+  whatever the orientation the renderer picks (horizontal bars for many categories).
+- Each :class:`Series` has one value per category; ``None`` means no data (a skipped or
+  failed configuration, or a point a line does not have). ``low``/``high``, when present,
+  give a whisker per value (min-max of the runs).
+- ``kind``: ``bar`` draws the series side by side per category; ``stacked`` stacks them;
+  ``line`` joins each series' points in category order.
+- The CPU chart's categories read ``<configuration label> · cpu<N>``, consecutive for
+  one configuration; a renderer may show the configuration once as a heading.
+- A :class:`Reference` with ``category=None`` is a dashed line across the whole chart;
+  with a category it marks only that category's bar (e.g. the baseline of one
+  configuration).
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tunnelbench.analysis.summary import ConfigSummary, varying_axes
+from tunnelbench.report.table import AXIS_HEADINGS, axis_value
+from tunnelbench.store import TrialRecord
+from tunnelbench.units import mbit
+
+ChartKind = Literal["bar", "line", "stacked"]
+ArtifactLookup = Callable[
+    [int, str], Any
+]  # (trial id, artifact name) -> content, e.g. Store.artifact
+
+MTU_AXES = ("lab.lan_mtu", "lab.wan.mtu", "tunnel.mtu")
+# Axes whose value reads on its own in a label, without its heading.
+BARE_AXES = {"traffic.direction", "traffic.protocol", "lab.topology", "traffic.stream_mode"}
+# The per-core rows of the CPU chart are capped so that 50 configurations stay readable.
+MAX_CPU_ROWS = 160
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    values: tuple[float | None, ...]
+    low: tuple[float | None, ...] | None = None
+    high: tuple[float | None, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Reference:
+    label: str
+    value: float
+    category: str | None = None  # None: across the chart; else only on that category
+
+
+@dataclass(frozen=True)
+class Chart:
+    id: str  # stable, usable as an HTML id or a file name: throughput, streams, ...
+    title: str
+    kind: ChartKind
+    x_label: str  # the category axis
+    y_label: str  # the value axis, with its unit
+    categories: tuple[str, ...]
+    series: tuple[Series, ...]
+    reference_lines: tuple[Reference, ...] = ()
+    note: str = ""  # one or two sentences shown under the chart
+    value_max: float | None = None  # fixed top of the value axis (100 for CPU %), else auto
+
+
+# --- configuration labels ---
+
+
+def _label_axes(summaries: Sequence[ConfigSummary]) -> list[str]:
+    return [
+        a
+        for a in varying_axes(list(summaries))
+        if a in AXIS_HEADINGS and a not in ("tunnel.kind", "tunnel.implementation")
+    ]
+
+
+def _label(summary: ConfigSummary, axes: Sequence[str]) -> str:
+    parts = [summary.label]
+    for axis in axes:
+        value = axis_value(summary, axis)
+        if value == "-":  # e.g. the tunnel MTU of the baseline
+            continue
+        parts.append(value if axis in BARE_AXES else f"{AXIS_HEADINGS[axis]} {value}")
+    return " · ".join(parts)
+
+
+def config_labels(summaries: Sequence[ConfigSummary]) -> dict[str, str]:
+    """A short, unique label per configuration key: the tunnel and the settings that vary
+    in this run (``wireguard (wireguard-go) · queue pfifo · limit 50 · upload``)."""
+    axes = _label_axes(summaries)
+    labels: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for s in summaries:
+        label = _label(s, axes)
+        seen[label] = seen.get(label, 0) + 1
+        labels[s.key] = label if seen[label] == 1 else f"{label} #{seen[label]}"
+    return labels
+
+
+# --- helpers ---
+
+
+def _measured(summaries: Sequence[ConfigSummary]) -> list[ConfigSummary]:
+    return [s for s in summaries if s.goodput is not None]
+
+
+def _ok(summary: ConfigSummary) -> list[TrialRecord]:
+    return [t for t in summary.trials if t.status == "ok"]
+
+
+def _median(values: Sequence[float]) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _spread(
+    summaries: Sequence[ConfigSummary], metric: Callable[[TrialRecord], float | None]
+) -> tuple[tuple[float | None, ...], tuple[float | None, ...], tuple[float | None, ...]]:
+    """Median, min and max of a per-trial metric over each configuration's good trials."""
+    med: list[float | None] = []
+    low: list[float | None] = []
+    high: list[float | None] = []
+    for s in summaries:
+        values = [v for v in (metric(t) for t in _ok(s)) if v is not None]
+        med.append(_median(values))
+        low.append(min(values) if values else None)
+        high.append(max(values) if values else None)
+    return tuple(med), tuple(low), tuple(high)
+
+
+def _not_measured(summaries: Sequence[ConfigSummary]) -> str:
+    """A sentence on the configurations a chart leaves out (they have no numbers)."""
+    skipped = sum(1 for s in summaries if s.skipped is not None)
+    failed = sum(1 for s in summaries if s.skipped is None and s.goodput is None)
+    parts = []
+    if skipped:
+        parts.append(f"{skipped} skipped on this machine")
+    if failed:
+        parts.append(f"{failed} whose runs all failed")
+    if not parts:
+        return ""
+    return f"Not shown: {' and '.join(parts)} (see the results table)."
+
+
+# --- the charts ---
+
+
+def throughput_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart:
+    """Median goodput per configuration, min-max whiskers, baseline and link rate marked."""
+    everything, summaries = summaries, _measured(summaries)
+    categories = tuple(labels[s.key] for s in summaries)
+    med, low, high = _spread(summaries, lambda t: mbit(t.metrics["goodput_bps"]))
+    by_key = {s.key: s for s in summaries}
+    refs: list[Reference] = []
+    for s in summaries:
+        base = by_key.get(s.baseline_key or "")
+        if base is not None and base.goodput is not None:
+            refs.append(Reference("baseline (no tunnel)", mbit(base.goodput.median), labels[s.key]))
+    rates = {s.config.lab.wan.rate for s in summaries}
+    if len(rates) == 1 and None not in rates:
+        refs.append(Reference("WAN rate", mbit(rates.pop() or 0)))
+    else:
+        refs += [
+            Reference("WAN rate", mbit(s.config.lab.wan.rate), labels[s.key])
+            for s in summaries
+            if s.config.lab.wan.rate is not None
+        ]
+    n = max((s.goodput.n for s in summaries if s.goodput), default=0)
+    note = f"Bars: median of {n} runs; whiskers: min-max. "
+    note += "Marks: the no-tunnel baseline of the same lab and traffic"
+    note += ", and the shaped WAN rate." if any(r.label == "WAN rate" for r in refs) else "."
+    extra = _not_measured(everything)
+    return Chart(
+        id="throughput",
+        title="Throughput per configuration",
+        kind="bar",
+        x_label="configuration",
+        y_label="goodput (Mbit/s)",
+        categories=categories,
+        series=(Series("median goodput", med, low, high),),
+        reference_lines=tuple(refs),
+        note=f"{note} {extra}".strip(),
+    )
+
+
+def _effective_mtu(s: ConfigSummary) -> int:
+    """The largest packet the traffic can send: the LAN MTU capped by the tunnel's MTU, or
+    by the WAN MTU when there is no tunnel."""
+    tunnel_mtu = s.resolved.get("tunnel_mtu") or s.config.tunnel.mtu
+    path = tunnel_mtu if tunnel_mtu else s.config.lab.wan.mtu
+    return int(min(s.config.lab.lan_mtu, path))
+
+
+def _sweep_chart(
+    summaries: Sequence[ConfigSummary],
+    *,
+    chart_id: str,
+    title: str,
+    x_label: str,
+    x_of: Callable[[ConfigSummary], int],
+    swept: Sequence[str],
+) -> Chart:
+    """Goodput against one numeric setting: one line per combination of the others."""
+    measured = [s for s in summaries if s.goodput is not None]
+    axes = _label_axes(summaries)
+
+    def lines(name_axes: list[str], strict: bool) -> dict[str, dict[int, ConfigSummary]] | None:
+        out: dict[str, dict[int, ConfigSummary]] = {}
+        for s in measured:
+            line = out.setdefault(_label(s, name_axes), {})
+            if strict and x_of(s) in line:
+                return None
+            line[x_of(s)] = s
+        return out
+
+    # Lines are named by the settings not swept; when two configurations of one line
+    # share an x (e.g. WAN MTUs with one path MTU), name them by every other axis.
+    points = (
+        lines([a for a in axes if a not in swept], True)
+        or lines([a for a in axes if a != swept[0]], True)
+        or lines(axes, False)
+        or {}
+    )
+    xs = sorted({x_of(s) for s in measured})
+    named = any(" · " in name for name in points)
+    series = []
+    for name, line in points.items():
+
+        def at(
+            x: int, pick: Callable[[ConfigSummary], float], line: dict[int, Any] = line
+        ) -> float | None:
+            return pick(line[x]) if x in line else None
+
+        series.append(
+            Series(
+                name,
+                tuple(at(x, lambda s: mbit(s.goodput.median)) for x in xs),  # type: ignore[union-attr]
+                tuple(at(x, lambda s: mbit(s.goodput.minimum)) for x in xs),  # type: ignore[union-attr]
+                tuple(at(x, lambda s: mbit(s.goodput.maximum)) for x in xs),  # type: ignore[union-attr]
+            )
+        )
+    return Chart(
+        id=chart_id,
+        title=title,
+        kind="line",
+        x_label=x_label,
+        y_label="goodput (Mbit/s)",
+        categories=tuple(str(x) for x in xs),
+        series=tuple(series),
+        note="Points: median of the runs; whiskers: min-max. "
+        + (
+            "One line per tunnel and combination of the other settings."
+            if named
+            else "One line per tunnel."
+        ),
+    )
+
+
+def _chosen_trial(summaries: Sequence[ConfigSummary]) -> tuple[ConfigSummary, TrialRecord] | None:
+    """The median run of the tunnel configuration whose runs vary most (any configuration
+    when no tunnel was measured)."""
+    measured = [s for s in summaries if s.goodput is not None]
+    tunnels = [s for s in measured if s.baseline_key is not None] or measured
+    if not tunnels:
+        return None
+    chosen = max(tunnels, key=lambda s: s.goodput.cv or 0.0)  # type: ignore[union-attr]
+    ok = sorted(_ok(chosen), key=lambda t: t.metrics["goodput_bps"])
+    return chosen, ok[(len(ok) - 1) // 2]
+
+
+def timeseries_chart(
+    summaries: Sequence[ConfigSummary], labels: dict[str, str], artifact: ArtifactLookup
+) -> Chart | None:
+    """The receiver's 1 s intervals of the median run of the most variable configuration."""
+    picked = _chosen_trial(summaries)
+    if picked is None:
+        return None
+    summary, trial = picked
+    intervals = artifact(trial.id, "intervals") or []
+    if not intervals:
+        return None
+    values = tuple(mbit(v) for v in intervals)
+    g = summary.goodput
+    cv = f"{100 * g.cv:.1f}%" if g and g.cv is not None else "n/a"
+    runs = len(_ok(summary))
+    why = (
+        "the tunnel configuration whose runs varied most"
+        if summary.baseline_key is not None
+        else "the configuration whose runs varied most"
+    )
+    return Chart(
+        id="timeseries",
+        title=f"Goodput second by second: {labels[summary.key]}",
+        kind="line",
+        x_label="second of the measured window",
+        y_label="goodput (Mbit/s)",
+        categories=tuple(str(i + 1) for i in range(len(values))),
+        series=(Series(f"run {trial.repetition} (trial {trial.id})", values),),
+        reference_lines=(Reference("median of the runs", mbit(g.median)),) if g else (),
+        note=(
+            f"Trial {trial.id}, repetition {trial.repetition}: the median of {runs} runs "
+            f"of {labels[summary.key]}, {why} (coefficient of variation {cv}). Receiver-side "
+            "1 s intervals, warm-up excluded."
+        ),
+    )
+
+
+def cpu_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart | None:
+    """Per-core CPU of each configuration, stacked user/system/softirq/irq (medians)."""
+    rows: list[tuple[str, dict[str, float]]] = []
+    measured = [s for s in summaries if any("cpu0.idle" in t.metrics for t in _ok(s))]
+    if not measured:
+        return None
+    cores_total = max(
+        len({n.split(".")[0] for t in _ok(s) for n in t.metrics if n.endswith(".idle")})
+        for s in measured
+    )
+    per_config = max(1, min(cores_total, MAX_CPU_ROWS // len(measured)))
+    for s in measured:
+        ok = _ok(s)
+        names = sorted(
+            {n.split(".")[0] for t in ok for n in t.metrics if n.endswith(".idle")},
+            key=lambda c: int(c[3:]),
+        )
+        cores = []
+        for name in names:
+            parts = {
+                p: _median([t.metrics[f"{name}.{p}"] for t in ok if f"{name}.{p}" in t.metrics])
+                or 0.0
+                for p in ("user", "system", "softirq", "irq", "idle")
+            }
+            cores.append((name, parts))
+        if per_config < len(cores):
+            busiest = sorted(cores, key=lambda c: c[1]["idle"])[:per_config]
+            cores = [c for c in cores if c in busiest]
+        rows += [(f"{labels[s.key]} · {name}", parts) for name, parts in cores]
+    kinds = ["user", "system", "softirq"]
+    if any(parts["irq"] > 0 for _, parts in rows):
+        kinds.append("irq")
+    note = "Median share of each core over the measured window, across the runs."
+    if per_config < cores_total:
+        note += f" Only the {per_config} busiest of {cores_total} cores per configuration."
+    return Chart(
+        id="cpu",
+        title="CPU per core",
+        kind="stacked",
+        x_label="configuration · core",
+        y_label="CPU time (%)",
+        categories=tuple(r[0] for r in rows),
+        series=tuple(Series(k, tuple(parts[k] for _, parts in rows)) for k in kinds),
+        note=note,
+        value_max=100.0,
+    )
+
+
+def _tunnel_drops(trial: TrialRecord) -> float | None:
+    drops = [
+        v for n, v in trial.metrics.items() if n.startswith("tunnel.") and n.endswith("_dropped")
+    ]
+    return sum(drops) if drops else None
+
+
+def losses_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart | None:
+    """TCP retransmits, tunnel device drops and UDP lost packets per configuration."""
+    everything, summaries = summaries, _measured(summaries)
+    metrics: list[tuple[str, Callable[[TrialRecord], float | None]]] = [
+        ("TCP retransmits", lambda t: t.metrics.get("retransmits")),
+        ("tunnel device drops", _tunnel_drops),
+        ("UDP lost packets", lambda t: t.metrics.get("udp.lost_packets")),
+    ]
+    series = []
+    for name, metric in metrics:
+        med, low, high = _spread(summaries, metric)
+        if any(v is not None for v in med):
+            series.append(Series(name, med, low, high))
+    if not series:
+        return None
+    return Chart(
+        id="losses",
+        title="Retransmits and drops per configuration",
+        kind="bar",
+        x_label="configuration",
+        y_label="packets per trial",
+        categories=tuple(labels[s.key] for s in summaries),
+        series=tuple(series),
+        note=(
+            "Median per trial over the runs; whiskers: min-max. Tunnel drops add the rx/tx "
+            f"drop counters of the tunnel devices at both ends. {_not_measured(everything)}"
+        ).strip(),
+    )
+
+
+def charts_for_run(summaries: Sequence[ConfigSummary], artifact: ArtifactLookup) -> list[Chart]:
+    """Every chart that applies to a run, in reading order.
+
+    ``summaries`` come from :func:`tunnelbench.analysis.summary.summarize_run`;
+    ``artifact`` reads a trial's stored artifact (pass ``store.artifact``): only the
+    chosen trial's intervals are read.
+    """
+    labels = config_labels(summaries)
+    charts: list[Chart | None] = [throughput_chart(summaries, labels)]
+    axes = varying_axes(list(summaries))
+    if "traffic.streams" in axes:
+        charts.append(
+            _sweep_chart(
+                summaries,
+                chart_id="streams",
+                title="Throughput against streams",
+                x_label="parallel streams",
+                x_of=lambda s: s.config.traffic.streams,
+                swept=["traffic.streams"],
+            )
+        )
+    if any(a in axes for a in MTU_AXES) and len({_effective_mtu(s) for s in summaries}) > 1:
+        charts.append(
+            _sweep_chart(
+                summaries,
+                chart_id="mtu",
+                title="Throughput against MTU",
+                x_label="MTU of the traffic's path (bytes)",
+                x_of=_effective_mtu,
+                swept=[a for a in MTU_AXES if a in axes],
+            )
+        )
+    charts.append(timeseries_chart(summaries, labels, artifact))
+    charts.append(cpu_chart(summaries, labels))
+    charts.append(losses_chart(summaries, labels))
+    return [c for c in charts if c is not None]

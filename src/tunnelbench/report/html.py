@@ -1,0 +1,250 @@
+"""A run as one self-contained HTML page: summary, environment, results, charts.
+
+The page fetches nothing: styles are inline, charts are inline SVG, there is no script,
+and a Content-Security-Policy forbids every fetch should anything slip in. It reads on a
+phone (no fixed widths; wide tables scroll inside their box) and prints (``@media
+print``). Every string that comes from the store is HTML-escaped.
+"""
+
+import time
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from tunnelbench.analysis.summary import ConfigSummary, summarize_run
+from tunnelbench.report import svg, table
+from tunnelbench.report.charts import charts_for_run, config_labels
+from tunnelbench.store import RunRecord, Store
+from tunnelbench.units import mbit
+
+# Medians closer than this ratio are reported as equal: no "fastest" among them.
+SAME = 0.98
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+CSS = """
+:root { --fg: #1a1a1a; --muted: #5a5a5a; --line: #d8d8d8; --bg-alt: #f5f6f8; }
+* { box-sizing: border-box; }
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif;
+       color: var(--fg); margin: 0 auto; padding: 16px; max-width: 1000px; }
+h1 { font-size: 1.5em; margin: 0.2em 0; }
+h2 { font-size: 1.2em; margin: 1.6em 0 0.5em; border-bottom: 1px solid var(--line); }
+h3 { font-size: 1.05em; margin: 1.2em 0 0.3em; }
+p.meta, figcaption, .muted { color: var(--muted); }
+code { font: 0.9em ui-monospace, "DejaVu Sans Mono", monospace; overflow-wrap: anywhere; }
+ul.answer li { margin: 0.3em 0; }
+.scroll { overflow-x: auto; -webkit-overflow-scrolling: touch; }
+table { border-collapse: collapse; font-size: 0.88em; }
+th, td { padding: 4px 8px; border-bottom: 1px solid var(--line); text-align: left;
+         vertical-align: top; }
+th { background: var(--bg-alt); }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.results td.num { white-space: nowrap; }
+tr.skipped td { color: var(--muted); }
+table.env th { background: none; white-space: nowrap; }
+figure { margin: 1em 0 2em; }
+svg.chart { display: block; overflow: visible; }
+svg.chart text { font-family: inherit; }
+figcaption { font-size: 0.88em; margin-top: 0.4em; }
+@media (max-width: 600px) {
+  body { padding: 10px; font-size: 14px; }
+  table { font-size: 0.8em; }
+  table.results td { white-space: nowrap; }  /* the table scrolls in its box */
+}
+@media print {
+  body { max-width: none; padding: 0; font-size: 11pt; }
+  .scroll { overflow: visible; }
+  table.results th, table.results td { padding: 2px 4px; }
+  h2, h3 { break-after: avoid; }
+  tr, figcaption, ul.answer li { break-inside: avoid; }
+  * { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+}
+"""
+
+
+def _when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
+
+
+def _range(low: float, high: float, fmt: str) -> str:
+    a, b = format(low, fmt), format(high, fmt)
+    return a if a == b else f"{a}\u2013{b}"
+
+
+def answer_sentences(summaries: Sequence[ConfigSummary]) -> list[str]:
+    """The answer of the run in one plain-text sentence per tunnel kind."""
+    labels = config_labels(summaries)
+    kinds: dict[str, list[ConfigSummary]] = {}
+    for s in summaries:
+        kinds.setdefault(s.config.tunnel.kind.value, []).append(s)
+    out = []
+    for kind, group in kinds.items():
+        measured = [s for s in group if s.goodput is not None]
+        skipped = [s for s in group if s.skipped is not None]
+        name = measured[0].label if measured else group[0].label
+        name = "No tunnel (the baseline)" if kind == "none" else name
+        if not measured:
+            sentence = f"{name}: not measured"
+        else:
+            best = max(measured, key=lambda s: s.goodput.median)  # type: ignore[union-attr]
+            medians = [mbit(s.goodput.median) for s in measured]  # type: ignore[union-attr]
+            sentence = f"{name}: {_range(min(medians), max(medians), ',.0f')} Mbit/s"
+            pcts = [s.pct_of_baseline for s in measured if s.pct_of_baseline is not None]
+            if kind != "none" and pcts:
+                sentence += f", {_range(min(pcts), max(pcts), '.0f')}% of the no-tunnel baseline"
+            if len(measured) > 1:
+                sentence += f" across {len(measured)} configurations"
+                settings = labels[best.key].split(" · ")[1:]
+                if settings and min(medians) < SAME * max(medians):
+                    sentence += f"; fastest with {', '.join(settings)}"
+            if best.busiest_core is not None:
+                core = best.busiest_core
+                sentence += f" (busiest core cpu{core.core} {core.busy:.0f}% busy)"
+        failed = [s for s in group if s.skipped is None and s.goodput is None]
+        if skipped:
+            plural = "s" if len(skipped) > 1 else ""
+            sentence += f"; {len(skipped)} configuration{plural} skipped on this machine"
+        if failed:
+            sentence += f"; {len(failed)} failed"
+        out.append(sentence + ".")
+    return out
+
+
+def _environment(env: dict[str, Any]) -> str:
+    rows = []
+    names = {
+        "cpu_model": "CPU", "cores": "cores", "cpu_governor": "frequency governor",
+        "kernel": "kernel", "kernel_build": "kernel build", "machine": "architecture",
+    }  # fmt: skip
+    for key, value in env.items():
+        if key == "versions" and isinstance(value, dict):
+            for tool, version in value.items():
+                rows.append((str(tool), str(version)))
+        else:
+            rows.append((names.get(key, key), "-" if value is None else str(value)))
+    body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    return f'<div class="scroll"><table class="env">{body}</table></div>'
+
+
+def _daemons(s: ConfigSummary) -> str:
+    parts = [f"{name} {pct:.0f}%" for name, pct in s.processes_cpu.items() if "iperf" not in name]
+    return ", ".join(parts) or "-"
+
+
+def _results(summaries: Sequence[ConfigSummary]) -> str:
+    header, body = table.rows(list(summaries))
+    daemons = any(_daemons(s) != "-" for s in summaries)
+    if daemons:
+        header = [*header, "tunnel daemons % of a core"]
+        body = [[*row, _daemons(s)] for row, s in zip(body, summaries, strict=True)]
+    text = table.TEXT_COLUMNS | {"tunnel daemons % of a core"}
+    numeric = [h not in text for h in header]
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    rows = []
+    for row, s in zip(body, summaries, strict=True):
+        cells = "".join(
+            f'<td class="num">{escape(c)}</td>' if num else f"<td>{escape(c)}</td>"
+            for c, num in zip(row, numeric, strict=True)
+        )
+        css = ' class="skipped"' if s.goodput is None else ""
+        rows.append(f"<tr{css}>{cells}</tr>")
+    html = (
+        f'<div class="scroll"><table class="results"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+    labels = config_labels(summaries)
+    reasons: dict[str, list[str]] = {}
+    for s in summaries:
+        if s.skipped is not None:
+            reasons.setdefault(s.skipped, []).append(labels[s.key])
+    notes = [
+        f"<li>Skipped: {escape(', '.join(which))} — {escape(reason)}</li>"
+        for reason, which in reasons.items()
+    ]
+    notes += [
+        f"<li>{escape(labels[s.key])}: trial {t.id} (run {t.repetition}) failed — "
+        f"{escape(t.error or 'no reason recorded')}</li>"
+        for s in summaries
+        for t in s.failed
+    ]
+    if notes:
+        html += f'<ul class="muted">{"".join(notes)}</ul>'
+    return html
+
+
+def _list(title: str, items: Sequence[str]) -> str:
+    if not items:
+        return ""
+    lis = "".join(f"<li>{escape(i)}</li>" for i in items)
+    return f"<h2>{escape(title)}</h2><ul>{lis}</ul>"
+
+
+def _header(run: RunRecord, summaries: Sequence[ConfigSummary]) -> str:
+    name = run.experiment.get("name")
+    title = f"tunnelbench run {run.id}" + (f": {name}" if name else "")
+    trials = sum(len(s.trials) for s in summaries)
+    duration = (
+        f", {(run.ended_at - run.started_at) / 60:.1f} min" if run.ended_at is not None else ""
+    )
+    repetitions = run.experiment.get("repetitions")
+    order = run.experiment.get("order")
+    seed = run.experiment.get("seed")
+    design = f"{len(summaries)} configurations \u00d7 {repetitions} runs" if repetitions else ""
+    design += f", {order} order" if order else ""
+    design += f" (seed {seed})" if seed is not None else ""
+    return (
+        f"<header><h1>{escape(title)}</h1>"
+        f'<p class="meta">Started {escape(_when(run.started_at))}{escape(duration)} · '
+        f"status {escape(run.status)} · {trials} trials · {escape(design)}<br>"
+        f"<code>{escape(run.command_line)}</code></p></header>"
+    )
+
+
+def render(
+    store: Store,
+    run_ref: str,
+    *,
+    findings: Sequence[str] = (),
+    advice: Sequence[str] = (),
+) -> str:
+    """The whole page for a run (an id or ``latest``), as one string."""
+    run = store.run(run_ref)
+    summaries = summarize_run(store.trials(run.id))
+    charts = charts_for_run(summaries, store.artifact)
+    figures = "".join(
+        f'<figure id="fig-{escape(c.id)}"><h3>{escape(c.title)}</h3>{svg.render(c)}'
+        f"<figcaption>{escape(c.note)}</figcaption></figure>"
+        for c in charts
+    )
+    answer = "".join(f"<li>{escape(s)}</li>" for s in answer_sentences(summaries))
+    name = run.experiment.get("name")
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>tunnelbench run {run.id}{escape(f' — {name}' if name else '')}</title>"
+        f"<style>{CSS}</style></head><body>"
+        + _header(run, summaries)
+        + f'<section id="summary"><h2>Summary</h2><ul class="answer">{answer}</ul>'
+        '<p class="muted">Goodput is what the receiver counted, warm-up excluded; '
+        "medians over the runs of each configuration. “% of baseline” divides by the "
+        "median of the same lab and traffic without a tunnel, measured in the same run.</p>"
+        "</section>"
+        + _list("Findings", findings)
+        + _list("Advice", advice)
+        + f'<section id="results"><h2>Results</h2>{_results(summaries)}</section>'
+        + f'<section id="charts"><h2>Charts</h2>{figures}</section>'
+        + f'<section id="environment"><h2>Environment</h2>{_environment(run.environment)}'
+        "</section>" + '<footer class="muted"><p>Written by tunnelbench from the results database '
+        f"<code>{escape(str(store.path))}</code>.</p></footer>"
+        "</body></html>\n"
+    )
+
+
+def write(store: Store, run_ref: str, path: Path) -> Path:
+    """Write the page for a run to ``path`` and return the path."""
+    path.write_text(render(store, run_ref), encoding="utf-8")
+    return path

@@ -1,0 +1,287 @@
+"""A run as Markdown, in the shape people post results: what was run and where, one table
+row per configuration (median, spread, retransmits, % of baseline, busiest core), what was
+skipped or failed and why, and the charts as PNG files beside the report.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, summarize_run, varying_axes
+from tunnelbench.plan import Experiment, TrialConfig, varying_paths
+from tunnelbench.progress import format_duration
+from tunnelbench.report.charts import Chart, charts_for_run
+from tunnelbench.report.json_report import planned_trials
+from tunnelbench.report.runs import trials_cell, utc
+from tunnelbench.report.table import AXIS_HEADINGS, axis_value
+from tunnelbench.store import RunRecord, Store, TrialRecord
+from tunnelbench.units import mbit
+
+STATUSES = ("ok", "failed", "skipped")
+NUMERIC_HEADINGS = {
+    "streams", "IP", "tun MTU", "LAN MTU", "WAN MTU", "limit", "WAN rate", "UDP rate",
+    "CPU budget", "median Mbit/s", "min-max Mbit/s", "CV", "retransmits", "% of baseline",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ChartFile:
+    """A chart and the link to its image, relative to the Markdown file."""
+
+    chart: Chart
+    link: str
+
+
+def escape(text: str) -> str:
+    """Text safe inside a table cell."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: Sequence[str], body: Sequence[Sequence[str]], numeric: set[int]) -> list[str]:
+    """A pipe table, padded so that it also reads as plain text."""
+    cells = [[escape(c) for c in row] for row in [header, *body]]
+    widths = [max(3, *(len(row[i]) for row in cells)) for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        padded = (
+            c.rjust(w) if i in numeric else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        return "| " + " | ".join(padded) + " |"
+
+    rule = ["-" * (w - 1) + ":" if i in numeric else "-" * w for i, w in enumerate(widths)]
+    return [line(cells[0]), line(rule), *(line(r) for r in cells[1:])]
+
+
+def busiest(c: BusiestCore | None) -> str:
+    if c is None:
+        return "n/a"
+    return f"cpu{c.core} {c.busy:.0f}% ({c.user:.0f}/{c.system:.0f}/{c.softirq:.0f})"
+
+
+def _result_cells(s: ConfigSummary) -> list[str]:
+    if s.skipped is not None:
+        return ["skipped", "-", "-", "-", "-", "-"]
+    g = s.goodput
+    if g is None:
+        return ["failed", "-", "-", "-", "-", "-"]
+    c = s.busiest_core
+    return [
+        f"{mbit(g.median):,.0f}",
+        f"{mbit(g.minimum):,.0f}-{mbit(g.maximum):,.0f}",
+        "-" if g.cv is None else f"{100 * g.cv:.1f}%",
+        f"{s.retransmits.median:,.0f}" if s.retransmits else "n/a",
+        "-" if s.pct_of_baseline is None else f"{s.pct_of_baseline:.0f}%",
+        busiest(c),
+    ]
+
+
+def results_table(summaries: list[ConfigSummary]) -> list[str]:
+    """One row per configuration; the settings that vary in this run as columns."""
+    axes = [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a != "tunnel.kind"]
+    header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes)]
+    header += ["median Mbit/s", "min-max Mbit/s", "CV", "retransmits", "% of baseline"]
+    header += ["busiest core (usr/sys/soft %)"]
+    body = []
+    for s in summaries:
+        label = s.label
+        if s.failed and s.skipped is None:
+            label += f" ({len(s.failed)} of {len(s.trials)} runs failed)"
+        body.append([label, *(axis_value(s, a) for a in axes), *_result_cells(s)])
+    numeric = {i for i, h in enumerate(header) if h in NUMERIC_HEADINGS}
+    return table(header, body, numeric)
+
+
+def _setting_phrases(c: TrialConfig, resolved: dict[str, Any]) -> list[tuple[str, str]]:
+    """(setting path, phrase) for what a configuration sets, in reading order; settings
+    left at their default (the kernel's, the device's) are left out."""
+    lab, tunnel, traffic = c.lab, c.tunnel, c.traffic
+    out = [("lab.topology", f"{lab.topology.value} topology")]
+    if traffic.protocol.value == "udp":
+        rate = f" at {mbit(traffic.udp_rate):g} Mbit/s per stream" if traffic.udp_rate else ""
+        out.append(("traffic.protocol", f"UDP{rate}"))
+    else:
+        out.append(("traffic.protocol", "TCP"))
+    streams = f"{traffic.streams} stream{'s' if traffic.streams > 1 else ''}"
+    out.append(("traffic.streams", streams))
+    mode = resolved.get("stream_mode") or traffic.stream_mode.value
+    if traffic.streams > 1:
+        each = "one iperf3 process per stream" if mode == "processes" else "one iperf3 process"
+        out.append(("traffic.stream_mode", each))
+    out.append(("traffic.direction", traffic.direction.value))
+    out.append(("traffic.family", f"IPv{traffic.family}"))
+    if traffic.congestion:
+        out.append(("traffic.congestion", f"congestion control {traffic.congestion}"))
+    out.append(("lab.wan.mtu", f"WAN MTU {lab.wan.mtu}"))
+    out.append(("lab.lan_mtu", f"LAN MTU {lab.lan_mtu}"))
+    if lab.wan.rate is not None:
+        queue = lab.wan.queue.value if lab.wan.queue else "pfifo"
+        out.append(("lab.wan.rate", f"WAN shaped to {mbit(lab.wan.rate):g} Mbit/s"))
+        out.append(("lab.wan.shaper", f"shaper {lab.wan.shaper.value}"))
+        out.append(("lab.wan.queue", f"queue {queue}"))
+        out.append(("lab.wan.queue_limit", f"queue limit {lab.wan.queue_limit} packets"))
+    elif lab.wan.queue is not None:
+        out.append(("lab.wan.queue", f"WAN queue {lab.wan.queue.value}"))
+        out.append(("lab.wan.queue_limit", f"queue limit {lab.wan.queue_limit} packets"))
+    for name, value in lab.offloads.changes().items():
+        roles = ",".join(lab.offloads.roles) or "all roles"
+        out.append((f"lab.offloads.{name}", f"{name.upper()} {'on' if value else 'off'} ({roles})"))
+    if lab.rps_cpus:
+        out.append(("lab.rps_cpus", f"RPS CPUs {lab.rps_cpus}"))
+    if tunnel.kind.value != "none":
+        if tunnel.implementation != "auto":
+            out.append(("tunnel.implementation", f"implementation {tunnel.implementation}"))
+        if tunnel.mtu is not None:
+            out.append(("tunnel.mtu", f"tunnel MTU {tunnel.mtu}"))
+        if tunnel.cpu_budget is not None:
+            out.append(("tunnel.cpu_budget", f"tunnel CPU budget {tunnel.cpu_budget:.0%}"))
+    out.append(("traffic.duration", f"{traffic.duration} s measured"))
+    out.append(("traffic.warmup", f"{traffic.warmup} s of warm-up excluded"))
+    return out
+
+
+def common_settings(summaries: list[ConfigSummary]) -> str:
+    """What every configuration shares, in words (``site-to-site topology, TCP, ...``).
+
+    Settings that vary are the table's columns; tunnel settings only count among the
+    configurations with a tunnel, as a baseline has none.
+    """
+    if not summaries:
+        return ""
+    varying = set(varying_axes(summaries))
+    tunnels = [s for s in summaries if s.config.tunnel.kind.value != "none"]
+    varying |= {p for p in varying_paths(s.config for s in tunnels) if p.startswith("tunnel.")}
+    first = tunnels[0] if tunnels else summaries[0]
+    phrases = _setting_phrases(first.config, first.resolved)
+    return ", ".join(text for path, text in phrases if path not in varying)
+
+
+def _versions(run: RunRecord) -> str:
+    """``name: version`` of each tool and tunnel implementation (not the baseline's
+    "none/kernel", which is no implementation)."""
+    env = run.environment
+    versions = {k: v for k, v in env.get("versions", {}).items() if not k.startswith("none/")}
+    if env.get("iproute2"):
+        versions["iproute2"] = env["iproute2"]
+    if env.get("tunnelbench"):
+        versions["tunnelbench"] = env["tunnelbench"]
+    return "; ".join(f"{name}: {version}" for name, version in versions.items())
+
+
+def header_lines(
+    run: RunRecord, trials: list[TrialRecord], summaries: list[ConfigSummary]
+) -> list[str]:
+    experiment = Experiment.from_dict(run.experiment)
+    title = experiment.name or "benchmark"
+    when = utc(run.started_at)
+    if run.ended_at is not None:
+        when += f", took {format_duration(run.ended_at - run.started_at)}"
+    order = experiment.order.value
+    if experiment.seed is not None:
+        order += f" (seed {experiment.seed})"
+    env = run.environment
+    governor = env.get("cpu_governor") or "not exposed"
+    counts = {status: sum(1 for t in trials if t.status == status) for status in STATUSES}
+    return [
+        f"# {escape(title)}: tunnelbench run {run.id}",
+        "",
+        f"- **Run:** {run.id}, {run.status}; {when}; "
+        f"trials: {trials_cell(counts, planned_trials(experiment))}",
+        f"- **Command:** `{run.command_line}`",
+        f"- **Experiment:** {experiment.repetitions} repetitions of each configuration, "
+        f"{order} order",
+        f"- **Common settings:** {common_settings(summaries) or 'none'}",
+        f"- **Machine:** {env.get('cpu_model', '?')}, {env.get('cores', '?')} cores; "
+        f"kernel {env.get('kernel', '?')}; CPU frequency governor: {governor}",
+        f"- **Software:** {_versions(run) or 'not recorded'}",
+    ]
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def explanation(summaries: list[ConfigSummary]) -> str:
+    counts = sorted({s.goodput.n for s in summaries if s.goodput})
+    if not counts:
+        return "Nothing was measured."
+    runs = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    return (
+        f"Median of {runs} runs per configuration. Goodput is what the receiver counted "
+        "(iperf3 `end.sum_received`), warm-up excluded; CV is the coefficient of variation "
+        "of the runs; retransmits are the median per run. % of baseline divides a tunnel's "
+        "median by the median of the same traffic over no tunnel in this run. The busiest "
+        "core is the one with the least idle time over the measured window, split into "
+        "user / system / softirq %."
+    )
+
+
+def not_measured(summaries: list[ConfigSummary]) -> list[str]:
+    """Why configurations were skipped and which trials failed."""
+    out: list[str] = []
+    reasons: dict[str, list[ConfigSummary]] = {}
+    for s in summaries:
+        if s.skipped is not None:
+            reasons.setdefault(s.skipped, []).append(s)
+    if reasons:
+        out += ["", "Skipped on this machine:", ""]
+        for reason, group in reasons.items():
+            trials = sum(len(s.trials) for s in group)
+            out.append(f"- {plural(len(group), 'configuration')} ({trials} trials): {reason}")
+    failed = [(s, t) for s in summaries for t in s.failed]
+    if failed:
+        out += ["", "Failed trials:", ""]
+        out += [f"- trial {t.seq} ({s.label}, run {t.repetition}): {t.error}" for s, t in failed]
+    return out
+
+
+def chart_lines(charts: Sequence[ChartFile]) -> list[str]:
+    out = ["", "## Charts"]
+    for item in charts:
+        c = item.chart
+        out += ["", f"### {c.title}", "", f"![{escape(c.title)}]({quote(item.link)})"]
+        if c.note:
+            out += ["", c.note]
+    return out
+
+
+def document(run: RunRecord, trials: list[TrialRecord], charts: Sequence[ChartFile] = ()) -> str:
+    """The Markdown text; ``charts`` are linked at the end."""
+    summaries = summarize_run(trials)
+    lines = header_lines(run, trials, summaries)
+    lines += ["", "## Results", "", *results_table(summaries), "", explanation(summaries)]
+    lines += not_measured(summaries)
+    if charts:
+        lines += chart_lines(charts)
+    return "\n".join(lines) + "\n"
+
+
+def render(store: Store, ref: str) -> str:
+    """The report without charts (for standard output)."""
+    run = store.run(ref)
+    return document(run, store.trials(run.id))
+
+
+def charts_dir(path: Path) -> Path:
+    """Where the PNG charts of the Markdown report at ``path`` go."""
+    return path.with_name(f"{path.stem}-charts")
+
+
+def charts(store: Store, trials: list[TrialRecord]) -> list[Chart]:
+    return charts_for_run(summarize_run(trials), store.artifact)
+
+
+def write(store: Store, ref: str, path: Path) -> list[Path]:
+    """Write the report to ``path`` and its charts as PNG files into ``charts_dir(path)``;
+    return the paths written, the report first."""
+    from tunnelbench.report import png
+
+    run = store.run(ref)
+    trials = store.trials(run.id)
+    directory = charts_dir(path)
+    files = png.write_charts(charts(store, trials), directory)
+    linked = [ChartFile(c, f"{directory.name}/{f.name}") for c, f in files]
+    path.write_text(document(run, trials, linked))
+    return [path, *(f for _, f in files)]

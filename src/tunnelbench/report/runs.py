@@ -1,0 +1,54 @@
+"""The list of stored runs (``tunnelbench runs``): id, start, duration, plan, trials,
+status."""
+
+import time
+
+from tunnelbench.plan import Experiment
+from tunnelbench.progress import format_duration
+from tunnelbench.report.json_report import planned_trials
+from tunnelbench.store import RunRecord, Store
+
+HEADER = ["id", "started", "took", "plan", "trials", "status"]
+NUMERIC = {0, 2}
+
+
+def utc(timestamp: float) -> str:
+    """A time as reports show it: to the minute, in UTC (readers may be anywhere)."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(timestamp))
+
+
+def trials_cell(counts: dict[str, int], planned: int) -> str:
+    """``12 (12 ok)``, ``48 (24 ok, 24 skipped)``, ``5 of 12 (5 ok)`` for a stopped run."""
+    stored = sum(counts.values())
+    parts = ", ".join(f"{counts[s]} {s}" for s in ("ok", "failed", "skipped") if counts.get(s))
+    of = f" of {planned}" if stored != planned else ""
+    return f"{stored}{of}" + (f" ({parts})" if parts else "")
+
+
+def row(store: Store, run: RunRecord) -> list[str]:
+    experiment = Experiment.from_dict(run.experiment)
+    took = "-" if run.ended_at is None else format_duration(run.ended_at - run.started_at)
+    return [
+        str(run.id),
+        utc(run.started_at),
+        took,
+        experiment.name or "-",
+        trials_cell(store.trial_counts(run.id), planned_trials(experiment)),
+        run.status,
+    ]
+
+
+def render(store: Store) -> str:
+    runs = store.runs()
+    if not runs:
+        return f"no runs stored in {store.path} yet"
+    body = [row(store, run) for run in runs]
+    widths = [max(len(r[i]) for r in [HEADER, *body]) for i in range(len(HEADER))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in NUMERIC else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return "\n".join([line(HEADER), line(["-" * w for w in widths]), *(line(r) for r in body)])

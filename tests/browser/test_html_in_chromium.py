@@ -1,0 +1,170 @@
+"""The HTML report opened in a real headless browser (Debian's chromium).
+
+For each report: the page loads with no console message at all (it has no script, so any
+message is an error such as a blocked fetch), the browser makes no network request on the
+page's behalf (read from Chromium's own net log), every chart is in the rendered DOM, and
+screenshots at laptop and phone width are written to tests/browser/artifacts/ for a
+person to look at. Two control pages prove that the checks catch a fetch and a script
+error. Needs no root and no lab; chromium is installed by ``make setup``.
+"""
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.report_fixtures import RECORDED, recorded, wide
+from tunnelbench.analysis.summary import summarize_run
+from tunnelbench.report import html
+from tunnelbench.report.charts import charts_for_run
+from tunnelbench.store import Store
+
+ARTIFACTS = Path(__file__).parent / "artifacts"
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--no-first-run", "--disable-component-update", "--disable-sync", "--disable-extensions",
+    "--disable-default-apps", "--no-pings", "--hide-scrollbars",
+]  # fmt: skip
+CONSOLE = re.compile(r":CONSOLE[:(]\d+\)?\] (.*)")
+# The browser's own traffic (component updates, sign-in, spell-check dictionaries) is
+# started by no page: Chromium logs its initiator as "not an origin" and its network
+# isolation key without the page's site. Everything else was asked for by the page.
+BROWSER_INITIATOR = "not an origin"
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.fail(
+            "chromium is not installed; `make setup` installs it (scripts/debian-packages.txt)"
+        )
+    return path
+
+
+@dataclass
+class Visit:
+    dom: str
+    console: list[str]
+    page_requests: list[str]  # URLs the browser fetched for the page
+    browser_requests: list[str]  # the browser's own background requests, ignored
+
+
+def _requests(net_log: Path) -> tuple[list[str], list[str]]:
+    text = net_log.read_text()
+    try:
+        log = json.loads(text)
+    except json.JSONDecodeError:  # the browser stopped before closing the event list
+        log = json.loads(text.rstrip().rstrip(",") + "]}")
+    names = {number: name for name, number in log["constants"]["logEventTypes"].items()}
+    page: list[str] = []
+    browser: list[str] = []
+    for event in log["events"]:
+        params = event.get("params") or {}
+        if names.get(event["type"]) != "URL_REQUEST_START_JOB" or "url" not in params:
+            continue  # other events, and the end of a request job
+        own = params.get("initiator") == BROWSER_INITIATOR and "file://" not in params.get(
+            "network_isolation_key", ""
+        )
+        (browser if own else page).append(params["url"])
+    return page, browser
+
+
+def visit(page: Path, tmp: Path) -> Visit:
+    """Load a page once, keeping its DOM, console messages and network requests."""
+    net_log = tmp / "net.json"
+    result = subprocess.run(
+        [
+            _chromium(), *FLAGS, f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr",
+            "--v=0", f"--log-net-log={net_log}", "--dump-dom", page.resolve().as_uri(),
+        ],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    console = [m.group(1) for m in CONSOLE.finditer(result.stderr)]
+    page_requests, browser_requests = _requests(net_log)
+    return Visit(result.stdout, console, page_requests, browser_requests)
+
+
+def screenshot(page: Path, tmp: Path, name: str, width: int, height: int) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    out = ARTIFACTS / f"{name}-{width}.png"
+    out.unlink(missing_ok=True)
+    subprocess.run(
+        [
+            _chromium(), *FLAGS, f"--user-data-dir={tmp / 'profile'}",
+            f"--screenshot={out}", f"--window-size={width},{height}", page.resolve().as_uri(),
+        ],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    print(f"screenshot: {out}")
+    return out
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    width, height = struct.unpack(">II", header[16:24])
+    return width, height
+
+
+def _store(name: str, tmp: Path) -> Store:
+    return wide(tmp) if name == "wide" else recorded(name, tmp)
+
+
+# Heights that hold each whole page (the wide run's 50 configurations make a long page).
+HEIGHTS = {"l2-tunnel-mtu": (3200, 5200), "queue-comparison": (4200, 6800), "wide": (16000, 19000)}
+
+
+@pytest.mark.parametrize("name", [*RECORDED, "wide"])
+def test_report_loads_offline_without_errors_with_every_chart(name, tmp_path):
+    store = _store(name, tmp_path)
+    page = html.write(store, "latest", tmp_path / f"{name}.html")
+    expected = [c.id for c in charts_for_run(summarize_run(store.trials(1)), store.artifact)]
+
+    seen = visit(page, tmp_path)
+
+    assert seen.console == []
+    assert seen.page_requests == []
+    rendered = re.findall(r'<svg id="chart-([a-z]+)"', seen.dom)
+    assert rendered == expected and len(rendered) >= 4
+    assert "<h2>Summary</h2>" in seen.dom and "<h2>Environment</h2>" in seen.dom
+    for width, height in zip((1280, 390), HEIGHTS[name], strict=True):
+        shot = screenshot(page, tmp_path, name, width, height)
+        assert _png_size(shot) == (width, height)
+        assert shot.stat().st_size > 20_000  # a drawn page, not a blank one
+
+
+def test_a_page_that_fetches_is_caught(tmp_path):
+    """Negative control: a page loading a script from a CDN fails the request check."""
+    page = tmp_path / "fetch.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><script src="https://cdn.example/x.js"></script></head>'
+        "<body><p>hello</p></body></html>"
+    )
+    assert visit(page, tmp_path).page_requests == ["https://cdn.example/x.js"]
+
+
+def test_a_page_with_a_script_error_is_caught(tmp_path):
+    """Negative control: an error in a script shows up as a console message."""
+    page = tmp_path / "error.html"
+    page.write_text("<!DOCTYPE html><html><body><script>notDefined();</script></body></html>")
+    (message,) = visit(page, tmp_path).console
+    assert "notDefined is not defined" in message
+
+
+def test_the_report_policy_blocks_a_fetch_that_slipped_in(tmp_path):
+    """Defence in depth: with the report's Content-Security-Policy, an injected image
+    is not fetched, and the blocked attempt is reported on the console."""
+    page = tmp_path / "csp.html"
+    page.write_text(
+        f'<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" '
+        f'content="{html.CSP}"></head><body><img src="https://cdn.example/x.png"></body></html>'
+    )
+    seen = visit(page, tmp_path)
+    assert seen.page_requests == []
+    assert any("Content Security Policy" in m for m in seen.console)

@@ -1,0 +1,171 @@
+"""The chart model built from the recorded runs (golden), and what each chart must show.
+
+The golden file holds every chart of both recorded runs with values rounded to 0.1; the
+tests below check the same charts against the analysis summaries and the stored trials
+independently, so a golden file regenerated from a wrong model would not pass them.
+Regenerate it with ``TB_UPDATE_GOLDEN=1 pytest tests/unit/test_charts.py``.
+"""
+
+import dataclasses
+import json
+import os
+import statistics
+from typing import Any
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tests.report_fixtures import RECORDED, recorded, wide
+from tunnelbench.analysis.summary import summarize_run
+from tunnelbench.report.charts import MAX_CPU_ROWS, Chart, charts_for_run, config_labels
+
+GOLDEN = FIXTURES / "golden" / "charts.json"
+
+
+def _charts(store) -> tuple[list, dict[str, Chart]]:
+    summaries = summarize_run(store.trials(store.run("latest").id))
+    return summaries, {c.id: c for c in charts_for_run(summaries, store.artifact)}
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 1)
+    if isinstance(value, list | tuple):
+        return [_rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
+
+
+def test_charts_match_golden(tmp_path):
+    got = {}
+    for name in RECORDED:
+        _, charts = _charts(recorded(name, tmp_path))
+        got[name] = [_rounded(dataclasses.asdict(c)) for c in charts.values()]
+    if os.environ.get("TB_UPDATE_GOLDEN"):
+        GOLDEN.write_text(json.dumps(got, indent=1, ensure_ascii=False) + "\n")
+    assert got == json.loads(GOLDEN.read_text())
+
+
+def test_which_charts_a_run_gets(tmp_path):
+    """Streams and MTU charts only when those settings vary in the run."""
+    _, l2 = _charts(recorded("l2-tunnel-mtu", tmp_path))
+    assert list(l2) == ["throughput", "mtu", "timeseries", "cpu", "losses"]
+    _, queue = _charts(recorded("queue-comparison", tmp_path))
+    assert list(queue) == ["throughput", "timeseries", "cpu", "losses"]
+    _, many = _charts(wide(tmp_path))
+    assert list(many) == ["throughput", "streams", "mtu", "timeseries", "cpu", "losses"]
+
+
+def test_labels_are_short_unique_and_name_the_varying_settings(tmp_path):
+    store = recorded("queue-comparison", tmp_path)
+    summaries = summarize_run(store.trials(1))
+    labels = list(config_labels(summaries).values())
+    assert len(set(labels)) == len(labels) == 16
+    assert labels[:2] == [
+        "none · queue pfifo · limit 50 · upload",
+        "wireguard (wireguard-go) · queue pfifo · limit 50 · upload",
+    ]
+    l2 = summarize_run(recorded("l2-tunnel-mtu", tmp_path).trials(1))
+    assert list(config_labels(l2).values())[:2] == [
+        "none · LAN MTU 1500 · WAN MTU 1550",  # no "tun MTU -" for the baseline
+        "vxlan · LAN MTU 1500 · WAN MTU 1550 · tun MTU 1500",
+    ]
+
+
+def test_throughput_has_medians_whiskers_baselines_and_the_link_rate(tmp_path):
+    summaries, charts = _charts(recorded("queue-comparison", tmp_path))
+    chart = charts["throughput"]
+    measured = [s for s in summaries if s.goodput is not None]
+    assert len(chart.categories) == len(measured) == 8  # the 8 skipped are left out
+    assert "8 skipped on this machine" in chart.note
+    (series,) = chart.series
+    for i, s in enumerate(measured):
+        goodputs = [t.metrics["goodput_bps"] / 1e6 for t in s.trials if t.status == "ok"]
+        assert series.values[i] == pytest.approx(statistics.median(goodputs))
+        assert series.low is not None and series.high is not None
+        assert (series.low[i], series.high[i]) == (min(goodputs), max(goodputs))
+    baselines = {r.category: r.value for r in chart.reference_lines if r.category}
+    tunnels = [i for i, s in enumerate(measured) if s.baseline_key is not None]
+    assert sorted(baselines) == sorted(chart.categories[i] for i in tunnels)
+    for i in tunnels:  # each tunnel's baseline is the no-tunnel row just before it here
+        assert baselines[chart.categories[i]] == pytest.approx(series.values[i - 1])
+    global_refs = [(r.label, r.value) for r in chart.reference_lines if r.category is None]
+    assert global_refs == [("WAN rate", 1000.0)]
+
+
+def test_mtu_chart_has_one_line_per_tunnel_over_the_path_mtu(tmp_path):
+    summaries, charts = _charts(recorded("l2-tunnel-mtu", tmp_path))
+    chart = charts["mtu"]
+    assert chart.kind == "line"
+    assert chart.categories == ("1500", "9000")
+    assert [s.name for s in chart.series] == ["none", "vxlan"]
+    by_label = {config_labels(summaries)[s.key]: s.goodput.median / 1e6 for s in summaries}
+    assert chart.series[1].values == pytest.approx(
+        (
+            by_label["vxlan · LAN MTU 1500 · WAN MTU 1550 · tun MTU 1500"],
+            by_label["vxlan · LAN MTU 9000 · WAN MTU 9050 · tun MTU 9000"],
+        )
+    )
+
+
+def test_sweeps_of_a_wide_run(tmp_path):
+    _, charts = _charts(wide(tmp_path))
+    streams, mtu = charts["streams"], charts["mtu"]
+    assert streams.categories == ("1", "2", "4", "8", "16")
+    assert mtu.categories == ("1280", "1500", "4000", "6000", "9000")
+    assert len(streams.series) == len(mtu.series) == 10
+    assert mtu.series[0].name == "none · streams 1"
+    assert all(None not in s.values for s in (*streams.series, *mtu.series))
+    assert len(charts["throughput"].categories) == 50
+
+
+def test_time_series_is_the_median_run_of_the_most_variable_tunnel(tmp_path):
+    store = recorded("l2-tunnel-mtu", tmp_path)
+    summaries, charts = _charts(store)
+    chart = charts["timeseries"]
+    tunnels = [s for s in summaries if s.baseline_key is not None]
+    chosen = max(tunnels, key=lambda s: s.goodput.cv)
+    ok = sorted(
+        (t for t in chosen.trials if t.status == "ok"), key=lambda t: t.metrics["goodput_bps"]
+    )
+    median_trial = ok[len(ok) // 2]
+    assert chart.title.endswith(config_labels(summaries)[chosen.key])
+    assert f"Trial {median_trial.id}" in chart.note and "varied most" in chart.note
+    (series,) = chart.series
+    intervals = store.artifact(median_trial.id, "intervals")
+    assert series.values == pytest.approx([v / 1e6 for v in intervals])
+    assert chart.categories == tuple(str(i) for i in range(1, len(intervals) + 1))
+
+
+def test_cpu_chart_stacks_each_core_of_each_configuration(tmp_path):
+    summaries, charts = _charts(recorded("queue-comparison", tmp_path))
+    chart = charts["cpu"]
+    assert chart.kind == "stacked" and chart.value_max == 100.0
+    assert [s.name for s in chart.series] == ["user", "system", "softirq"]  # irq is all 0
+    measured = [s for s in summaries if s.goodput is not None]
+    assert len(chart.categories) == 2 * len(measured)
+    first = measured[1]  # the first WireGuard configuration, its cpu1
+    label = f"{config_labels(summaries)[first.key]} · cpu1"
+    row = chart.categories.index(label)
+    ok = [t for t in first.trials if t.status == "ok"]
+    for series in chart.series:
+        expected = statistics.median(t.metrics[f"cpu1.{series.name}"] for t in ok)
+        assert series.values[row] == pytest.approx(expected)
+
+
+def test_cpu_rows_are_capped_for_many_configurations(tmp_path):
+    _, charts = _charts(wide(tmp_path))
+    chart = charts["cpu"]
+    assert len(chart.categories) == 100 <= MAX_CPU_ROWS
+
+
+def test_losses_chart_has_retransmits_and_tunnel_drops(tmp_path):
+    summaries, charts = _charts(recorded("queue-comparison", tmp_path))
+    chart = charts["losses"]
+    retrans, drops = chart.series
+    assert (retrans.name, drops.name) == ("TCP retransmits", "tunnel device drops")
+    measured = [s for s in summaries if s.goodput is not None]
+    assert retrans.values == tuple(s.retransmits.median for s in measured)
+    # No tunnel device without a tunnel: no value, rather than a false zero.
+    assert [v is None for v in drops.values] == [s.baseline_key is None for s in measured]

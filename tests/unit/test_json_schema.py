@@ -1,0 +1,133 @@
+"""The JSON report validates against docs/report-schema.json, and the schema documents
+every field: each configuration setting of the plan, each enumeration value, each
+property with a description."""
+
+import dataclasses
+import json
+import sqlite3
+import typing
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from tests.report_fixtures import RECORDED, recorded, wide
+from tunnelbench.plan import TrialConfig
+from tunnelbench.report import json_report
+
+SCHEMA_PATH = Path(__file__).parents[2] / "docs" / "report-schema.json"
+SCHEMA = json.loads(SCHEMA_PATH.read_text())
+
+
+def validate(document: dict[str, Any]) -> None:
+    jsonschema.Draft202012Validator(SCHEMA).validate(document)
+
+
+def test_the_schema_is_a_valid_draft_2020_12_schema():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    assert SCHEMA["properties"]["format_version"]["const"] == json_report.FORMAT_VERSION
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_recorded_runs_validate(name, tmp_path):
+    store = recorded(name, tmp_path)
+    document = json.loads(json_report.render(store, "latest"))
+    validate(document)
+    # The numbers are the store's.
+    trials = {t.id: t for t in store.trials(document["run"]["id"])}
+    runs = [r for c in document["configurations"] for r in c["runs"]]
+    assert sorted(r["trial_id"] for r in runs) == sorted(trials)
+    for r in runs:
+        assert r["metrics"] == trials[r["trial_id"]].metrics
+        assert r["resolved"] == trials[r["trial_id"]].resolved
+    assert document["findings"] == []
+
+
+def test_skipped_configurations_carry_their_reason(tmp_path):
+    document = json.loads(json_report.render(recorded("queue-comparison", tmp_path), "1"))
+    skipped = [c for c in document["configurations"] if c["status"] == "skipped"]
+    assert len(skipped) == 8
+    assert all("not available in this kernel" in c["skip_reason"] for c in skipped)
+    assert all(r["error"] == c["skip_reason"] for c in skipped for r in c["runs"])
+    assert document["run"]["trial_counts"] == {"planned": 48, "ok": 24, "failed": 0, "skipped": 24}
+    experiment = document["run"]["experiment"]
+    assert (experiment["order"], experiment["seed"], experiment["repetitions"]) == (
+        "interleaved",
+        None,
+        3,
+    )
+
+
+def test_failed_trials_and_partial_configurations_validate(tmp_path):
+    """A test-local copy of the L2 run, altered: one vxlan trial failed, and every trial
+    of the other vxlan configuration failed."""
+    store = recorded("l2-tunnel-mtu", tmp_path)
+    db = sqlite3.connect(store.path)
+    with db:
+        failed = db.execute(
+            "SELECT id FROM trials WHERE seq = 2 OR config_key ="
+            " (SELECT config_key FROM trials WHERE seq = 4)"
+        ).fetchall()
+        for (trial_id,) in failed:
+            db.execute("UPDATE trials SET status='failed', error='broke' WHERE id=?", (trial_id,))
+            db.execute("DELETE FROM metrics WHERE trial_id = ?", (trial_id,))
+    db.close()
+    document = json.loads(json_report.render(store, "1"))
+    validate(document)
+    statuses = [c["status"] for c in document["configurations"]]
+    assert statuses == ["ok", "partial", "ok", "failed"]
+    assert document["configurations"][3]["goodput_mbit"] is None
+
+
+def test_a_fifty_configuration_run_validates(tmp_path):
+    validate(json.loads(json_report.render(wide(tmp_path), "1")))
+
+
+def _schema_object(definition: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in definition:
+        definition = SCHEMA["$defs"][definition["$ref"].split("/")[-1]]
+    return definition
+
+
+def _check_fields(cls: type, definition: dict[str, Any], path: str) -> None:
+    definition = _schema_object(definition)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    assert set(definition["properties"]) == fields, path
+    hints = typing.get_type_hints(cls)
+    for field in fields:
+        hint = hints[field]
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        inner = args[0] if args else hint
+        prop = definition["properties"][field]
+        if isinstance(inner, type) and dataclasses.is_dataclass(inner):
+            _check_fields(inner, prop, f"{path}.{field}")
+        elif isinstance(inner, type) and issubclass(inner, Enum):
+            allowed = {v for v in prop["enum"] if v is not None}
+            assert allowed == {m.value for m in inner}, f"{path}.{field}"
+
+
+def test_the_schema_documents_every_plan_setting_and_its_values():
+    """A setting or an enumeration value added to the plan must be added to the schema
+    (the report writes every setting)."""
+    _check_fields(TrialConfig, SCHEMA["$defs"]["config"], "config")
+
+
+def _properties(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    if isinstance(node, dict):
+        for name, prop in node.get("properties", {}).items():
+            found.append((f"{path}.{name}", prop))
+            found += _properties(prop, f"{path}.{name}")
+        for name, definition in node.get("$defs", {}).items():
+            found.append((f"$defs.{name}", definition))
+            found += _properties(definition, f"$defs.{name}")
+    return found
+
+
+def test_every_property_is_described_and_strict_objects_require_all():
+    for path, prop in _properties(SCHEMA):
+        assert "description" in _schema_object(prop) or "description" in prop, path
+        if prop.get("additionalProperties") is False and "properties" in prop:
+            assert set(prop["required"]) == set(prop["properties"]), path
