@@ -78,7 +78,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run_id: int) -> int:
-    from tunnelbench import progress, runner
+    from tunnelbench import progress, reportcmd, runner
     from tunnelbench.analysis.summary import summarize_run
     from tunnelbench.report import table
 
@@ -93,7 +93,7 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
     trials = store.trials(run_id)
     failed = [t for t in trials if t.status == "failed"]
     if args.json:
-        reported = _write_reports(store, run_id, as_json=True)
+        reported = reportcmd.write_reports(store, run_id, as_json=True)
         return 1 if failed or not reported else 0
     print()
     print(table.render(summarize_run(trials)))
@@ -104,37 +104,8 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
         count = sum(1 for t in trials if t.status == "skipped" and t.error == reason)
         print(f"skipped {count} trial(s): {reason}")
     print(f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`")
-    reported = _write_reports(store, run_id, as_json=False)
+    reported = reportcmd.write_reports(store, run_id, as_json=False)
     return 1 if failed or not reported else 0
-
-
-def _write_reports(store: "Store", run_id: int, *, as_json: bool) -> bool:
-    """Write the HTML and Markdown reports of a finished run next to its database and
-    print their paths (except in JSON mode). A report that cannot be written leaves the
-    stored results intact: say so and how to write it later, and return False."""
-    from tunnelbench.report import html, markdown
-
-    stem = f"{store.path.stem}-run{run_id}"
-    page, text = store.path.with_name(f"{stem}.html"), store.path.with_name(f"{stem}.md")
-    try:
-        html.write(store, str(run_id), page)
-        written = markdown.write(store, str(run_id), text)
-    except OSError as exc:
-        print(
-            f"tunnelbench: could not write the reports ({exc}); the results are stored: "
-            f"`tunnelbench report {run_id} --db {store.path} --format html -o PATH`",
-            file=sys.stderr,
-        )
-        return False
-    if as_json:
-        # The JSON event stream ends with run_finished (programs rely on it); the paths
-        # follow from the database's: <db stem>-run<N>.html / .md / -charts/.
-        return True
-    if len(written) > 1:
-        print(f"reports: {page}, {text} (charts in {markdown.charts_dir(text)}/)")
-    else:
-        print(f"reports: {page}, {text}")
-    return True
 
 
 def cmd_plan_show(args: argparse.Namespace) -> int:
@@ -151,92 +122,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return doctor.main(as_json=args.json)
 
 
-REPORT_FORMATS = ("table", "md", "html", "json", "csv")
-
-
-def _output_path(text: str | None) -> Path | None:
-    """The ``-o`` path, checked before anything is read or written."""
-    if text is None:
-        return None
-    path = Path(text)
-    if path.is_dir():
-        raise UserError(f"-o: {text!r} is a directory; give a file name")
-    if not path.parent.is_dir():
-        raise UserError(f"-o: directory {str(path.parent)!r} does not exist")
-    return path
-
-
-def _emit(text: str, output: Path | None) -> None:
-    text = text if text.endswith("\n") else text + "\n"
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        output.write_text(text, encoding="utf-8")
-        print(f"wrote {output}")
-
-
 def cmd_report(args: argparse.Namespace) -> int:
-    from tunnelbench.store import Store
+    from tunnelbench import reportcmd
 
-    if args.format not in REPORT_FORMATS:
-        raise UserError(
-            f"--format: unknown value {args.format!r}; allowed: {', '.join(REPORT_FORMATS)}"
-        )
-    output = _output_path(args.output)
-    if args.compare is not None:
-        return _compare(args, output)
-    store = Store.open_existing(Path(args.db))
-    try:
-        run = store.run(args.run or "latest")  # an unknown run is an error before any output
-        _report(store, str(run.id), args.format, output)
-    finally:
-        store.close()
-    return 0
-
-
-def _report(store: "Store", ref: str, fmt: str, output: Path | None) -> None:
-    from tunnelbench.analysis.summary import summarize_run
-    from tunnelbench.report import csv_report, html, json_report, markdown, table
-
-    if fmt == "md" and output is not None:
-        written = markdown.write(store, ref, output)
-        directory = markdown.charts_dir(output)
-        charts = f" and {markdown.plural(len(written) - 1, 'chart')} in {directory}/"
-        print(f"wrote {output}{charts if len(written) > 1 else ''}")
-    elif fmt == "md":
-        _emit(markdown.render(store, ref), None)
-    elif fmt == "html":
-        _emit(html.render(store, ref), output)
-    elif fmt == "json":
-        _emit(json_report.render(store, ref), output)
-    elif fmt == "csv":
-        _emit(csv_report.render(store, ref), output)
-    else:
-        run = store.run(ref)
-        heading = f"run {run.id} ({run.status}): {run.command_line}"
-        _emit(heading + "\n" + table.render(summarize_run(store.trials(run.id))), output)
-
-
-def _compare(args: argparse.Namespace, output: Path | None) -> int:
-    from tunnelbench.report import compare
-
-    if args.run is not None:
-        raise UserError(f"--compare: name both runs after --compare, not {args.run!r} before it")
-    a, b = (compare.RunRef.parse(ref, Path(args.db)) for ref in args.compare)
-    _emit(compare.render(a, b, args.format), output)
-    return 0
+    return reportcmd.report(args)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from tunnelbench.report import runs
-    from tunnelbench.store import Store
+    from tunnelbench import reportcmd
 
-    store = Store.open_existing(Path(args.db))
-    try:
-        print(runs.render(store))
-    finally:
-        store.close()
-    return 0
+    return reportcmd.runs(args)
 
 
 def cmd_lab(args: argparse.Namespace) -> int:

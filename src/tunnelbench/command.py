@@ -7,6 +7,7 @@ kept in the error, and each command is logged at debug level (``-v``).
 import logging
 import shlex
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
@@ -42,22 +43,45 @@ def run(
     timeout: float = 30.0,
     input_text: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run a command to completion and return it; raise :class:`CommandError` on failure."""
+    """Run a command to completion and return it; raise :class:`CommandError` on failure.
+
+    Ctrl-C does not cut a command short: it runs in a session of its own (the terminal's
+    SIGINT does not reach it) and is waited for before the interrupt is raised, so what
+    it created exists when teardown looks. Killing ``ip netns add`` half-way could
+    otherwise leave a namespace that appears after teardown has listed them.
+    """
     args = list(argv)
     log.debug("run: %s", shlex.join(args))
     try:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             args,
-            capture_output=True,
+            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
-            input=input_text,
-            check=False,
+            start_new_session=True,
         )
     except FileNotFoundError:
         raise UserError(f"required program {args[0]!r} was not found; run `make run`") from None
-    except subprocess.TimeoutExpired as exc:
-        raise LabError(f"`{shlex.join(args)}` did not finish within {timeout:g} s") from exc
+    deadline = time.monotonic() + timeout
+    interrupted = False
+    pending_input = input_text
+    while True:
+        try:
+            stdout, stderr = proc.communicate(
+                pending_input, timeout=max(0.0, deadline - time.monotonic())
+            )
+            break
+        except subprocess.TimeoutExpired as exc:
+            proc.kill()
+            proc.wait()
+            raise LabError(f"`{shlex.join(args)}` did not finish within {timeout:g} s") from exc
+        except KeyboardInterrupt:
+            interrupted = True
+            pending_input = None  # already being written; communicate() goes on with it
+    if interrupted:
+        raise KeyboardInterrupt
+    done = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
     if check and done.returncode != 0:
         raise CommandError(args, done.returncode, done.stderr)
     return done

@@ -123,3 +123,24 @@ def test_lab_clean_removes_a_lab_whose_owner_died():
     assert "lab orph1 removed" in clean.stdout
     assert not any(lab_state.is_alive(p) for p in state.processes)
     assert not any(Path(f).exists() for f in state.files)
+
+
+def test_ctrl_c_during_teardown_still_removes_everything(monkeypatch):
+    lab = netns.build(LabSettings())
+    real_run = lab_state.run
+    deletes: list[str] = []
+
+    def interrupted_once(argv, **kwargs):
+        # The first namespace deletion is hit by Ctrl-C just as it starts.
+        if argv[:3] == ["ip", "netns", "delete"]:
+            deletes.append(argv[3])
+            if len(deletes) == 1:
+                raise KeyboardInterrupt
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(lab_state, "run", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        lab.teardown()
+    assert len(deletes) == 4  # the interrupted one, retried, and the other two
+    assert not [n for n in lab_state.list_namespaces() if n.startswith(f"tb-{lab.lab_id}-")]
+    assert not lab.state.directory.exists()

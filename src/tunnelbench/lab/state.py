@@ -125,7 +125,25 @@ def stop_process(record: ProcessRecord, grace: float = 2.0) -> None:
 
 
 def teardown(state: LabState) -> list[str]:
-    """Remove everything the state records; return the problems met (empty when clean)."""
+    """Remove everything the state records; return the problems met (empty when clean).
+
+    Ctrl-C during teardown does not stop it half-way (that would leave exactly the
+    debris teardown exists to remove): the removal is finished, then the interrupt is
+    raised. Each step skips what is already gone, so starting over is safe.
+    """
+    interrupted = False
+    while True:
+        try:
+            problems = _remove_all(state)
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt
+    return problems
+
+
+def _remove_all(state: LabState) -> list[str]:
     problems: list[str] = []
     for record in reversed(state.processes):
         try:

@@ -1,0 +1,115 @@
+"""The ``report`` and ``runs`` verbs, and the reports ``run`` writes when it ends."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from tunnelbench.analysis.summary import summarize_run
+from tunnelbench.errors import UserError
+from tunnelbench.report import compare, csv_report, html, json_report, markdown, table
+from tunnelbench.report import runs as run_list
+from tunnelbench.store import Store
+
+REPORT_FORMATS = ("table", "md", "html", "json", "csv")
+
+
+def _output_path(text: str | None) -> Path | None:
+    """The ``-o`` path, checked before anything is read or written."""
+    if text is None:
+        return None
+    path = Path(text)
+    if path.is_dir():
+        raise UserError(f"-o: {text!r} is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise UserError(f"-o: directory {str(path.parent)!r} does not exist")
+    return path
+
+
+def _emit(text: str, output: Path | None) -> None:
+    text = text if text.endswith("\n") else text + "\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        print(f"wrote {output}")
+
+
+def report(args: argparse.Namespace) -> int:
+    if args.format not in REPORT_FORMATS:
+        raise UserError(
+            f"--format: unknown value {args.format!r}; allowed: {', '.join(REPORT_FORMATS)}"
+        )
+    output = _output_path(args.output)
+    if args.compare is not None:
+        return _compare(args, output)
+    store = Store.open_existing(Path(args.db))
+    try:
+        run = store.run(args.run or "latest")  # an unknown run is an error before any output
+        _report(store, str(run.id), args.format, output)
+    finally:
+        store.close()
+    return 0
+
+
+def _report(store: Store, ref: str, fmt: str, output: Path | None) -> None:
+    if fmt == "md" and output is not None:
+        written = markdown.write(store, ref, output)
+        directory = markdown.charts_dir(output)
+        charts = f" and {markdown.plural(len(written) - 1, 'chart')} in {directory}/"
+        print(f"wrote {output}{charts if len(written) > 1 else ''}")
+    elif fmt == "md":
+        _emit(markdown.render(store, ref), None)
+    elif fmt == "html":
+        _emit(html.render(store, ref), output)
+    elif fmt == "json":
+        _emit(json_report.render(store, ref), output)
+    elif fmt == "csv":
+        _emit(csv_report.render(store, ref), output)
+    else:
+        run = store.run(ref)
+        heading = f"run {run.id} ({run.status}): {run.command_line}"
+        _emit(heading + "\n" + table.render(summarize_run(store.trials(run.id))), output)
+
+
+def _compare(args: argparse.Namespace, output: Path | None) -> int:
+    if args.run is not None:
+        raise UserError(f"--compare: name both runs after --compare, not {args.run!r} before it")
+    a, b = (compare.RunRef.parse(ref, Path(args.db)) for ref in args.compare)
+    _emit(compare.render(a, b, args.format), output)
+    return 0
+
+
+def runs(args: argparse.Namespace) -> int:
+    store = Store.open_existing(Path(args.db))
+    try:
+        print(run_list.render(store))
+    finally:
+        store.close()
+    return 0
+
+
+def write_reports(store: Store, run_id: int, *, as_json: bool) -> bool:
+    """Write the HTML and Markdown reports of a finished run next to its database and
+    print their paths (except in JSON mode). A report that cannot be written leaves the
+    stored results intact: say so and how to write it later, and return False."""
+    stem = f"{store.path.stem}-run{run_id}"
+    page, text = store.path.with_name(f"{stem}.html"), store.path.with_name(f"{stem}.md")
+    try:
+        html.write(store, str(run_id), page)
+        written = markdown.write(store, str(run_id), text)
+    except OSError as exc:
+        print(
+            f"tunnelbench: could not write the reports ({exc}); the results are stored: "
+            f"`tunnelbench report {run_id} --db {store.path} --format html -o PATH`",
+            file=sys.stderr,
+        )
+        return False
+    if as_json:
+        # The JSON event stream ends with run_finished (programs rely on it); the paths
+        # follow from the database's: <db stem>-run<N>.html / .md / -charts/.
+        return True
+    if len(written) > 1:
+        print(f"reports: {page}, {text} (charts in {markdown.charts_dir(text)}/)")
+    else:
+        print(f"reports: {page}, {text}")
+    return True
