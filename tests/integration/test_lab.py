@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
+from tunnelbench import command
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Shaper, Topology, TunnelKind
 from tunnelbench.lab import netns
@@ -127,7 +128,7 @@ def test_lab_clean_removes_a_lab_whose_owner_died():
 
 def test_ctrl_c_during_teardown_still_removes_everything(monkeypatch):
     lab = netns.build(LabSettings())
-    real_run = lab_state.run
+    real_run = command.run  # what lab_state calls
     deletes: list[str] = []
 
     def interrupted_once(argv, **kwargs):
