@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tunnelbench.analysis.stats import summarize
 from tunnelbench.analysis.summary import ConfigSummary, varying_axes
 from tunnelbench.report.table import AXIS_HEADINGS, axis_value
 from tunnelbench.store import TrialRecord
@@ -115,11 +116,8 @@ def _ok(summary: ConfigSummary) -> list[TrialRecord]:
 
 
 def _median(values: Sequence[float]) -> float | None:
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    summary = summarize(values)
+    return summary.median if summary else None
 
 
 def _spread(
@@ -130,10 +128,10 @@ def _spread(
     low: list[float | None] = []
     high: list[float | None] = []
     for s in summaries:
-        values = [v for v in (metric(t) for t in _ok(s)) if v is not None]
-        med.append(_median(values))
-        low.append(min(values) if values else None)
-        high.append(max(values) if values else None)
+        summary = summarize([v for v in (metric(t) for t in _ok(s)) if v is not None])
+        med.append(summary.median if summary else None)
+        low.append(summary.minimum if summary else None)
+        high.append(summary.maximum if summary else None)
     return tuple(med), tuple(low), tuple(high)
 
 
