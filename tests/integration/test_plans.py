@@ -23,6 +23,14 @@ SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
 MISSING_HERE = ("fq_codel", "cake")
 
 
+def _stored(db: Path) -> int:
+    """Trials stored so far by a run in progress (its database may not be set up yet)."""
+    try:
+        return len(_trials(db)) if db.exists() else 0
+    except sqlite3.OperationalError:
+        return 0
+
+
 def _trials(db: Path, run_id: int = 1) -> list[dict[str, object]]:
     with sqlite3.connect(db) as conn:
         conn.row_factory = sqlite3.Row
@@ -109,11 +117,13 @@ def test_interrupted_run_resumes_to_the_same_trials(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not db.exists() or len(_trials(db)) < 2):
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _stored(db) < 2:
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGINT)  # also when the wait fails: never leave it running
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
     stored = _trials(db)
     assert 2 <= len(stored) < 8
@@ -166,15 +176,20 @@ def test_trial_whose_tunnel_daemon_dies_fails_and_the_run_goes_on(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    victim = None
-    deadline = time.monotonic() + 60
-    while victim is None and time.monotonic() < deadline:
-        victim = _daemon_of_running_lab()
-        time.sleep(0.05)
-    assert victim is not None, "no wireguard-go daemon seen under " + str(STATE_ROOT)
-    time.sleep(1.0)  # into the traffic
-    subprocess.run(["kill", "-KILL", str(victim)], check=True)
-    out, err = proc.communicate(timeout=120)
+    try:
+        victim = None
+        deadline = time.monotonic() + 60
+        while victim is None and time.monotonic() < deadline:
+            victim = _daemon_of_running_lab()
+            time.sleep(0.05)
+        assert victim is not None, "no wireguard-go daemon seen under " + str(STATE_ROOT)
+        time.sleep(1.0)  # into the traffic
+        subprocess.run(["kill", "-KILL", str(victim)], check=True)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # the test failed early: never leave the run going
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=60)
     assert proc.returncode == 1, out + err  # a failed trial makes the exit code 1
     trials = _trials(db)
     assert [t["status"] for t in trials] == ["ok", "failed", "ok", "ok"]
