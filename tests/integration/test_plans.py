@@ -1,6 +1,7 @@
 """Plan files run for real: every scenario in --quick mode, interruption and resume, and
 a tunnel daemon killed in the middle of a run."""
 
+import contextlib
 import json
 import os
 import signal
@@ -8,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -93,6 +95,27 @@ def test_plan_show_marks_what_this_kernel_lacks_without_root(user, tmp_path):
     assert (sorted(STATE_ROOT.iterdir()) if STATE_ROOT.is_dir() else []) == before
 
 
+@contextlib.contextmanager
+def background_run(tmp_path: Path, plan_text: str) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """``tunnelbench run PLAN`` started in the background; stopped with Ctrl-C on the way
+    out if the test left it going (a failed test must not leave a run building labs)."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text(plan_text)
+    db = tmp_path / "results.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunnelbench", "run", str(plan), "--db", str(db), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield proc, db
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=60)
+
+
 PLAN = """
 name = "resume-test"
 repetitions = 2
@@ -106,23 +129,13 @@ warmup = 0
 
 
 def test_interrupted_run_resumes_to_the_same_trials(tmp_path):
-    plan = tmp_path / "plan.toml"
-    plan.write_text(PLAN)
-    db = tmp_path / "results.db"
-    expected = [(t.seq, t.config.key()) for t in expand(planfile.load(plan).experiment)]
+    expected = [(t.seq, t.config.key()) for t in expand(planfile.parse(PLAN, "p").experiment)]
     assert len(expected) == 8
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tunnelbench", "run", str(plan), "--db", str(db), "--quiet"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with background_run(tmp_path, PLAN) as (proc, db):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and _stored(db) < 2:
             time.sleep(0.1)
-    finally:
-        proc.send_signal(signal.SIGINT)  # also when the wait fails: never leave it running
+        proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
     stored = _trials(db)
@@ -167,16 +180,7 @@ def _daemon_of_running_lab() -> int | None:
 
 
 def test_trial_whose_tunnel_daemon_dies_fails_and_the_run_goes_on(tmp_path):
-    plan = tmp_path / "plan.toml"
-    plan.write_text(DAEMON_PLAN)
-    db = tmp_path / "results.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tunnelbench", "run", str(plan), "--db", str(db), "--quiet"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with background_run(tmp_path, DAEMON_PLAN) as (proc, db):
         victim = None
         deadline = time.monotonic() + 60
         while victim is None and time.monotonic() < deadline:
@@ -186,10 +190,6 @@ def test_trial_whose_tunnel_daemon_dies_fails_and_the_run_goes_on(tmp_path):
         time.sleep(1.0)  # into the traffic
         subprocess.run(["kill", "-KILL", str(victim)], check=True)
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:  # the test failed early: never leave the run going
-            proc.send_signal(signal.SIGINT)
-            proc.communicate(timeout=60)
     assert proc.returncode == 1, out + err  # a failed trial makes the exit code 1
     trials = _trials(db)
     assert [t["status"] for t in trials] == ["ok", "failed", "ok", "ok"]

@@ -16,7 +16,7 @@ from tunnelbench.plan import Experiment, flatten
 from tunnelbench.report.markdown import escape
 from tunnelbench.report.markdown import table as markdown_table
 from tunnelbench.report.runs import utc
-from tunnelbench.report.table import AXIS_HEADINGS, axis_value
+from tunnelbench.report.table import AXIS_HEADINGS, aligned, axis_value
 from tunnelbench.store import RunRecord, Store
 from tunnelbench.units import mbit
 
@@ -196,18 +196,10 @@ def _explanation(comparison: Comparison) -> str:
 
 def render_table(comparison: Comparison) -> str:
     header, body = rows(comparison)
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     numeric = {i for i, h in enumerate(header) if h in NUMERIC}
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in numeric else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
     out = [f"A: {comparison.a.describe()}", f"B: {comparison.b.describe()}"]
     out += _environment_lines(comparison)
-    out += ["", line(header), line(["-" * w for w in widths]), *(line(r) for r in body)]
+    out += ["", *aligned(header, body, numeric)]
     out += ["", _explanation(comparison)]
     return "\n".join(out)
 

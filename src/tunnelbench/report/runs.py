@@ -6,6 +6,7 @@ import time
 from tunnelbench.plan import Experiment
 from tunnelbench.progress import format_duration
 from tunnelbench.report.json_report import planned_trials
+from tunnelbench.report.table import aligned
 from tunnelbench.store import RunRecord, Store
 
 HEADER = ["id", "started", "took", "plan", "trials", "status"]
@@ -42,13 +43,4 @@ def render(store: Store) -> str:
     runs = store.runs()
     if not runs:
         return f"no runs stored in {store.path} yet"
-    body = [row(store, run) for run in runs]
-    widths = [max(len(r[i]) for r in [HEADER, *body]) for i in range(len(HEADER))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in NUMERIC else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return "\n".join([line(HEADER), line(["-" * w for w in widths]), *(line(r) for r in body)])
+    return "\n".join(aligned(HEADER, [row(store, run) for run in runs], NUMERIC))

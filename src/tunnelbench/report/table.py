@@ -80,10 +80,10 @@ def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
-def render(summaries: list[ConfigSummary]) -> str:
-    header, body = rows(summaries)
+def aligned(header: list[str], body: list[list[str]], numeric: set[int]) -> list[str]:
+    """A plain-text table: the header, a rule, the rows; ``numeric`` columns (by index)
+    right-aligned, the others left-aligned."""
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    numeric = {i for i, h in enumerate(header) if h not in TEXT_COLUMNS}
 
     def line(cells: list[str]) -> str:
         return "  ".join(
@@ -91,6 +91,10 @@ def render(summaries: list[ConfigSummary]) -> str:
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()
 
-    out = [line(header), line(["-" * w for w in widths])]
-    out += [line(r) for r in body]
-    return "\n".join(out)
+    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in body)]
+
+
+def render(summaries: list[ConfigSummary]) -> str:
+    header, body = rows(summaries)
+    numeric = {i for i, h in enumerate(header) if h not in TEXT_COLUMNS}
+    return "\n".join(aligned(header, body, numeric))
