@@ -58,3 +58,32 @@ def test_a_tunnel_without_a_measured_baseline_has_no_percentage():
     wg = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind.WIREGUARD))
     (only,) = summarize_run([_trial(1, wg, 1e9)])
     assert only.pct_of_baseline is None
+
+
+def test_median_ci_covers_the_true_median_of_a_known_distribution():
+    import random
+
+    from tunnelbench.analysis.stats import median_ci
+
+    # Normal(100, 10): the population median is 100. A 95% interval from 15 draws must
+    # contain it in roughly 95% of 200 independent samples (binomial 2-sigma: >= 88%).
+    rng = random.Random(7)
+    covered = 0
+    for _ in range(200):
+        sample = [rng.gauss(100.0, 10.0) for _ in range(15)]
+        low, high = median_ci(sample, resamples=1000)  # type: ignore[misc]
+        covered += low <= 100.0 <= high
+    assert 176 <= covered <= 200
+
+
+def test_median_ci_is_reproducible_and_inside_the_range():
+    from tunnelbench.analysis.stats import median_ci
+
+    values = [2366.0, 2344.0, 2388.0, 2401.0, 2350.0]
+    assert median_ci(values) == median_ci(list(reversed(values)))
+    low, high = median_ci(values)  # type: ignore[misc]
+    assert 2344.0 <= low <= 2366.0 <= high <= 2401.0
+    assert median_ci([5.0]) is None
+    assert median_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
+    s = summarize(values)
+    assert s is not None and s.ci_half_width_pct == pytest.approx(100 * (high - low) / 2 / 2366.0)
