@@ -7,10 +7,13 @@ store shows the same interval. With few values the interval is necessarily wide 
 values it spans almost their whole range): that is the honest answer, not a defect.
 """
 
-import random
+import hashlib
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
 
 RESAMPLES = 4000
 LEVEL = 0.95
@@ -24,8 +27,20 @@ class Summary:
     maximum: float
     mean: float
     cv: float | None  # coefficient of variation (sample stdev / mean); None for n < 2
-    ci_low: float | None = None  # bootstrap 95% interval of the median; None for n < 2
-    ci_high: float | None = None
+    values: tuple[float, ...] = field(default=(), repr=False, compare=False)
+
+    @cached_property
+    def ci(self) -> tuple[float, float] | None:
+        """Bootstrap 95% interval of the median; None for n < 2. Computed when asked."""
+        return median_ci(self.values)
+
+    @property
+    def ci_low(self) -> float | None:
+        return self.ci[0] if self.ci else None
+
+    @property
+    def ci_high(self) -> float | None:
+        return self.ci[1] if self.ci else None
 
     @property
     def ci_half_width_pct(self) -> float | None:
@@ -40,7 +55,6 @@ def summarize(values: Sequence[float]) -> Summary | None:
         return None
     mean = statistics.fmean(values)
     cv = statistics.stdev(values) / mean if len(values) > 1 and mean != 0 else None
-    interval = median_ci(values)
     return Summary(
         n=len(values),
         median=statistics.median(values),
@@ -48,22 +62,14 @@ def summarize(values: Sequence[float]) -> Summary | None:
         maximum=max(values),
         mean=mean,
         cv=cv,
-        ci_low=interval[0] if interval else None,
-        ci_high=interval[1] if interval else None,
+        values=tuple(values),
     )
 
 
-def seeded(values: Sequence[float]) -> random.Random:
+def seeded(values: Sequence[float]) -> np.random.Generator:
     """A generator seeded by the data: the same values always give the same interval."""
-    return random.Random(repr(sorted(values)))
-
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """The q-quantile (0..1) of sorted values, interpolating linearly between ranks."""
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    digest = hashlib.sha256(repr(sorted(values)).encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "big"))
 
 
 def median_ci(
@@ -72,8 +78,9 @@ def median_ci(
     """Percentile-bootstrap interval of the median; None with fewer than two values."""
     if len(values) < 2:
         return None
-    rng = seeded(values)
-    n = len(values)
-    medians = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(resamples))
+    data = np.asarray(values, dtype=float)
+    picks = seeded(values).integers(0, len(data), size=(resamples, len(data)))
+    medians = np.median(data[picks], axis=1)
     tail = (1.0 - level) / 2
-    return percentile(medians, tail), percentile(medians, 1.0 - tail)
+    low, high = np.quantile(medians, [tail, 1.0 - tail])
+    return float(low), float(high)
