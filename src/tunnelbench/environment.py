@@ -17,6 +17,14 @@ def cpu_model(cpuinfo: str) -> str:
     return platform.machine()
 
 
+def cpu_flags(cpuinfo: str) -> list[str]:
+    """The first CPU's feature flags (x86 ``flags``, Arm ``Features``)."""
+    for line in cpuinfo.splitlines():
+        if line.startswith(("flags", "Features")):
+            return sorted(line.split(":", 1)[1].split())
+    return []
+
+
 def _read(path: str) -> str | None:
     try:
         return Path(path).read_text().strip()
@@ -25,13 +33,15 @@ def _read(path: str) -> str | None:
 
 
 def collect(versions: dict[str, str]) -> dict[str, Any]:
-    """Kernel, CPU, core count, frequency governor and the versions of the tools in use."""
+    """Kernel, CPU and its flags, core count, frequency governor, versions of the tools."""
     ip_version = run(["ip", "-V"], check=False).stdout.strip()
+    cpuinfo = _read("/proc/cpuinfo") or ""
     return {
         "kernel": platform.release(),
         "kernel_build": platform.version(),
         "machine": platform.machine(),
-        "cpu_model": cpu_model(_read("/proc/cpuinfo") or ""),
+        "cpu_model": cpu_model(cpuinfo),
+        "cpu_flags": cpu_flags(cpuinfo),
         "cores": os.cpu_count(),
         "cpu_governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         "python": sys.version.split()[0],

@@ -1,0 +1,371 @@
+"""What held a configuration back: a verdict with the numbers that support it.
+
+Each rule reads the medians of a configuration's successful trials (per-core CPU,
+per-process CPU, qdisc and link counters, TCP counters, RTT under load) and the
+theoretical ceiling, and either finds its situation, with evidence, or stays silent. The
+rules are tried in the order of :data:`RULES`; the first that fires is the verdict and the
+others are listed as further findings. When none fires the verdict is ``undetermined``
+with what was seen: a rule that would need a guess stays silent instead.
+
+The thresholds are named below. They were chosen against this project's reference
+measurements: shaped links reach 99.9% of the modelled ceiling, so 95% leaves room for
+TCP's ramp-up within short trials without calling a genuinely slower result link-bound;
+a core or process counts as saturated at 90% because a 10 Hz sampler over a few seconds
+reads a pegged core as 92-100%.
+"""
+
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from tunnelbench.kinds import Direction, Protocol
+from tunnelbench.plan import TrialConfig
+
+LINK_BOUND_PCT = 95.0  # goodput at or above this share of the ceiling is the link's limit
+SATURATED_PCT = 90.0  # a core this busy, or a process using this much of one core
+BUDGET_USED = 0.9  # a process using this fraction of its CPU budget is held by it
+QUEUE_DROP_SHARE_PCT = 0.1  # drops per packet offered to a qdisc or link
+RETRANSMIT_HEAVY_PCT = 1.0  # retransmitted segments per segment sent
+UDP_LOSS_PCT = 1.0
+BLOAT_EXTRA_MS = 30.0  # RTT under load above idle RTT by at least this much...
+BLOAT_FACTOR = 2.0  # ...and at least this many times the idle RTT
+
+GENERATOR_PREFIXES = ("iperf3-", "iperf-")
+
+
+class Bound(StrEnum):
+    LINK = "link-bound"
+    CPU = "cpu-bound"
+    GENERATOR = "generator-bound"
+    QUEUE_DROPS = "queue-drop-bound"
+    LOSS = "loss-heavy"
+    LATENCY = "latency-under-load"
+    UNDETERMINED = "undetermined"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One number behind a finding: ``name`` says what was measured and where."""
+
+    name: str
+    value: float
+    unit: str
+
+    def text(self) -> str:
+        if self.unit == "Mbit/s":
+            return f"{self.name} {self.value:,.1f} Mbit/s"
+        if self.unit == "%":
+            return f"{self.name} {self.value:.1f}%"
+        if self.unit == "ms":
+            return f"{self.name} {self.value:.2f} ms"
+        return f"{self.name} {self.value:,.0f}{' ' + self.unit if self.unit else ''}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    bound: Bound
+    summary: str  # one sentence, numbers included
+    evidence: tuple[Evidence, ...]
+    subject: str | None = None  # what is at its limit: a core, a process, a device
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    verdict: Finding
+    others: tuple[Finding, ...] = ()
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return (self.verdict, *self.others)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What the rules see of one configuration."""
+
+    config: TrialConfig
+    resolved: dict[str, Any]
+    metrics: dict[str, float]  # medians over the successful trials
+    ceiling_bps: float | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def names(self, prefix: str, suffix: str = "") -> list[str]:
+        return sorted(n for n in self.metrics if n.startswith(prefix) and n.endswith(suffix))
+
+    @property
+    def goodput_bps(self) -> float:
+        return self.metrics.get("goodput_bps", 0.0)
+
+    @property
+    def cores(self) -> list[int]:
+        return sorted({int(n[3:].split(".")[0]) for n in self.names("cpu", ".idle")})
+
+    def busy(self, core: int) -> float:
+        return 100.0 - self.metrics[f"cpu{core}.idle"]
+
+    def processes(self) -> dict[str, float]:
+        return {n[len("proc.") :]: self.metrics[n] for n in self.names("proc.")}
+
+
+def medians(metric_sets: Iterable[dict[str, float]]) -> dict[str, float]:
+    """Per metric name, the median over the trials that recorded it."""
+    values: dict[str, list[float]] = {}
+    for metrics in metric_sets:
+        for name, value in metrics.items():
+            values.setdefault(name, []).append(value)
+    return {name: statistics.median(v) for name, v in values.items()}
+
+
+def mbit(bps: float) -> float:
+    return bps / 1e6
+
+
+def _is_generator(label: str) -> bool:
+    return label.startswith(GENERATOR_PREFIXES)
+
+
+def link_bound(s: Subject) -> Finding | None:
+    if s.ceiling_bps is None or s.ceiling_bps <= 0:
+        return None
+    pct = 100.0 * s.goodput_bps / s.ceiling_bps
+    if pct < LINK_BOUND_PCT:
+        return None
+    return Finding(
+        Bound.LINK,
+        f"at {pct:.1f}% of the link's ceiling ({mbit(s.goodput_bps):,.1f} of"
+        f" {mbit(s.ceiling_bps):,.1f} Mbit/s): the shaped link is the limit",
+        (
+            Evidence("goodput", mbit(s.goodput_bps), "Mbit/s"),
+            Evidence("ceiling", mbit(s.ceiling_bps), "Mbit/s"),
+            Evidence("share of ceiling", pct, "%"),
+        ),
+        subject="WAN link",
+    )
+
+
+def cpu_budget_bound(s: Subject) -> Finding | None:
+    budget = s.config.tunnel.cpu_budget
+    if budget is None:
+        return None
+    limit = 100.0 * budget
+    held = {
+        label: pct
+        for label, pct in s.processes().items()
+        if not _is_generator(label) and pct >= BUDGET_USED * limit
+    }
+    if not held:
+        return None
+    label, pct = max(held.items(), key=lambda item: item[1])
+    return Finding(
+        Bound.CPU,
+        f"{label} used {pct:.1f}% of one core against its CPU budget of {limit:.0f}%:"
+        " the budget is the limit",
+        (Evidence(f"{label} CPU", pct, "%"), Evidence("tunnel.cpu_budget", limit, "%")),
+        subject=label,
+    )
+
+
+def generator_bound(s: Subject) -> Finding | None:
+    pegged = {
+        label: pct
+        for label, pct in s.processes().items()
+        if _is_generator(label) and pct >= SATURATED_PCT
+    }
+    if not pegged:
+        return None
+    label, pct = max(pegged.items(), key=lambda item: item[1])
+    per_process = s.config.traffic.streams if s.resolved.get("stream_mode") == "single" else 1
+    return Finding(
+        Bound.GENERATOR,
+        f"the load generator {label} used {pct:.1f}% of one core"
+        f" ({per_process} stream(s) in that process): the generator is the limit",
+        (
+            Evidence(f"{label} CPU", pct, "%"),
+            Evidence("streams per generator process", per_process, ""),
+        ),
+        subject=label,
+    )
+
+
+def cpu_bound(s: Subject) -> Finding | None:
+    cores = s.cores
+    saturated = [c for c in cores if s.busy(c) >= SATURATED_PCT]
+    if not saturated:
+        return None
+    core = max(saturated, key=s.busy)
+    split = {p: s.metrics.get(f"cpu{core}.{p}", 0.0) for p in ("user", "system", "softirq")}
+    evidence = [
+        Evidence(f"cpu{core} busy", s.busy(core), "%"),
+        *(Evidence(f"cpu{core} {p}", v, "%") for p, v in split.items()),
+    ]
+    where = f"cpu{core} at {s.busy(core):.0f}%"
+    if len(saturated) == len(cores) > 1:
+        where = f"all {len(cores)} cores at {SATURATED_PCT:.0f}% or more (busiest: {where})"
+    hot = {label: pct for label, pct in s.processes().items() if not _is_generator(label)}
+    if hot:
+        label, pct = max(hot.items(), key=lambda item: item[1])
+        evidence.append(Evidence(f"{label} CPU", pct, "%"))
+        who = f"; {label} used {pct:.0f}% of a core"
+        subject = label
+    else:
+        kernel = split["system"] + split["softirq"]
+        who = f"; the kernel's share (system + softirq) is {kernel:.0f}%"
+        subject = f"cpu{core}"
+    return Finding(
+        Bound.CPU,
+        f"{where} (user {split['user']:.0f}%, system {split['system']:.0f}%,"
+        f" softirq {split['softirq']:.0f}%){who}",
+        tuple(evidence),
+        subject=subject,
+    )
+
+
+def queue_drops(s: Subject) -> Finding | None:
+    worst: tuple[float, str, float, float] | None = None  # share, where, drops, offered
+    for name in s.names("qdisc.", ".drops"):
+        where = name[len("qdisc.") : -len(".drops")]
+        drops = s.metrics[name]
+        offered = s.metrics.get(f"qdisc.{where}.sent_packets", 0.0) + drops
+        if drops > 0 and offered > 0:
+            share = 100.0 * drops / offered
+            if worst is None or share > worst[0]:
+                worst = (share, f"qdisc on {where}", drops, offered)
+    for name in s.names("link.", "_dropped"):
+        where = name[len("link.") :].rsplit(".", 1)[0]
+        direction = name.rsplit(".", 1)[1].split("_")[0]
+        drops = s.metrics[name]
+        offered = s.metrics.get(f"link.{where}.{direction}_packets", 0.0) + drops
+        if drops > 0 and offered > 0:
+            share = 100.0 * drops / offered
+            if worst is None or share > worst[0]:
+                worst = (share, f"{direction} of {where}", drops, offered)
+    if worst is None or worst[0] < QUEUE_DROP_SHARE_PCT:
+        return None
+    share, where, drops, _ = worst
+    evidence = [Evidence(f"drops at {where}", drops, "packets"), Evidence("drop share", share, "%")]
+    retransmits = s.metrics.get("retransmits")
+    tail = ""
+    if retransmits is not None:
+        evidence.append(Evidence("TCP retransmits", retransmits, ""))
+        tail = f", and TCP retransmitted {retransmits:,.0f} segments"
+    return Finding(
+        Bound.QUEUE_DROPS,
+        f"the {where} dropped {drops:,.0f} packets ({share:.2f}% of those offered){tail}",
+        tuple(evidence),
+        subject=where,
+    )
+
+
+def _senders(s: Subject) -> list[str]:
+    chain_ends = ("client", "server")
+    if s.config.traffic.direction is Direction.UPLOAD:
+        return [chain_ends[0]]
+    if s.config.traffic.direction is Direction.DOWNLOAD:
+        return [chain_ends[1]]
+    return list(chain_ends)
+
+
+def loss_heavy(s: Subject) -> Finding | None:
+    if s.config.traffic.protocol is Protocol.UDP:
+        lost = s.metrics.get("udp.lost_pct")
+        if lost is None or lost < UDP_LOSS_PCT:
+            return None
+        return Finding(
+            Bound.LOSS,
+            f"{lost:.2f}% of UDP datagrams were lost",
+            (Evidence("UDP loss", lost, "%"),),
+        )
+    senders = _senders(s)
+    retrans = [s.metrics.get(f"tcp.{r}.retrans_segs") for r in senders]
+    sent = [s.metrics.get(f"tcp.{r}.out_segs") for r in senders]
+    if any(v is None for v in retrans + sent):
+        return None  # without the senders' own counters the share would be a guess
+    total_sent = sum(v for v in sent if v is not None)
+    total_retrans = sum(v for v in retrans if v is not None)
+    if total_sent <= 0:
+        return None
+    share = 100.0 * total_retrans / total_sent
+    if share < RETRANSMIT_HEAVY_PCT:
+        return None
+    return Finding(
+        Bound.LOSS,
+        f"{share:.2f}% of TCP segments were retransmitted"
+        f" ({total_retrans:,.0f} of {total_sent:,.0f})",
+        (
+            Evidence("retransmitted segments", total_retrans, ""),
+            Evidence("segments sent", total_sent, ""),
+            Evidence("retransmit share", share, "%"),
+        ),
+    )
+
+
+def latency_under_load(s: Subject) -> Finding | None:
+    idle, loaded = s.metrics.get("rtt.idle_ms"), s.metrics.get("rtt.loaded_ms")
+    if idle is None or loaded is None:
+        return None
+    extra = loaded - idle
+    if extra < BLOAT_EXTRA_MS or loaded < BLOAT_FACTOR * idle:
+        return None
+    evidence = [Evidence("idle RTT", idle, "ms"), Evidence("RTT under load", loaded, "ms")]
+    if (p95 := s.metrics.get("rtt.loaded_p95_ms")) is not None:
+        evidence.append(Evidence("RTT under load p95", p95, "ms"))
+    return Finding(
+        Bound.LATENCY,
+        f"latency under load {loaded:.1f} ms against {idle:.2f} ms idle (+{extra:.1f} ms):"
+        " packets wait in a queue (bufferbloat)",
+        tuple(evidence),
+    )
+
+
+Rule = Callable[[Subject], Finding | None]
+
+# In order of precedence: the first that fires is the verdict.
+RULES: tuple[Rule, ...] = (
+    link_bound,
+    cpu_budget_bound,
+    generator_bound,
+    cpu_bound,
+    queue_drops,
+    loss_heavy,
+    latency_under_load,
+)
+
+
+def undetermined(s: Subject) -> Finding:
+    """No rule fired: say what was seen, so the reader can judge."""
+    evidence = [Evidence("goodput", mbit(s.goodput_bps), "Mbit/s")]
+    seen = [f"{mbit(s.goodput_bps):,.1f} Mbit/s"]
+    if s.ceiling_bps:
+        pct = 100.0 * s.goodput_bps / s.ceiling_bps
+        evidence.append(Evidence("share of ceiling", pct, "%"))
+        seen.append(f"{pct:.1f}% of the ceiling")
+    if s.cores:
+        core = max(s.cores, key=s.busy)
+        evidence.append(Evidence(f"cpu{core} busy", s.busy(core), "%"))
+        seen.append(f"busiest core cpu{core} at {s.busy(core):.0f}%")
+    if processes := s.processes():
+        label, pct = max(processes.items(), key=lambda item: item[1])
+        evidence.append(Evidence(f"{label} CPU", pct, "%"))
+        seen.append(f"busiest process {label} at {pct:.0f}% of a core")
+    if (retransmits := s.metrics.get("retransmits")) is not None:
+        evidence.append(Evidence("TCP retransmits", retransmits, ""))
+        seen.append(f"{retransmits:,.0f} retransmits")
+    return Finding(
+        Bound.UNDETERMINED,
+        "no limit identified: " + ", ".join(seen),
+        tuple(evidence),
+    )
+
+
+def diagnose(s: Subject) -> Diagnosis:
+    found: list[Finding] = []
+    for rule in RULES:
+        finding = rule(s)
+        # A CPU budget and a saturated core are one finding, told once.
+        if finding is not None and finding.bound not in {f.bound for f in found}:
+            found.append(finding)
+    if not found:
+        return Diagnosis(undetermined(s))
+    return Diagnosis(found[0], tuple(found[1:]))

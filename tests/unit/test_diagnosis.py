@@ -1,0 +1,97 @@
+"""Verdicts and advice on real recorded runs (tests/fixtures/runs/*.db)."""
+
+from pathlib import Path
+
+import pytest
+
+from tunnelbench.analysis.advice import Sibling, advise
+from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
+from tunnelbench.analysis.summary import ConfigSummary, summarize_run
+from tunnelbench.store import Store
+
+RUNS = Path(__file__).parent.parent / "fixtures" / "runs"
+# 1 Gbit/s shaped by tbf/htb, MTU 1500, IPv4, TCP timestamps: the shaper counts the L3
+# packet + 14 bytes of Ethernet header; payload 1500 - 20 - 20 - 12 = 1448 bytes.
+SHAPED_NONE_CEILING = 1448 / 1514 * 1e9  # 956.4 Mbit/s
+# WireGuard at tunnel MTU 1420: payload 1420 - 52 = 1368; outer 1420 + 60 = 1480, + 14.
+SHAPED_WG_CEILING = 1368 / 1494 * 1e9  # 915.7 Mbit/s
+
+
+def recorded(name: str) -> tuple[list[ConfigSummary], dict]:
+    store = Store.open_existing(RUNS / name)
+    run = store.run("latest")
+    summaries = summarize_run(store.trials(run.id))
+    store.close()
+    return summaries, run.environment
+
+
+def subject(s: ConfigSummary, env: dict, ceiling: float | None = None) -> Subject:
+    ok = [t.metrics for t in s.trials if t.status == "ok"]
+    return Subject(s.config, s.resolved, medians(ok), ceiling, env)
+
+
+def test_shaped_links_are_link_bound_with_the_ceiling_as_evidence():
+    summaries, env = recorded("queue-comparison.db")
+    for s in [s for s in summaries if s.goodput]:  # fq_codel/cake were skipped here
+        wg = s.config.tunnel.kind.value == "wireguard"
+        ceiling = SHAPED_WG_CEILING if wg else SHAPED_NONE_CEILING
+        d = diagnose(subject(s, env, ceiling))
+        assert d.verdict.bound is Bound.LINK, d.verdict.summary
+        share = {e.name: e.value for e in d.verdict.evidence}["share of ceiling"]
+        assert 99.0 <= share <= 100.1  # recorded medians: 955.5-956.0 and 915.2-916.2
+
+
+def test_without_a_ceiling_the_shaped_runs_are_undetermined_and_say_what_was_seen():
+    summaries, env = recorded("queue-comparison.db")
+    d = diagnose(subject(summaries[0], env))
+    assert d.verdict.bound is Bound.UNDETERMINED
+    assert d.verdict.summary.startswith("no limit identified: 955.9 Mbit/s, busiest core")
+    assert "87 retransmits" in d.verdict.summary
+
+
+def test_single_stream_sender_pegged_is_generator_bound_and_advice_cites_the_process():
+    summaries, env = recorded("l2-tunnel-mtu.db")
+    base = summaries[0]
+    assert base.config.traffic.streams == 1
+    d = diagnose(subject(base, env))
+    assert d.verdict.bound is Bound.GENERATOR
+    assert d.verdict.subject == "iperf3-client:5201"
+    assert {e.name: e.value for e in d.verdict.evidence}["iperf3-client:5201 CPU"] >= 90.0
+    advice = advise(subject(base, env), d, [])
+    assert [a.setting for a in advice] == ["traffic.streams"]
+    assert advice[0].measured is None  # this run never measured more streams
+
+
+def test_cpu_saturation_names_the_core_split_and_process():
+    summaries, env = recorded("queue-comparison.db")
+    wg = next(s for s in summaries if s.config.tunnel.kind.value == "wireguard")
+    s = subject(wg, env)
+    # The recorded wireguard-go trial, with its busiest core driven to saturation.
+    hot = max(s.cores, key=s.busy)
+    metrics = dict(s.metrics) | {f"cpu{hot}.idle": 3.0}
+    d = diagnose(Subject(s.config, s.resolved, metrics, None, env))
+    assert d.verdict.bound is Bound.CPU
+    assert d.verdict.subject is not None and d.verdict.subject.startswith("wireguard-go@")
+    assert f"cpu{hot} at 97%" in d.verdict.summary
+
+
+@pytest.mark.parametrize(
+    ("idle", "loaded", "fires"),
+    [(0.05, 30.06, True), (0.05, 30.04, False), (40.0, 79.9, False), (40.0, 80.0, True)],
+)
+def test_bufferbloat_needs_30_ms_extra_and_twice_the_idle_rtt(idle, loaded, fires):
+    summaries, env = recorded("queue-comparison.db")
+    s = subject(summaries[0], env)
+    metrics = dict(s.metrics) | {"rtt.idle_ms": idle, "rtt.loaded_ms": loaded}
+    d = diagnose(Subject(s.config, s.resolved, metrics, None, env))
+    assert (Bound.LATENCY in {f.bound for f in d.findings}) is fires
+
+
+def test_measured_alternative_replaces_the_generic_hint():
+    summaries, env = recorded("l2-tunnel-mtu.db")
+    siblings = [Sibling(s.config, s.goodput.median) for s in summaries if s.goodput]
+    base = summaries[0]
+    d = diagnose(subject(base, env))
+    advice = advise(subject(base, env), d, siblings)
+    # l2-tunnel-mtu varies MTUs only, so no sibling differs in traffic.streams alone.
+    assert all(a.measured is None for a in advice)
