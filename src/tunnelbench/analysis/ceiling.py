@@ -19,7 +19,6 @@ from tunnelbench.analysis.encapsulation import (
     GRE_FAMILY,
     IP_HEADER,
     KEEPS_IP_HEADER,
-    Cipher,
     EncapOptions,
     Encapsulation,
     default_tunnel_mtu,
@@ -150,7 +149,9 @@ def ceiling(
     _check(rate_bps, link_mtu, encapsulation, inner_family, outer_family, options, directions)
     if encapsulation is Encapsulation.NONE:
         if tunnel_mtu is not None:
-            raise CeilingInputError("tunnel_mtu", f"{tunnel_mtu}: encapsulation none has no tunnel")
+            raise CeilingInputError(
+                "tunnel_mtu", f"{tunnel_mtu}: none has no tunnel; its packets follow the link MTU"
+            )
         device_mtu = link_mtu
     elif tunnel_mtu is None:
         device_mtu = default_tunnel_mtu(
@@ -288,29 +289,29 @@ def _check(
 def _check_options(encapsulation: Encapsulation, options: EncapOptions, outer_family: int) -> None:
     """An option given to a kind it does not apply to is a mistake worth naming."""
     default = EncapOptions()
+    esp = "esp-tunnel and esp-transport"
+    gre = "gre and gretap"
     applies = {
-        "cipher": encapsulation in ESP,
-        "nat_t": encapsulation in ESP,
-        "gre_key": encapsulation in GRE_FAMILY,
-        "gre_csum": encapsulation in GRE_FAMILY,
-        "gre_seq": encapsulation in GRE_FAMILY,
-        "geneve_options": encapsulation is Encapsulation.GENEVE,
-        "encap_limit": outer_family == 6 and encapsulation in (Encapsulation.IPIP, *GRE_FAMILY),
+        "cipher": (encapsulation in ESP, esp),
+        "nat_t": (encapsulation in ESP, esp),
+        "gre_key": (encapsulation in GRE_FAMILY, gre),
+        "gre_csum": (encapsulation in GRE_FAMILY, gre),
+        "gre_seq": (encapsulation in GRE_FAMILY, gre),
+        "geneve_options": (encapsulation is Encapsulation.GENEVE, "geneve"),
+        "encap_limit": (
+            outer_family == 6 and encapsulation in (Encapsulation.IPIP, *GRE_FAMILY),
+            "ipip, gre and gretap over IPv6",
+        ),
     }
-    for name, ok in applies.items():
-        value = getattr(options, name)
-        if not ok and value != getattr(default, name):
-            where = f"{encapsulation.value} over IPv{outer_family}"
-            raise CeilingInputError(name, f"{_show(value)} does not apply to {where}")
+    for name, (ok, where) in applies.items():
+        if not ok and getattr(options, name) != getattr(default, name):
+            here = f"{encapsulation.value} over IPv{outer_family}"
+            raise CeilingInputError(name, f"applies to {where} only, not to {here}")
     geneve = options.geneve_options
     if geneve % 4 or not 0 <= geneve <= 252:
         raise CeilingInputError(
             "geneve_options", f"{geneve} is not a multiple of 4 between 0 and 252"
         )
-
-
-def _show(value: object) -> str:
-    return value.value if isinstance(value, Cipher) else repr(value)
 
 
 def _check_inner_mtu(key: str, value: int, inner_family: int) -> None:
