@@ -566,3 +566,12 @@ def test_recorded_ipv6_run_confirms_the_lab_tunnels_run_over_ipv4(tmp_path):
     assert result is not None and mbit(result) == 902.3
     assert max(t.metrics["goodput_bps"] for t in wireguard) <= result.goodput_bps * 1.005
     store.close()
+
+
+def test_names_are_accepted_for_encapsulation_and_framing():
+    # the same figure as the enum members give: 1448 / 1538 = 941.5
+    result = ceiling(G, link_mtu=1500, encapsulation="none", framing="ethernet")
+    assert (result.framing, mbit(result)) == (Framing.ETHERNET, 941.5)
+    with pytest.raises(CeilingInputError) as caught:
+        ceiling(G, link_mtu=1500, encapsulation="ipsec")
+    assert str(caught.value).startswith("encapsulation: unknown value 'ipsec'; allowed: none,")

@@ -11,7 +11,7 @@ than timestamps. docs/ceilings.md derives every figure and cites its source.
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from tunnelbench.analysis.encapsulation import (
     DEFAULT_OPTIONS,
@@ -27,6 +27,8 @@ from tunnelbench.analysis.encapsulation import (
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, Protocol, TunnelKind
 from tunnelbench.plan import TrialConfig
+
+E = TypeVar("E", bound=StrEnum)
 
 TCP_HEADER = 20
 TCP_TIMESTAMPS = 12  # option 10 bytes + 2 NOPs, on every segment when enabled (Linux default)
@@ -125,12 +127,12 @@ def ceiling(
     rate_bps: int,
     *,
     link_mtu: int,
-    encapsulation: Encapsulation,
+    encapsulation: Encapsulation | str,
     tunnel_mtu: int | None = None,
     inner_mtu: int | None = None,
     inner_family: int = 4,
     outer_family: int = 4,
-    framing: Framing = Framing.SHAPER,
+    framing: Framing | str = Framing.SHAPER,
     timestamps: bool = True,
     options: EncapOptions = DEFAULT_OPTIONS,
     directions: int = 1,
@@ -144,8 +146,11 @@ def ceiling(
     only caps WireGuard's padding. ``directions`` 2 models a bidirectional test: the
     link is shaped both ways, so the summed goodput's ceiling is twice the one-way one
     (ACKs sharing the link then cost up to ~2%, which the model ignores).
-    Impossible input raises :class:`CeilingInputError`.
+    ``encapsulation`` and ``framing`` also accept their names (``"wireguard"``,
+    ``"ethernet"``). Impossible input raises :class:`CeilingInputError`.
     """
+    encapsulation = _member("encapsulation", encapsulation, Encapsulation)
+    framing = _member("framing", framing, Framing)
     _check(rate_bps, link_mtu, encapsulation, inner_family, outer_family, options, directions)
     if encapsulation is Encapsulation.NONE:
         if tunnel_mtu is not None:
@@ -254,6 +259,14 @@ def human_rate(bits_per_second: float) -> str:
         if bits_per_second >= scale:
             return f"{bits_per_second / scale:g} {unit}"
     return f"{bits_per_second:g} bit/s"
+
+
+def _member(key: str, value: str, enum: type[E]) -> E:
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = ", ".join(member.value for member in enum)
+        raise CeilingInputError(key, f"unknown value {value!r}; allowed: {allowed}") from None
 
 
 def _check(
