@@ -208,6 +208,14 @@ def parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="as JSON")
     doctor.set_defaults(func=cmd_doctor)
 
+    from tunnelbench import ceilingcmd  # the `ceiling` verb: pure arithmetic, no root
+
+    ceiling = verbs.add_parser(
+        "ceiling", help="the theoretical TCP goodput ceiling of a tunnel on a link of known rate"
+    )
+    ceilingcmd.add_arguments(ceiling)
+    ceiling.set_defaults(func=ceilingcmd.main)
+
     report = verbs.add_parser(
         "report", help="a stored run as a table, Markdown, HTML, JSON or CSV; or two compared"
     )
