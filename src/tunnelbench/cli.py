@@ -80,6 +80,7 @@ def _resume(args: argparse.Namespace) -> int:
 def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run_id: int) -> int:
     from tunnelbench import progress, reportcmd, runner
     from tunnelbench.analysis.summary import summarize_run
+    from tunnelbench.report import precision as precision_report
     from tunnelbench.report import table
 
     display: progress.Progress
@@ -99,6 +100,8 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
     print(table.render(summarize_run(trials)))
     for trial in failed:
         print(f"trial {trial.seq} failed: {trial.error}")
+    for line in precision_report.lines(store.run(str(run_id)), trials):
+        print(line)
     reasons = sorted({t.error or "" for t in trials if t.status == "skipped"})
     for reason in reasons:
         count = sum(1 for t in trials if t.status == "skipped" and t.error == reason)
@@ -180,6 +183,17 @@ def parser() -> argparse.ArgumentParser:
     experiment.add_argument("--streams", type=comma_list, help="stream counts (default 1,4)")
     experiment.add_argument(
         "--runs", type=whole_number, help="repetitions of each configuration (default 3)"
+    )
+    experiment.add_argument(
+        "--target-ci",
+        metavar="PCT",
+        help="adaptive repetitions: after --runs (then the minimum), repeat a configuration"
+        " until its median's 95%% interval is within ±PCT%% (e.g. 2%%)",
+    )
+    experiment.add_argument(
+        "--max-runs",
+        type=whole_number,
+        help="with --target-ci: the most runs of a configuration (default 10)",
     )
     experiment.add_argument(
         "--duration", type=whole_number, help="measured seconds per trial (default 5)"

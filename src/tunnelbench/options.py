@@ -11,7 +11,11 @@ from typing import Any
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, Shaper, StreamMode, Topology, TunnelKind
 from tunnelbench.plan import (
+    ADAPTIVE_MAX,
+    ADAPTIVE_MIN,
+    REPETITIONS_MAX,
     STREAMS_MAX,
+    AdaptiveRepetitions,
     Experiment,
     LabSettings,
     LinkSettings,
@@ -22,6 +26,7 @@ from tunnelbench.plan import (
     check_family,
     check_int,
     check_mtu,
+    check_target_pct,
     product_configs,
 )
 from tunnelbench.units import parse_rate
@@ -46,6 +51,8 @@ DEFAULTS: dict[str, Any] = {
     "queue_limit": 1000,
     "tunnel_mtu": None,
     "wireguard_impl": "auto",
+    "target_ci": None,  # adaptive repetitions: off
+    "max_runs": None,  # with --target-ci: plan.ADAPTIVE_MAX
 }
 
 
@@ -134,9 +141,29 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
     )
     if base.lab.wan.mtu < 1280 and family == 6:
         raise UserError(f"--wan-mtu: {base.lab.wan.mtu} is below IPv6's minimum of 1280")
-    runs = check_int("--runs", option(args, "runs"), 1, 100)
+    runs, adaptive = _repetitions(args)
     tunnels = [tunnel_settings(args, kind, family) for kind in kinds]
-    return Experiment(configs=product_configs(base, tunnels, streams), repetitions=runs)
+    configs = product_configs(base, tunnels, streams)
+    return Experiment(configs=configs, repetitions=runs, adaptive=adaptive)
+
+
+def _repetitions(args: argparse.Namespace) -> tuple[int, AdaptiveRepetitions | None]:
+    """``--runs N``; with ``--target-ci`` it is the minimum, and ``--max-runs`` the most
+    (the same limits and defaults as a plan's ``repetitions = { target, min, max }``)."""
+    target = option(args, "target_ci")
+    if target is None:
+        if option(args, "max_runs") is not None:
+            raise UserError("--max-runs: only with --target-ci (it caps adaptive repetitions)")
+        return check_int("--runs", option(args, "runs"), 1, REPETITIONS_MAX), None
+    target_pct = check_target_pct("--target-ci", target)
+    # A bootstrap interval needs two runs.
+    runs = check_int("--runs", getattr(args, "runs", ADAPTIVE_MIN), 2, REPETITIONS_MAX)
+    most = option(args, "max_runs")
+    most = check_int("--max-runs", ADAPTIVE_MAX if most is None else most, 2, REPETITIONS_MAX)
+    if most < runs:
+        given = "" if hasattr(args, "max_runs") else f" (it defaults to {ADAPTIVE_MAX})"
+        raise UserError(f"--max-runs: {most} is below --runs ({runs}){given}")
+    return runs, AdaptiveRepetitions(target_pct=target_pct, max_repetitions=most)
 
 
 def _as_int(key: str, text: str) -> int:

@@ -7,7 +7,9 @@ executes, pairing every tunnel configuration with the same traffic over no tunne
 
 import itertools
 import json
+import math
 import random
+import re
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -181,12 +183,41 @@ def _convert(hint: Any, value: Any) -> Any:
     return value
 
 
+#: Most repetitions of one configuration, fixed or adaptive.
+REPETITIONS_MAX = 100
+#: Adaptive repetitions' minimum and maximum when a plan or the options do not give them.
+ADAPTIVE_MIN, ADAPTIVE_MAX = 3, 10
+
+
+@dataclass(frozen=True)
+class AdaptiveRepetitions:
+    """Repeat a configuration until its median is known precisely enough.
+
+    After the experiment's ``repetitions`` (the minimum), a configuration gets another
+    round while the bootstrap 95% interval of its median goodput is wider than
+    ``target_pct`` percent of the median either side, and it has had fewer than
+    ``max_repetitions`` attempts (failed ones included, so a configuration that keeps
+    failing stops too). See :mod:`tunnelbench.analysis.precision`.
+    """
+
+    target_pct: float  # the interval's half-width, in % of the median
+    max_repetitions: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target_pct": self.target_pct, "max_repetitions": self.max_repetitions}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "AdaptiveRepetitions":
+        return cls(float(data["target_pct"]), int(data["max_repetitions"]))
+
+
 @dataclass(frozen=True)
 class Experiment:
     """The configurations to compare, how often, and in which order.
 
     ``seed`` orders a shuffled experiment; the runner picks one (and records it) when
-    the plan did not.
+    the plan did not. With ``adaptive``, ``repetitions`` is the minimum every
+    configuration gets and :func:`expand` gives those rounds; the runner adds rounds.
     """
 
     configs: tuple[TrialConfig, ...]
@@ -194,6 +225,14 @@ class Experiment:
     order: Order = Order.INTERLEAVED
     seed: int | None = None
     name: str | None = None
+    adaptive: AdaptiveRepetitions | None = None
+
+    def __post_init__(self) -> None:
+        # Plan files and options check these with messages for the user; reaching here
+        # with such values is a programming error.
+        a = self.adaptive
+        if a is not None and not 2 <= self.repetitions <= a.max_repetitions:
+            raise ValueError(f"adaptive repetitions {self.repetitions}..{a.max_repetitions}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -201,17 +240,22 @@ class Experiment:
             "repetitions": self.repetitions,
             "order": self.order.value,
             "seed": self.seed,
+            "adaptive": None if self.adaptive is None else self.adaptive.to_dict(),
             "configs": [c.to_dict() for c in self.configs],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Experiment":
+        """The inverse of :meth:`to_dict`; an experiment stored before adaptive
+        repetitions existed has none."""
+        adaptive = data.get("adaptive")
         return cls(
             configs=tuple(TrialConfig.from_dict(c) for c in data["configs"]),
             repetitions=data["repetitions"],
             order=Order(data.get("order", Order.INTERLEAVED.value)),
             seed=data.get("seed"),
             name=data.get("name"),
+            adaptive=None if adaptive is None else AdaptiveRepetitions.from_dict(adaptive),
         )
 
 
@@ -249,8 +293,7 @@ def expand(experiment: Experiment) -> list[Trial]:
     line up with one configuration.
     """
     ordered = with_baselines(experiment.configs)
-    if experiment.order is Order.SHUFFLED and experiment.seed is None:
-        raise ValueError("a shuffled experiment needs a seed before it is expanded")
+    _require_seed(experiment)
     shuffle = random.Random(experiment.seed)
     trials: list[Trial] = []
     for repetition in range(1, experiment.repetitions + 1):
@@ -260,6 +303,27 @@ def expand(experiment: Experiment) -> list[Trial]:
         for config in round_:
             trials.append(Trial(seq=len(trials) + 1, repetition=repetition, config=config))
     return trials
+
+
+def _require_seed(experiment: Experiment) -> None:
+    if experiment.order is Order.SHUFFLED and experiment.seed is None:
+        raise ValueError("a shuffled experiment needs a seed before it is expanded")
+
+
+def extra_round_order(experiment: Experiment, repetition: int) -> list[TrialConfig]:
+    """The order of an adaptive round beyond the planned ones (``repetition`` >
+    ``experiment.repetitions``): every configuration, baselines included, of which the
+    runner keeps those that need another run.
+
+    Interleaved: the plan's order. Shuffled: permuted by a generator seeded with the
+    experiment's seed and the round number, so a round's order depends on nothing else
+    (not on which configurations happen to need it) and a resumed run repeats it.
+    """
+    ordered = with_baselines(experiment.configs)
+    _require_seed(experiment)
+    if experiment.order is Order.SHUFFLED:
+        random.Random(f"{experiment.seed}/round {repetition}").shuffle(ordered)
+    return ordered
 
 
 # --- validation helpers: each names the key, the bad value and what is allowed ---
@@ -284,6 +348,21 @@ def check_choice(key: str, value: object, enum: type[E]) -> E:
     except ValueError:
         allowed = choices(enum)  # type: ignore[arg-type]
         raise UserError(f"{key}: unknown value {value!r}; allowed: {allowed}") from None
+
+
+def check_target_pct(key: str, value: object) -> float:
+    """A precision target in percent of the median: ``"2%"``, ``2`` or ``2.0`` all mean
+    ±2% (a number is a percentage, not a fraction), strictly between 0 and 100."""
+    number: float | None = None
+    if isinstance(value, str) and re.fullmatch(r"(\d+(\.\d*)?|\.\d+)%?", value.strip()):
+        number = float(value.strip().removesuffix("%"))
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    if number is None or not math.isfinite(number):
+        raise UserError(f"{key}: {value!r} is not a percentage such as '2%' or 0.5")
+    if not 0 < number < 100:
+        raise UserError(f"{key}: {value!r} is out of range; allowed above 0% and below 100%")
+    return number
 
 
 def check_family(key: str, value: object) -> int:

@@ -19,13 +19,18 @@ from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order, Protocol, StreamMode, TunnelKind
 from tunnelbench.lab.topology import CHAINS
 from tunnelbench.plan import (
+    ADAPTIVE_MAX,
+    ADAPTIVE_MIN,
     IPV6_MTU_MIN,
+    REPETITIONS_MAX,
+    AdaptiveRepetitions,
     Experiment,
     Trial,
     TrialConfig,
     TunnelSettings,
     check_choice,
     check_int,
+    check_target_pct,
 )
 from tunnelbench.plan_fields import GROUPS, SETTINGS
 from tunnelbench.tunnels import REGISTRY as TUNNELS
@@ -109,7 +114,7 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
             problems.add(f"{key}: unknown key{_suggest(key, TOP_KEYS)}")
     name = _text(problems, data, "name", default_name)
     description = _text(problems, data, "description", "")
-    repetitions = _top_int(problems, data, "repetitions", 3, 1, 100)
+    repetitions, adaptive = _repetitions(problems, data.get("repetitions", 3))
     order = problems.check(
         lambda: check_choice("order", data.get("order", Order.INTERLEAVED.value), Order)
     )
@@ -135,6 +140,7 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
         order=order,
         seed=seed if isinstance(seed, int) else None,
         name=name,
+        adaptive=adaptive,
     )
     if quick:
         experiment = quicken(experiment)
@@ -142,7 +148,11 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
 
 
 def quicken(experiment: Experiment) -> Experiment:
-    """The same matrix with one short repetition: for tests and a first look."""
+    """The same matrix with one short repetition: for tests and a first look.
+
+    An adaptive plan becomes a fixed one: one run cannot give an interval, and a quick
+    look is not a measurement to make precise.
+    """
     configs = tuple(
         replace(
             c,
@@ -154,7 +164,7 @@ def quicken(experiment: Experiment) -> Experiment:
         )
         for c in experiment.configs
     )
-    return replace(experiment, configs=configs, repetitions=1)
+    return replace(experiment, configs=configs, repetitions=1, adaptive=None)
 
 
 def estimate_seconds(trials: list[Trial]) -> float:
@@ -175,11 +185,49 @@ def _text(problems: _Problems, data: dict[str, Any], key: str, default: str) -> 
 
 
 def _top_int(
-    problems: _Problems, data: dict[str, Any], key: str, default: int | None, low: int, high: int
+    problems: _Problems,
+    data: dict[str, Any],
+    key: str,
+    default: int | None,
+    low: int,
+    high: int,
+    where: str = "",
 ) -> object:
     if key not in data:
         return default
-    return problems.check(lambda: check_int(key, data[key], low, high))
+    return problems.check(lambda: check_int(where + key, data[key], low, high))
+
+
+ADAPTIVE_KEYS = ("target", "min", "max")
+
+
+def _repetitions(problems: _Problems, raw: Any) -> tuple[object, AdaptiveRepetitions | None]:
+    """``repetitions = N``, or ``repetitions = { target = "2%", min = 3, max = 10 }``:
+    the experiment's (minimum) repetitions and its adaptive part."""
+    if not isinstance(raw, dict):
+        return problems.check(lambda: check_int("repetitions", raw, 1, REPETITIONS_MAX)), None
+    for key in raw:
+        if key not in ADAPTIVE_KEYS:
+            where = "repetitions."
+            problems.add(f"{where}{key}: unknown key{_suggest(key, ADAPTIVE_KEYS, where)}")
+    if "target" not in raw:
+        problems.add(
+            "repetitions.target: missing; an adaptive plan needs the precision to reach,"
+            " e.g. target = '2%'"
+        )
+        target: object = BAD
+    else:
+        target = problems.check(lambda: check_target_pct("repetitions.target", raw["target"]))
+    # A bootstrap interval needs two values, so the minimum is at least 2.
+    low = _top_int(problems, raw, "min", ADAPTIVE_MIN, 2, REPETITIONS_MAX, "repetitions.")
+    high = _top_int(problems, raw, "max", ADAPTIVE_MAX, 2, REPETITIONS_MAX, "repetitions.")
+    if isinstance(low, int) and isinstance(high, int) and high < low:
+        given = "" if "max" in raw else f" (max defaults to {ADAPTIVE_MAX})"
+        problems.add(f"repetitions.max: {high} is below repetitions.min ({low}){given}")
+        return BAD, None
+    if not isinstance(target, float) or not isinstance(low, int) or not isinstance(high, int):
+        return BAD, None
+    return low, AdaptiveRepetitions(target_pct=target, max_repetitions=high)
 
 
 def _base(problems: _Problems, table: Any) -> dict[str, Any]:

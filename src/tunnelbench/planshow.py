@@ -4,7 +4,9 @@ Needs no root and changes nothing: capabilities are probed in anonymous namespac
 """
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from tunnelbench import runner
 from tunnelbench.kinds import Order
@@ -31,17 +33,33 @@ def render(plan: Plan) -> str:
     shape = " x ".join(f"{a.name} ({len(a.values)})" for a in plan.axes) or "no axes"
     excluded = f", {plan.excluded} excluded" if plan.excluded else ""
     lines.append(f"matrix: {shape}{excluded}")
-    lines.append(
-        f"configurations: {len(configs)} ({len(configs) - baselines} requested +"
-        f" {baselines} added baselines) x {experiment.repetitions} repetition(s)"
-        f"{seed_note} = {len(trials)} trials"
-    )
     _, skipped = runner.check(trials)
     runnable = [t for t in trials if t.config.key() not in skipped]
+    # ``trials`` holds every configuration ``repetitions`` times; an adaptive plan runs
+    # each at most ``most`` times, so its maximum is ``most / repetitions`` as much.
+    adaptive = experiment.adaptive
+    most = adaptive.max_repetitions if adaptive else experiment.repetitions
+
+    def span(low: float, show: Callable[[float], str], sep: str) -> str:
+        high = low * most / experiment.repetitions
+        return show(low) + (f"{sep}{show(high)}" if adaptive else "")
+
+    count = partial(span, show=lambda n: f"{n:.0f}", sep="-")
     lines.append(
-        f"estimated duration: {format_duration(estimate_seconds(runnable))}"
-        f" ({len(runnable)} trials, each its warm-up and duration + ~{TRIAL_OVERHEAD_S:g} s"
-        " to build and tear down its lab)"
+        f"configurations: {len(configs)} ({len(configs) - baselines} requested +"
+        f" {baselines} added baselines) x {count(experiment.repetitions)} repetition(s)"
+        f"{seed_note} = {count(len(trials))} trials"
+    )
+    if adaptive is not None:
+        lines.append(
+            f"repetitions: {experiment.repetitions}-{most}, until the median's 95% interval"
+            f" is within ±{adaptive.target_pct:g}% (each configuration on its own, baselines"
+            f" too; below, the first {experiment.repetitions} rounds)"
+        )
+    lines.append(
+        f"estimated duration: {span(estimate_seconds(runnable), format_duration, ' to ')}"
+        f" ({count(len(runnable))} trials, each its warm-up and duration"
+        f" + ~{TRIAL_OVERHEAD_S:g} s to build and tear down its lab)"
     )
     lines.append("")
     paths = [p for p in varying_paths(configs) if p != "tunnel.kind"]

@@ -2,6 +2,9 @@
 
 Three renderings of one event stream: lines for a person (the ETA learns from the
 trials already run), JSON lines for a program (``--json``), or nothing (``--quiet``).
+In a run with adaptive repetitions N grows: the lines show it as ``[k/N+]`` while more
+rounds may come, and each added round is announced with the configurations it repeats
+and their current precision (``round_added`` in JSON).
 """
 
 import json
@@ -9,6 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from tunnelbench.analysis.precision import Precision
 from tunnelbench.plan import Trial, TrialConfig
 from tunnelbench.planfile import TRIAL_OVERHEAD_S
 from tunnelbench.units import mbit
@@ -36,11 +40,24 @@ def describe(config: TrialConfig) -> str:
 class Progress:
     """The silent rendering; the base of the others."""
 
-    def run_started(self, run_id: int, total: int, pending: list[Trial]) -> None:
+    def run_started(
+        self, run_id: int, total: int, pending: list[Trial], *, growing: bool = False
+    ) -> None:
         """``pending`` are the trials this invocation runs (fewer than ``total`` when
-        resuming)."""
+        resuming); ``growing``: adaptive repetitions may add rounds to ``total``."""
 
     def trial_started(self, trial: Trial) -> None: ...
+
+    def round_added(
+        self, trials: list[Trial], standing: dict[str, Precision], target_pct: float
+    ) -> None:
+        """Adaptive repetitions added a round of ``trials``: the configurations whose
+        median is not yet within ``target_pct`` (``standing`` by config key)."""
+
+    def precision_final(
+        self, standing: list[tuple[TrialConfig, Precision]], target_pct: float
+    ) -> None:
+        """Adaptive repetitions are done: where every configuration ended."""
 
     def trial_finished(self, trial: Trial, status: str, detail: str, goodput: float | None) -> None:
         """``detail`` is the error of a failed trial or the reason a trial was skipped."""
@@ -58,22 +75,49 @@ class LineProgress(Progress):
         self.spent = 0.0  # wall time of the trials run so far, beyond their traffic
         self.measured = 0
         self.started = 0.0
+        self.growing = False
 
-    def run_started(self, run_id: int, total: int, pending: list[Trial]) -> None:
+    def run_started(
+        self, run_id: int, total: int, pending: list[Trial], *, growing: bool = False
+    ) -> None:
         self.total = total
         self.remaining = pending
+        self.growing = growing
         done = total - len(pending)
         resumed = f", resuming after {done} stored" if done else ""
-        print(f"run {run_id}: {len(pending)} trial(s) to run{resumed}", file=self.out, flush=True)
+        more = ", more if a configuration's median is not precise enough" if growing else ""
+        print(
+            f"run {run_id}: {len(pending)} trial(s) to run{resumed}{more}",
+            file=self.out,
+            flush=True,
+        )
+
+    def _position(self, trial: Trial) -> str:
+        return f"[{trial.seq}/{self.total}{'+' if self.growing else ''}]"
 
     def trial_started(self, trial: Trial) -> None:
         self.started = time.monotonic()
-        what = f"[{trial.seq}/{self.total}] {describe(trial.config)}, run {trial.repetition}"
+        what = f"{self._position(trial)} {describe(trial.config)}, run {trial.repetition}"
         print(f"{what} ...", end="", file=self.out, flush=True)
+
+    def round_added(
+        self, trials: list[Trial], standing: dict[str, Precision], target_pct: float
+    ) -> None:
+        self.total += len(trials)
+        self.remaining = self.remaining + trials
+        figures = "; ".join(
+            f"{describe(t.config)} {standing[t.config.key()].figure()}" for t in trials
+        )
+        print(
+            f"round {trials[0].repetition}: {len(trials)} more trial(s), not yet within"
+            f" ±{target_pct:g}%: {figures}",
+            file=self.out,
+            flush=True,
+        )
 
     def trial_finished(self, trial: Trial, status: str, detail: str, goodput: float | None) -> None:
         if status == "skipped":
-            print(f"[{trial.seq}/{self.total}] skipped: {detail}", file=self.out, flush=True)
+            print(f"{self._position(trial)} skipped: {detail}", file=self.out, flush=True)
             return
         traffic = trial.config.traffic.duration + trial.config.traffic.warmup
         self.spent += time.monotonic() - self.started - traffic
@@ -101,8 +145,45 @@ class JsonProgress(Progress):
     def _emit(self, event: str, **fields: Any) -> None:
         print(json.dumps({"event": event, **fields}), file=self.out, flush=True)
 
-    def run_started(self, run_id: int, total: int, pending: list[Trial]) -> None:
-        self._emit("run_started", run_id=run_id, trials=total, pending=len(pending))
+    def run_started(
+        self, run_id: int, total: int, pending: list[Trial], *, growing: bool = False
+    ) -> None:
+        self._emit(
+            "run_started", run_id=run_id, trials=total, pending=len(pending), adaptive=growing
+        )
+
+    def round_added(
+        self, trials: list[Trial], standing: dict[str, Precision], target_pct: float
+    ) -> None:
+        """``trials`` is the new total; each added trial with its configuration's
+        precision so far."""
+        self._emit(
+            "round_added",
+            repetition=trials[0].repetition,
+            trials=trials[-1].seq,  # seqs are contiguous: the last one is the total
+            added=len(trials),
+            target_pct=target_pct,
+            configurations=[
+                {
+                    "seq": t.seq,
+                    "configuration": describe(t.config),
+                    **standing[t.config.key()].to_dict(),
+                }
+                for t in trials
+            ],
+        )
+
+    def precision_final(
+        self, standing: list[tuple[TrialConfig, Precision]], target_pct: float
+    ) -> None:
+        self._emit(
+            "precision",
+            target_pct=target_pct,
+            configurations=[
+                {"configuration": describe(config), **p.to_dict(), "text": p.text()}
+                for config, p in standing
+            ],
+        )
 
     def trial_started(self, trial: Trial) -> None:
         self._emit(

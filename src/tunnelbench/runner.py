@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tunnelbench import capabilities, environment, programs, skips
+from tunnelbench.analysis import precision
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Order, StreamMode, TunnelKind
 from tunnelbench.lab import cgroup, netns
@@ -152,23 +153,19 @@ def start(prepared: Prepared, store: Store, *, command_line: str) -> int:
 def execute(
     prepared: Prepared, store: Store, run_id: int, *, progress: Progress | None = None
 ) -> str:
-    """Run every trial of the run not stored yet; return the run's final status."""
+    """Run every trial of the run not stored yet, then, for an adaptive experiment, the
+    rounds its configurations still need; return the run's final status."""
     stored = {t.seq for t in store.trials(run_id)}
     pending = [t for t in prepared.trials if t.seq not in stored]
+    planned = {t.seq for t in prepared.trials}
+    total = len(prepared.trials) + len(stored - planned)  # + rounds already added
+    adaptive = prepared.experiment.adaptive is not None
     progress = progress or Progress()
-    progress.run_started(run_id, len(prepared.trials), pending)
+    progress.run_started(run_id, total, pending, growing=adaptive)
     try:
-        for trial in pending:
-            key = trial.config.key()
-            if key in prepared.skipped:
-                _store_skipped(store, run_id, trial, prepared.skipped[key])
-                progress.trial_finished(trial, "skipped", prepared.skipped[key], None)
-                continue
-            progress.trial_started(trial)
-            outcome = run_trial(store, run_id, trial, prepared.resolutions[key])
-            progress.trial_finished(
-                trial, outcome.status, outcome.error or "", outcome.metrics.get("goodput_bps")
-            )
+        _run_trials(prepared, store, run_id, pending, progress)
+        if adaptive:
+            _run_extra_rounds(prepared, store, run_id, progress)
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
         progress.run_finished(run_id, "interrupted")
@@ -182,17 +179,69 @@ def execute(
     return "complete"
 
 
+def _run_trials(
+    prepared: Prepared, store: Store, run_id: int, trials: list[Trial], progress: Progress
+) -> None:
+    for trial in trials:
+        key = trial.config.key()
+        if key in prepared.skipped:
+            _store_skipped(store, run_id, trial, prepared.skipped[key])
+            progress.trial_finished(trial, "skipped", prepared.skipped[key], None)
+            continue
+        progress.trial_started(trial)
+        outcome = run_trial(store, run_id, trial, prepared.resolutions[key])
+        progress.trial_finished(
+            trial, outcome.status, outcome.error or "", outcome.metrics.get("goodput_bps")
+        )
+
+
+def _run_extra_rounds(prepared: Prepared, store: Store, run_id: int, progress: Progress) -> None:
+    """Add rounds until every configuration meets the precision target or reaches the
+    maximum. Each decision is made from the stored trials alone (so ``--resume``
+    continues where the run stopped) and recorded with the run before the round runs."""
+    experiment = prepared.experiment
+    assert experiment.adaptive is not None
+    target = experiment.adaptive.target_pct
+    while True:
+        trials = store.trials(run_id)
+        attempts = precision.attempts_by_config(trials)
+        standing = precision.assess_all(experiment, attempts)
+        store.set_precision(run_id, {key: p.to_dict() for key, p in standing.items()})
+        next_seq = max((t.seq for t in trials), default=0) + 1
+        round_ = precision.next_round(
+            experiment, attempts, next_seq=next_seq, exclude=prepared.skipped
+        )
+        if not round_:
+            break
+        progress.round_added(
+            round_, {t.config.key(): standing[t.config.key()] for t in round_}, target
+        )
+        _run_trials(prepared, store, run_id, round_, progress)
+    configs = {t.config_key: TrialConfig.from_dict(t.config) for t in trials}
+    progress.precision_final([(configs[key], p) for key, p in standing.items()], target)
+
+
 def resumable(store: Store, ref: str) -> tuple[int, Experiment]:
-    """The id and experiment of a stopped run, checked to be safe to continue."""
+    """The id and experiment of a stopped run, checked to be safe to continue.
+
+    Every stored trial must be the one :func:`expand` puts at its place; in an adaptive
+    run, trials after the planned ones are the added rounds' and only need to be of the
+    experiment's configurations.
+    """
     run = store.run(ref)
     if run.status == "complete":
         raise UserError(f"--resume: run {run.id} is complete; there is nothing to resume")
     if run.status == "running" and run.owner and _owner_alive(run.owner):
         raise UserError(f"--resume: run {run.id} is still running (pid {run.owner['pid']})")
     experiment = Experiment.from_dict(run.experiment)
-    expected = {t.seq: t.config.key() for t in expand(experiment)}
+    planned = expand(experiment)
+    expected = {t.seq: t.config.key() for t in planned}
+    known = {t.config.key() for t in planned} if experiment.adaptive is not None else set()
     for trial in store.trials(run.id):
-        if expected.get(trial.seq) != trial.config_key:
+        fits = expected.get(trial.seq) == trial.config_key or (
+            trial.seq > len(planned) and trial.config_key in known
+        )
+        if not fits:
             raise UserError(
                 f"--resume: run {run.id}'s stored trial {trial.seq} does not match its"
                 " experiment (stored by another tunnelbench version?); start a new run"

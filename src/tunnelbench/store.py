@@ -16,7 +16,7 @@ from typing import Any
 
 from tunnelbench.errors import UserError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_DB = Path("tunnelbench.db")
 
 SCHEMA = """
@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS runs (
     command_line TEXT NOT NULL,
     experiment TEXT NOT NULL,        -- JSON: configurations, repetitions, order and seed
     environment TEXT NOT NULL,       -- JSON: kernel, CPU, versions
-    owner TEXT                       -- JSON: pid and start time of the process running it
+    owner TEXT,                      -- JSON: pid and start time of the process running it
+    precision TEXT                   -- JSON, adaptive runs: config key -> standing vs target
 );
 CREATE TABLE IF NOT EXISTS trials (
     id INTEGER PRIMARY KEY,
@@ -85,6 +86,8 @@ class RunRecord:
     experiment: dict[str, Any]
     environment: dict[str, Any]
     owner: dict[str, int] | None = None
+    # Adaptive runs: config key -> analysis.precision.Precision.to_dict(), as last decided.
+    precision: dict[str, dict[str, Any]] | None = None
 
 
 def _run_record(row: Any) -> RunRecord:
@@ -92,6 +95,7 @@ def _run_record(row: Any) -> RunRecord:
         id=row[0], started_at=row[1], ended_at=row[2], status=row[3], command_line=row[4],
         experiment=json.loads(row[5]), environment=json.loads(row[6]),
         owner=json.loads(row[7]) if row[7] else None,
+        precision=json.loads(row[8]) if row[8] else None,
     )  # fmt: skip
 
 
@@ -137,10 +141,13 @@ class Store:
                     f"--db: {str(self.path)!r} has schema version {row[0]}, newer than this "
                     f"tunnelbench understands ({SCHEMA_VERSION})"
                 )
-            if version < 2:
-                columns = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
-                if "owner" not in columns:
-                    db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")
+            # Columns are added in version order, so every database has them in the
+            # order of SCHEMA (``SELECT *`` reads them by position).
+            columns = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
+            if version < 2 and "owner" not in columns:
+                db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")
+            if version < 3 and "precision" not in columns:
+                db.execute("ALTER TABLE runs ADD COLUMN precision TEXT")
             db.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
@@ -181,6 +188,13 @@ class Store:
             db.execute(
                 "UPDATE runs SET ended_at = ?, status = ? WHERE id = ?",
                 (time.time(), status, run_id),
+            )
+
+    def set_precision(self, run_id: int, precision: dict[str, dict[str, Any]]) -> None:
+        """Record where each configuration of an adaptive run stands against its target."""
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE runs SET precision = ? WHERE id = ?", (json.dumps(precision), run_id)
             )
 
     def add_trial(

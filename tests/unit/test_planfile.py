@@ -11,7 +11,14 @@ from tests.conftest import FIXTURES
 from tunnelbench import planfile
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order, Protocol, StreamMode, TunnelKind
-from tunnelbench.plan import Experiment, TrialConfig, expand, flatten, varying_paths
+from tunnelbench.plan import (
+    AdaptiveRepetitions,
+    Experiment,
+    TrialConfig,
+    expand,
+    flatten,
+    varying_paths,
+)
 
 ROOT = FIXTURES.parent.parent
 EXPANSIONS = json.loads((FIXTURES / "plans" / "expansions.json").read_text())
@@ -157,3 +164,33 @@ def test_a_configuration_stored_before_new_settings_existed_loads_with_defaults(
 def test_unreadable_plan_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="cannot read"):
         planfile.load(tmp_path / "missing.toml")
+
+
+def test_adaptive_repetitions_parse_with_their_defaults_and_either_spelling():
+    plan = planfile.parse('repetitions = { target = "2.5%", min = 4, max = 12 }\n', "p.toml")
+    experiment = plan.experiment
+    assert experiment.repetitions == 4  # the minimum; expand() gives those rounds
+    assert experiment.adaptive == AdaptiveRepetitions(target_pct=2.5, max_repetitions=12)
+    assert len(expand(experiment)) == 4  # one configuration, the no-tunnel default
+    # A number is a percentage too (2 means ±2%, not 200%); min and max default to 3, 10.
+    for spelling in ("2", "2.0", '"2%"'):
+        plan = planfile.parse(f"repetitions = {{ target = {spelling} }}\n", "p.toml")
+        assert plan.experiment.repetitions == 3
+        assert plan.experiment.adaptive == AdaptiveRepetitions(2.0, 10)
+
+
+def test_quick_makes_an_adaptive_plan_one_fixed_repetition():
+    path = FIXTURES / "plans" / "valid" / "adaptive-shuffled.toml"
+    full, quick = planfile.load(path).experiment, planfile.load(path, quick=True).experiment
+    assert full.adaptive == AdaptiveRepetitions(2.5, 6) and full.repetitions == 2
+    assert quick.adaptive is None and quick.repetitions == 1
+
+
+def test_an_experiment_stored_before_adaptive_repetitions_loads_without_them():
+    path = FIXTURES / "plans" / "valid" / "adaptive-shuffled.toml"
+    experiment = planfile.load(path).experiment
+    stored = json.loads(json.dumps(experiment.to_dict()))
+    assert stored["adaptive"] == {"target_pct": 2.5, "max_repetitions": 6}
+    assert Experiment.from_dict(stored) == experiment
+    del stored["adaptive"]
+    assert Experiment.from_dict(stored) == replace(experiment, adaptive=None)

@@ -4,6 +4,7 @@ import sqlite3
 
 import pytest
 
+from tests.conftest import FIXTURES
 from tunnelbench.errors import UserError
 from tunnelbench.store import SCHEMA_VERSION, Store
 
@@ -59,3 +60,33 @@ def test_unknown_runs_are_clear_errors(tmp_path):
         store.run("x")
     with pytest.raises(UserError, match="no results database"):
         Store.open_existing(tmp_path / "missing.db")
+
+
+def test_a_version_2_database_gains_the_precision_column(tmp_path):
+    # The recorded runs were stored by schema version 2 (before adaptive repetitions).
+    from tests.report_fixtures import recorded
+
+    path = tmp_path / "l2-tunnel-mtu.db"
+    before = sqlite3.connect(FIXTURES / "runs" / "l2-tunnel-mtu.db")
+    assert before.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+        "2",
+    )
+    store = recorded("l2-tunnel-mtu", tmp_path)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    run = store.run("latest")
+    # Columns are read by position: the new one must not shift the others.
+    assert run.precision is None and set(run.owner or {}) == {"pid", "start_time"}
+    assert run.experiment["repetitions"] == 3
+    standing = {"k": {"state": "not met", "half_width_pct": 3.4, "runs": 10, "attempts": 10}}
+    store.set_precision(run.id, standing)
+    assert store.run(str(run.id)).precision == standing
+
+
+def test_a_new_run_has_no_precision_until_the_runner_records_it(tmp_path):
+    store = Store(tmp_path / "r.db")
+    run_id = store.start_run("x", {}, {}, {"pid": 1, "start_time": 2})
+    run = store.run("latest")
+    assert (run.precision, run.owner) == (None, {"pid": 1, "start_time": 2})
+    store.set_precision(run_id, {"k": {"state": "met"}})
+    assert store.run("latest").precision == {"k": {"state": "met"}}

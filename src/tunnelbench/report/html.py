@@ -189,6 +189,8 @@ def _header(run: RunRecord, summaries: Sequence[ConfigSummary]) -> str:
         f", {(run.ended_at - run.started_at) / 60:.1f} min" if run.ended_at is not None else ""
     )
     repetitions = run.experiment.get("repetitions")
+    if adaptive := run.experiment.get("adaptive"):
+        repetitions = f"{repetitions}-{adaptive['max_repetitions']}"
     order = run.experiment.get("order")
     seed = run.experiment.get("seed")
     design = f"{len(summaries)} configurations \u00d7 {repetitions} runs" if repetitions else ""

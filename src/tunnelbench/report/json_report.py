@@ -10,9 +10,11 @@ import json
 from typing import Any
 
 from tunnelbench import __version__
+from tunnelbench.analysis.precision import Precision
 from tunnelbench.analysis.stats import Summary
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.plan import Experiment, with_baselines
+from tunnelbench.report import precision
 from tunnelbench.store import RunRecord, Store, TrialRecord
 
 # 2: configurations gained a status, the reason they were skipped and the mean of each
@@ -60,7 +62,12 @@ def trial(store: Store, t: TrialRecord) -> dict[str, Any]:
     }
 
 
-def configuration(store: Store, s: ConfigSummary) -> dict[str, Any]:
+def _precision(p: Precision | None) -> dict[str, Any] | None:
+    return None if p is None else {**p.to_dict(), "text": p.text()}
+
+
+def configuration(store: Store, s: ConfigSummary, p: Precision | None = None) -> dict[str, Any]:
+    """One configuration; ``p`` its standing against an adaptive run's precision target."""
     return {
         "key": s.key,
         "label": s.label,
@@ -75,11 +82,13 @@ def configuration(store: Store, s: ConfigSummary) -> dict[str, Any]:
         "busiest_core": None if s.busiest_core is None else vars(s.busiest_core),
         "process_cpu_pct": s.processes_cpu,
         "runs": [trial(store, t) for t in s.trials],
+        "precision": _precision(p),
     }
 
 
 def planned_trials(experiment: Experiment) -> int:
-    """How many trials the experiment expands to (baselines included)."""
+    """How many trials the experiment expands to (baselines included); with adaptive
+    repetitions, the minimum (its added rounds come on top)."""
     return experiment.repetitions * len(with_baselines(experiment.configs))
 
 
@@ -105,12 +114,13 @@ def run_section(store: Store, run: RunRecord) -> dict[str, Any]:
 def document(store: Store, ref: str) -> dict[str, Any]:
     run = store.run(ref)
     summaries = summarize_run(store.trials(run.id))
+    standing = precision.standing(run)
     return {
         "format_version": FORMAT_VERSION,
         "generator": {"name": "tunnelbench", "version": __version__},
         "run": run_section(store, run),
         "environment": run.environment,
-        "configurations": [configuration(store, s) for s in summaries],
+        "configurations": [configuration(store, s, standing.get(s.key)) for s in summaries],
         # Diagnosis (what limits each configuration) is not implemented yet.
         "findings": [],
     }

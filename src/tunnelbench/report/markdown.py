@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tunnelbench.analysis.precision import repetitions_phrase
 from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, summarize_run, varying_axes
 from tunnelbench.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.progress import format_duration
+from tunnelbench.report import precision
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
@@ -190,8 +192,7 @@ def header_lines(
         f"- **Run:** {run.id}, {run.status}; {when}; "
         f"trials: {trials_cell(counts, planned_trials(experiment))}",
         f"- **Command:** `{run.command_line}`",
-        f"- **Experiment:** {experiment.repetitions} repetitions of each configuration, "
-        f"{order} order",
+        f"- **Experiment:** {repetitions_phrase(experiment)} of each configuration, {order} order",
         f"- **Common settings:** {common_settings(summaries) or 'none'}",
         f"- **Machine:** {env.get('cpu_model', '?')}, {env.get('cores', '?')} cores; "
         f"kernel {env.get('kernel', '?')}; CPU frequency governor: {governor}",
@@ -252,6 +253,8 @@ def document(run: RunRecord, trials: list[TrialRecord], charts: Sequence[ChartFi
     summaries = summarize_run(trials)
     lines = header_lines(run, trials, summaries)
     lines += ["", "## Results", "", *results_table(summaries), "", explanation(summaries)]
+    if precise := precision.lines(run, trials):
+        lines += ["", *(f"- {line.strip()}" if line.startswith(" ") else line for line in precise)]
     lines += not_measured(summaries)
     if charts:
         lines += chart_lines(charts)

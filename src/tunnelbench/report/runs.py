@@ -19,10 +19,11 @@ def utc(timestamp: float) -> str:
 
 
 def trials_cell(counts: dict[str, int], planned: int) -> str:
-    """``12 (12 ok)``, ``48 (24 ok, 24 skipped)``, ``5 of 12 (5 ok)`` for a stopped run."""
+    """``12 (12 ok)``, ``48 (24 ok, 24 skipped)``, ``5 of 12 (5 ok)`` for a stopped run;
+    a run with adaptive repetitions may store more than ``planned`` (its minimum)."""
     stored = sum(counts.values())
     parts = ", ".join(f"{counts[s]} {s}" for s in ("ok", "failed", "skipped") if counts.get(s))
-    of = f" of {planned}" if stored != planned else ""
+    of = f" of {planned}" if stored < planned else ""  # adaptive rounds add to planned
     return f"{stored}{of}" + (f" ({parts})" if parts else "")
 
 
