@@ -4,12 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.report_fixtures import recorded as recorded_copy
 from tunnelbench.analysis.advice import Sibling, advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.store import Store
 
-RUNS = Path(__file__).parent.parent / "fixtures" / "runs"
 # 1 Gbit/s shaped by tbf/htb, MTU 1500, IPv4, TCP timestamps: the shaper counts the L3
 # packet + 14 bytes of Ethernet header; payload 1500 - 20 - 20 - 12 = 1448 bytes.
 SHAPED_NONE_CEILING = 1448 / 1514 * 1e9  # 956.4 Mbit/s
@@ -17,8 +16,8 @@ SHAPED_NONE_CEILING = 1448 / 1514 * 1e9  # 956.4 Mbit/s
 SHAPED_WG_CEILING = 1368 / 1494 * 1e9  # 915.7 Mbit/s
 
 
-def recorded(name: str) -> tuple[list[ConfigSummary], dict]:
-    store = Store.open_existing(RUNS / name)
+def recorded(name: str, tmp: Path) -> tuple[list[ConfigSummary], dict]:
+    store = recorded_copy(name, tmp)
     run = store.run("latest")
     summaries = summarize_run(store.trials(run.id))
     store.close()
@@ -30,8 +29,8 @@ def subject(s: ConfigSummary, env: dict, ceiling: float | None = None) -> Subjec
     return Subject(s.config, s.resolved, medians(ok), ceiling, env)
 
 
-def test_shaped_links_are_link_bound_with_the_ceiling_as_evidence():
-    summaries, env = recorded("queue-comparison.db")
+def test_shaped_links_are_link_bound_with_the_ceiling_as_evidence(tmp_path):
+    summaries, env = recorded("queue-comparison", tmp_path)
     for s in [s for s in summaries if s.goodput]:  # fq_codel/cake were skipped here
         wg = s.config.tunnel.kind.value == "wireguard"
         ceiling = SHAPED_WG_CEILING if wg else SHAPED_NONE_CEILING
@@ -41,16 +40,16 @@ def test_shaped_links_are_link_bound_with_the_ceiling_as_evidence():
         assert 99.0 <= share <= 100.1  # recorded medians: 955.5-956.0 and 915.2-916.2
 
 
-def test_without_a_ceiling_the_shaped_runs_are_undetermined_and_say_what_was_seen():
-    summaries, env = recorded("queue-comparison.db")
+def test_without_a_ceiling_the_shaped_runs_are_undetermined_and_say_what_was_seen(tmp_path):
+    summaries, env = recorded("queue-comparison", tmp_path)
     d = diagnose(subject(summaries[0], env))
     assert d.verdict.bound is Bound.UNDETERMINED
     assert d.verdict.summary.startswith("no limit identified: 955.9 Mbit/s, busiest core")
     assert "87 retransmits" in d.verdict.summary
 
 
-def test_single_stream_sender_pegged_is_generator_bound_and_advice_cites_the_process():
-    summaries, env = recorded("l2-tunnel-mtu.db")
+def test_single_stream_sender_pegged_is_generator_bound_and_advice_cites_the_process(tmp_path):
+    summaries, env = recorded("l2-tunnel-mtu", tmp_path)
     base = summaries[0]
     assert base.config.traffic.streams == 1
     d = diagnose(subject(base, env))
@@ -62,8 +61,8 @@ def test_single_stream_sender_pegged_is_generator_bound_and_advice_cites_the_pro
     assert advice[0].measured is None  # this run never measured more streams
 
 
-def test_cpu_saturation_names_the_core_split_and_process():
-    summaries, env = recorded("queue-comparison.db")
+def test_cpu_saturation_names_the_core_split_and_process(tmp_path):
+    summaries, env = recorded("queue-comparison", tmp_path)
     wg = next(s for s in summaries if s.config.tunnel.kind.value == "wireguard")
     s = subject(wg, env)
     # The recorded wireguard-go trial, with its busiest core driven to saturation.
@@ -79,16 +78,16 @@ def test_cpu_saturation_names_the_core_split_and_process():
     ("idle", "loaded", "fires"),
     [(0.05, 30.06, True), (0.05, 30.04, False), (40.0, 79.9, False), (40.0, 80.0, True)],
 )
-def test_bufferbloat_needs_30_ms_extra_and_twice_the_idle_rtt(idle, loaded, fires):
-    summaries, env = recorded("queue-comparison.db")
+def test_bufferbloat_needs_30_ms_extra_and_twice_the_idle_rtt(idle, loaded, fires, tmp_path):
+    summaries, env = recorded("queue-comparison", tmp_path)
     s = subject(summaries[0], env)
     metrics = dict(s.metrics) | {"rtt.idle_ms": idle, "rtt.loaded_ms": loaded}
     d = diagnose(Subject(s.config, s.resolved, metrics, None, env))
     assert (Bound.LATENCY in {f.bound for f in d.findings}) is fires
 
 
-def test_measured_alternative_replaces_the_generic_hint():
-    summaries, env = recorded("l2-tunnel-mtu.db")
+def test_measured_alternative_replaces_the_generic_hint(tmp_path):
+    summaries, env = recorded("l2-tunnel-mtu", tmp_path)
     siblings = [Sibling(s.config, s.goodput.median) for s in summaries if s.goodput]
     base = summaries[0]
     d = diagnose(subject(base, env))
