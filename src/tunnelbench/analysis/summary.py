@@ -3,6 +3,9 @@
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunnelbench.analysis.advice import Advice, Sibling, advise
+from tunnelbench.analysis.ceiling import Ceiling, for_config
+from tunnelbench.analysis.diagnosis import Diagnosis, Subject, diagnose, medians
 from tunnelbench.analysis.stats import Summary, summarize
 from tunnelbench.plan import TrialConfig, varying_paths
 from tunnelbench.store import TrialRecord
@@ -29,6 +32,10 @@ class ConfigSummary:
     pct_of_baseline: float | None = None
     busiest_core: BusiestCore | None = None
     processes_cpu: dict[str, float] = field(default_factory=dict)  # median % of one core
+    ceiling: Ceiling | None = None  # when the WAN link's rate is known
+    pct_of_ceiling: float | None = None
+    diagnosis: Diagnosis | None = None  # None without a successful trial
+    advice: list[Advice] = field(default_factory=list)
 
     @property
     def failed(self) -> list[TrialRecord]:
@@ -77,8 +84,12 @@ def _busiest(trials: list[TrialRecord]) -> BusiestCore | None:
     return best
 
 
-def summarize_run(trials: list[TrialRecord]) -> list[ConfigSummary]:
-    """One summary per configuration, in first-run order, with % of baseline filled in."""
+def summarize_run(
+    trials: list[TrialRecord], environment: dict[str, Any] | None = None
+) -> list[ConfigSummary]:
+    """One summary per configuration, in first-run order, with % of baseline, % of the
+    ceiling, the diagnosis and the advice filled in. ``environment`` (the run's) lets the
+    advice cite CPU flags and the frequency governor."""
     groups: dict[str, list[TrialRecord]] = {}
     for trial in trials:
         groups.setdefault(trial.config_key, []).append(trial)
@@ -113,7 +124,30 @@ def summarize_run(trials: list[TrialRecord]) -> list[ConfigSummary]:
             summary.pct_of_baseline = 100.0 * summary.goodput.median / base.goodput.median
         elif summary.baseline_key is None and summary.goodput:
             summary.pct_of_baseline = 100.0
+    _assess(summaries, environment or {})
     return summaries
+
+
+def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None:
+    siblings = [Sibling(s.config, s.goodput.median) for s in summaries if s.goodput]
+    for summary in summaries:
+        if summary.goodput is None:
+            continue  # nothing measured; a skipped configuration has no resolved settings
+        summary.ceiling = for_config(summary.config, summary.resolved)
+        if summary.ceiling is not None and summary.ceiling.goodput_bps > 0:
+            summary.pct_of_ceiling = 100.0 * summary.goodput.median / summary.ceiling.goodput_bps
+        ok = [t.metrics for t in summary.trials if t.status == "ok"]
+        # The goodput the rules judge is the summary's median, whatever other metrics say.
+        metrics = medians(ok) | {"goodput_bps": summary.goodput.median}
+        subject = Subject(
+            summary.config,
+            summary.resolved,
+            metrics,
+            summary.ceiling.goodput_bps if summary.ceiling else None,
+            environment,
+        )
+        summary.diagnosis = diagnose(subject)
+        summary.advice = advise(subject, summary.diagnosis, siblings)
 
 
 def varying_axes(summaries: list[ConfigSummary]) -> list[str]:
