@@ -17,7 +17,13 @@ from tunnelbench.command import run
 from tunnelbench.errors import LabError
 from tunnelbench.lab.netns import Lab
 from tunnelbench.probes.devices import DeviceNames
-from tunnelbench.probes.trial import ProbeContext, ProbeKind, ProbeReading, TrialProbe
+from tunnelbench.probes.trial import (
+    ProbeContext,
+    ProbeKind,
+    ProbeReading,
+    TrialProbe,
+    read_each,
+)
 
 LINK_FIELDS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
 TUNNEL_FIELDS = tuple(f"{d}_{f}" for d in ("rx", "tx") for f in ("bytes", "packets", "dropped"))
@@ -77,10 +83,10 @@ class LinkProbe(TrialProbe):
         self.lab = lab
         self.tunnel_devices = context.tunnel_devices
         self.names = DeviceNames.of(lab, context.tunnel_devices)
-        self.before_text = {role: read(lab.ns(role)) for role in lab.chain.roles}
+        self.before_text = read_each(lab.chain.roles, lambda role: read(lab.ns(role)))
 
     def after(self) -> ProbeReading:
-        after_text = {role: read(self.lab.ns(role)) for role in self.lab.chain.roles}
+        after_text = read_each(self.lab.chain.roles, lambda role: read(self.lab.ns(role)))
         metrics: dict[str, float] = {}
         for role in self.lab.chain.roles:
             before, after = parse_links(self.before_text[role]), parse_links(after_text[role])

@@ -29,7 +29,13 @@ from tunnelbench.command import run
 from tunnelbench.errors import LabError
 from tunnelbench.lab.netns import Lab
 from tunnelbench.probes.devices import DeviceNames
-from tunnelbench.probes.trial import ProbeContext, ProbeKind, ProbeReading, TrialProbe
+from tunnelbench.probes.trial import (
+    ProbeContext,
+    ProbeKind,
+    ProbeReading,
+    TrialProbe,
+    read_each,
+)
 
 #: Counter fields: metric name -> key in tc's JSON.
 COUNTERS = {
@@ -121,10 +127,10 @@ class QdiscProbe(TrialProbe):
     def before(self, lab: Lab, context: ProbeContext) -> None:
         self.lab = lab
         self.names = DeviceNames.of(lab, context.tunnel_devices)
-        self.before_text = {role: read(lab.ns(role)) for role in lab.chain.roles}
+        self.before_text = read_each(lab.chain.roles, lambda role: read(lab.ns(role)))
 
     def after(self) -> ProbeReading:
-        after_text = {role: read(self.lab.ns(role)) for role in self.lab.chain.roles}
+        after_text = read_each(self.lab.chain.roles, lambda role: read(self.lab.ns(role)))
         metrics: dict[str, float] = {}
         for role in self.lab.chain.roles:
             before, after = parse_qdiscs(self.before_text[role]), parse_qdiscs(after_text[role])

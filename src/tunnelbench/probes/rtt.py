@@ -2,7 +2,7 @@
 
 The client pings the address iperf3 sends to, so the echo requests take the traffic's
 path through the tunnel and wait in the same queues. Just before the traffic, 5 pings
-20 ms apart give ``rtt.idle_ms`` (their median; the first may include the tunnel's
+10 ms apart give ``rtt.idle_ms`` (their median; the first may include the tunnel's
 handshake or neighbour discovery, which the median ignores). A second ping runs through
 the whole trial at 10 per second; only the replies that arrive inside the measured
 window (after the warm-up) count:
@@ -31,7 +31,7 @@ from tunnelbench.lab.netns import Lab
 from tunnelbench.probes.trial import ProbeContext, ProbeKind, ProbeReading, TrialProbe
 
 IDLE_COUNT = 5
-IDLE_INTERVAL_S = 0.02
+IDLE_INTERVAL_S = 0.01
 LOADED_INTERVAL_S = 0.1
 TIMEOUT_S = 1
 

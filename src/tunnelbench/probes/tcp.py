@@ -30,7 +30,13 @@ from collections.abc import Mapping
 from tunnelbench.command import in_netns, run
 from tunnelbench.errors import LabError
 from tunnelbench.lab.netns import Lab
-from tunnelbench.probes.trial import ProbeContext, ProbeKind, ProbeReading, TrialProbe
+from tunnelbench.probes.trial import (
+    ProbeContext,
+    ProbeKind,
+    ProbeReading,
+    TrialProbe,
+    read_each,
+)
 
 Counter = tuple[str, str]  # (section, name), e.g. ("Tcp", "RetransSegs")
 
@@ -100,10 +106,10 @@ class TcpProbe(TrialProbe):
     def before(self, lab: Lab, context: ProbeContext) -> None:
         self.lab = lab
         self.roles = (lab.chain.client, lab.chain.server)
-        self.before_text = {role: read(lab.ns(role)) for role in self.roles}
+        self.before_text = read_each(self.roles, lambda role: read(lab.ns(role)))
 
     def after(self) -> ProbeReading:
-        after_text = {role: read(self.lab.ns(role)) for role in self.roles}
+        after_text = read_each(self.roles, lambda role: read(self.lab.ns(role)))
         metrics: dict[str, float] = {}
         raw: dict[str, dict[str, dict[str, int]]] = {"before": {}, "after": {}}
         for role in self.roles:

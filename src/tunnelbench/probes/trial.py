@@ -9,7 +9,8 @@ rather than storing a silent zero.
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -112,3 +113,16 @@ class ProbeSet:
             readings[probe.kind] = probe.after()
             self.seconds[f"{probe.kind.value}.after"] = time.perf_counter() - begin
         return ProbeReadings(readings, dict(self.seconds))
+
+
+def read_each(roles: Iterable[str], read: Callable[[str], str]) -> dict[str, str]:
+    """``read(role)`` for every role at once, by role.
+
+    Each read is a separate short process (``tc``, ``ip``), mostly start-up time: run
+    side by side, a probe costs the trial its slowest read instead of their sum. The
+    first failure is raised (after every read has finished).
+    """
+    roles = list(roles)
+    with ThreadPoolExecutor(max_workers=len(roles) or 1) as pool:
+        futures = {role: pool.submit(read, role) for role in roles}
+        return {role: future.result() for role, future in futures.items()}
