@@ -12,8 +12,9 @@ One ``tc -s -j qdisc show`` per namespace. For each lab device whose root qdisc 
   (the shaper's leaf).
 
 A root shaper counts the drops of its child: on this kernel (6.18) a 100 Mbit/s lab with
-a 5-packet pfifo leaf under ``tbf`` dropped 9,431 packets in 2 s at both the root and the
-leaf, and under ``htb`` 306 at both (the fixtures ``qdisc-tbf-*`` and ``qdisc-htb-*``).
+a 5-packet pfifo leaf under ``tbf`` dropped 9,551 packets in 2 s at both the root and the
+leaf, and under ``htb`` 230 at both (the fixtures ``qdisc-tbf-*`` and ``qdisc-htb-*``,
+checked in ``tests/unit/test_qdisc_probe.py``).
 They can still differ, which is why the leaf's count is kept as well: ``tbf`` drops at
 the root alone a packet larger than its bucket that it cannot segment, ``htb`` drops at
 the root alone what overflows its direct queue, and a leaf such as fq_codel or cake

@@ -10,8 +10,12 @@ window (after the warm-up) count:
 - ``rtt.loaded_ms``, ``rtt.loaded_p95_ms``, ``rtt.loaded_max_ms``: median, 95th
   percentile and maximum of their round-trip times;
 - ``rtt.samples``: how many replies arrived in the window;
-- ``rtt.lost``: requests sent in the window that got no reply within ping's 1 s timeout
-  (``-W 1``). A request still within its timeout when ping is stopped counts neither way.
+- ``rtt.lost``: requests sent in the window that got no reply although they had time
+  to. Ping is stopped soon after the traffic, not a whole ``-W 1`` timeout later (that
+  would add most of a second to every trial), so a request counts as lost when ping ran
+  on for its *patience* after sending it without a reply: twice the largest round trip
+  ping saw, at least 0.1 s and at most the 1 s timeout. A request younger than that
+  when ping stops counts neither way.
 
 With no reply in the window the three times are absent (never zero). ``-D`` stamps each
 reply line with the wall-clock time it arrived; the runner's start time is monotonic,
@@ -34,6 +38,7 @@ IDLE_COUNT = 5
 IDLE_INTERVAL_S = 0.01
 LOADED_INTERVAL_S = 0.1
 TIMEOUT_S = 1
+MIN_PATIENCE_S = 0.1
 
 _REPLY = re.compile(
     r"^\[(?P<at>\d+\.\d+)\] \d+ bytes from \S+: icmp_seq=(?P<seq>\d+) ttl=\d+"
@@ -119,6 +124,14 @@ def send_times(output: PingOutput, interval: float, first_sent: float) -> dict[i
     return times
 
 
+def patience(output: PingOutput) -> float:
+    """How long a request waits for its reply before it counts as lost, in seconds."""
+    if not output.replies:
+        return TIMEOUT_S
+    slowest = max(r.rtt_ms for r in output.replies) / 1000
+    return min(TIMEOUT_S, max(MIN_PATIENCE_S, 2 * slowest))
+
+
 def loaded_metrics(
     output: PingOutput,
     window: tuple[float, float],
@@ -132,10 +145,11 @@ def loaded_metrics(
     start, end = window
     inside = [r.rtt_ms for r in output.replies if start <= r.at <= end]
     replied = {r.seq for r in output.replies}
+    wait = patience(output)
     lost = sum(
         1
         for seq, sent in send_times(output, interval, first_sent).items()
-        if seq not in replied and start <= sent <= end and sent + TIMEOUT_S <= stopped_at
+        if seq not in replied and start <= sent <= end and sent + wait <= stopped_at
     )
     metrics: dict[str, float] = {"rtt.samples": len(inside), "rtt.lost": lost}
     if inside:
