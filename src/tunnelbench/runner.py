@@ -22,8 +22,9 @@ from tunnelbench.kinds import Order, StreamMode, TunnelKind
 from tunnelbench.lab import cgroup, netns
 from tunnelbench.lab.state import is_alive, process_start_time
 from tunnelbench.plan import Experiment, Trial, TrialConfig, expand
-from tunnelbench.probes import counters
+from tunnelbench.probes import new_probe_set
 from tunnelbench.probes.sampler import ProbeResult, Sampler
+from tunnelbench.probes.trial import ProbeContext, ProbeReadings
 from tunnelbench.progress import Progress
 from tunnelbench.store import Store
 from tunnelbench.traffic import REGISTRY as GENERATORS
@@ -128,6 +129,7 @@ def preflight() -> None:
     require_root("tunnelbench run")
     for program in ("ip", "tc", "sysctl"):
         programs.require(program, "building the lab")
+    programs.require("ping", "the round-trip probe")
 
 
 def owner() -> dict[str, int]:
@@ -282,11 +284,12 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
     metrics: dict[str, float] = {}
     artifacts: dict[str, Any] = {}
     try:
-        traffic, probes, tunnel_counters = _measure(config, resolution, resolved)
-        metrics = trial_metrics(traffic, probes, tunnel_counters)
+        traffic, probes, readings = _measure(config, resolution, resolved)
+        metrics = trial_metrics(traffic, probes, readings)
         artifacts = {"iperf3": traffic.raw, "intervals": traffic.intervals_bps}
         if probes is not None:
             artifacts["probes"] = probes.to_dict()
+        artifacts["probe_readings"] = readings.raw()
         status, error = "ok", None
     except LabError as exc:
         status, error = "failed", str(exc)
@@ -307,12 +310,9 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
     return TrialOutcome(trial, status, error, metrics)
 
 
-Counters = dict[str, dict[str, int]]  # role -> counter deltas of its tunnel device
-
-
 def _measure(
     config: TrialConfig, resolution: Resolution, resolved: dict[str, Any]
-) -> tuple[TrafficResult, ProbeResult | None, Counters]:
+) -> tuple[TrafficResult, ProbeResult | None, ProbeReadings]:
     tunnel = TUNNELS.get(config.tunnel.kind)
     generator = GENERATORS.get(config.traffic.generator)
     lab = netns.build(config.lab, tunnel=config.tunnel.kind is not TunnelKind.NONE)
@@ -326,9 +326,11 @@ def _measure(
         sampler.add({f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()})
         sampler.start()
         warmup, duration = config.traffic.warmup, config.traffic.duration
+        probe_set = new_probe_set()
 
         def on_started(processes: dict[str, int], t0: float) -> None:
             sampler.watch(processes, t0 + warmup, t0 + warmup + duration)
+            probe_set.started(t0)
 
         def dead_daemon() -> str | None:
             for role, daemon in handle.daemons.items():
@@ -339,17 +341,14 @@ def _measure(
                     )
             return None
 
-        before = {r: counters.read(lab.ns(r), d) for r, d in handle.devices.items()}
+        probe_set.before(lab, ProbeContext(handle.devices, config.traffic))
         traffic = generator.run(
             lab, config.traffic, resolution.stream_mode, on_started, dead_daemon
         )
         probes = sampler.result()
         if (reason := dead_daemon()) is not None:
             raise LabError(reason)
-        tunnel_counters = {
-            role: counters.delta(before[role], counters.read(lab.ns(role), device))
-            for role, device in handle.devices.items()
-        }
+        readings = probe_set.after()
         resolved["processes"] = traffic.processes
         if traffic.congestion is not None:
             resolved["congestion"] = traffic.congestion
@@ -359,7 +358,7 @@ def _measure(
                     f"traffic.congestion: {requested!r} was set, but the senders used"
                     f" {traffic.congestion!r}"
                 )
-        return traffic, probes, tunnel_counters
+        return traffic, probes, readings
     finally:
         try:
             sampler.stop()
@@ -368,13 +367,11 @@ def _measure(
 
 
 def trial_metrics(
-    traffic: TrafficResult, probes: ProbeResult | None, tunnel_counters: Counters
+    traffic: TrafficResult, probes: ProbeResult | None, readings: ProbeReadings
 ) -> dict[str, float]:
     """The numbers stored for one trial; names are stable, reports read them by name."""
     metrics: dict[str, float] = {"goodput_bps": traffic.goodput_bps}
-    for role, deltas in tunnel_counters.items():
-        for name, value in deltas.items():
-            metrics[f"tunnel.{role}.{name}"] = value
+    metrics |= readings.metrics
     if traffic.upload_bps is not None:
         metrics["upload_bps"] = traffic.upload_bps
     if traffic.download_bps is not None:

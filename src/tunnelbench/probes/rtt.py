@@ -1,0 +1,226 @@
+"""Round-trip time through the tunnel, idle and under load, measured with ping.
+
+The client pings the address iperf3 sends to, so the echo requests take the traffic's
+path through the tunnel and wait in the same queues. Just before the traffic, 5 pings
+10 ms apart give ``rtt.idle_ms`` (their median; the first may include the tunnel's
+handshake or neighbour discovery, which the median ignores). A second ping runs through
+the whole trial at 10 per second; only the replies that arrive inside the measured
+window (after the warm-up) count:
+
+- ``rtt.loaded_ms``, ``rtt.loaded_p95_ms``, ``rtt.loaded_max_ms``: median, 95th
+  percentile and maximum of their round-trip times;
+- ``rtt.samples``: how many replies arrived in the window;
+- ``rtt.lost``: requests sent in the window that got no reply although they had time
+  to. Ping is stopped soon after the traffic, not a whole ``-W 1`` timeout later (that
+  would add most of a second to every trial), so a request counts as lost when ping ran
+  on for its *patience* after sending it without a reply: twice the largest round trip
+  ping saw, at least 0.1 s and at most the 1 s timeout. A request younger than that
+  when ping stops counts neither way.
+
+With no reply in the window the three times are absent (never zero). ``-D`` stamps each
+reply line with the wall-clock time it arrived; the runner's start time is monotonic,
+so the window is converted with the offset between the two clocks taken when the traffic
+starts. The output format is that of iputils ping (20221126 on Debian 12).
+"""
+
+import re
+import signal
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+
+from tunnelbench.errors import LabError
+from tunnelbench.lab.netns import Lab
+from tunnelbench.probes.trial import ProbeContext, ProbeKind, ProbeReading, TrialProbe
+
+IDLE_COUNT = 5
+IDLE_INTERVAL_S = 0.01
+LOADED_INTERVAL_S = 0.1
+TIMEOUT_S = 1
+MIN_PATIENCE_S = 0.1
+
+_REPLY = re.compile(
+    r"^\[(?P<at>\d+\.\d+)\] \d+ bytes from \S+: icmp_seq=(?P<seq>\d+) ttl=\d+"
+    r" time=(?P<ms>\d+(?:\.\d+)?) ms(?P<dup> \(DUP!\))?$"
+)
+_SUMMARY = re.compile(r"^(?P<sent>\d+) packets transmitted, (?P<received>\d+) received")
+
+
+@dataclass(frozen=True)
+class Reply:
+    seq: int
+    at: float  # wall-clock arrival (ping -D)
+    rtt_ms: float
+
+    @property
+    def sent(self) -> float:
+        """When its request was sent: arrival minus round trip."""
+        return self.at - self.rtt_ms / 1000
+
+
+@dataclass(frozen=True)
+class PingOutput:
+    replies: list[Reply]  # first reply per sequence number, duplicates left out
+    transmitted: int  # requests sent, from ping's summary (icmp_seq 1..transmitted)
+
+
+def ping_argv(target: str, family: int, interval: float, count: int | None = None) -> list[str]:
+    """ping with arrival timestamps (-D), numeric output and the 1 s reply timeout."""
+    argv = ["ping", f"-{family}", "-D", "-n", "-i", f"{interval:g}", "-W", str(TIMEOUT_S)]
+    return argv + (["-c", str(count)] if count is not None else []) + [target]
+
+
+def parse_ping(text: str) -> PingOutput:
+    """Replies and the request count from iputils ping output (with ``-D``).
+
+    Lines that are not replies (the banner, "Destination Host Unreachable", the RTT
+    summary) carry no round trip and are skipped; output without ping's "N packets
+    transmitted" summary was cut short and is a :class:`LabError`.
+    """
+    replies: dict[int, Reply] = {}
+    transmitted = None
+    for line in text.splitlines():
+        if match := _REPLY.match(line):
+            seq = int(match["seq"])
+            if match["dup"] is None and seq not in replies:
+                replies[seq] = Reply(seq, float(match["at"]), float(match["ms"]))
+        elif match := _SUMMARY.match(line):
+            transmitted = int(match["sent"])
+    if transmitted is None:
+        tail = text.strip().splitlines()[-1:] or ["no output"]
+        raise LabError(f"ping printed no summary (output ends {tail[0]!r})")
+    return PingOutput(sorted(replies.values(), key=lambda r: r.seq), transmitted)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile by linear interpolation between closest ranks (numpy's and
+    ``statistics.quantiles(method="inclusive")``'s definition)."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def idle_metrics(output: PingOutput) -> dict[str, float]:
+    if not output.replies:
+        raise LabError(f"idle ping: none of {output.transmitted} requests got a reply")
+    return {"rtt.idle_ms": statistics.median(r.rtt_ms for r in output.replies)}
+
+
+def send_times(output: PingOutput, interval: float, first_sent: float) -> dict[int, float]:
+    """When each request was sent: from its reply, or else counted in intervals from the
+    nearest request that got one (from ``first_sent``, ping's start, without any)."""
+    known = {r.seq: r.sent for r in output.replies}
+    anchors = sorted(known.items()) or [(1, first_sent)]
+    times = {}
+    for seq in range(1, output.transmitted + 1):
+        if seq in known:
+            times[seq] = known[seq]
+            continue
+        anchor, at = min(anchors, key=lambda a: abs(a[0] - seq))
+        times[seq] = at + (seq - anchor) * interval
+    return times
+
+
+def patience(output: PingOutput) -> float:
+    """How long a request waits for its reply before it counts as lost, in seconds."""
+    if not output.replies:
+        return TIMEOUT_S
+    slowest = max(r.rtt_ms for r in output.replies) / 1000
+    return min(TIMEOUT_S, max(MIN_PATIENCE_S, 2 * slowest))
+
+
+def loaded_metrics(
+    output: PingOutput,
+    window: tuple[float, float],
+    *,
+    interval: float,
+    first_sent: float,
+    stopped_at: float,
+) -> dict[str, float]:
+    """The ``rtt.loaded*``, ``rtt.samples`` and ``rtt.lost`` metrics of one window
+    (wall-clock seconds, as ping -D prints them)."""
+    start, end = window
+    inside = [r.rtt_ms for r in output.replies if start <= r.at <= end]
+    replied = {r.seq for r in output.replies}
+    wait = patience(output)
+    lost = sum(
+        1
+        for seq, sent in send_times(output, interval, first_sent).items()
+        if seq not in replied and start <= sent <= end and sent + wait <= stopped_at
+    )
+    metrics: dict[str, float] = {"rtt.samples": len(inside), "rtt.lost": lost}
+    if inside:
+        metrics["rtt.loaded_ms"] = statistics.median(inside)
+        metrics["rtt.loaded_p95_ms"] = round(percentile(inside, 95), 3)
+        metrics["rtt.loaded_max_ms"] = max(inside)
+    return metrics
+
+
+class RttProbe(TrialProbe):
+    kind = ProbeKind.RTT
+
+    def before(self, lab: Lab, context: ProbeContext) -> None:
+        traffic = context.traffic
+        self.warmup, self.duration = traffic.warmup, traffic.duration
+        self.window: tuple[float, float] | None = None
+        client = lab.chain.client
+        # The address iperf3 sends to (see traffic.iperf3): the server's end of its link.
+        self.target = lab.address(lab.chain.server, lab.chain.roles[-2], traffic.family)
+        idle = lab.exec(
+            client,
+            ping_argv(self.target, traffic.family, IDLE_INTERVAL_S, IDLE_COUNT),
+            timeout=IDLE_COUNT * IDLE_INTERVAL_S + TIMEOUT_S + 5,
+        )
+        self.idle_text = idle.stdout
+        self.output = lab.directory / "ping-loaded.txt"
+        self.errors = lab.directory / "ping-loaded.err"
+        with self.output.open("wb") as out, self.errors.open("wb") as err:
+            argv = ping_argv(self.target, traffic.family, LOADED_INTERVAL_S)
+            self.first_sent = time.time()
+            # Recorded in the lab's state: teardown ends it by PID if the trial fails.
+            self.process = lab.start(client, argv, stdout=out, stderr=err)
+
+    def started(self, t0: float) -> None:
+        wall_t0 = t0 + (time.time() - time.monotonic())
+        begin = wall_t0 + self.warmup
+        self.window = (begin, begin + self.duration)
+
+    def after(self) -> ProbeReading:
+        if self.process.poll() is not None:
+            raise LabError(f"ping exited during the trial: {self._stderr()}")
+        # SIGINT makes ping print its summary and exit; it is ours, ended by its PID.
+        self.process.send_signal(signal.SIGINT)
+        stopped_at = time.time()
+        try:
+            code = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            raise LabError("ping did not exit within 2 s of SIGINT") from None
+        if code not in (0, 1):  # 1: no reply at all, which is a measurement too
+            raise LabError(f"ping failed (exit {code}): {self._stderr()}")
+        if self.window is None:
+            raise LabError("rtt probe: the traffic never reported its start")
+        loaded_text = self.output.read_text()
+        metrics = idle_metrics(parse_ping(self.idle_text))
+        metrics |= loaded_metrics(
+            parse_ping(loaded_text),
+            self.window,
+            interval=LOADED_INTERVAL_S,
+            first_sent=self.first_sent,
+            stopped_at=stopped_at,
+        )
+        raw = {
+            "target": self.target,
+            "idle": self.idle_text,
+            "loaded": loaded_text,
+            "window": list(self.window),
+            "first_sent": self.first_sent,
+            "stopped_at": stopped_at,
+        }
+        return ProbeReading(metrics, raw)
+
+    def _stderr(self) -> str:
+        lines = self.errors.read_text(errors="replace").strip().splitlines()
+        return lines[-1] if lines else "no error output"

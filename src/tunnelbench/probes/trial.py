@@ -1,0 +1,128 @@
+"""The interface of a per-trial probe, and the set of them that one trial runs.
+
+A trial probe reads something before the traffic starts and again after it ends (a ping
+probe also runs during it) and turns the two into named metrics. Its raw readings are
+kept with the trial, so the metrics can be checked and recomputed from the store. A
+probe whose command fails raises :class:`LabError`: the trial fails with the cause
+rather than storing a silent zero.
+"""
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from tunnelbench.lab.netns import Lab
+from tunnelbench.plan import TrafficSettings
+
+
+class ProbeKind(StrEnum):
+    """The registered trial probes; the value is the key of its raw readings."""
+
+    QDISC = "qdisc"
+    LINKS = "links"
+    TCP = "tcp"
+    RTT = "rtt"
+
+
+@dataclass(frozen=True)
+class ProbeContext:
+    """What a probe needs to know about the trial besides the lab."""
+
+    tunnel_devices: dict[str, str]  # role -> tunnel device (empty without a tunnel)
+    traffic: TrafficSettings
+
+
+@dataclass
+class ProbeReading:
+    """A probe's metrics (by their stored names) and the raw readings they came from."""
+
+    metrics: dict[str, float]
+    raw: dict[str, Any]
+
+
+class TrialProbe(ABC):
+    """One probe for one trial: a fresh instance per trial holds what it read before.
+
+    The runner calls :meth:`before` once the tunnel is up and just before the traffic
+    starts, :meth:`started` with the traffic's monotonic start time, and :meth:`after`
+    once the traffic has ended and the lab still stands.
+    """
+
+    kind: ClassVar[ProbeKind]
+
+    @abstractmethod
+    def before(self, lab: Lab, context: ProbeContext) -> None:
+        """Read (or start) what the probe measures; raise :class:`LabError` on failure."""
+
+    def started(self, t0: float) -> None:  # noqa: B027 - most probes do not need it
+        """The traffic started at monotonic time ``t0`` (its warm-up begins there)."""
+
+    @abstractmethod
+    def after(self) -> ProbeReading:
+        """Read again and return the metrics; raise :class:`LabError` on failure."""
+
+
+@dataclass
+class ProbeReadings:
+    """Every probe's reading for one trial, and the time the probes took."""
+
+    readings: dict[ProbeKind, ProbeReading]
+    seconds: dict[str, float] = field(default_factory=dict)  # "<kind>.before"/".after" -> s
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        for reading in self.readings.values():
+            metrics.update(reading.metrics)
+        # The probes' own cost per trial: time spent reading before and after the
+        # traffic (the idle ping included), which lengthens every trial.
+        metrics["probes.overhead_s"] = round(sum(self.seconds.values()), 4)
+        return metrics
+
+    def raw(self) -> dict[str, Any]:
+        data: dict[str, Any] = {kind.value: r.raw for kind, r in self.readings.items()}
+        data["seconds"] = {k: round(v, 4) for k, v in self.seconds.items()}
+        return data
+
+
+class ProbeSet:
+    """The probes of one trial, called in order; each call is timed."""
+
+    def __init__(self, probes: Iterable[TrialProbe]) -> None:
+        self.probes = list(probes)
+        self.seconds: dict[str, float] = {}
+
+    def before(self, lab: Lab, context: ProbeContext) -> None:
+        for probe in self.probes:
+            begin = time.perf_counter()
+            probe.before(lab, context)
+            self.seconds[f"{probe.kind.value}.before"] = time.perf_counter() - begin
+
+    def started(self, t0: float) -> None:
+        for probe in self.probes:
+            probe.started(t0)
+
+    def after(self) -> ProbeReadings:
+        readings = {}
+        for probe in self.probes:
+            begin = time.perf_counter()
+            readings[probe.kind] = probe.after()
+            self.seconds[f"{probe.kind.value}.after"] = time.perf_counter() - begin
+        return ProbeReadings(readings, dict(self.seconds))
+
+
+def read_each(roles: Iterable[str], read: Callable[[str], str]) -> dict[str, str]:
+    """``read(role)`` for every role at once, by role.
+
+    Each read is a separate short process (``tc``, ``ip``), mostly start-up time: run
+    side by side, a probe costs the trial its slowest read instead of their sum. The
+    first failure is raised (after every read has finished).
+    """
+    roles = list(roles)
+    with ThreadPoolExecutor(max_workers=len(roles) or 1) as pool:
+        futures = {role: pool.submit(read, role) for role in roles}
+        return {role: future.result() for role, future in futures.items()}
