@@ -106,6 +106,11 @@ class Comparison:
         return f"B is {self.direction} by {change:.1%} ({ci}{p})"
 
 
+def p_text(p: float) -> str:
+    """A p-value to two significant digits; below 0.001 only its bound."""
+    return "< 0.001" if p < 0.001 else f"{p:.2g}"
+
+
 def format_p(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
