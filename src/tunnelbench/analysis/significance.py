@@ -112,7 +112,9 @@ def p_text(p: float) -> str:
 
 
 def format_p(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+    """``p = 0.056``, or ``p < 0.001``."""
+    text = p_text(p)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
 
 
 def smallest_p(n1: int, n2: int) -> float:
