@@ -251,11 +251,14 @@ def parser() -> argparse.ArgumentParser:
         "--compare",
         nargs=2,
         metavar=("A", "B"),
-        help="two runs side by side with the change per configuration (format table or "
-        "md); each is RUN, latest, DATABASE (its latest run) or DATABASE:RUN",
+        help="the same as `tunnelbench compare A B` (format table, md or json)",
     )
     report.add_argument("--db", default=str(DEFAULT_DB), help="results database")
     report.set_defaults(func=cmd_report)
+
+    from tunnelbench import comparecmd  # the `compare` verb: parser and handler
+
+    comparecmd.add_parser(verbs)
 
     runs = verbs.add_parser("runs", help="list the stored runs")
     runs.add_argument("--db", default=str(DEFAULT_DB), help="results database")

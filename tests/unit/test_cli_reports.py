@@ -102,7 +102,17 @@ def test_compare_two_databases(lab):
     same = ok(tunnelbench("report", "--compare", "l2-tunnel-mtu.db", "latest", "--format", "md",
                           "--db", "l2-tunnel-mtu.db", cwd=lab))  # fmt: skip
     assert same.startswith("# Comparison: run 1 (A) and run 1 (B)")
-    assert same.count("+0.0%") == 4
+    # A run against itself: every ratio is 1 and the rank test finds nothing (p = 1).
+    assert same.count("| 1.000 |") == 4 and same.count("|   1 |") == 4
+
+
+def test_report_compare_is_an_alias_of_the_compare_verb(lab):
+    for fmt in ("table", "md", "json"):
+        args = ("l2-tunnel-mtu.db@tunnel.kind=none", "l2-tunnel-mtu.db@tunnel.kind=vxlan")
+        verb = ok(tunnelbench("compare", *args, "--format", fmt, cwd=lab))
+        alias = ok(tunnelbench("report", "--compare", *args, "--format", fmt, cwd=lab))
+        assert verb == alias
+    assert json.loads(verb)["pairs"][0]["label"] == "none → vxlan"
 
 
 ERRORS = [
@@ -120,8 +130,22 @@ ERRORS = [
      "--compare: 'nothere.db' is not a run id, 'latest', a results database or DATABASE:RUN"),
     (["report", "--compare", "1", "9", "--db", "l2-tunnel-mtu.db"],
      "run: no run 9 in 'l2-tunnel-mtu.db'"),
-    (["report", "--compare", "1", "1", "--format", "json", "--db", "l2-tunnel-mtu.db"],
-     "--format: 'json' is not available with --compare; allowed: table, md"),
+    (["report", "--compare", "1", "1", "--format", "html", "--db", "l2-tunnel-mtu.db"],
+     "--format: 'html' is not available for a comparison; allowed: table, md, json"),
+    (["compare", "1", "1", "--format", "csv", "--db", "l2-tunnel-mtu.db"],
+     "--format: 'csv' is not available for a comparison; allowed: table, md, json"),
+    (["compare", "1@traffic.streams=4", "1@traffic.streams=1", "--db", "l2-tunnel-mtu.db"],
+     "A: traffic.streams=4 matches no configuration of run 1 in l2-tunnel-mtu.db; "
+     "traffic.streams there: 1"),
+    (["compare", "queue-comparison.db@lab.wan.queue=fq", "queue-comparison.db@lab.wan.queue=cake"],
+     "A: lab.wan.queue=fq matches no configuration of run 1 in queue-comparison.db; "
+     "lab.wan.queue there: pfifo, fq_codel, cake"),
+    (["compare", "1@lab.lan_mtu=9000,lab.wan.mtu=1550", "1", "--db", "l2-tunnel-mtu.db"],
+     "A: no configuration of run 1 in l2-tunnel-mtu.db has lab.lan_mtu=9000 and "
+     "lab.wan.mtu=1550"),
+    (["compare", "1", "1@lab.wan.rate=500mbit", "--db", "queue-comparison.db"],
+     "B: lab.wan.rate=500mbit matches no configuration of run 1 in queue-comparison.db; "
+     "lab.wan.rate there: 1000mbit"),
     (["report", "1", "--compare", "1", "1", "--db", "l2-tunnel-mtu.db"],
      "--compare: name both runs after --compare, not '1' before it"),
     (["runs", "--db", "missing.db"], "--db: no results database at 'missing.db'"),

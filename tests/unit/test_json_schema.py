@@ -131,3 +131,15 @@ def test_every_property_is_described_and_strict_objects_require_all():
         assert "description" in _schema_object(prop) or "description" in prop, path
         if prop.get("additionalProperties") is False and "properties" in prop:
             assert set(prop["required"]) == set(prop["properties"]), path
+
+
+def test_goodput_summaries_carry_the_median_interval_and_consistency(tmp_path):
+    document = json.loads(json_report.render(recorded("l2-tunnel-mtu", tmp_path), "1"))
+    none_1500 = document["configurations"][0]["goodput_mbit"]
+    # Runs: 12,419.5 14,262.0 13,304.1 Mbit/s. With 3 values a resampled median is the
+    # smallest one with probability 7/27 (> 2.5%), so the 95% interval is the whole range.
+    assert none_1500["median_ci95"] == pytest.approx([12419.549347, 14262.037837])
+    # mean 13,328.6; squared deviations 826,317 + 871,366 + 598 = 1,698,281; / 2 -> sd
+    # 921.5; CV 6.9%: between 5% and 10%.
+    assert none_1500["cv"] == pytest.approx(0.0691, abs=1e-4)
+    assert none_1500["consistency"] == "variable"

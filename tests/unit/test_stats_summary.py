@@ -87,3 +87,16 @@ def test_median_ci_is_reproducible_and_inside_the_range():
     assert median_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
     s = summarize(values)
     assert s is not None and s.ci_half_width_pct == pytest.approx(100 * (high - low) / 2 / 2366.0)
+
+
+def test_terminal_table_shows_the_median_interval_and_consistency(tmp_path):
+    from tests.report_fixtures import recorded
+    from tunnelbench.report import table
+
+    store = recorded("l2-tunnel-mtu", tmp_path)
+    lines = table.render(summarize_run(store.trials(1))).splitlines()
+    assert "median Mbit/s (95% CI)  consistency" in lines[0]
+    # none at LAN MTU 1500: median 13,304, interval 12,420-14,262 (the range, as with
+    # any 3 runs), CV 6.9% (see test_json_schema): variable.
+    assert "13,304 (12,420-14,262)  variable" in lines[2]
+    assert max(len(line) for line in lines) <= 120

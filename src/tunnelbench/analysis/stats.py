@@ -5,6 +5,12 @@ resample's median, and read the 2.5th and 97.5th percentiles of those medians. T
 generator is seeded from the values themselves, so a report rendered twice from the same
 store shows the same interval. With few values the interval is necessarily wide (with 3
 values it spans almost their whole range): that is the honest answer, not a defect.
+
+:func:`consistency` puts the coefficient of variation into words. Its thresholds follow
+what this tool measures: a link-bound result (a shaped WAN) varies by less than 0.1% from
+run to run, so "very consistent" (< 1%) is what a healthy link-bound measurement looks
+like; a CPU-bound one (a userspace tunnel) varies by about 10%, the boundary between
+"variable" and "inconsistent", where the median of a handful of runs needs more of them.
 """
 
 import hashlib
@@ -17,6 +23,9 @@ import numpy as np
 
 RESAMPLES = 4000
 LEVEL = 0.95
+#: (upper bound of the coefficient of variation, label), checked in order; see consistency().
+CONSISTENCY = ((0.01, "very consistent"), (0.05, "consistent"), (0.10, "variable"))
+INCONSISTENT = "inconsistent"
 
 
 @dataclass(frozen=True)
@@ -84,3 +93,17 @@ def median_ci(
     tail = (1.0 - level) / 2
     low, high = np.quantile(medians, [tail, 1.0 - tail])
     return float(low), float(high)
+
+
+def consistency(summary: Summary) -> str:
+    """The spread of the runs in words: ``single run`` (n = 1), ``very consistent``
+    (CV < 1%), ``consistent`` (< 5%), ``variable`` (< 10%), ``inconsistent`` (>= 10%);
+    ``n/a`` when the CV is undefined (a mean of 0)."""
+    if summary.n == 1:
+        return "single run"
+    if summary.cv is None:
+        return "n/a"
+    for bound, label in CONSISTENCY:
+        if abs(summary.cv) < bound:
+            return label
+    return INCONSISTENT

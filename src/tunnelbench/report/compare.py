@@ -1,27 +1,41 @@
-"""Two runs side by side: each configuration's median in run A and run B and the change.
+"""Two sets of configurations side by side: is B faster than A, by how much, for sure?
 
-Configurations are matched by their key (equal settings); one that only one run has is
-listed as such. A change is put next to whether the two runs' min-max ranges overlap: a
-change inside the run-to-run spread is not evidence of a difference. What differs between
-the two machines or software (kernel, versions) is listed above the table.
+The one implementation behind ``tunnelbench compare A B`` and its alias ``tunnelbench
+report --compare A B``. A side is a run (``RUN``, ``latest``, ``DATABASE``,
+``DATABASE:RUN``), optionally narrowed to some of its configurations by a selector
+(``RUNREF@traffic.streams=4``; see :mod:`.selector`).
+
+Configurations are paired when their settings are equal, ignoring the paths either
+selector names (``7@traffic.streams=1`` against ``7@traffic.streams=4`` pairs each
+1-stream configuration with the same configuration at 4 streams), and ignoring the tunnel
+settings when one side holds only no-tunnel baselines (which have none). A configuration
+without a partner is listed as such. For each pair the goodput of B's runs is compared
+with A's (:mod:`tunnelbench.analysis.significance`): the ratio of medians with its 95%
+interval, the rank test's p-value, and a plain verdict. What differs between the two
+runs' environments (kernel, versions) is listed above the table.
 """
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
+from tunnelbench.analysis import significance
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run, varying_axes
 from tunnelbench.errors import UserError
 from tunnelbench.plan import Experiment, flatten
 from tunnelbench.report.markdown import escape
 from tunnelbench.report.markdown import table as markdown_table
 from tunnelbench.report.runs import utc
+from tunnelbench.report.selector import Selector
 from tunnelbench.report.table import AXIS_HEADINGS, aligned, axis_value
 from tunnelbench.store import RunRecord, Store
 from tunnelbench.units import mbit
 
-FORMATS = ("table", "md")
-NUMERIC = {"A Mbit/s", "B Mbit/s", "change", "A retrans", "B retrans", "A % base", "B % base"}
+FORMATS = ("table", "md", "json")
+JSON_FORMAT_VERSION = 1
+NUMERIC = {"A Mbit/s", "B Mbit/s", "B/A", "95% CI", "p", "A retrans", "B retrans"}
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("traffic.streams", "traffic.family", "tunnel.mtu")}
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("lab.lan_mtu", "lab.wan.mtu", "lab.wan.queue_limit")}
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("lab.wan.rate", "traffic.udp_rate", "tunnel.cpu_budget")}
@@ -36,7 +50,7 @@ class RunRef:
     run: str
 
     @classmethod
-    def parse(cls, text: str, default_db: Path) -> "RunRef":
+    def parse(cls, text: str, default_db: Path, where: str = "--compare") -> "RunRef":
         def is_run(ref: str) -> bool:
             return ref.isdigit() or ref == "latest"
 
@@ -48,29 +62,49 @@ class RunRef:
         if Path(text).is_file():
             return cls(Path(text), "latest")
         raise UserError(
-            f"--compare: {text!r} is not a run id, 'latest', a results database or DATABASE:RUN"
+            f"{where}: {text!r} is not a run id, 'latest', a results database or DATABASE:RUN"
         )
+
+
+@dataclass(frozen=True)
+class SideRef:
+    """One side as written: a run and, after ``@``, an optional selector."""
+
+    run: RunRef
+    selector: Selector | None
+
+    @classmethod
+    def parse(cls, text: str, default_db: Path, where: str = "--compare") -> "SideRef":
+        head, at, tail = text.rpartition("@")
+        if at and "=" in tail:  # a database path may itself hold an '@'
+            return cls(RunRef.parse(head, default_db, where), Selector.parse(tail, where))
+        return cls(RunRef.parse(text, default_db, where), None)
 
 
 @dataclass(frozen=True)
 class Side:
     db: Path
     run: RunRecord
-    summaries: list[ConfigSummary]
+    summaries: list[ConfigSummary]  # the selected configurations
+    selector: Selector | None = None
 
     @property
-    def by_key(self) -> dict[str, ConfigSummary]:
-        return {s.key: s for s in self.summaries}
+    def name(self) -> str:
+        return f"run {self.run.id}" + (f" @ {self.selector}" if self.selector else "")
 
     def describe(self) -> str:
         name = Experiment.from_dict(self.run.experiment).name or "benchmark"
         when = utc(self.run.started_at)
-        return f"run {self.run.id} in {self.db} ({name}, {when}, {self.run.status})"
+        where = f" where {self.selector}" if self.selector else ""
+        return f"run {self.run.id} in {self.db} ({name}, {when}, {self.run.status}){where}"
+
+    @property
+    def only_baselines(self) -> bool:
+        return all(s.config.tunnel.kind.value == "none" for s in self.summaries)
 
 
 @dataclass(frozen=True)
 class Row:
-    key: str
     a: ConfigSummary | None
     b: ConfigSummary | None
 
@@ -78,22 +112,18 @@ class Row:
     def summary(self) -> ConfigSummary:
         return self.a or self.b  # type: ignore[return-value]
 
+    @cached_property
+    def stats(self) -> significance.Comparison | None:
+        """B's goodput runs against A's; None unless both sides measured something."""
+        if self.a is None or self.b is None or not self.a.goodput or not self.b.goodput:
+            return None
+        return significance.compare(self.a.goodput.values, self.b.goodput.values)
+
     @property
     def change_pct(self) -> float | None:
         """(B - A) / A of the medians, in percent."""
-        if self.a is None or self.b is None or not self.a.goodput or not self.b.goodput:
-            return None
-        if self.a.goodput.median == 0:
-            return None
-        return 100.0 * (self.b.goodput.median - self.a.goodput.median) / self.a.goodput.median
-
-    @property
-    def ranges_overlap(self) -> bool | None:
-        """Whether the min-max ranges of A's and B's runs overlap."""
-        if self.a is None or self.b is None or not self.a.goodput or not self.b.goodput:
-            return None
-        a, b = self.a.goodput, self.b.goodput
-        return a.minimum <= b.maximum and b.minimum <= a.maximum
+        stats = self.stats
+        return None if stats is None or stats.ratio is None else 100.0 * (stats.ratio - 1)
 
 
 @dataclass(frozen=True)
@@ -103,21 +133,63 @@ class Comparison:
     rows: list[Row]
     environment_changes: list[tuple[str, object, object]]  # (key, in A, in B)
 
+    def fixed_paths(self) -> set[str]:
+        """Setting paths that have one value on each side (the selectors say which):
+        not repeated as columns."""
+        fixed = set()
+        for side in (self.a, self.b):
+            if side.selector is None:
+                continue
+            for path in side.selector.paths:
+                other = self.b if side is self.a else self.a
+                values = {json.dumps(axis_values(s, path)) for s in other.summaries}
+                if len(values) <= 1:
+                    fixed.add(path)
+        return fixed
 
-def load(ref: RunRef) -> Side:
+
+def axis_values(s: ConfigSummary, path: str) -> Any:
+    return flatten(s.config.to_dict()).get(path)
+
+
+def load(ref: RunRef, selector: Selector | None = None, where: str = "--compare") -> Side:
     store = Store.open_existing(ref.db)
     try:
         run = store.run(ref.run)
-        return Side(ref.db, run, summarize_run(store.trials(run.id)))
+        summaries = summarize_run(store.trials(run.id))
     finally:
         store.close()
+    if selector is not None:
+        summaries = selector.select(summaries, where, f"run {run.id} in {ref.db}")
+    return Side(ref.db, run, summaries, selector)
+
+
+def _pairing_key(s: ConfigSummary, ignored: frozenset[str], ignore_tunnel: bool) -> str:
+    flat = flatten(s.config.to_dict())
+    kept = {
+        path: value
+        for path, value in flat.items()
+        if path not in ignored and not (ignore_tunnel and path.startswith("tunnel."))
+    }
+    return json.dumps(kept, sort_keys=True, default=str)
 
 
 def compare(a: Side, b: Side) -> Comparison:
-    b_by_key = b.by_key
-    rows = [Row(s.key, s, b_by_key.get(s.key)) for s in a.summaries]
-    a_keys = {s.key for s in a.summaries}
-    rows += [Row(s.key, None, s) for s in b.summaries if s.key not in a_keys]
+    """Pair A's configurations with B's; see the module docstring for the rule."""
+    ignored = (a.selector.paths if a.selector else frozenset()) | (
+        b.selector.paths if b.selector else frozenset()
+    )
+    # A baseline has no tunnel settings: a baseline side pairs with any tunnel.
+    ignore_tunnel = bool(ignored) and a.only_baselines != b.only_baselines
+    b_keys = [_pairing_key(s, ignored, ignore_tunnel) for s in b.summaries]
+    rows: list[Row] = []
+    paired: set[int] = set()
+    for s in a.summaries:
+        key = _pairing_key(s, ignored, ignore_tunnel)
+        partners = [i for i, k in enumerate(b_keys) if k == key]
+        rows += [Row(s, b.summaries[i]) for i in partners] or [Row(s, None)]
+        paired.update(partners)
+    rows += [Row(None, s) for i, s in enumerate(b.summaries) if i not in paired]
     env_a, env_b = flatten(a.run.environment), flatten(b.run.environment)
     changes = [
         (key, env_a.get(key), env_b.get(key))
@@ -125,6 +197,9 @@ def compare(a: Side, b: Side) -> Comparison:
         if env_a.get(key) != env_b.get(key)
     ]
     return Comparison(a, b, rows, changes)
+
+
+# --- cells ---
 
 
 def _median(s: ConfigSummary | None) -> str:
@@ -141,40 +216,53 @@ def _retransmits(s: ConfigSummary | None) -> str:
     return f"{s.retransmits.median:,.0f}" if s.retransmits else "n/a"
 
 
-def _pct(s: ConfigSummary | None) -> str:
-    if s is None or s.pct_of_baseline is None:
-        return "-"
-    return f"{s.pct_of_baseline:.0f}%"
+def _either(row: Row, cell: Any) -> str:
+    """A setting's cell, or ``A → B`` when the paired configurations differ in it."""
+    values = [cell(s) for s in (row.a, row.b) if s is not None]
+    return values[0] if len(set(values)) == 1 else " → ".join(values)
 
 
-def _change(row: Row) -> str:
+def short_verdict(row: Row) -> str:
     if row.a is None:
         return "only in B"
     if row.b is None:
         return "only in A"
-    change = row.change_pct
-    return "-" if change is None else f"{change:+.1f}%"
+    stats = row.stats
+    if stats is None:
+        skipped = row.a.skipped is not None or row.b.skipped is not None
+        return "skipped" if skipped else "failed"
+    if stats.direction == "undecidable":
+        return f"too few runs ({stats.n1} vs {stats.n2})"
+    if stats.direction == "none" or stats.ratio is None:
+        return "no significant difference"
+    return f"B {stats.direction} by {abs(stats.ratio - 1):.1%}"
 
 
-def _overlap(row: Row) -> str:
-    overlap = row.ranges_overlap
-    return "-" if overlap is None else ("yes" if overlap else "no")
+def _statistics(row: Row) -> list[str]:
+    stats = row.stats
+    if stats is None or stats.ratio is None:
+        return ["-", "-", "-"]
+    ci = "-" if stats.ratio_ci is None else "{:.3f}-{:.3f}".format(*stats.ratio_ci)
+    return [f"{stats.ratio:.3f}", ci, significance.p_text(stats.p)]
 
 
 def rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
-    summaries = [r.summary for r in comparison.rows]
-    axes = [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a != "tunnel.kind"]
-    header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes)]
-    header += ["A Mbit/s", "B Mbit/s", "change", "ranges overlap"]
-    header += ["A retrans", "B retrans", "A % base", "B % base"]
+    summaries = [s for r in comparison.rows for s in (r.a, r.b) if s is not None]
+    ignored = comparison.fixed_paths() | {"tunnel.kind"}
+    axes = [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a not in ignored]
+    header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes), "A Mbit/s", "B Mbit/s"]
+    header += ["B/A", "95% CI", "p", "verdict", "A retrans", "B retrans"]
     body = []
     for row in comparison.rows:
-        settings = [axis_value(row.summary, a) for a in axes]
+        settings = [_either(row, lambda s, a=a: axis_value(s, a)) for a in axes]
         body.append(
-            [row.summary.label, *settings, _median(row.a), _median(row.b), _change(row),
-             _overlap(row), _retransmits(row.a), _retransmits(row.b), _pct(row.a), _pct(row.b)]
+            [_either(row, lambda s: s.label), *settings, _median(row.a), _median(row.b),
+             *_statistics(row), short_verdict(row), _retransmits(row.a), _retransmits(row.b)]
         )  # fmt: skip
     return header, body
+
+
+# --- text around the table ---
 
 
 def _environment_lines(comparison: Comparison) -> list[str]:
@@ -186,12 +274,20 @@ def _environment_lines(comparison: Comparison) -> list[str]:
     ]
 
 
-def _explanation(comparison: Comparison) -> str:
-    return (
-        "Change: B's median goodput against A's; ranges overlap: whether the min-max of "
-        "A's runs and of B's runs overlap (a change within the run-to-run spread is not "
-        "evidence of a difference)."
-    )
+def _explanation(comparison: Comparison) -> list[str]:
+    lines = [
+        "B/A: B's median goodput over A's, with its 95% bootstrap interval; p: two-sided "
+        "Mann-Whitney rank test of B's runs against A's. A difference is called when "
+        f"p < {significance.ALPHA:g}; see docs/statistics.md."
+    ]
+    undecidable = {
+        (s.n1, s.n2): s
+        for s in (r.stats for r in comparison.rows)
+        if s is not None and s.direction == "undecidable"
+    }
+    for stats in undecidable.values():
+        lines.append(stats.verdict[0].upper() + stats.verdict[1:] + ".")
+    return lines
 
 
 def render_table(comparison: Comparison) -> str:
@@ -200,7 +296,7 @@ def render_table(comparison: Comparison) -> str:
     out = [f"A: {comparison.a.describe()}", f"B: {comparison.b.describe()}"]
     out += _environment_lines(comparison)
     out += ["", *aligned(header, body, numeric)]
-    out += ["", _explanation(comparison)]
+    out += ["", *_explanation(comparison)]
     return "\n".join(out)
 
 
@@ -208,7 +304,7 @@ def render_markdown(comparison: Comparison) -> str:
     header, body = rows(comparison)
     numeric = {i for i, h in enumerate(header) if h in NUMERIC}
     out = [
-        f"# Comparison: run {comparison.a.run.id} (A) and run {comparison.b.run.id} (B)",
+        f"# Comparison: {comparison.a.name} (A) and {comparison.b.name} (B)",
         "",
         f"- **A:** {escape(comparison.a.describe())}",
         f"- **B:** {escape(comparison.b.describe())}",
@@ -221,14 +317,90 @@ def render_markdown(comparison: Comparison) -> str:
         ]
     else:
         out += ["- **Environment:** the same in both runs"]
-    out += ["", *markdown_table(header, body, numeric), "", _explanation(comparison)]
-    return "\n".join(out) + "\n"
+    out += ["", *markdown_table(header, body, numeric), ""]
+    out += [line + "\n" for line in _explanation(comparison)]
+    return "\n".join(out).rstrip("\n") + "\n"
 
 
-def render(a: RunRef, b: RunRef, fmt: str) -> str:
+def _side_json(side: Side) -> dict[str, Any]:
+    return {
+        "db": str(side.db),
+        "run_id": side.run.id,
+        "selector": None if side.selector is None else str(side.selector),
+        "description": side.describe(),
+    }
+
+
+def _config_json(s: ConfigSummary | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    g = s.goodput
+    return {
+        "label": s.label,
+        "config": s.config.to_dict(),
+        "status": "skipped" if s.skipped is not None else ("failed" if g is None else "ok"),
+        "n": 0 if g is None else g.n,
+        "goodput_mbit": None if g is None else [mbit(v) for v in g.values],
+        "median_mbit": None if g is None else mbit(g.median),
+        "median_ci95_mbit": None if g is None or g.ci is None else [mbit(v) for v in g.ci],
+        "retransmits_median": None if s.retransmits is None else s.retransmits.median,
+    }
+
+
+def _row_json(row: Row) -> dict[str, Any]:
+    stats = row.stats
+    out: dict[str, Any] = {
+        "label": _either(row, lambda s: s.label),
+        "a": _config_json(row.a),
+        "b": _config_json(row.b),
+        "ratio": None,
+        "ratio_ci95": None,
+        "p_value": None,
+        "method": None,
+        "significant": None,
+        "can_be_significant": None,
+        "verdict": short_verdict(row),
+    }
+    if stats is not None:
+        out |= {
+            "ratio": stats.ratio,
+            "ratio_ci95": None if stats.ratio_ci is None else list(stats.ratio_ci),
+            "p_value": stats.p,
+            "method": stats.method,
+            "significant": stats.significant,
+            "can_be_significant": stats.can_be_significant,
+            "verdict": stats.verdict,
+        }
+    return out
+
+
+def render_json(comparison: Comparison) -> str:
+    document = {
+        "format": "tunnelbench-compare",
+        "format_version": JSON_FORMAT_VERSION,
+        "alpha": significance.ALPHA,
+        "a": _side_json(comparison.a),
+        "b": _side_json(comparison.b),
+        "environment_changes": [
+            {"key": key, "a": a, "b": b} for key, a, b in comparison.environment_changes
+        ],
+        "pairs": [_row_json(row) for row in comparison.rows],
+    }
+    return json.dumps(document, indent=2)
+
+
+def render(a: str, b: str, db: Path, fmt: str, *, where: tuple[str, str] = ("A", "B")) -> str:
+    """The comparison of the sides written ``a`` and ``b``; ``where`` names the two
+    arguments in error messages."""
     if fmt not in FORMATS:
         raise UserError(
-            f"--format: {fmt!r} is not available with --compare; allowed: {', '.join(FORMATS)}"
+            f"--format: {fmt!r} is not available for a comparison; allowed: {', '.join(FORMATS)}"
         )
-    comparison = compare(load(a), load(b))
+    refs = [SideRef.parse(text, db, name) for text, name in zip((a, b), where, strict=True)]
+    side_a, side_b = (
+        load(ref.run, ref.selector, name) for ref, name in zip(refs, where, strict=True)
+    )
+    comparison = compare(side_a, side_b)
+    if fmt == "json":
+        return render_json(comparison)
     return render_table(comparison) if fmt == "table" else render_markdown(comparison)

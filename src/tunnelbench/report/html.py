@@ -232,8 +232,11 @@ def render(
         + _header(run, summaries)
         + f'<section id="summary"><h2>Summary</h2><ul class="answer">{answer}</ul>'
         '<p class="muted">Goodput is what the receiver counted, warm-up excluded; '
-        "medians over the runs of each configuration. “% of baseline” divides by the "
-        "median of the same lab and traffic without a tunnel, measured in the same run.</p>"
+        "medians over the runs of each configuration, with the bootstrap 95% interval of "
+        "the median in parentheses and the spread of the runs in words (very consistent: "
+        "CV < 1%, consistent < 5%, variable < 10%, else inconsistent). “% of baseline” "
+        "divides by the median of the same lab and traffic without a tunnel, measured in "
+        "the same run.</p>"
         "</section>"
         + _list("Findings", findings)
         + _list("Advice", advice)

@@ -11,7 +11,7 @@ from typing import Any
 
 from tunnelbench import __version__
 from tunnelbench.analysis.precision import Precision
-from tunnelbench.analysis.stats import Summary
+from tunnelbench.analysis.stats import Summary, consistency
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.plan import Experiment, with_baselines
 from tunnelbench.report import precision
@@ -33,6 +33,9 @@ def _summary(summary: Summary | None, scale: float = 1.0) -> dict[str, Any] | No
         "max": summary.maximum / scale,
         "mean": summary.mean / scale,
         "cv": summary.cv,
+        # Statistics added without a version change (new fields, see the module docstring).
+        "median_ci95": None if summary.ci is None else [v / scale for v in summary.ci],
+        "consistency": consistency(summary),
     }
 
 

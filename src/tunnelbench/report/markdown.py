@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tunnelbench.analysis.precision import repetitions_phrase
+from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, summarize_run, varying_axes
 from tunnelbench.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.progress import format_duration
@@ -24,7 +25,8 @@ from tunnelbench.units import mbit
 STATUSES = ("ok", "failed", "skipped")
 NUMERIC_HEADINGS = {
     "streams", "IP", "tun MTU", "LAN MTU", "WAN MTU", "limit", "WAN rate", "UDP rate",
-    "CPU budget", "median Mbit/s", "min-max Mbit/s", "CV", "retransmits", "% of baseline",
+    "CPU budget", "median Mbit/s", "95% CI Mbit/s", "min-max Mbit/s", "CV", "retransmits",
+    "% of baseline",
 }  # fmt: skip
 
 
@@ -65,15 +67,17 @@ def busiest(c: BusiestCore | None) -> str:
 
 def _result_cells(s: ConfigSummary) -> list[str]:
     if s.skipped is not None:
-        return ["skipped", "-", "-", "-", "-", "-"]
+        return ["skipped", "-", "-", "-", "-", "-", "-", "-"]
     g = s.goodput
     if g is None:
-        return ["failed", "-", "-", "-", "-", "-"]
+        return ["failed", "-", "-", "-", "-", "-", "-", "-"]
     c = s.busiest_core
     return [
         f"{mbit(g.median):,.0f}",
+        "-" if g.ci is None else f"{mbit(g.ci[0]):,.0f}-{mbit(g.ci[1]):,.0f}",
         f"{mbit(g.minimum):,.0f}-{mbit(g.maximum):,.0f}",
         "-" if g.cv is None else f"{100 * g.cv:.1f}%",
+        consistency(g),
         f"{s.retransmits.median:,.0f}" if s.retransmits else "n/a",
         "-" if s.pct_of_baseline is None else f"{s.pct_of_baseline:.0f}%",
         busiest(c),
@@ -84,7 +88,8 @@ def results_table(summaries: list[ConfigSummary]) -> list[str]:
     """One row per configuration; the settings that vary in this run as columns."""
     axes = [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a != "tunnel.kind"]
     header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes)]
-    header += ["median Mbit/s", "min-max Mbit/s", "CV", "retransmits", "% of baseline"]
+    header += ["median Mbit/s", "95% CI Mbit/s", "min-max Mbit/s", "CV", "consistency"]
+    header += ["retransmits", "% of baseline"]
     header += ["busiest core (usr/sys/soft %)"]
     body = []
     for s in summaries:
@@ -211,11 +216,13 @@ def explanation(summaries: list[ConfigSummary]) -> str:
     runs = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
     return (
         f"Median of {runs} runs per configuration. Goodput is what the receiver counted "
-        "(iperf3 `end.sum_received`), warm-up excluded; CV is the coefficient of variation "
-        "of the runs; retransmits are the median per run. % of baseline divides a tunnel's "
-        "median by the median of the same traffic over no tunnel in this run. The busiest "
-        "core is the one with the least idle time over the measured window, split into "
-        "user / system / softirq %."
+        "(iperf3 `end.sum_received`), warm-up excluded; 95% CI is the bootstrap interval "
+        "of the median; CV is the coefficient of variation of the runs, and consistency "
+        "says it in words (very consistent < 1%, consistent < 5%, variable < 10%, else "
+        "inconsistent; see docs/statistics.md); retransmits are the median per run. "
+        "% of baseline divides a tunnel's median by the median of the same traffic over no "
+        "tunnel in this run. The busiest core is the one with the least idle time over the "
+        "measured window, split into user / system / softirq %."
     )
 
 

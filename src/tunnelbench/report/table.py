@@ -1,5 +1,6 @@
 """The terminal table of a run: one row per configuration."""
 
+from tunnelbench.analysis.stats import Summary, consistency
 from tunnelbench.analysis.summary import ConfigSummary, varying_axes
 from tunnelbench.units import mbit
 
@@ -30,7 +31,7 @@ AXIS_HEADINGS = {
 }
 TEXT_COLUMNS = {
     "tunnel", "direction", "mode", "topology", "shaper", "impl", "queue", "proto", "cc",
-    "offload roles", "busiest core usr/sys/soft %",
+    "offload roles", "busiest core usr/sys/soft %", "consistency",
 }  # fmt: skip
 
 
@@ -51,10 +52,18 @@ def axis_value(summary: ConfigSummary, path: str) -> str:
     return "-" if value is None else str(value)
 
 
+def median_with_ci(g: Summary) -> str:
+    """``2,366 (2,344-2,388)``: the median and its bootstrap 95% interval, in Mbit/s."""
+    if g.ci is None:
+        return f"{mbit(g.median):,.0f}"
+    return f"{mbit(g.median):,.0f} ({mbit(g.ci[0]):,.0f}-{mbit(g.ci[1]):,.0f})"
+
+
 def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
     axes = [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a != "tunnel.kind"]
     header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes)]
-    header += ["median Mbit/s", "min-max", "retrans", "% base", "busiest core usr/sys/soft %"]
+    header += ["median Mbit/s (95% CI)", "consistency"]  # the statistics of the runs
+    header += ["retrans", "% base", "busiest core usr/sys/soft %"]
     body = []
     for s in summaries:
         row = [s.label, *(axis_value(s, a) for a in axes)]
@@ -64,8 +73,7 @@ def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
             row += ["failed", "-", "-", "-", "-"]
         else:
             g = s.goodput
-            row.append(f"{mbit(g.median):,.0f}")
-            row.append(f"{mbit(g.minimum):,.0f}-{mbit(g.maximum):,.0f}")
+            row += [median_with_ci(g), consistency(g)]
             row.append(f"{s.retransmits.median:,.0f}" if s.retransmits else "n/a")
             row.append(f"{s.pct_of_baseline:.0f}%" if s.pct_of_baseline is not None else "-")
             c = s.busiest_core

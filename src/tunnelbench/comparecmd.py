@@ -1,0 +1,37 @@
+"""The ``compare`` verb: two runs, or two sets of configurations, side by side with the
+ratio of medians, its interval, a rank test and a verdict (``report/compare.py``).
+
+Kept apart from ``cli.py`` so that adding the verb there is one call.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from tunnelbench.store import DEFAULT_DB
+
+SIDE_HELP = (
+    "RUN, latest, DATABASE (its latest run) or DATABASE:RUN, optionally followed by "
+    "@SETTING=VALUE[,SETTING=VALUE...] to pick some of its configurations, "
+    "e.g. latest@traffic.streams=4"
+)
+
+
+def add_parser(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    compare = verbs.add_parser(
+        "compare",
+        help="is B faster than A? ratio of medians, 95%% interval, rank test, verdict",
+    )
+    compare.add_argument("a", metavar="A", help=SIDE_HELP)
+    compare.add_argument("b", metavar="B", help="as A")
+    compare.add_argument("--db", default=str(DEFAULT_DB), help="results database for RUN")
+    compare.add_argument("--format", default="table", help="table | md | json (default table)")
+    compare.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tunnelbench.report import compare
+
+    text = compare.render(args.a, args.b, Path(args.db), args.format)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
