@@ -24,6 +24,13 @@ THREADED_SINCE = (3, 16)
 _DIRECTION_FLAGS = {Direction.UPLOAD: [], Direction.DOWNLOAD: ["-R"], Direction.BIDIR: ["--bidir"]}
 
 
+POLL_S = 0.01
+# Clients start one after another (a few ms each) and are polled every POLL_S; a delayed
+# connection costs at least a second (TCP's initial retransmission timeout).
+ALIGNMENT_FLOOR_S = 0.15
+ALIGNMENT_SHARE = 0.03  # of the measured duration
+
+
 def server_argv(binary: str, port: int) -> list[str]:
     # -J makes the server send its JSON report, with receiver intervals, to the client.
     return [binary, "-s", "-1", "-J", "-p", str(port)]
@@ -110,7 +117,8 @@ class Iperf3(Generator):
         watched = {f"iperf3-server:{port}": proc.pid for port, (proc, _) in servers.items()}
         watched |= {f"iperf3-client:{port}": c.pid for port, c in zip(ports, clients, strict=True)}
         on_started(watched, time.monotonic())
-        _wait_clients(clients, settings.warmup + settings.duration + 20, stop_reason)
+        ended = _wait_clients(clients, settings.warmup + settings.duration + 20, stop_reason)
+        check_aligned(dict(zip(ports, ended, strict=True)), settings.duration)
         docs = [_load(path) for path in outputs]
         measured = [iperf3_json.parse(doc, settings.duration) for doc in docs]
         return _combine(mode, measured, docs)
@@ -147,18 +155,55 @@ def _combine(
     )
 
 
+def aligned_tolerance(duration: float) -> float:
+    """How far apart (s) the clients may end and still be summed as one measurement."""
+    return max(ALIGNMENT_FLOOR_S, ALIGNMENT_SHARE * duration)
+
+
+def check_aligned(ended: dict[int, float], duration: float) -> None:
+    """Refuse to sum clients whose measuring windows did not coincide.
+
+    Each iperf3 process measures its own window from the moment its streams connect.
+    When a connection is delayed (a SYN dropped by a small queue costs a one-second
+    retransmission timeout), that process measures later than the others and partly
+    alone, and the sum of the per-process rates overstates what the link carried at
+    any one time: 4 processes through a 100 Mbit/s tbf with a 5-packet queue summed to
+    117-131 Mbit/s. All clients run for the same time, so the spread of their end times
+    is the spread of their windows.
+    """
+    if len(ended) < 2:
+        return
+    spread = max(ended.values()) - min(ended.values())
+    if spread > aligned_tolerance(duration):
+        late = max(ended, key=lambda port: ended[port])
+        raise LabError(
+            f"iperf3 clients ended {spread:.2f} s apart (the one on port {late} last): their"
+            " measuring windows did not coincide, so their goodputs cannot be summed"
+            " (a connection was probably delayed by a dropped packet); use"
+            " traffic.stream_mode = single, which measures all streams in one window"
+        )
+
+
 def _wait_clients(
     clients: list["subprocess.Popen[bytes]"], limit: float, stop_reason: StopReason
-) -> None:
-    """Wait for every client; give up early when the trial can no longer succeed (a
-    client whose tunnel died would otherwise wait for its control connection)."""
+) -> list[float]:
+    """Wait for every client and return when each ended (monotonic s); give up early when
+    the trial can no longer succeed (a client whose tunnel died would otherwise wait for
+    its control connection)."""
     deadline = time.monotonic() + limit
-    while any(c.poll() is None for c in clients):
+    ended: list[float | None] = [None] * len(clients)
+    while True:
+        now = time.monotonic()
+        for k, client in enumerate(clients):
+            if ended[k] is None and client.poll() is not None:
+                ended[k] = now
+        if all(t is not None for t in ended):
+            return [t for t in ended if t is not None]
         if (reason := stop_reason()) is not None:
             raise LabError(reason)
-        if time.monotonic() > deadline:
+        if now > deadline:
             raise LabError(f"iperf3 client did not finish within {limit:g} s")
-        time.sleep(0.05)
+        time.sleep(POLL_S)
 
 
 def _load(path: Path) -> dict[str, Any]:
