@@ -80,8 +80,8 @@ def _resume(args: argparse.Namespace) -> int:
 def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run_id: int) -> int:
     from tunnelbench import progress, reportcmd, runner
     from tunnelbench.analysis.summary import summarize_run
+    from tunnelbench.report import findings, table
     from tunnelbench.report import precision as precision_report
-    from tunnelbench.report import table
 
     display: progress.Progress
     if args.json:
@@ -97,7 +97,8 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
         reported = reportcmd.write_reports(store, run_id, as_json=True)
         return 1 if failed or not reported else 0
     print()
-    print(table.render(summarize_run(trials)))
+    summaries = summarize_run(trials, store.run(str(run_id)).environment)
+    print(table.render(summaries))
     for trial in failed:
         print(f"trial {trial.seq} failed: {trial.error}")
     for line in precision_report.lines(store.run(str(run_id)), trials):
@@ -106,6 +107,9 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
     for reason in reasons:
         count = sum(1 for t in trials if t.status == "skipped" and t.error == reason)
         print(f"skipped {count} trial(s): {reason}")
+    if verdicts := findings.terminal_lines(summaries):
+        print("\ndiagnosis and advice:")
+        print("\n".join(verdicts))
     print(f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`")
     reported = reportcmd.write_reports(store, run_id, as_json=False)
     return 1 if failed or not reported else 0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.errors import UserError
-from tunnelbench.report import compare, csv_report, html, json_report, markdown, table
+from tunnelbench.report import compare, csv_report, findings, html, json_report, markdown, table
 from tunnelbench.report import runs as run_list
 from tunnelbench.store import Store
 
@@ -68,7 +68,11 @@ def _report(store: Store, ref: str, fmt: str, output: Path | None) -> None:
     else:
         run = store.run(ref)
         heading = f"run {run.id} ({run.status}): {run.command_line}"
-        _emit(heading + "\n" + table.render(summarize_run(store.trials(run.id))), output)
+        summaries = summarize_run(store.trials(run.id), run.environment)
+        text = heading + "\n" + table.render(summaries)
+        if verdicts := findings.terminal_lines(summaries):
+            text += "\n\ndiagnosis and advice:\n" + "\n".join(verdicts)
+        _emit(text, output)
 
 
 def _compare(args: argparse.Namespace, output: Path | None) -> int:

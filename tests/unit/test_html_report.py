@@ -101,12 +101,15 @@ def test_queue_comparison_page_content(tmp_path):
     assert "wireguard-go@gwa 52%" in text
 
 
-def test_no_findings_section_unless_given(tmp_path):
+def test_diagnosis_and_advice_sections_come_from_the_analysis(tmp_path):
     store = recorded("l2-tunnel-mtu", tmp_path)
-    assert "<h2>Findings</h2>" not in html.render(store, "latest")
-    page = html.render(store, "latest", findings=["VXLAN costs 3%"], advice=["Use <9000>"])
-    assert "<h2>Findings</h2><ul><li>VXLAN costs 3%</li></ul>" in page
-    assert "<li>Use &lt;9000&gt;</li>" in page
+    page = html.render(store, "latest")
+    # The recorded single-stream baselines had their iperf3 sender at 90-98% of a core.
+    assert '<section id="diagnosis"><h2>Diagnosis</h2><ul><li>none, LAN MTU 1500' in page
+    assert "generator-bound: the load generator iperf3-client:5201 used" in page
+    assert '<section id="advice"><h2>Advice</h2>' in page
+    assert "(`traffic.streams`)" in page
+    assert page.count("<td>generator-bound</td>") == 4  # the verdict column, every row
 
 
 def test_every_string_from_the_store_is_escaped(tmp_path):

@@ -42,7 +42,23 @@ def test_recorded_runs_validate(name, tmp_path):
     for r in runs:
         assert r["metrics"] == trials[r["trial_id"]].metrics
         assert r["resolved"] == trials[r["trial_id"]].resolved
-    assert document["findings"] == []
+    # One finding per configuration's verdict and further findings, each about one key.
+    keys = {c["key"] for c in document["configurations"] if c["diagnosis"] is not None}
+    assert {f["configurations"][0] for f in document["findings"]} == keys
+    expected = [
+        bound
+        for c in document["configurations"]
+        if c["diagnosis"] is not None
+        for bound in [c["diagnosis"]["verdict"]["bound"]]
+        + [o["bound"] for o in c["diagnosis"]["others"]]
+    ]
+    assert [f["kind"] for f in document["findings"]] == expected
+    # The shaped queue-comparison run is link-bound throughout (99.9% of the ceiling);
+    # the unshaped L2 run's single-stream sender was pegged (generator-bound).
+    assert (
+        set(expected)
+        == {"queue-comparison": {"link-bound"}, "l2-tunnel-mtu": {"generator-bound"}}[name]
+    )
 
 
 def test_skipped_configurations_carry_their_reason(tmp_path):

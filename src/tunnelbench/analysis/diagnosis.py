@@ -208,7 +208,8 @@ def generator_bound(s: Subject) -> Finding | None:
     return Finding(
         Bound.GENERATOR,
         f"the load generator {label} used {pct:.1f}% of one core"
-        f" ({per_process} stream(s) in that process): the generator is the limit",
+        f" ({per_process} stream{'s' if per_process > 1 else ''} in that process): the"
+        " generator is the limit",
         (
             Evidence(f"{label} CPU", pct, "%"),
             Evidence("streams per generator process", per_process, ""),

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.report import svg, table
+from tunnelbench.report import findings, svg, table
 from tunnelbench.report.charts import charts_for_run, config_labels
 from tunnelbench.store import RunRecord, Store
 from tunnelbench.units import mbit
@@ -174,11 +174,11 @@ def _results(summaries: Sequence[ConfigSummary]) -> str:
     return html
 
 
-def _list(title: str, items: Sequence[str]) -> str:
+def _list(title: str, items: Sequence[str], section: str) -> str:
     if not items:
         return ""
     lis = "".join(f"<li>{escape(i)}</li>" for i in items)
-    return f"<h2>{escape(title)}</h2><ul>{lis}</ul>"
+    return f'<section id="{section}"><h2>{escape(title)}</h2><ul>{lis}</ul></section>'
 
 
 def _header(run: RunRecord, summaries: Sequence[ConfigSummary]) -> str:
@@ -204,16 +204,10 @@ def _header(run: RunRecord, summaries: Sequence[ConfigSummary]) -> str:
     )
 
 
-def render(
-    store: Store,
-    run_ref: str,
-    *,
-    findings: Sequence[str] = (),
-    advice: Sequence[str] = (),
-) -> str:
+def render(store: Store, run_ref: str) -> str:
     """The whole page for a run (an id or ``latest``), as one string."""
     run = store.run(run_ref)
-    summaries = summarize_run(store.trials(run.id))
+    summaries = summarize_run(store.trials(run.id), run.environment)
     charts = charts_for_run(summaries, store.artifact)
     figures = "".join(
         f'<figure id="fig-{escape(c.id)}"><h3>{escape(c.title)}</h3>{svg.render(c)}'
@@ -238,8 +232,8 @@ def render(
         "divides by the median of the same lab and traffic without a tunnel, measured in "
         "the same run.</p>"
         "</section>"
-        + _list("Findings", findings)
-        + _list("Advice", advice)
+        + _list("Diagnosis", findings.findings(summaries), "diagnosis")
+        + _list("Advice", findings.advice(summaries), "advice")
         + f'<section id="results"><h2>Results</h2>{_results(summaries)}</section>'
         + f'<section id="charts"><h2>Charts</h2>{figures}</section>'
         + f'<section id="environment"><h2>Environment</h2>{_environment(run.environment)}'

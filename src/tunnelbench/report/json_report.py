@@ -14,7 +14,7 @@ from tunnelbench.analysis.precision import Precision
 from tunnelbench.analysis.stats import Summary, consistency
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.plan import Experiment, with_baselines
-from tunnelbench.report import precision
+from tunnelbench.report import findings, precision
 from tunnelbench.store import RunRecord, Store, TrialRecord
 
 # 2: configurations gained a status, the reason they were skipped and the mean of each
@@ -86,6 +86,7 @@ def configuration(store: Store, s: ConfigSummary, p: Precision | None = None) ->
         "process_cpu_pct": s.processes_cpu,
         "runs": [trial(store, t) for t in s.trials],
         "precision": _precision(p),
+        **findings.configuration_json(s),
     }
 
 
@@ -116,7 +117,7 @@ def run_section(store: Store, run: RunRecord) -> dict[str, Any]:
 
 def document(store: Store, ref: str) -> dict[str, Any]:
     run = store.run(ref)
-    summaries = summarize_run(store.trials(run.id))
+    summaries = summarize_run(store.trials(run.id), run.environment)
     standing = precision.standing(run)
     return {
         "format_version": FORMAT_VERSION,
@@ -125,7 +126,7 @@ def document(store: Store, ref: str) -> dict[str, Any]:
         "environment": run.environment,
         "configurations": [configuration(store, s, standing.get(s.key)) for s in summaries],
         # Diagnosis (what limits each configuration) is not implemented yet.
-        "findings": [],
+        "findings": findings.run_json(summaries),
     }
 
 

@@ -14,7 +14,7 @@ from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, summarize_run, varying_axes
 from tunnelbench.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.progress import format_duration
-from tunnelbench.report import precision
+from tunnelbench.report import findings, precision
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
@@ -26,7 +26,7 @@ STATUSES = ("ok", "failed", "skipped")
 NUMERIC_HEADINGS = {
     "streams", "IP", "tun MTU", "LAN MTU", "WAN MTU", "limit", "WAN rate", "UDP rate",
     "CPU budget", "median Mbit/s", "95% CI Mbit/s", "min-max Mbit/s", "CV", "retransmits",
-    "% of baseline",
+    "% of baseline", "% of ceiling",
 }  # fmt: skip
 
 
@@ -65,13 +65,15 @@ def busiest(c: BusiestCore | None) -> str:
     return f"cpu{c.core} {c.busy:.0f}% ({c.user:.0f}/{c.system:.0f}/{c.softirq:.0f})"
 
 
-def _result_cells(s: ConfigSummary) -> list[str]:
+def _result_cells(s: ConfigSummary, ceilings: bool) -> list[str]:
+    width = 10 if ceilings else 9
     if s.skipped is not None:
-        return ["skipped", "-", "-", "-", "-", "-", "-", "-"]
+        return ["skipped", *["-"] * (width - 1)]
     g = s.goodput
     if g is None:
-        return ["failed", "-", "-", "-", "-", "-", "-", "-"]
+        return ["failed", *["-"] * (width - 1)]
     c = s.busiest_core
+    ceiling = ["-" if s.pct_of_ceiling is None else f"{s.pct_of_ceiling:.1f}%"]
     return [
         f"{mbit(g.median):,.0f}",
         "-" if g.ci is None else f"{mbit(g.ci[0]):,.0f}-{mbit(g.ci[1]):,.0f}",
@@ -80,7 +82,9 @@ def _result_cells(s: ConfigSummary) -> list[str]:
         consistency(g),
         f"{s.retransmits.median:,.0f}" if s.retransmits else "n/a",
         "-" if s.pct_of_baseline is None else f"{s.pct_of_baseline:.0f}%",
+        *(ceiling if ceilings else []),
         busiest(c),
+        s.diagnosis.verdict.bound.value if s.diagnosis else "-",
     ]
 
 
@@ -90,13 +94,16 @@ def results_table(summaries: list[ConfigSummary]) -> list[str]:
     header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes)]
     header += ["median Mbit/s", "95% CI Mbit/s", "min-max Mbit/s", "CV", "consistency"]
     header += ["retransmits", "% of baseline"]
-    header += ["busiest core (usr/sys/soft %)"]
+    ceilings = any(s.ceiling is not None for s in summaries)
+    if ceilings:
+        header.append("% of ceiling")
+    header += ["busiest core (usr/sys/soft %)", "verdict"]
     body = []
     for s in summaries:
         label = s.label
         if s.failed and s.skipped is None:
             label += f" ({len(s.failed)} of {len(s.trials)} runs failed)"
-        body.append([label, *(axis_value(s, a) for a in axes), *_result_cells(s)])
+        body.append([label, *(axis_value(s, a) for a in axes), *_result_cells(s, ceilings)])
     numeric = {i for i, h in enumerate(header) if h in NUMERIC_HEADINGS}
     return table(header, body, numeric)
 
@@ -214,6 +221,12 @@ def explanation(summaries: list[ConfigSummary]) -> str:
     if not counts:
         return "Nothing was measured."
     runs = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    ceiling = (
+        " % of ceiling divides by the modelled upper bound on TCP goodput through the shaped"
+        " WAN link (docs/ceilings.md)."
+        if any(s.ceiling is not None for s in summaries)
+        else ""
+    )
     return (
         f"Median of {runs} runs per configuration. Goodput is what the receiver counted "
         "(iperf3 `end.sum_received`), warm-up excluded; 95% CI is the bootstrap interval "
@@ -222,7 +235,9 @@ def explanation(summaries: list[ConfigSummary]) -> str:
         "inconsistent; see docs/statistics.md); retransmits are the median per run. "
         "% of baseline divides a tunnel's median by the median of the same traffic over no "
         "tunnel in this run. The busiest core is the one with the least idle time over the "
-        "measured window, split into user / system / softirq %."
+        f"measured window, split into user / system / softirq %.{ceiling} The verdict is"
+        " what limited the configuration, with its evidence under Diagnosis"
+        " (docs/diagnosis.md)."
     )
 
 
@@ -245,6 +260,16 @@ def not_measured(summaries: list[ConfigSummary]) -> list[str]:
     return out
 
 
+def diagnosis_lines(summaries: list[ConfigSummary]) -> list[str]:
+    """The verdict of each configuration with its evidence, then the advice."""
+    out = []
+    if verdicts := findings.findings(summaries):
+        out += ["", "## Diagnosis", "", *(f"- {escape(line)}" for line in verdicts)]
+    if suggestions := findings.advice(summaries):
+        out += ["", "## Advice", "", *(f"- {escape(line)}" for line in suggestions)]
+    return out
+
+
 def chart_lines(charts: Sequence[ChartFile]) -> list[str]:
     out = ["", "## Charts"]
     for item in charts:
@@ -257,12 +282,13 @@ def chart_lines(charts: Sequence[ChartFile]) -> list[str]:
 
 def document(run: RunRecord, trials: list[TrialRecord], charts: Sequence[ChartFile] = ()) -> str:
     """The Markdown text; ``charts`` are linked at the end."""
-    summaries = summarize_run(trials)
+    summaries = summarize_run(trials, run.environment)
     lines = header_lines(run, trials, summaries)
     lines += ["", "## Results", "", *results_table(summaries), "", explanation(summaries)]
     if precise := precision.lines(run, trials):
         lines += ["", *(f"- {line.strip()}" if line.startswith(" ") else line for line in precise)]
     lines += not_measured(summaries)
+    lines += diagnosis_lines(summaries)
     if charts:
         lines += chart_lines(charts)
     return "\n".join(lines) + "\n"

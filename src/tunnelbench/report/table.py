@@ -31,7 +31,13 @@ AXIS_HEADINGS = {
 }
 TEXT_COLUMNS = {
     "tunnel", "direction", "mode", "topology", "shaper", "impl", "queue", "proto", "cc",
-    "offload roles", "busiest core usr/sys/soft %", "consistency",
+    "offload roles", "busiest core u/s/si", "consistency", "limited by",
+}  # fmt: skip
+# The verdicts in the width of a terminal column; the reports spell them out.
+LIMITED_BY = {
+    "above-ceiling": "ABOVE CEILING", "link-bound": "link", "cpu-bound": "CPU",
+    "generator-bound": "generator", "queue-drop-bound": "queue drops", "loss-heavy": "loss",
+    "latency-under-load": "latency", "undetermined": "undetermined",
 }  # fmt: skip
 
 
@@ -63,25 +69,31 @@ def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
     axes = [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a != "tunnel.kind"]
     header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes)]
     header += ["median Mbit/s (95% CI)", "consistency"]  # the statistics of the runs
-    header += ["retrans", "% base", "busiest core usr/sys/soft %"]
+    header += ["retrans", "% base"]
+    ceilings = any(s.ceiling is not None for s in summaries)
+    if ceilings:
+        header.append("% ceil")
+    header += ["busiest core u/s/si", "limited by"]
     body = []
     for s in summaries:
         row = [s.label, *(axis_value(s, a) for a in axes)]
-        if s.skipped is not None:
-            row += ["skipped", "-", "-", "-", "-"]
-        elif s.goodput is None:
-            row += ["failed", "-", "-", "-", "-"]
+        if s.skipped is not None or s.goodput is None:
+            row += ["skipped" if s.skipped is not None else "failed"]
+            row += ["-"] * (len(header) - len(row))
         else:
             g = s.goodput
             row += [median_with_ci(g), consistency(g)]
             row.append(f"{s.retransmits.median:,.0f}" if s.retransmits else "n/a")
             row.append(f"{s.pct_of_baseline:.0f}%" if s.pct_of_baseline is not None else "-")
+            if ceilings:
+                row.append("-" if s.pct_of_ceiling is None else f"{s.pct_of_ceiling:.1f}%")
             c = s.busiest_core
             row.append(
                 f"cpu{c.core} {c.busy:.0f}% ({c.user:.0f}/{c.system:.0f}/{c.softirq:.0f})"
                 if c
                 else "n/a"
             )
+            row.append(LIMITED_BY[s.diagnosis.verdict.bound.value] if s.diagnosis else "-")
         if s.failed:
             row[0] += f" [{len(s.failed)}/{len(s.trials)} failed]"
         body.append(row)

@@ -1,0 +1,138 @@
+"""The diagnosis and advice of a run, as every renderer shows them.
+
+One place words them, so the terminal, Markdown, HTML and JSON reports say the same
+thing: per configuration, the verdict with its evidence, further findings, and the
+advice with the setting to change and (when the run measured it) the measured gain.
+"""
+
+from typing import Any
+
+from tunnelbench.analysis.advice import Advice
+from tunnelbench.analysis.diagnosis import Finding
+from tunnelbench.analysis.summary import ConfigSummary, varying_axes
+from tunnelbench.report.table import AXIS_HEADINGS, axis_value
+
+
+def config_name(s: ConfigSummary, axes: list[str]) -> str:
+    """``wireguard (wireguard-go), streams 4``: the label and the settings that vary."""
+    values = [(AXIS_HEADINGS[a], axis_value(s, a)) for a in axes]
+    parts = [f"{heading} {value}" for heading, value in values if value != "-"]
+    return ", ".join([s.label, *parts])
+
+
+def _axes(summaries: list[ConfigSummary]) -> list[str]:
+    return [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a != "tunnel.kind"]
+
+
+def diagnosed(summaries: list[ConfigSummary]) -> list[tuple[str, ConfigSummary]]:
+    """The configurations with a diagnosis (a successful trial), with their names."""
+    axes = _axes(summaries)
+    return [(config_name(s, axes), s) for s in summaries if s.diagnosis is not None]
+
+
+def finding_text(f: Finding) -> str:
+    return f"{f.bound.value}: {f.summary}"
+
+
+def findings(summaries: list[ConfigSummary]) -> list[str]:
+    """One line per configuration: its verdict, then its further findings."""
+    out = []
+    for name, s in diagnosed(summaries):
+        assert s.diagnosis is not None
+        line = f"{name} — {finding_text(s.diagnosis.verdict)}"
+        others = "; ".join(finding_text(f) for f in s.diagnosis.others)
+        out.append(f"{line} (also {others})" if others else line)
+    return out
+
+
+def advice(summaries: list[ConfigSummary]) -> list[str]:
+    """One line per suggestion, named after its configuration.
+
+    Suggestions the run measured and refuted are kept: they answer "would X help?" too.
+    """
+    return [f"{name}: {a.text()}" for name, s in diagnosed(summaries) for a in s.advice]
+
+
+def terminal_lines(summaries: list[ConfigSummary], *, per_config: int = 2) -> list[str]:
+    """The block under the terminal table: verdicts and the first suggestions of each."""
+    out = []
+    for name, s in diagnosed(summaries):
+        assert s.diagnosis is not None
+        out.append(f"{name}: {finding_text(s.diagnosis.verdict)}")
+        out += [f"    also {finding_text(f)}" for f in s.diagnosis.others]
+        out += [f"    → {a.text()}" for a in s.advice[:per_config]]
+        if len(s.advice) > per_config:
+            out.append(f"    ({len(s.advice) - per_config} more suggestion(s) in the report)")
+    return out
+
+
+def _finding_json(f: Finding) -> dict[str, Any]:
+    return {
+        "bound": f.bound.value,
+        "summary": f.summary,
+        "subject": f.subject,
+        "evidence": [{"name": e.name, "value": e.value, "unit": e.unit} for e in f.evidence],
+    }
+
+
+def _advice_json(a: Advice) -> dict[str, Any]:
+    m = a.measured
+    return {
+        "setting": a.setting,
+        "suggestion": a.suggestion,
+        "because": a.because,
+        "refuted": a.refuted,
+        "measured": None
+        if m is None
+        else {
+            "setting": m.setting,
+            "value": m.value,
+            "goodput_mbit": m.goodput_bps / 1e6,
+            "change_pct": m.change_pct,
+        },
+        "text": a.text(),
+    }
+
+
+def configuration_json(s: ConfigSummary) -> dict[str, Any]:
+    """The ceiling, verdict and advice of one configuration for the JSON report."""
+    c = s.ceiling
+    return {
+        "ceiling": None
+        if c is None
+        else {
+            "goodput_mbit": c.goodput_bps / 1e6,
+            "efficiency": c.efficiency,
+            "explain": c.explain(),
+        },
+        "pct_of_ceiling": s.pct_of_ceiling,
+        "diagnosis": None
+        if s.diagnosis is None
+        else {
+            "verdict": _finding_json(s.diagnosis.verdict),
+            "others": [_finding_json(f) for f in s.diagnosis.others],
+        },
+        "advice": [_advice_json(a) for a in s.advice],
+    }
+
+
+SEVERITY = {"above-ceiling": "warning", "generator-bound": "warning"}
+
+
+def run_json(summaries: list[ConfigSummary]) -> list[dict[str, Any]]:
+    """The run-level ``findings``: every finding of every diagnosed configuration, in the
+    shape the report schema reserved for them."""
+    out = []
+    for name, s in diagnosed(summaries):
+        assert s.diagnosis is not None
+        for f in s.diagnosis.findings:
+            out.append(
+                {
+                    "kind": f.bound.value,
+                    "severity": SEVERITY.get(f.bound.value, "info"),
+                    "configurations": [s.key],
+                    "message": f"{name}: {f.summary}",
+                    "evidence": {e.name: e.value for e in f.evidence},
+                }
+            )
+    return out

@@ -1,0 +1,132 @@
+"""The diagnosis of real runs: each test builds one situation in a real lab with the real
+command, then checks the verdict, its evidence and the advice computed from the stored
+run. Trials are short (2 s measured after 1 s of warm-up, one run each): the verdicts
+rest on shares of a ceiling or of a core, which settle within a second or two."""
+
+from pathlib import Path
+
+from tests.integration.helpers import tunnelbench
+from tunnelbench.analysis.diagnosis import Bound
+from tunnelbench.analysis.summary import ConfigSummary, summarize_run
+from tunnelbench.store import Store
+
+SHORT = ["--runs", "1", "--duration", "2", "--warmup", "1"]
+
+
+def _summaries(tmp_path: Path, *args: str) -> dict[str, ConfigSummary]:
+    """Runs ``tunnelbench run ARGS`` into a fresh database and summarizes the stored run,
+    one summary per tunnel kind."""
+    db = tmp_path / "r.db"
+    done = tunnelbench("run", *args, "-q", "--db", str(db))
+    assert done.returncode == 0, done.stdout + done.stderr
+    store = Store.open_existing(db)
+    try:
+        run = store.run("latest")
+        trials = store.trials(run.id)
+    finally:
+        store.close()
+    for trial in trials:
+        assert trial.status == "ok", trial.error
+    summaries = summarize_run(trials, run.environment)
+    by_kind = {s.config.tunnel.kind.value: s for s in summaries}
+    assert len(by_kind) == len(summaries), "one configuration per tunnel kind expected"
+    return by_kind
+
+
+def _explain(summary: ConfigSummary) -> str:
+    """Everything the diagnosis said, for an assertion's message."""
+    assert summary.diagnosis is not None, f"{summary.label}: no successful trial"
+    lines = [f"{summary.label}: {summary.pct_of_ceiling=}"]
+    for finding in summary.diagnosis.findings:
+        evidence = "; ".join(e.text() for e in finding.evidence)
+        lines.append(f"  {finding.bound} [{finding.subject}] {finding.summary} ({evidence})")
+    lines += [f"  advice: {advice.text()}" for advice in summary.advice]
+    return "\n".join(lines)
+
+
+def _settings(summary: ConfigSummary) -> set[str | None]:
+    return {advice.setting for advice in summary.advice}
+
+
+def test_a_shaped_wan_is_the_limit_with_and_without_a_tunnel(tmp_path):
+    by_kind = _summaries(
+        tmp_path, "--tunnels", "none,wireguard", "--streams", "1", "--rate", "1gbit",
+        *SHORT,
+    )  # fmt: skip
+    # What tbf counts per full-sized segment is the L3 packet + the 14-byte Ethernet header:
+    # none: TCP payload 1500 - 20 IP - 20 TCP - 12 timestamps = 1448 of 1500 + 14 = 1514;
+    # WireGuard (MTU 1420): payload 1420 - 52 = 1368, and the outer packet is
+    # 1420 + 16 header + 16 tag + 8 UDP + 20 IP = 1480, so 1368 of 1480 + 14 = 1494.
+    expected = {"none": 1448 / 1514 * 1e9, "wireguard": 1368 / 1494 * 1e9}
+    for kind, ceiling_bps in expected.items():
+        summary = by_kind[kind]
+        assert summary.ceiling is not None and summary.diagnosis is not None
+        assert abs(summary.ceiling.goodput_bps - ceiling_bps) < 0.1e6
+        assert summary.diagnosis.verdict.bound is Bound.LINK, _explain(summary)
+        assert summary.pct_of_ceiling is not None
+        assert 95 <= summary.pct_of_ceiling <= 101, _explain(summary)
+
+
+def test_unshaped_userspace_wireguard_is_held_by_its_daemon(tmp_path):
+    by_kind = _summaries(tmp_path, "--tunnels", "wireguard", "--streams", "1", *SHORT)
+    wireguard = by_kind["wireguard"]
+    assert wireguard.diagnosis is not None
+    verdict = wireguard.diagnosis.verdict
+    assert verdict.bound is Bound.CPU, _explain(wireguard)
+    assert (verdict.subject or "").startswith("wireguard-go@"), _explain(wireguard)
+    assert "tunnel.implementation" in _settings(wireguard), _explain(wireguard)
+
+
+def test_a_tiny_fifo_under_the_shaper_drops_packets_of_several_streams(tmp_path):
+    # One iperf3 process for the four streams: with one process per stream, a SYN the
+    # tiny queue drops would start one process a second late, and the runner refuses to
+    # add up processes whose windows do not coincide.
+    by_kind = _summaries(
+        tmp_path, "--tunnels", "none", "--streams", "4", "--stream-mode", "single",
+        "--rate", "100mbit", "--queue-limit", "5", *SHORT,
+    )  # fmt: skip
+    none = by_kind["none"]
+    assert none.diagnosis is not None
+    assert Bound.QUEUE_DROPS in {f.bound for f in none.diagnosis.findings}, _explain(none)
+    (trial,) = none.trials
+    assert trial.metrics["qdisc.client.wan.drops"] > 0
+    assert trial.metrics["retransmits"] > 0
+    assert _settings(none) & {"lab.wan.queue", "lab.wan.queue_limit"}, _explain(none)
+
+
+def test_a_cpu_budget_on_the_tunnel_daemon_is_the_limit(tmp_path):
+    plan = tmp_path / "budget.toml"
+    plan.write_text(
+        'name = "budget"\n'
+        "repetitions = 1\n"
+        "[base.tunnel]\n"
+        'kind = "wireguard"\n'
+        'implementation = "wireguard-go"\n'
+        'cpu_budget = "20%"\n'
+        "[base.traffic]\n"
+        "streams = 1\n"
+        "duration = 2\n"
+        "warmup = 1\n"
+    )
+    by_kind = _summaries(tmp_path, str(plan))
+    assert set(by_kind) == {"none", "wireguard"}  # the plan added the baseline
+    wireguard = by_kind["wireguard"]
+    assert wireguard.diagnosis is not None
+    verdict = wireguard.diagnosis.verdict
+    assert verdict.bound is Bound.CPU, _explain(wireguard)
+    assert "budget" in verdict.summary, _explain(wireguard)
+    assert (verdict.subject or "").startswith("wireguard-go@"), _explain(wireguard)
+    assert "tunnel.cpu_budget" in _settings(wireguard), _explain(wireguard)
+
+
+def test_several_streams_in_one_iperf3_process_peg_the_generator(tmp_path):
+    by_kind = _summaries(
+        tmp_path, "--tunnels", "none", "--streams", "8", "--stream-mode", "single",
+        *SHORT,
+    )  # fmt: skip
+    none = by_kind["none"]
+    assert none.diagnosis is not None
+    verdict = none.diagnosis.verdict
+    assert verdict.bound is Bound.GENERATOR, _explain(none)
+    assert verdict.subject == "iperf3-client:5201", _explain(none)
+    assert "traffic.stream_mode" in _settings(none), _explain(none)
