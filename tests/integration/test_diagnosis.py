@@ -120,13 +120,17 @@ def test_a_cpu_budget_on_the_tunnel_daemon_is_the_limit(tmp_path):
 
 
 def test_several_streams_in_one_iperf3_process_peg_the_generator(tmp_path):
+    # Measured on the quiet reference VM: in 2 of 3 trials the sending iperf3 process
+    # used 99.0% of a core, in the third the receiving one 98.6%; the medians over three
+    # trials name a pegged iperf3 process. (With other work on the machine the cores fill
+    # first and the verdict is CPU-bound: run this alone, as CI does.)
     by_kind = _summaries(
         tmp_path, "--tunnels", "none", "--streams", "8", "--stream-mode", "single",
-        *SHORT,
+        "--runs", "3", "--duration", "2", "--warmup", "1",
     )  # fmt: skip
     none = by_kind["none"]
     assert none.diagnosis is not None
     verdict = none.diagnosis.verdict
     assert verdict.bound is Bound.GENERATOR, _explain(none)
-    assert verdict.subject == "iperf3-client:5201", _explain(none)
+    assert (verdict.subject or "").startswith("iperf3-"), _explain(none)
     assert "traffic.stream_mode" in _settings(none), _explain(none)

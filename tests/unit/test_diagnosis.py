@@ -94,3 +94,15 @@ def test_measured_alternative_replaces_the_generic_hint(tmp_path):
     advice = advise(subject(base, env), d, siblings)
     # l2-tunnel-mtu varies MTUs only, so no sibling differs in traffic.streams alone.
     assert all(a.measured is None for a in advice)
+
+
+def test_a_core_busy_with_someone_elses_user_time_is_not_the_labs_limit(tmp_path):
+    summaries, env = recorded("queue-comparison", tmp_path)
+    s = subject(summaries[0], env)  # shaped, no tunnel: lab processes use 1-2% of a core
+    hot = max(s.cores, key=s.busy)
+    outside = dict(s.metrics) | {f"cpu{hot}.idle": 4.0, f"cpu{hot}.user": 87.0}
+    d = diagnose(Subject(s.config, s.resolved, outside, None, env))
+    assert Bound.CPU not in {f.bound for f in d.findings}
+    kernel = dict(s.metrics) | {f"cpu{hot}.idle": 4.0, f"cpu{hot}.user": 5.0}
+    d = diagnose(Subject(s.config, s.resolved, kernel, None, env))
+    assert d.verdict.bound is Bound.CPU  # system/softirq time is the lab's kernel work

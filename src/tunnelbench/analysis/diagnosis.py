@@ -32,6 +32,8 @@ BUDGET_USED = 0.9  # a process using this fraction of its CPU budget is held by 
 QUEUE_DROP_SHARE_PCT = 0.1  # drops per packet offered to a qdisc or link
 RETRANSMIT_HEAVY_PCT = 1.0  # retransmitted segments per segment sent
 UDP_LOSS_PCT = 1.0
+OUTSIDE_USER_PCT = 50.0  # a saturated core mostly in user time...
+OUTSIDE_LAB_PCT = 25.0  # ...while all lab processes together use less than this of a core
 BLOAT_EXTRA_MS = 30.0  # RTT under load above idle RTT by at least this much...
 BLOAT_FACTOR = 2.0  # ...and at least this many times the idle RTT
 
@@ -225,6 +227,11 @@ def cpu_bound(s: Subject) -> Finding | None:
         return None
     core = max(saturated, key=s.busy)
     split = {p: s.metrics.get(f"cpu{core}.{p}", 0.0) for p in ("user", "system", "softirq")}
+    lab_share = sum(s.processes().values())
+    if split["user"] >= OUTSIDE_USER_PCT and lab_share < OUTSIDE_LAB_PCT:
+        # The core counts the whole host: user time no lab process accounts for is
+        # someone else's load, not this configuration's limit.
+        return None
     evidence = [
         Evidence(f"cpu{core} busy", s.busy(core), "%"),
         *(Evidence(f"cpu{core} {p}", v, "%") for p, v in split.items()),
