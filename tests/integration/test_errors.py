@@ -31,7 +31,7 @@ def test_missing_generator_is_named_before_anything_is_created(tmp_path):
     # A PATH with every program tunnelbench needs except iperf3.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for program in ("ip", "tc", "sysctl", "wg"):
+    for program in ("ip", "tc", "sysctl", "ping", "wg"):
         (bin_dir / program).symlink_to(shutil.which(program))
     before = tb_namespaces()
     done = subprocess.run(

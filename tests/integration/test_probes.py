@@ -21,8 +21,8 @@ def _received_bytes(doc) -> int:
 def test_a_tiny_shaped_queue_drops_and_tcp_retransmits(tmp_path):
     db = tmp_path / "r.db"
     done = tunnelbench(
-        "run", "--tunnels", "wireguard", "--streams", "4", "--rate", "100mbit",
-        "--queue-limit", "5", *SHORT, "--db", str(db),
+        "run", "--tunnels", "wireguard", "--streams", "4", "--stream-mode", "single",
+        "--rate", "100mbit", "--queue-limit", "5", *SHORT, "--db", str(db),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     store, trials = _trials(db)

@@ -48,3 +48,20 @@ def test_auto_mode_uses_processes_only_for_single_threaded_iperf3_and_several_st
     assert old.resolve_mode(TrafficSettings(streams=1)) is StreamMode.SINGLE
     forced = TrafficSettings(streams=4, stream_mode=StreamMode.SINGLE)
     assert old.resolve_mode(forced) is StreamMode.SINGLE
+
+
+def test_clients_whose_windows_differ_are_not_summed():
+    import pytest
+
+    from tunnelbench.errors import LabError
+    from tunnelbench.traffic.iperf3 import aligned_tolerance, check_aligned
+
+    # 5 s trials: 3% is 0.15 s; 1 s trials: the 0.15 s floor.
+    assert aligned_tolerance(5) == pytest.approx(0.15)
+    assert aligned_tolerance(1) == 0.15
+    assert aligned_tolerance(10) == pytest.approx(0.3)
+    check_aligned({5201: 6.05, 5202: 6.10, 5203: 6.19}, 5)  # 0.14 s: one window
+    check_aligned({5201: 3.0}, 1)
+    # A SYN lost in a small queue: that client connects a retransmission timeout later.
+    with pytest.raises(LabError, match=r"port 5204 ran 1\.02 s longer than another"):
+        check_aligned({5201: 2.05, 5202: 2.06, 5203: 2.04, 5204: 3.06}, 1)

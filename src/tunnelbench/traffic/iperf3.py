@@ -25,8 +25,8 @@ _DIRECTION_FLAGS = {Direction.UPLOAD: [], Direction.DOWNLOAD: ["-R"], Direction.
 
 
 POLL_S = 0.01
-# Clients start one after another (a few ms each) and are polled every POLL_S; a delayed
-# connection costs at least a second (TCP's initial retransmission timeout).
+# Client lifetimes agree to a few POLL_S when all connect at once; a delayed connection
+# adds at least a second (TCP's initial retransmission timeout).
 ALIGNMENT_FLOOR_S = 0.15
 ALIGNMENT_SHARE = 0.03  # of the measured duration
 
@@ -108,17 +108,20 @@ class Iperf3(Generator):
         _wait_listening(servers)
         outputs: list[Path] = []
         clients = []
+        launched = []
         for port in ports:
             out = lab.directory / f"iperf3-client-{port}.json"
             outputs.append(out)
             with out.open("wb") as stdout:
                 argv = client_argv(binary, target, port, settings, per_process)
+                launched.append(time.monotonic())
                 clients.append(lab.start(client, argv, stdout=stdout))
         watched = {f"iperf3-server:{port}": proc.pid for port, (proc, _) in servers.items()}
         watched |= {f"iperf3-client:{port}": c.pid for port, c in zip(ports, clients, strict=True)}
         on_started(watched, time.monotonic())
         ended = _wait_clients(clients, settings.warmup + settings.duration + 20, stop_reason)
-        check_aligned(dict(zip(ports, ended, strict=True)), settings.duration)
+        lifetimes = [end - start for start, end in zip(launched, ended, strict=True)]
+        check_aligned(dict(zip(ports, lifetimes, strict=True)), settings.duration)
         docs = [_load(path) for path in outputs]
         measured = [iperf3_json.parse(doc, settings.duration) for doc in docs]
         return _combine(mode, measured, docs)
@@ -156,11 +159,11 @@ def _combine(
 
 
 def aligned_tolerance(duration: float) -> float:
-    """How far apart (s) the clients may end and still be summed as one measurement."""
+    """How much longer (s) one client may run than another and still be summed."""
     return max(ALIGNMENT_FLOOR_S, ALIGNMENT_SHARE * duration)
 
 
-def check_aligned(ended: dict[int, float], duration: float) -> None:
+def check_aligned(lifetimes: dict[int, float], duration: float) -> None:
     """Refuse to sum clients whose measuring windows did not coincide.
 
     Each iperf3 process measures its own window from the moment its streams connect.
@@ -168,18 +171,20 @@ def check_aligned(ended: dict[int, float], duration: float) -> None:
     retransmission timeout), that process measures later than the others and partly
     alone, and the sum of the per-process rates overstates what the link carried at
     any one time: 4 processes through a 100 Mbit/s tbf with a 5-packet queue summed to
-    117-131 Mbit/s. All clients run for the same time, so the spread of their end times
-    is the spread of their windows.
+    117-131 Mbit/s. Every client runs for the same test time once connected, so a
+    delayed connection shows as a longer lifetime (launch to exit). The launch order
+    itself staggers the windows by the few milliseconds each start takes; that is not
+    counted here (it is what ``stream_mode = single`` avoids entirely).
     """
-    if len(ended) < 2:
+    if len(lifetimes) < 2:
         return
-    spread = max(ended.values()) - min(ended.values())
+    spread = max(lifetimes.values()) - min(lifetimes.values())
     if spread > aligned_tolerance(duration):
-        late = max(ended, key=lambda port: ended[port])
+        late = max(lifetimes, key=lambda port: lifetimes[port])
         raise LabError(
-            f"iperf3 clients ended {spread:.2f} s apart (the one on port {late} last): their"
-            " measuring windows did not coincide, so their goodputs cannot be summed"
-            " (a connection was probably delayed by a dropped packet); use"
+            f"iperf3 client on port {late} ran {spread:.2f} s longer than another: its"
+            " connection was delayed (probably a dropped packet), so the clients measured"
+            " in different windows and their goodputs cannot be summed; use"
             " traffic.stream_mode = single, which measures all streams in one window"
         )
 
