@@ -15,7 +15,6 @@ from tunnelbench.analysis.ceiling import (
     CeilingInputError,
     Framing,
     ceiling,
-    human_rate,
 )
 from tunnelbench.analysis.encapsulation import (
     ESP,
@@ -28,7 +27,7 @@ from tunnelbench.analysis.encapsulation import (
 from tunnelbench.errors import UserError
 from tunnelbench.options import whole_number
 from tunnelbench.plan import check_choice
-from tunnelbench.units import parse_rate
+from tunnelbench.units import human_rate, parse_rate
 
 ALL = "all"
 ESP_ALIAS = "esp"  # with --esp-mode (default tunnel)

@@ -97,11 +97,12 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
         reported = reportcmd.write_reports(store, run_id, as_json=True)
         return 1 if failed or not reported else 0
     print()
-    summaries = summarize_run(trials, store.run(str(run_id)).environment)
+    run = store.run(str(run_id))
+    summaries = summarize_run(trials, run.environment)
     print(table.render(summaries))
     for trial in failed:
         print(f"trial {trial.seq} failed: {trial.error}")
-    for line in precision_report.lines(store.run(str(run_id)), trials):
+    for line in precision_report.lines(run, trials):
         print(line)
     reasons = sorted({t.error or "" for t in trials if t.status == "skipped"})
     for reason in reasons:

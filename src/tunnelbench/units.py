@@ -33,5 +33,13 @@ def format_rate(bits_per_second: float) -> str:
     return f"{value}bit"
 
 
+def human_rate(bits_per_second: float) -> str:
+    """``1 Gbit/s``, ``100 Mbit/s``, ``2.5 Gbit/s``: the rate as people say it."""
+    for scale, unit in ((1e12, "Tbit/s"), (1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+        if bits_per_second >= scale:
+            return f"{bits_per_second / scale:g} {unit}"
+    return f"{bits_per_second:g} bit/s"
+
+
 def mbit(bits_per_second: float) -> float:
     return bits_per_second / 1e6

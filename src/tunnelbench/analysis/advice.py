@@ -132,8 +132,10 @@ def kernel_wireguard(c: Context) -> Advice | None:
 def raise_cpu_budget(c: Context) -> Advice | None:
     budget = c.subject.config.tunnel.cpu_budget
     cpu = c.finding(Bound.CPU)
-    if budget is None or cpu is None or "budget" not in cpu.summary:
+    if budget is None or cpu is None:
         return None
+    if not any(e.name == "tunnel.cpu_budget" for e in cpu.evidence):
+        return None  # a saturated core, not the budget
     return Advice(
         "tunnel.cpu_budget",
         "give the tunnel endpoint more CPU time",

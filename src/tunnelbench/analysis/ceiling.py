@@ -27,6 +27,7 @@ from tunnelbench.analysis.encapsulation import (
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, Protocol, TunnelKind
 from tunnelbench.plan import TrialConfig
+from tunnelbench.units import human_rate
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -251,14 +252,6 @@ def fragment_sizes(packet: int, link_mtu: int, family: int) -> tuple[int, ...]:
         data -= room
     sizes.append(header + data)
     return tuple(sizes)
-
-
-def human_rate(bits_per_second: float) -> str:
-    """``1 Gbit/s``, ``100 Mbit/s``, ``2.5 Gbit/s``: the rate as people say it."""
-    for scale, unit in ((1e12, "Tbit/s"), (1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
-        if bits_per_second >= scale:
-            return f"{bits_per_second / scale:g} {unit}"
-    return f"{bits_per_second:g} bit/s"
 
 
 def _member(key: str, value: str, enum: type[E]) -> E:

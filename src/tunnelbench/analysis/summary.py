@@ -31,6 +31,7 @@ class ConfigSummary:
     baseline_key: str | None
     pct_of_baseline: float | None = None
     busiest_core: BusiestCore | None = None
+    metrics: dict[str, float] = field(default_factory=dict)  # medians over the ok trials
     processes_cpu: dict[str, float] = field(default_factory=dict)  # median % of one core
     ceiling: Ceiling | None = None  # when the WAN link's rate is known
     pct_of_ceiling: float | None = None
@@ -57,31 +58,22 @@ class ConfigSummary:
         return tunnel
 
 
-def _median(values: list[float]) -> float:
-    summary = summarize(values)
-    return summary.median if summary else 0.0
-
-
-def _busiest(trials: list[TrialRecord]) -> BusiestCore | None:
+def _busiest(metrics: dict[str, float]) -> BusiestCore | None:
     """The core with the highest median busy share, and its median split."""
     cores = sorted(
-        {name.split(".")[0] for t in trials for name in t.metrics if name.startswith("cpu")}
+        {int(n[3:].split(".")[0]) for n in metrics if n.startswith("cpu") and n.endswith(".idle")}
     )
-    best: BusiestCore | None = None
-    for name in cores:
-        samples = [t.metrics for t in trials if f"{name}.idle" in t.metrics]
-        if not samples:
-            continue
-        parts = {
-            p: _median([m[f"{name}.{p}"] for m in samples])
-            for p in ("user", "system", "softirq", "idle")
-        }
-        core = BusiestCore(
-            int(name[3:]), 100.0 - parts["idle"], parts["user"], parts["system"], parts["softirq"]
+    found = [
+        BusiestCore(
+            c,
+            100.0 - metrics[f"cpu{c}.idle"],
+            metrics[f"cpu{c}.user"],
+            metrics[f"cpu{c}.system"],
+            metrics[f"cpu{c}.softirq"],
         )
-        if best is None or core.busy > best.busy:
-            best = core
-    return best
+        for c in cores
+    ]
+    return max(found, key=lambda core: core.busy) if found else None
 
 
 def summarize_run(
@@ -98,7 +90,7 @@ def summarize_run(
         config = TrialConfig.from_dict(group[0].config)
         ok = [t for t in group if t.status == "ok"]
         baseline = config.baseline().key()
-        proc_labels = sorted({n for t in ok for n in t.metrics if n.startswith("proc.")})
+        metrics = medians(t.metrics for t in ok)
         summaries.append(
             ConfigSummary(
                 key=key,
@@ -110,10 +102,12 @@ def summarize_run(
                     [t.metrics["retransmits"] for t in ok if "retransmits" in t.metrics]
                 ),
                 baseline_key=None if baseline == key else baseline,
-                busiest_core=_busiest(ok),
+                metrics=metrics,
+                busiest_core=_busiest(metrics),
                 processes_cpu={
-                    label[5:]: _median([t.metrics[label] for t in ok if label in t.metrics])
-                    for label in proc_labels
+                    name[len("proc.") :]: value
+                    for name, value in sorted(metrics.items())
+                    if name.startswith("proc.")
                 },
             )
         )
@@ -136,9 +130,8 @@ def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None
         summary.ceiling = for_config(summary.config, summary.resolved)
         if summary.ceiling is not None and summary.ceiling.goodput_bps > 0:
             summary.pct_of_ceiling = 100.0 * summary.goodput.median / summary.ceiling.goodput_bps
-        ok = [t.metrics for t in summary.trials if t.status == "ok"]
         # The goodput the rules judge is the summary's median, whatever other metrics say.
-        metrics = medians(ok) | {"goodput_bps": summary.goodput.median}
+        metrics = summary.metrics | {"goodput_bps": summary.goodput.median}
         subject = Subject(
             summary.config,
             summary.resolved,

@@ -73,6 +73,10 @@ class Lab:
         i, j = self.chain.roles.index(role), self.chain.roles.index(peer)
         return link_address(min(i, j), left=i < j, family=family)
 
+    def server_address(self, family: int) -> str:
+        """Where test traffic goes: the server's end of its link (through the tunnel)."""
+        return self.address(self.chain.server, self.chain.roles[-2], family)
+
     @property
     def directory(self) -> Path:
         return self.state.directory

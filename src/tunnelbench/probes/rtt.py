@@ -167,8 +167,7 @@ class RttProbe(TrialProbe):
         self.warmup, self.duration = traffic.warmup, traffic.duration
         self.window: tuple[float, float] | None = None
         client = lab.chain.client
-        # The address iperf3 sends to (see traffic.iperf3): the server's end of its link.
-        self.target = lab.address(lab.chain.server, lab.chain.roles[-2], traffic.family)
+        self.target = lab.server_address(traffic.family)  # where the generator sends
         idle = lab.exec(
             client,
             ping_argv(self.target, traffic.family, IDLE_INTERVAL_S, IDLE_COUNT),

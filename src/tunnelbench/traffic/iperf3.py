@@ -98,7 +98,7 @@ class Iperf3(Generator):
         count = settings.streams if mode is StreamMode.PROCESSES else 1
         per_process = 1 if mode is StreamMode.PROCESSES else settings.streams
         client, server = lab.chain.client, lab.chain.server
-        target = lab.address(server, lab.chain.roles[-2], settings.family)
+        target = lab.server_address(settings.family)
         ports = [BASE_PORT + k for k in range(count)]
         servers = {}
         for port in ports:
