@@ -24,13 +24,13 @@ def up(args: argparse.Namespace) -> int:
         raise UserError(f"--name: {args.name!r} must be 1-6 lowercase letters or digits")
     require_root("tunnelbench lab up")
     tunnel = TUNNELS.get(kind)
-    implementation = tunnel.resolve_implementation(requested.implementation)
+    spec = tunnel.resolve(requested, settings.wan.mtu)
+    implementation, mtu = spec.implementation, spec.mtu
     for program, purpose in tunnel.programs(implementation):
         programs.require(program, purpose)
-    mtu = requested.mtu or tunnel.default_mtu(settings.wan.mtu)
     lab = netns.build(settings, lab_id=args.name, tunnel=kind is not TunnelKind.NONE)
     try:
-        handle = tunnel.setup(lab, implementation, mtu)
+        handle = tunnel.setup(lab, spec)
     except BaseException:
         lab.teardown()
         raise

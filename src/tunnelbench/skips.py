@@ -5,7 +5,8 @@ Pure rules over the :class:`~tunnelbench.capabilities.Capabilities` probed once.
 capability that could not be probed never causes a skip: the run meets the real error.
 """
 
-from tunnelbench.capabilities import Capabilities, Check, Program, mask_cpus
+from tunnelbench import programs
+from tunnelbench.capabilities import Capabilities, Check, mask_cpus
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.plan import TrialConfig, TunnelSettings
 
@@ -30,12 +31,26 @@ def _implementations(kind: TunnelKind) -> tuple[str, ...]:
     return REGISTRY.get(kind).implementations
 
 
+def _program(caps: Capabilities, name: str) -> bool | None:
+    """Whether a program is installed; None when it was not probed."""
+    if name in caps.programs:
+        return caps.programs[name].ok
+    return programs.find(name) is not None
+
+
 def _available(caps: Capabilities, kind: str, implementation: str) -> bool | None:
-    """Whether an implementation exists here: the kernel's link type, or a userspace
-    program of that name; None when it was not probed."""
+    """Whether an implementation exists here: the kernel's link type, or every program
+    the userspace implementation needs; None when that was not probed."""
+    from tunnelbench.tunnels import REGISTRY
+
     if implementation == "kernel":
         return caps.links.get(kind, Check(None)).ok
-    return caps.programs.get(implementation, Program(None)).ok
+    found = [
+        _program(caps, name) for name, _ in REGISTRY.get(TunnelKind(kind)).programs(implementation)
+    ]
+    if False in found:
+        return False
+    return None if None in found else True
 
 
 def resolve(tunnel: TunnelSettings, caps: Capabilities) -> str | None:
@@ -133,9 +148,13 @@ def _rps(config: TrialConfig, caps: Capabilities) -> str | None:
 
 
 def _tools(config: TrialConfig, caps: Capabilities) -> str | None:
-    if config.lab.offloads.changes() and _available(caps, "", "ethtool") is False:
+    from tunnelbench.traffic import REGISTRY
+
+    if config.lab.offloads.changes() and _program(caps, "ethtool") is False:
         return "lab.offloads: needs ethtool"
-    generator = config.traffic.generator.value
-    if _available(caps, "", generator) is False:
-        return f"traffic.generator: {generator} is not installed"
+    generator = config.traffic.generator
+    for name, _ in REGISTRY.get(generator).programs():
+        if _program(caps, name) is False:
+            what = "is" if name == generator.value else f"needs {name}, which is"
+            return f"traffic.generator: {generator.value} {what} not installed"
     return None
