@@ -288,6 +288,13 @@ def kernel_link_type(kind: str) -> str | None:
 
 
 @functools.cache
+def esp(algorithm: str) -> Check:
+    """Whether the kernel can make an ESP security association with ``algorithm`` (a key
+    of the ESP table, e.g. ``rfc4106(gcm(aes))``)."""
+    return _attempt(esp_probe_argv(algorithm))
+
+
+@functools.cache
 def program(name: str) -> Program:
     path = programs.find(name)
     if path is None:
@@ -326,7 +333,7 @@ def probe() -> Capabilities:
         netns=Check(prefix is not None, how),
         links=MappingProxyType({kind: link(kind) for kind in kinds}),
         qdiscs=MappingProxyType({kind: _attempt(qdisc_probe_argv(kind)) for kind in _QDISC_ARGS}),
-        esp=MappingProxyType({name: _attempt(esp_probe_argv(name)) for name in _ESP_ARGS}),
+        esp=MappingProxyType({name: esp(name) for name in _ESP_ARGS}),
         congestion=_congestion(),
         cgroup=cgroup_cpu(_read("/proc/self/mountinfo") or "", _read),
         programs=MappingProxyType({name: program(name) for name in PROGRAMS}),

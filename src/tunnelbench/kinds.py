@@ -7,6 +7,7 @@ class TunnelKind(StrEnum):
     NONE = "none"
     WIREGUARD = "wireguard"
     VXLAN = "vxlan"
+    IPSEC = "ipsec"
 
 
 class Cipher(StrEnum):

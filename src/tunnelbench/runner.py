@@ -290,6 +290,8 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
     }
     if resolution.tunnel.cipher is not None:
         resolved["tunnel_cipher"] = resolution.tunnel.cipher.value
+    if resolution.tunnel.esp_implementation is not None:
+        resolved["esp_implementation"] = resolution.tunnel.esp_implementation
     metrics: dict[str, float] = {}
     artifacts: dict[str, Any] = {}
     try:
@@ -329,6 +331,7 @@ def _measure(
     sampler = Sampler()
     try:
         handle = tunnel.setup(lab, resolution.tunnel)
+        resolved |= handle.facts
         if config.tunnel.cpu_budget is not None:
             limit = cgroup.limit_cpu(lab.state, handle.daemons, config.tunnel.cpu_budget)
             resolved |= limit.resolved()

@@ -19,13 +19,16 @@ from tunnelbench.analysis.encapsulation import (
     GRE_FAMILY,
     IP_HEADER,
     KEEPS_IP_HEADER,
+    PROTECTABLE,
+    Cipher,
     EncapOptions,
     Encapsulation,
     default_tunnel_mtu,
     layout,
 )
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import Direction, Protocol, TunnelKind
+from tunnelbench.kinds import Cipher as TunnelCipher
+from tunnelbench.kinds import Direction, EspMode, Protection, Protocol, TunnelKind
 from tunnelbench.plan import TrialConfig
 from tunnelbench.units import human_rate
 
@@ -95,6 +98,13 @@ class Ceiling:
     goodput_bps: float  # rate * efficiency * directions
     overhead_fields: tuple[tuple[str, int], ...] = field(default=())
     options: EncapOptions = field(default_factory=EncapOptions)
+    protection: Encapsulation | None = None  # ESP around the encapsulation
+
+    @property
+    def label(self) -> str:
+        """``vxlan``, or ``vxlan in esp-tunnel`` when ESP protects it."""
+        inside = f" in {self.protection.value}" if self.protection is not None else ""
+        return self.encapsulation.value + inside
 
     def explain(self) -> str:
         """The arithmetic in two lines: sizes, then the division."""
@@ -108,7 +118,7 @@ class Ceiling:
         added = self.outer_packet - self.inner_packet
         if added:
             sizes += f"; outer packet {self.outer_packet} B = {self.inner_packet} + {added}"
-            sizes += f" {self.encapsulation.value}"
+            sizes += f" {self.label}"
             sizes += f" (incl. {self.padding} padding)" if self.padding else ""
         if self.fragmented:
             parts = " + ".join(str(s) for s in self.fragment_sizes)
@@ -137,6 +147,7 @@ def ceiling(
     timestamps: bool = True,
     options: EncapOptions = DEFAULT_OPTIONS,
     directions: int = 1,
+    protection: Encapsulation | str | None = None,
 ) -> Ceiling:
     """The ceiling of TCP goodput at ``rate_bps`` through a link of ``link_mtu``.
 
@@ -147,12 +158,21 @@ def ceiling(
     only caps WireGuard's padding. ``directions`` 2 models a bidirectional test: the
     link is shaped both ways, so the summed goodput's ceiling is twice the one-way one
     (ACKs sharing the link then cost up to ~2%, which the model ignores).
-    ``encapsulation`` and ``framing`` also accept their names (``"wireguard"``,
-    ``"ethernet"``). Impossible input raises :class:`CeilingInputError`.
+    ``protection`` (esp-tunnel or esp-transport) puts each encapsulated packet in ESP, as
+    ``tunnel.protection = "ipsec"`` does around VXLAN or GRE; both layers use
+    ``outer_family``. ``encapsulation``, ``framing`` and ``protection`` also accept their
+    names (``"wireguard"``, ``"ethernet"``). Impossible input raises
+    :class:`CeilingInputError`.
     """
     encapsulation = _member("encapsulation", encapsulation, Encapsulation)
     framing = _member("framing", framing, Framing)
-    _check(rate_bps, link_mtu, encapsulation, inner_family, outer_family, options, directions)
+    if protection is not None:
+        protection = _member("protection", protection, Encapsulation)
+        _check_protection(encapsulation, protection)
+    _check(
+        rate_bps, link_mtu, encapsulation, inner_family, outer_family, options, directions,
+        protection,
+    )  # fmt: skip
     if encapsulation is Encapsulation.NONE:
         if tunnel_mtu is not None:
             raise CeilingInputError(
@@ -166,6 +186,7 @@ def ceiling(
             inner_family=inner_family,
             outer_family=outer_family,
             options=options,
+            protection=protection,
         )
         if device_mtu < _min_mtu(inner_family):
             raise CeilingInputError(
@@ -191,6 +212,7 @@ def ceiling(
         outer_family=outer_family,
         tunnel_mtu=device_mtu,
         options=options,
+        protection=protection,
     )
     if packed.outer_packet > IP_MAX_PACKET:
         raise CeilingInputError(
@@ -223,6 +245,7 @@ def ceiling(
         goodput_bps=rate_bps * efficiency * directions,
         overhead_fields=packed.fields,
         options=options,
+        protection=protection,
     )
 
 
@@ -270,6 +293,7 @@ def _check(
     outer_family: int,
     options: EncapOptions,
     directions: int,
+    protection: Encapsulation | None = None,
 ) -> None:
     if rate_bps <= 0:
         raise CeilingInputError("rate_bps", f"{rate_bps} is not a positive rate")
@@ -289,17 +313,35 @@ def _check(
         )
     if directions not in (1, 2):
         raise CeilingInputError("directions", f"{directions} is not 1 or 2")
-    _check_options(encapsulation, options, outer_family)
+    _check_options(encapsulation, options, outer_family, protection)
 
 
-def _check_options(encapsulation: Encapsulation, options: EncapOptions, outer_family: int) -> None:
+def _check_protection(encapsulation: Encapsulation, protection: Encapsulation) -> None:
+    if protection not in ESP:
+        raise CeilingInputError(
+            "protection", f"{protection.value} cannot protect; allowed: esp-tunnel, esp-transport"
+        )
+    if encapsulation not in PROTECTABLE:
+        allowed = ", ".join(e.value for e in PROTECTABLE)
+        raise CeilingInputError(
+            "protection", f"{encapsulation.value} cannot be put in ESP; only {allowed} can"
+        )
+
+
+def _check_options(
+    encapsulation: Encapsulation,
+    options: EncapOptions,
+    outer_family: int,
+    protection: Encapsulation | None = None,
+) -> None:
     """An option given to a kind it does not apply to is a mistake worth naming."""
     default = EncapOptions()
     esp = "esp-tunnel and esp-transport"
     gre = "gre and gretap"
+    in_esp = encapsulation in ESP or protection in ESP
     applies = {
-        "cipher": (encapsulation in ESP, esp),
-        "nat_t": (encapsulation in ESP, esp),
+        "cipher": (in_esp, esp),
+        "nat_t": (in_esp, esp),
         "gre_key": (encapsulation in GRE_FAMILY, gre),
         "gre_csum": (encapsulation in GRE_FAMILY, gre),
         "gre_seq": (encapsulation in GRE_FAMILY, gre),
@@ -338,6 +380,9 @@ LAB_ENCAPSULATIONS: dict[TunnelKind, Encapsulation] = {
     TunnelKind.NONE: Encapsulation.NONE,
     TunnelKind.WIREGUARD: Encapsulation.WIREGUARD,
     TunnelKind.VXLAN: Encapsulation.VXLAN,
+    # The lab's ipsec is tunnel mode (transport cannot carry routed traffic); ESP in UDP
+    # or not, and the cipher, come from the trial's resolved settings (see _esp).
+    TunnelKind.IPSEC: Encapsulation.ESP_TUNNEL,
 }
 #: The lab's tunnels run between the WAN link's IPv4 addresses whatever the traffic's
 #: family (see the tunnels' ``setup``): only the inner packets follow the traffic.
@@ -353,7 +398,8 @@ def for_config(config: TrialConfig, resolved: dict[str, Any]) -> Ceiling | None:
     (``resolved["tunnel_mtu"]``) and the LAN's, or the WAN's and the LAN's without a
     tunnel (the road-warrior client sits on the WAN link, the server on the LAN).
     For ``bidir`` the shaper carries both directions at the full rate each, so the
-    result is the ceiling of the *summed* goodput: twice the one-way ceiling.
+    result is the ceiling of the *summed* goodput: twice the one-way ceiling. ESP (ipsec,
+    or ``tunnel.protection``) takes its cipher and NAT-T from the resolved settings.
     """
     wan = config.lab.wan
     encapsulation = LAB_ENCAPSULATIONS.get(config.tunnel.kind)
@@ -372,6 +418,7 @@ def for_config(config: TrialConfig, resolved: dict[str, Any]) -> Ceiling | None:
             directions=directions,
         )
     tunnel_mtu = int(resolved["tunnel_mtu"])
+    options, protection = _esp(config, resolved)
     return ceiling(
         wan.rate,
         link_mtu=wan.mtu,
@@ -381,4 +428,37 @@ def for_config(config: TrialConfig, resolved: dict[str, Any]) -> Ceiling | None:
         inner_family=family,
         outer_family=LAB_TUNNEL_OUTER_FAMILY,
         directions=directions,
+        options=options,
+        protection=protection,
     )
+
+
+_MODEL_CIPHERS = {
+    TunnelCipher.AES_256_GCM.value: Cipher.AES_GCM,
+    TunnelCipher.CHACHA20_POLY1305.value: Cipher.CHACHA20_POLY1305,
+}
+
+
+def _esp(
+    config: TrialConfig, resolved: dict[str, Any]
+) -> tuple[EncapOptions, Encapsulation | None]:
+    """ESP's part of a trial: its options (cipher; NAT-T, which strongSwan's userspace
+    ESP always uses), and the ESP mode around a protected tunnel (None for ipsec itself,
+    and without ESP)."""
+    tunnel = config.tunnel
+    if tunnel.kind is not TunnelKind.IPSEC and tunnel.protection is not Protection.IPSEC:
+        return DEFAULT_OPTIONS, None
+    implementation = resolved.get("esp_implementation") or resolved.get("tunnel_implementation")
+    encap = resolved.get("esp_encapsulation", "udp" if implementation == "libipsec" else "none")
+    options = EncapOptions(
+        cipher=_MODEL_CIPHERS.get(str(resolved.get("tunnel_cipher")), Cipher.AES_GCM),
+        nat_t=encap == "udp",
+    )
+    if tunnel.kind is TunnelKind.IPSEC:
+        return options, None
+    mode = (
+        Encapsulation.ESP_TUNNEL
+        if tunnel.esp_mode is EspMode.TUNNEL
+        else Encapsulation.ESP_TRANSPORT
+    )
+    return options, mode

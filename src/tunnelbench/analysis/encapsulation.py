@@ -65,6 +65,18 @@ class Cipher(StrEnum):
 
 
 ESP = (Encapsulation.ESP_TUNNEL, Encapsulation.ESP_TRANSPORT)
+#: ESP's fields that follow the payload: in a stack they close it, after the carried
+#: packet.
+ESP_TRAILERS = ("ESP trailer", "ICV")
+#: Encapsulations ESP can wrap (``protection``): unencrypted tunnels with their own
+#: outer IP header.
+PROTECTABLE = (
+    Encapsulation.IPIP,
+    Encapsulation.GRE,
+    Encapsulation.GRETAP,
+    Encapsulation.VXLAN,
+    Encapsulation.GENEVE,
+)
 GRE_FAMILY = (Encapsulation.GRE, Encapsulation.GRETAP)
 #: Encapsulations that keep the inner packet's own IP header instead of adding one.
 KEEPS_IP_HEADER = (Encapsulation.NONE, Encapsulation.ESP_TRANSPORT)
@@ -200,10 +212,47 @@ def layout(
     outer_family: int,
     tunnel_mtu: int,
     options: EncapOptions = DEFAULT_OPTIONS,
+    protection: Encapsulation | None = None,
 ) -> Layout:
-    """One inner packet of ``inner_packet`` bytes encapsulated."""
+    """One inner packet of ``inner_packet`` bytes encapsulated; with ``protection``
+    (esp-tunnel or esp-transport), that packet then in ESP (see :func:`protect`)."""
     pad = padding(encapsulation, inner_packet, inner_family=inner_family, tunnel_mtu=tunnel_mtu)
-    return Layout(inner_packet, fields(encapsulation, outer_family, options), pad)
+    carried = Layout(inner_packet, fields(encapsulation, outer_family, options), pad)
+    if protection is None:
+        return carried
+    return protect(carried, protection, outer_family=outer_family, options=options)
+
+
+def protect(
+    carried: Layout,
+    protection: Encapsulation,
+    *,
+    outer_family: int,
+    options: EncapOptions = DEFAULT_OPTIONS,
+) -> Layout:
+    """ESP around an encapsulated packet (VXLAN or GRE inside IPsec), in wire order.
+
+    Tunnel mode puts the whole packet (its outer IP header included) inside ESP behind
+    a new outer header: [ESP's IP][UDP if NAT-T][ESP][IV] [carried packet] [trailer][ICV].
+    Transport mode keeps the carried packet's outer IP header in front and encrypts what
+    follows it: [carried IP][UDP if NAT-T][ESP][IV] [rest of the carried packet] [trailer]
+    [ICV]. ESP pads what it encrypts to a multiple of 4 (:func:`padding`), counted with
+    the carried encapsulation's own padding.
+    """
+    if protection not in ESP:
+        raise ValueError(f"{protection.value} is not ESP")
+    esp = fields(protection, outer_family, options)
+    head = [f for f in esp if f[0] not in ESP_TRAILERS]
+    tail = [f for f in esp if f[0] in ESP_TRAILERS]
+    inner = list(carried.fields)
+    if protection is Encapsulation.ESP_TUNNEL:
+        head = [(f"ESP tunnel IPv{outer_family}", IP_HEADER[outer_family]), *head[1:]]
+    elif inner and inner[0][0].startswith("outer IPv"):
+        head = [inner.pop(0), *head]  # the carried packet's own outer header stays first
+    esp_pad = padding(
+        protection, carried.outer_packet, inner_family=outer_family, tunnel_mtu=carried.outer_packet
+    )
+    return Layout(carried.inner_packet, (*head, *inner, *tail), carried.padding + esp_pad)
 
 
 def default_tunnel_mtu(
@@ -213,8 +262,9 @@ def default_tunnel_mtu(
     inner_family: int,
     outer_family: int,
     options: EncapOptions = DEFAULT_OPTIONS,
+    protection: Encapsulation | None = None,
 ) -> int:
-    """The tunnel MTU a user gets without choosing one.
+    """The tunnel MTU a user gets without choosing one (``protection``: inside ESP).
 
     WireGuard: link MTU - 80, as wg-quick and tunnelbench's lab set it (room for an IPv6
     outer header even over IPv4). Every other kind: the largest inner packet whose outer
@@ -224,19 +274,21 @@ def default_tunnel_mtu(
     """
     if encapsulation is Encapsulation.WIREGUARD:
         return link_mtu - WIREGUARD_DEFAULT_OVERHEAD
-    size = link_mtu - sum(size for _, size in fields(encapsulation, outer_family, options))
-    # Padding is at most 3 bytes (ESP): step down until the padded packet fits.
-    while size > 0 and (
-        layout(
+
+    def packed(size: int) -> Layout:
+        return layout(
             encapsulation,
             size,
             inner_family=inner_family,
             outer_family=outer_family,
             tunnel_mtu=size,
             options=options,
-        ).outer_packet
-        > link_mtu
-    ):
+            protection=protection,
+        )
+
+    size = link_mtu - packed(link_mtu).overhead + packed(link_mtu).padding
+    # Padding is at most 3 bytes (ESP): step down until the padded packet fits.
+    while size > 0 and packed(size).outer_packet > link_mtu:
         size -= 1
     return size
 

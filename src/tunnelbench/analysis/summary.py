@@ -7,6 +7,7 @@ from tunnelbench.analysis.advice import Advice, Sibling, advise
 from tunnelbench.analysis.ceiling import Ceiling, for_config
 from tunnelbench.analysis.diagnosis import Diagnosis, Subject, diagnose, medians
 from tunnelbench.analysis.stats import Summary, summarize
+from tunnelbench.kinds import Protection
 from tunnelbench.plan import TrialConfig, varying_paths
 from tunnelbench.store import TrialRecord
 
@@ -53,7 +54,13 @@ class ConfigSummary:
     def label(self) -> str:
         tunnel = self.config.tunnel.kind.value
         implementation = self.resolved.get("tunnel_implementation")
-        if implementation and tunnel not in ("none", "vxlan"):
+        if self.config.tunnel.protection is not Protection.NONE:
+            # ``vxlan+ipsec (libipsec)``: who does ESP is what varies
+            tunnel = f"{tunnel}+{self.config.tunnel.protection.value}"
+            implementation = self.resolved.get("esp_implementation")
+        elif tunnel in ("none", "vxlan"):
+            implementation = None
+        if implementation:
             tunnel = f"{tunnel} ({implementation})"
         return tunnel
 

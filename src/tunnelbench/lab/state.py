@@ -3,7 +3,7 @@
 Each resource is written to the state file *before* it is created, so a crash between
 the two leaves a record and never an orphan. Teardown removes exactly what is recorded:
 processes by PID (checked against their recorded start time, so a reused PID is never
-hit), namespaces by name, files and cgroup directories by path. Nothing is found by
+hit), namespaces by name, files, directories and cgroups by path. Nothing is found by
 pattern.
 """
 
@@ -42,6 +42,9 @@ class LabState:
     # Directories of cgroups the lab created (absent from state files written before
     # cgroups existed: the default applies).
     cgroups: list[str] = field(default_factory=list)
+    # Directories the lab created inside its own directory (e.g. a daemon's private
+    # run directory); removed, once empty, after the files.
+    directories: list[str] = field(default_factory=list)
 
     @property
     def directory(self) -> Path:
@@ -69,6 +72,10 @@ class LabState:
 
     def add_file(self, path: Path) -> None:
         self.files.append(str(path))
+        self.save()
+
+    def add_directory(self, path: Path) -> None:
+        self.directories.append(str(path))
         self.save()
 
     def add_cgroup(self, path: Path) -> None:
@@ -161,6 +168,13 @@ def _remove_all(state: LabState) -> list[str]:
         path = Path(name)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+    for name in reversed(state.directories):
+        try:
+            Path(name).rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            problems.append(f"directory {name}: {exc.strerror}")
     for name in reversed(state.cgroups):
         if problem := remove_cgroup(Path(name)):
             problems.append(problem)

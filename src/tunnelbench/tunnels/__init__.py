@@ -3,12 +3,13 @@
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.registry import Registry
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle
+from tunnelbench.tunnels.ipsec import Ipsec
 from tunnelbench.tunnels.none import NoTunnel
 from tunnelbench.tunnels.vxlan import Vxlan
 from tunnelbench.tunnels.wireguard import WireGuard
 
 REGISTRY: Registry[TunnelKind, Tunnel] = Registry("tunnel kind")
-for _tunnel in (NoTunnel(), WireGuard(), Vxlan()):
+for _tunnel in (NoTunnel(), WireGuard(), Vxlan(), Ipsec()):
     REGISTRY.register(_tunnel.kind, _tunnel)
 
 __all__ = ["REGISTRY", "Tunnel", "TunnelHandle"]

@@ -4,14 +4,17 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from tunnelbench import programs
+from tunnelbench.analysis import encapsulation as model
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import plen, routes_for, tunnel_address
 from tunnelbench.plan import TunnelSettings
+from tunnelbench.tunnels import strongswan
 
 #: What ESP offers, whether as the tunnel itself or around an unencrypted one.
 ESP_CIPHERS = (Cipher.AES_256_GCM, Cipher.CHACHA20_POLY1305)
@@ -21,7 +24,8 @@ ESP_CIPHERS = (Cipher.AES_256_GCM, Cipher.CHACHA20_POLY1305)
 class TunnelSpec:
     """A tunnel as it will run on this machine: the plan's settings, "auto" resolved.
 
-    ``cipher`` is None for a tunnel that does not encrypt.
+    ``cipher`` is None for a tunnel that does not encrypt. ``esp_implementation`` is who
+    does ESP (``kernel`` or ``libipsec``) for ipsec and for protection; None without ESP.
     """
 
     implementation: str
@@ -29,6 +33,7 @@ class TunnelSpec:
     cipher: Cipher | None = None
     esp_mode: EspMode = EspMode.TUNNEL
     protection: Protection = Protection.NONE
+    esp_implementation: str | None = None
 
     @property
     def esp(self) -> bool:
@@ -47,6 +52,9 @@ class TunnelHandle:
     devices: dict[str, str] = field(default_factory=dict)  # role -> device
     daemons: dict[str, ProcessRecord] = field(default_factory=dict)  # role -> daemon
     logs: list[Path] = field(default_factory=list)
+    #: What set-up found out, recorded with the trial's resolved settings (e.g. the ESP
+    #: algorithm negotiated).
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 class Tunnel(ABC):
@@ -60,12 +68,17 @@ class Tunnel(ABC):
     ciphers: ClassVar[tuple[Cipher, ...]] = ()
     #: Whether ``tunnel.protection = "ipsec"`` can wrap it (ESP around its packets).
     protectable: ClassVar[bool] = False
+    #: The ceiling model's name of this kind's own encapsulation (what ESP wraps when
+    #: the kind is protected); None when the model does not know it.
+    encapsulation: ClassVar[model.Encapsulation | None] = None
 
     @abstractmethod
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
         """Bytes of encapsulation added to each inner packet (outer IP header included)."""
 
     def default_mtu(self, underlay_mtu: int, spec: TunnelSpec) -> int:
+        if spec.esp and self.encapsulation is not None:
+            return self._protected_mtu(underlay_mtu, spec, self.encapsulation)
         return underlay_mtu - self.overhead(spec, 4)
 
     def resolve(self, settings: TunnelSettings, underlay_mtu: int) -> TunnelSpec:
@@ -82,7 +95,56 @@ class Tunnel(ABC):
                 f"tunnel.esp_mode: {settings.esp_mode.value!r} applies to ipsec and to "
                 f"tunnel.protection = 'ipsec' only, not to {self.kind.value}"
             )
-        return replace(spec, mtu=settings.mtu or self.default_mtu(underlay_mtu, spec))
+        if spec.protection is Protection.IPSEC:
+            assert spec.cipher is not None  # protection always resolves an ESP cipher
+            esp = strongswan.resolve_implementation("auto", spec.cipher, spec.esp_mode)
+            spec = replace(spec, esp_implementation=esp)
+            require_esp(esp, "tunnel.protection")
+        spec = replace(spec, mtu=settings.mtu or self.default_mtu(underlay_mtu, spec))
+        self._check_esp_mtu(spec)
+        return spec
+
+    # --- ESP, for ipsec and for tunnel.protection = "ipsec" ---
+
+    def esp_overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
+        """Bytes ESP adds around each of this tunnel's packets, padding (0-3) excluded;
+        0 without ESP."""
+        if spec.esp_implementation is None or spec.cipher is None:
+            return 0
+        kind, options = strongswan.esp_model(spec.esp_implementation, spec.cipher, spec.esp_mode)
+        return sum(size for _, size in model.fields(kind, outer_family, options))
+
+    def _protected_mtu(
+        self, underlay_mtu: int, spec: TunnelSpec, carried: model.Encapsulation
+    ) -> int:
+        """The largest inner packet whose packet, encapsulated and then in ESP (padding
+        included), fits the underlay unfragmented; libipsec caps what its TUN carries."""
+        assert spec.esp_implementation is not None and spec.cipher is not None
+        kind, options = strongswan.esp_model(spec.esp_implementation, spec.cipher, spec.esp_mode)
+        fits = model.default_tunnel_mtu(
+            carried, underlay_mtu, inner_family=4, outer_family=4, options=options, protection=kind
+        )
+        if spec.esp_implementation == strongswan.LIBIPSEC:
+            fits = min(
+                fits,
+                strongswan.LIBIPSEC_MAX_MTU
+                - self.overhead(replace(spec, esp_implementation=None), 4),
+            )
+        return fits
+
+    def _check_esp_mtu(self, spec: TunnelSpec) -> None:
+        """libipsec reads at most 1400 bytes per packet from its TUN device."""
+        if spec.esp_implementation != strongswan.LIBIPSEC:
+            return
+        carried = self.overhead(replace(spec, esp_implementation=None), 4)
+        largest = strongswan.LIBIPSEC_MAX_MTU - carried
+        if spec.mtu > largest:
+            adds = f" and {self.kind.value} adds {carried}" if carried else ""
+            raise UserError(
+                f"tunnel.mtu: {spec.mtu} is above {largest}: {strongswan.LIBIPSEC_NAME} "
+                f"reads packets of at most {strongswan.LIBIPSEC_MAX_MTU} bytes from its TUN "
+                f"device{adds}"
+            )
 
     def _uses_esp(self, spec: TunnelSpec) -> bool:
         return spec.esp
@@ -156,6 +218,18 @@ class Tunnel(ABC):
                 via = ["via", tunnel_address(not left, family)] if self.layer2 else []
                 commands.append(["route", "add", route.prefix, *via, "dev", device])
         lab.ip_batch(role, commands)
+
+
+def require_esp(implementation: str, key: str) -> None:
+    """strongSwan's programs and the plugins ``implementation`` loads, checked before
+    anything is set up; a :class:`UserError` under ``key`` names what is missing."""
+    for program, purpose in strongswan.PROGRAMS:
+        programs.require(program, purpose)
+    if missing := strongswan.missing_plugins(implementation):
+        raise UserError(
+            f"{key}: ESP by {implementation} needs strongSwan plugins that are not "
+            f"installed: {', '.join(missing)}"
+        )
 
 
 def wait_for_device(daemon: ProcessRecord, program: str, device: str, log: Path) -> None:

@@ -1,11 +1,19 @@
-"""VXLAN (kernel): Ethernet in UDP, unencrypted; an L2 tunnel."""
+"""VXLAN (kernel): Ethernet in UDP, unencrypted; an L2 tunnel.
+
+With ``tunnel.protection = "ipsec"`` its packets travel in ESP (see
+:func:`tunnelbench.tunnels.esp.protect`): in tunnel mode the VXLAN runs between the ends'
+ESP endpoint addresses, in transport mode between the WAN addresses with ESP protecting
+their UDP.
+"""
 
 import platform
 from typing import ClassVar
 
+from tunnelbench.analysis.encapsulation import Encapsulation
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
+from tunnelbench.tunnels.esp import Underlay, protect, wan_underlay
 
 VNI = 42
 PORT = 4789
@@ -15,29 +23,40 @@ class Vxlan(Tunnel):
     kind = TunnelKind.VXLAN
     implementations: ClassVar[tuple[str, ...]] = ("kernel",)
     layer2 = True
+    protectable = True
+    encapsulation = Encapsulation.VXLAN
 
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
-        # outer IP + UDP 8 + VXLAN 8 + inner Ethernet 14
-        return (20 if outer_family == 4 else 40) + 8 + 8 + 14
+        # outer IP + UDP 8 + VXLAN 8 + inner Ethernet 14, and ESP's when protected
+        return (
+            (20 if outer_family == 4 else 40) + 8 + 8 + 14 + self.esp_overhead(spec, outer_family)
+        )
 
     def version(self, implementation: str) -> str:
         return f"linux {platform.release()}"
 
-    def setup_commands(self, lab: Lab, role: str, device: str, mtu: int) -> list[str]:
-        left, right = lab.chain.tunnel_ends
-        peer = right if role == left else left
+    def setup_commands(
+        self, lab: Lab, role: str, device: str, mtu: int, underlay: Underlay | None = None
+    ) -> list[str]:
+        underlay = underlay or wan_underlay(lab, role)
+        bind = ["dev", underlay.device] if underlay.device is not None else []
         return [
             "link", "add", device, "mtu", str(mtu), "type", "vxlan", "id", str(VNI),
-            "local", lab.address(role, peer, 4), "remote", lab.address(peer, role, 4),
-            "dstport", str(PORT), "dev", lab.wan_device(role),
+            "local", underlay.local, "remote", underlay.remote, "dstport", str(PORT), *bind,
         ]  # fmt: skip
 
     def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
         implementation, mtu = spec.implementation, spec.mtu
         handle = TunnelHandle(self.kind, implementation, self.version(implementation), mtu)
+        underlays = {role: wan_underlay(lab, role) for role in lab.chain.tunnel_ends}
+        if spec.esp:
+            underlays, session = protect(lab, spec, "udp")
+            session.record(handle)
+            # The daemons doing the work are ESP's: name them by it.
+            handle.implementation = session.implementation
         for role in lab.chain.tunnel_ends:
             device = lab.ifname(f"vx{role[0]}{role[-1]}")
-            lab.ip_batch(role, [self.setup_commands(lab, role, device, mtu)])
+            lab.ip_batch(role, [self.setup_commands(lab, role, device, mtu, underlays[role])])
             self.address_and_route(lab, role, device, mtu)
             handle.devices[role] = device
         return handle

@@ -1,0 +1,347 @@
+"""ESP between a lab's two tunnel ends, negotiated by strongSwan: the machinery behind
+``tunnel.kind = "ipsec"`` and ``tunnel.protection = "ipsec"``.
+
+A :class:`Session` runs one isolated charon per tunnel end (see
+:mod:`tunnelbench.tunnels.strongswan`), IKEv2 between the ends' WAN addresses with a
+pre-shared key made for this lab, and waits until every CHILD_SA is installed at both
+ends with the cipher, mode and encapsulation asked for -- anything else is an error, not
+a result. Who carries the packets:
+
+- ``libipsec``: charon's kernel-libipsec plugin, in userspace, through the TUN device
+  ``ipsec0`` of each end's namespace; tunnel mode, ESP in UDP 4500. Packets reach it by
+  being routed into ``ipsec0`` (the lab routes them; the plugin also adds its own
+  routes to table 220, through the same device).
+- ``kernel``: XFRM, set up by charon's kernel-netlink plugin. Tunnel mode goes through
+  an XFRM interface (``ip link add ... type xfrm if_id N``) the lab routes into, so the
+  tunnel has a device with counters, like every other kind; transport mode needs none.
+
+:func:`protect` puts an unencrypted tunnel (VXLAN; GRE and gretap once they opt in) in
+ESP: in tunnel mode both ends get an extra address, ``198.19.1.1/32`` and
+``198.19.1.2/32``, on the ESP device, the SA protects exactly those two, and the
+protected tunnel runs between them, so its packets are routed into ESP; in transport
+mode (kernel only) the tunnel keeps the WAN addresses and the SA protects its protocol
+between them.
+"""
+
+import functools
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunnelbench import programs
+from tunnelbench.analysis import encapsulation as model
+from tunnelbench.command import CommandError, run
+from tunnelbench.errors import LabError
+from tunnelbench.kinds import Cipher, EspMode
+from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.state import ProcessRecord, is_alive
+from tunnelbench.tunnels import strongswan
+from tunnelbench.tunnels.base import TunnelHandle, TunnelSpec, tail, wait_for_device
+from tunnelbench.tunnels.strongswan import KERNEL, LIBIPSEC, Child, Connection
+
+#: The two ends of a protected tunnel, in ESP tunnel mode: .1 the left end, .2 the right.
+ENDPOINT_V4 = "198.19.1"
+#: The XFRM interface id of kernel tunnel mode (one SA pair per lab namespace pair).
+IF_ID = 42
+#: Seconds for charon to come up, and for the CHILD_SAs to be installed at both ends.
+START_TIMEOUT = 10.0
+INSTALL_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Underlay:
+    """Where a tunnel's outer packets go: its local and remote addresses (IPv4), and
+    the device it binds to (None: routing decides, e.g. into ESP)."""
+
+    local: str
+    remote: str
+    device: str | None
+
+
+def endpoint(left: bool) -> str:
+    """A protected tunnel's own address at one end (ESP tunnel mode)."""
+    return f"{ENDPOINT_V4}.{1 if left else 2}"
+
+
+@dataclass
+class Session:
+    """ESP between the lab's two tunnel ends: one charon each, then the SAs.
+
+    :meth:`start` brings the daemons (and the ESP devices) up; the caller addresses and
+    routes the devices; :meth:`establish` loads the connection, initiates it from the
+    left end and checks what was installed. What it learnt is in ``facts``.
+    """
+
+    lab: Lab
+    implementation: str
+    cipher: Cipher
+    mode: EspMode
+    daemons: dict[str, ProcessRecord] = field(default_factory=dict)
+    devices: dict[str, str] = field(default_factory=dict)  # role -> ESP device, if any
+    logs: list[Path] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ends(self) -> tuple[str, str]:
+        return self.lab.chain.tunnel_ends
+
+    def directory(self, role: str) -> Path:
+        return self.lab.directory / f"strongswan-{role}"
+
+    def log(self, role: str) -> Path:
+        return self.lab.directory / f"charon-{role}.log"
+
+    def start(self, device_mtu: int | None) -> None:
+        """Start both daemons, wait for them, and give the ESP devices ``device_mtu``.
+
+        libipsec's device is its TUN ``ipsec0``; kernel tunnel mode gets an XFRM
+        interface; kernel transport mode has no device (``device_mtu`` None).
+        """
+        if self.implementation == KERNEL and self.mode is EspMode.TUNNEL:
+            for role in self.ends:
+                self._add_xfrm_interface(role)
+        for role in self.ends:
+            self._start(role)
+        for role in self.ends:
+            self._wait_until_up(role)
+            if self.implementation == LIBIPSEC:
+                device = strongswan.LIBIPSEC_DEVICE
+                wait_for_device(self.daemons[role], "charon", device, self.log(role))
+                self.devices[role] = device
+        if device_mtu is not None:
+            for role, device in self.devices.items():
+                self.lab.ip_batch(role, [["link", "set", device, "mtu", str(device_mtu), "up"]])
+
+    def _add_xfrm_interface(self, role: str) -> None:
+        device = self.lab.ifname(f"es{role[0]}{role[-1]}")
+        self.lab.ip_batch(role, [xfrm_interface_command(device, self.lab.wan_device(role))])
+        self.devices[role] = device
+
+    def _start(self, role: str) -> None:
+        lab, directory = self.lab, self.directory(role)
+        lab.state.add_directory(directory)
+        directory.mkdir(mode=0o700)
+        for name in (strongswan.CONF, strongswan.PIDFILE, strongswan.VICI):
+            lab.state.add_file(directory / name)
+        (directory / strongswan.CONF).write_text(strongswan.strongswan_conf(self.implementation))
+        log = self.log(role)
+        lab.state.add_file(log)
+        charon = programs.require(strongswan.CHARON, "strongSwan's IKE daemon")
+        with log.open("wb") as out:
+            proc = lab.start(
+                role,
+                strongswan.daemon_argv(directory, charon),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.daemons[role] = next(r for r in lab.state.processes if r.pid == proc.pid)
+        self.logs.append(log)
+
+    def _wait_until_up(self, role: str) -> None:
+        """Until charon's vici socket exists and its pid file names the recorded process
+        (so the PID the lab samples, limits and ends is the daemon's own)."""
+        daemon, directory = self.daemons[role], self.directory(role)
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if not is_alive(daemon):
+                raise LabError(f"charon on {role} exited during start-up: {tail(self.log(role))}")
+            written = _read(directory / strongswan.PIDFILE)
+            if written and (directory / strongswan.VICI).exists():
+                if written != str(daemon.pid):
+                    raise LabError(
+                        f"charon on {role} has pid {written}, not the recorded {daemon.pid}"
+                    )
+                return
+            if time.monotonic() > deadline:
+                raise LabError(
+                    f"charon on {role} did not open its vici socket within "
+                    f"{START_TIMEOUT:g} s: {tail(self.log(role))}"
+                )
+            time.sleep(0.01)
+
+    def establish(self, children: Mapping[str, tuple[Child, ...]]) -> None:
+        """Load each end's connection (``children`` by role), initiate every CHILD_SA
+        from the left end, and wait until both ends have them installed as asked."""
+        psk = secrets.token_hex(32)
+        left, right = self.ends
+        for role in self.ends:
+            peer = right if role == left else left
+            connection = Connection(
+                local_addr=self.lab.address(role, peer, 4),
+                remote_addr=self.lab.address(peer, role, 4),
+                children=children[role],
+                cipher=self.cipher,
+                mode=self.mode,
+                encap=strongswan.encapsulated(self.implementation),
+                if_id=IF_ID
+                if self.implementation == KERNEL and self.mode is EspMode.TUNNEL
+                else None,
+            )
+            path = self.lab.directory / f"swanctl-{role}.conf"
+            self.lab.state.add_file(path)
+            write_secret(path, strongswan.swanctl_conf(connection, psk))
+            self._swanctl(role, "--load-all", "--file", str(path))
+        for child in children[left]:
+            self._swanctl(
+                left, "--initiate", "--child", child.name, "--timeout", f"{INSTALL_TIMEOUT:g}"
+            )
+        installed = {
+            role: self._wait_until_installed(role, len(children[role])) for role in self.ends
+        }
+        self._check(installed)
+
+    def _swanctl(self, role: str, *args: str) -> str:
+        argv = strongswan.swanctl_argv(self.directory(role), *args)
+        try:
+            return self.lab.exec(role, argv, timeout=INSTALL_TIMEOUT + 5).stdout
+        except CommandError as exc:
+            said = [line for line in (exc.stderr + "\n").splitlines() if line.strip()]
+            raise LabError(
+                f"swanctl {args[0]} on {role} failed: {said[-1] if said else 'no output'}; "
+                f"charon: {tail(self.log(role))}"
+            ) from exc
+
+    def list_sas(self, role: str) -> list[strongswan.ChildSa]:
+        """The CHILD_SAs of ``role``'s daemon, with their counters."""
+        return strongswan.child_sas(self._swanctl(role, "--list-sas", "--raw"))
+
+    def _wait_until_installed(self, role: str, count: int) -> list[strongswan.ChildSa]:
+        deadline = time.monotonic() + INSTALL_TIMEOUT
+        while True:
+            found = [sa for sa in self.list_sas(role) if sa.state == "INSTALLED"]
+            if len(found) >= count:
+                return found
+            if not is_alive(self.daemons[role]):
+                raise LabError(f"charon on {role} exited: {tail(self.log(role))}")
+            if time.monotonic() > deadline:
+                raise LabError(
+                    f"ESP on {role}: {len(found)} of {count} CHILD_SA installed after "
+                    f"{INSTALL_TIMEOUT:g} s; charon: {tail(self.log(role))}"
+                )
+            time.sleep(0.05)
+
+    def _check(self, installed: dict[str, list[strongswan.ChildSa]]) -> None:
+        """Every SA is what was asked: a different cipher, mode or encapsulation would
+        measure something else."""
+        encap = strongswan.encapsulated(self.implementation)
+        for role, sas in installed.items():
+            for sa in sas:
+                if sa.cipher is not self.cipher:
+                    raise LabError(
+                        f"ESP on {role} negotiated {sa.algorithm}, not the asked "
+                        f"{self.cipher.value} ({strongswan.ESP_PROPOSALS[self.cipher]})"
+                    )
+                if sa.mode != self.mode.value.upper() or sa.encap != encap:
+                    raise LabError(
+                        f"ESP on {role} is {sa.mode} mode, encap={sa.encap}; asked "
+                        f"{self.mode.value.upper()} mode, encap={encap}"
+                    )
+        algorithm = next(iter(installed.values()))[0].algorithm
+        self.facts = {
+            "esp_implementation": self.implementation,
+            "esp_version": charon_version(),
+            "esp_cipher": self.cipher.value,
+            "esp_algorithm": algorithm,
+            "esp_mode": self.mode.value,
+            "esp_encapsulation": "udp" if encap else "none",
+        }
+
+    def record(self, handle: TunnelHandle) -> None:
+        """Hand the daemons, logs and facts to the tunnel's handle."""
+        handle.daemons |= self.daemons
+        handle.logs += self.logs
+        handle.facts |= self.facts
+
+
+def xfrm_interface_command(device: str, wan_device: str) -> list[str]:
+    """The XFRM interface kernel tunnel mode routes into (its SAs carry ``IF_ID``)."""
+    return ["link", "add", device, "type", "xfrm", "dev", wan_device, "if_id", str(IF_ID)]
+
+
+def write_secret(path: Path, text: str) -> None:
+    """Create ``path`` readable by root only from the start (never wider, even briefly)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
+@functools.cache
+def charon_version() -> str:
+    """``strongSwan 5.9.8``, from the daemon itself."""
+    charon = programs.require(strongswan.CHARON, "strongSwan's IKE daemon")
+    done = run([charon, "--version"])
+    return f"strongSwan {strongswan.version(done.stdout + done.stderr)}"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+# --- protection: ESP around an unencrypted tunnel ---
+
+
+def transport_children(protocol: str) -> tuple[Child, ...]:
+    """Transport mode: every ``protocol`` packet between the two WAN addresses. (IKE's
+    own UDP packets are exempt: charon's sockets bypass IPsec policies.)"""
+    selector = f"dynamic[{protocol}]"
+    return (Child(strongswan.CONNECTION, (selector,), (selector,)),)
+
+
+def protect(lab: Lab, spec: TunnelSpec, protocol: str) -> tuple[dict[str, Underlay], Session]:
+    """Put a tunnel whose packets are ``protocol`` (``udp``, ``gre``) in ESP.
+
+    Returns where each end's tunnel must run, and the running :class:`Session`. Tunnel
+    mode: between the ends' ESP endpoint addresses, routed into the ESP device (whose
+    MTU is libipsec's maximum, or the WAN's minus ESP for the kernel). Transport mode:
+    between the WAN addresses, as without protection.
+    """
+    assert spec.esp_implementation is not None and spec.cipher is not None
+    session = Session(lab, spec.esp_implementation, spec.cipher, spec.esp_mode)
+    left, right = lab.chain.tunnel_ends
+    if spec.esp_mode is EspMode.TRANSPORT:
+        session.start(device_mtu=None)
+        session.establish({role: transport_children(protocol) for role in (left, right)})
+        return {role: wan_underlay(lab, role) for role in (left, right)}, session
+    session.start(device_mtu=esp_device_mtu(lab.settings.wan.mtu, spec))
+    underlays, children = {}, {}
+    for role in (left, right):
+        is_left = role == left
+        own, peer = endpoint(is_left), endpoint(not is_left)
+        device = session.devices[role]
+        lab.ip_batch(
+            role,
+            [
+                ["address", "add", f"{own}/32", "dev", device],
+                ["route", "add", f"{peer}/32", "dev", device, "src", own],
+            ],
+        )
+        underlays[role] = Underlay(own, peer, None)
+        children[role] = (Child(strongswan.CONNECTION, (f"{own}/32",), (f"{peer}/32",)),)
+    session.establish(children)
+    return underlays, session
+
+
+def wan_underlay(lab: Lab, role: str) -> Underlay:
+    """The WAN addresses of ``role`` and its peer, bound to ``role``'s WAN device."""
+    left, right = lab.chain.tunnel_ends
+    peer = right if role == left else left
+    return Underlay(lab.address(role, peer, 4), lab.address(peer, role, 4), lab.wan_device(role))
+
+
+def esp_device_mtu(wan_mtu: int, spec: TunnelSpec) -> int:
+    """The largest packet ESP (tunnel mode, padding included) fits in the WAN unfragmented;
+    for libipsec at most what it reads from its TUN device (1400)."""
+    assert spec.esp_implementation is not None and spec.cipher is not None
+    kind, options = strongswan.esp_model(spec.esp_implementation, spec.cipher, spec.esp_mode)
+    fits = model.default_tunnel_mtu(kind, wan_mtu, inner_family=4, outer_family=4, options=options)
+    if spec.esp_implementation == LIBIPSEC:
+        return min(fits, strongswan.LIBIPSEC_MAX_MTU)
+    return fits

@@ -1,0 +1,135 @@
+"""IPsec: IKEv2 by strongSwan, ESP tunnel mode between the two tunnel ends.
+
+ESP is the kernel's (XFRM, through an XFRM interface) when this kernel has the asked
+cipher's AEAD, else strongSwan's userspace ESP (kernel-libipsec: a TUN device, ESP in
+UDP); see :mod:`tunnelbench.tunnels.esp`. Like WireGuard, each end's tunnel device gets
+the inner addresses 198.19.0.1/.2 and routes to the far side's prefixes, and the
+CHILD_SA's traffic selectors are exactly those: the end's own inner address and the
+prefixes behind it, both families.
+
+Transport mode is refused: it protects only packets between the two ends themselves,
+and the lab's traffic is routed through them (``tunnel.protection = "ipsec"`` around
+VXLAN is where transport mode applies).
+"""
+
+import platform
+from dataclasses import replace
+from typing import ClassVar
+
+from tunnelbench.analysis import encapsulation as model
+from tunnelbench.errors import UserError
+from tunnelbench.kinds import Cipher, EspMode, TunnelKind
+from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.topology import remote_prefixes, tunnel_address
+from tunnelbench.plan import TunnelSettings
+from tunnelbench.tunnels import strongswan
+from tunnelbench.tunnels.base import (
+    ESP_CIPHERS,
+    Tunnel,
+    TunnelHandle,
+    TunnelSpec,
+    require_esp,
+)
+from tunnelbench.tunnels.esp import Session, charon_version
+from tunnelbench.tunnels.strongswan import KERNEL, LIBIPSEC, Child
+
+
+class Ipsec(Tunnel):
+    kind = TunnelKind.IPSEC
+    implementations: ClassVar[tuple[str, ...]] = strongswan.IMPLEMENTATIONS
+    ciphers: ClassVar[tuple[Cipher, ...]] = ESP_CIPHERS
+
+    def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
+        # outer IP + UDP 8 (libipsec) + ESP header 8 + IV 8 + trailer 2 + ICV 16, plus
+        # 0-3 bytes of padding
+        return self.esp_overhead(spec, outer_family)
+
+    def default_mtu(self, underlay_mtu: int, spec: TunnelSpec) -> int:
+        # The largest inner packet whose ESP packet (padding included) fits the WAN, as
+        # Linux's esp4_get_mtu; libipsec reads at most 1400 bytes from its TUN device.
+        assert spec.esp_implementation is not None and spec.cipher is not None
+        kind, options = strongswan.esp_model(spec.esp_implementation, spec.cipher, spec.esp_mode)
+        fits = model.default_tunnel_mtu(
+            kind, underlay_mtu, inner_family=4, outer_family=4, options=options
+        )
+        if spec.esp_implementation == LIBIPSEC:
+            return min(fits, strongswan.LIBIPSEC_MAX_MTU)
+        return fits
+
+    def _uses_esp(self, spec: TunnelSpec) -> bool:
+        return True
+
+    def resolve(self, settings: TunnelSettings, underlay_mtu: int) -> TunnelSpec:
+        if settings.esp_mode is EspMode.TRANSPORT:
+            raise UserError(
+                "tunnel.esp_mode: 'transport' protects only packets between the two tunnel "
+                "ends themselves, and ipsec carries the lab's routed traffic, which needs "
+                "'tunnel'; transport mode goes with tunnel.protection = 'ipsec' around vxlan"
+            )
+        cipher = self._resolve_cipher(settings)
+        assert cipher is not None  # ipsec always encrypts
+        self._check_protection(settings)
+        # A name is checked against the kind's list; which ESP "auto" means depends on
+        # the cipher (the kernel may have one AEAD and not the other).
+        requested = settings.implementation
+        if requested != "auto":
+            self.resolve_implementation(requested)
+        implementation = strongswan.resolve_implementation(requested, cipher, settings.esp_mode)
+        require_esp(implementation, "tunnel.implementation")
+        if settings.cpu_budget is not None and implementation == KERNEL:
+            raise UserError(
+                "tunnel.cpu_budget: needs a userspace tunnel daemon; ipsec uses kernel ESP "
+                "here (charon only negotiates keys); set tunnel.implementation = 'libipsec'"
+            )
+        spec = TunnelSpec(
+            implementation=implementation,
+            cipher=cipher,
+            esp_mode=settings.esp_mode,
+            esp_implementation=implementation,
+        )
+        spec = replace(spec, mtu=settings.mtu or self.default_mtu(underlay_mtu, spec))
+        self._check_esp_mtu(spec)
+        return spec
+
+    def programs(self, implementation: str) -> list[tuple[str, str]]:
+        return list(strongswan.PROGRAMS)
+
+    def version(self, implementation: str) -> str:
+        esp = "kernel-libipsec" if implementation == LIBIPSEC else f"linux {platform.release()}"
+        return f"{charon_version()}, ESP by {esp}"
+
+    def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
+        assert spec.cipher is not None
+        handle = TunnelHandle(
+            self.kind, spec.implementation, self.version(spec.implementation), spec.mtu
+        )
+        session = Session(lab, spec.implementation, spec.cipher, spec.esp_mode)
+        session.start(device_mtu=spec.mtu)
+        left, right = lab.chain.tunnel_ends
+        children = {}
+        for role in (left, right):
+            device = session.devices[role]
+            handle.devices[role] = device
+            # Before the SAs: libipsec installs its routes with a source address inside
+            # the local traffic selector, which must exist by then.
+            self.address_and_route(lab, role, device, spec.mtu)
+            children[role] = (Child(strongswan.CONNECTION, *selectors(lab, role)),)
+        session.establish(children)
+        session.record(handle)
+        return handle
+
+
+def selectors(lab: Lab, role: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``role``'s traffic selectors: its own inner addresses and the prefixes behind it
+    (local), the peer's and the prefixes behind the peer (remote); both families."""
+    left, right = lab.chain.tunnel_ends
+    peer = right if role == left else left
+    local: list[str] = []
+    remote: list[str] = []
+    for family in (4, 6):
+        host = 32 if family == 4 else 128
+        local.append(f"{tunnel_address(role == left, family)}/{host}")
+        local += remote_prefixes(lab.chain, peer, family)
+        remote.append(f"{tunnel_address(peer == left, family)}/{host}")
+        remote += remote_prefixes(lab.chain, role, family)
+    return tuple(local), tuple(remote)
