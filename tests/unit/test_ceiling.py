@@ -26,7 +26,7 @@ from tunnelbench.analysis.encapsulation import (
     default_tunnel_mtu,
     padding,
 )
-from tunnelbench.kinds import Direction, Protocol, TunnelKind
+from tunnelbench.kinds import Direction, EspMode, Protection, Protocol, TunnelKind
 from tunnelbench.plan import LabSettings, LinkSettings, TrafficSettings, TrialConfig, TunnelSettings
 
 E = Encapsulation
@@ -575,3 +575,137 @@ def test_names_are_accepted_for_encapsulation_and_framing():
     with pytest.raises(CeilingInputError) as caught:
         ceiling(G, link_mtu=1500, encapsulation="ipsec")
     assert str(caught.value).startswith("encapsulation: unknown value 'ipsec'; allowed: none,")
+
+
+# --- ESP around a tunnel (tunnel.protection = "ipsec") and the lab's ipsec ---------------
+
+
+def test_vxlan_in_esp_tunnel_mode_in_udp_as_libipsec_carries_it():
+    # Tunnel MTU 1350 (libipsec: VXLAN's 1400-byte packets fill its TUN device).
+    # Payload 1350 - 20 - 20 - 12 = 1298; the VXLAN packet 1350 + 50 = 1400 is encrypted
+    # whole, 1400 + 2 trailer padded to 1404 (2 bytes); on the wire 20 IP + 8 UDP + 8 ESP
+    # + 8 IV + 1400 + 2 + 2 + 16 ICV = 1464, counted 1478: 1298 / 1478 = 878.2 Mbit/s.
+    result = ceiling(
+        G, link_mtu=1500, encapsulation="vxlan", tunnel_mtu=1350, protection="esp-tunnel",
+        options=EncapOptions(nat_t=True),
+    )  # fmt: skip
+    assert (result.outer_packet, result.padding, result.counted_bytes_per_packet) == (1464, 2, 1478)
+    assert mbit(result) == 878.2
+    assert result.overhead_fields == (
+        ("ESP tunnel IPv4", 20), ("UDP", 8), ("ESP header", 8), ("IV", 8),
+        ("outer IPv4", 20), ("UDP", 8), ("VXLAN", 8), ("inner Ethernet", 14),
+        ("ESP trailer", 2), ("ICV", 16),
+    )  # fmt: skip
+    assert "outer packet 1464 B = 1350 + 114 vxlan in esp-tunnel (incl. 2 padding)" in (
+        result.explain()
+    )
+
+
+def test_vxlan_in_esp_transport_mode_keeps_its_own_outer_header_first():
+    # Default MTU 1500 - 50 VXLAN - 34 ESP = 1416. Payload 1364; the VXLAN packet is
+    # 1466, ESP encrypts the 1446 bytes behind its IP header: 1446 + 2 = 1448, no
+    # padding; 1466 + 34 = 1500 on the wire, counted 1514: 1364 / 1514 = 900.9 Mbit/s.
+    result = ceiling(G, link_mtu=1500, encapsulation="vxlan", protection="esp-transport")
+    assert (result.tunnel_mtu, result.outer_packet, result.padding) == (1416, 1500, 0)
+    assert mbit(result) == 900.9
+    assert result.overhead_fields[:3] == (("outer IPv4", 20), ("ESP header", 8), ("IV", 8))
+
+
+@pytest.mark.parametrize(
+    ("link_mtu", "protection", "options", "expected"),
+    [
+        # 1500 - 50 - 62 = 1388: VXLAN 1438, + 2 = 1440, no padding
+        (1500, E.ESP_TUNNEL, EncapOptions(nat_t=True), 1388),
+        # 1500 - 50 - 54 = 1396: VXLAN 1446, + 2 = 1448, no padding
+        (1500, E.ESP_TUNNEL, EncapOptions(), 1396),
+        # 1501 - 104 = 1397: VXLAN 1447, + 2 padded to 1452 (3 bytes), 1504 on the wire;
+        # 1396 (1500 on the wire) fits
+        (1501, E.ESP_TUNNEL, EncapOptions(), 1396),
+    ],
+)
+def test_default_mtu_of_vxlan_in_esp_never_fragments(link_mtu, protection, options, expected):
+    mtu = default_tunnel_mtu(
+        E.VXLAN, link_mtu, inner_family=4, outer_family=4, options=options, protection=protection
+    )
+    assert mtu == expected
+    result = ceiling(
+        G, link_mtu=link_mtu, encapsulation=E.VXLAN, protection=protection, options=options
+    )
+    assert result.outer_packet <= link_mtu and not result.fragmented
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"encapsulation": E.WIREGUARD, "protection": E.ESP_TUNNEL},
+            "protection: wireguard cannot be put in ESP; only ipip, gre, gretap, vxlan, geneve can",
+        ),
+        (
+            {"encapsulation": E.VXLAN, "protection": E.GRE},
+            "protection: gre cannot protect; allowed: esp-tunnel, esp-transport",
+        ),
+        (
+            {"encapsulation": E.VXLAN, "options": EncapOptions(nat_t=True)},
+            "nat_t: applies to esp-tunnel and esp-transport only, not to vxlan over IPv4",
+        ),
+    ],
+)
+def test_impossible_protection(kwargs, message):
+    with pytest.raises(CeilingInputError) as caught:
+        ceiling(G, link_mtu=1500, **kwargs)
+    assert str(caught.value) == message
+
+
+def protected_config(kind: str, esp_mode: str = "tunnel", protection: str = "none") -> TrialConfig:
+    config = lab_config(kind)
+    tunnel = TunnelSettings(
+        kind=TunnelKind(kind), esp_mode=EspMode(esp_mode), protection=Protection(protection)
+    )
+    return TrialConfig(lab=config.lab, tunnel=tunnel, traffic=config.traffic)
+
+
+@pytest.mark.parametrize(
+    ("config", "resolved", "expected_mbit"),
+    [
+        # ipsec by libipsec at 1400, ESP in UDP: payload 1348; 1400 + 2 padded to 1404;
+        # 20 + 8 + 8 + 8 + 1404 + 16 = 1464, counted 1478: 1348 / 1478 = 912.0
+        (
+            protected_config("ipsec"),
+            {"tunnel_mtu": 1400, "tunnel_implementation": "libipsec",
+             "tunnel_cipher": "aes-256-gcm", "esp_encapsulation": "udp"},
+            912.0,
+        ),
+        # the same from the implementation alone (a trial that failed before set-up)
+        (
+            protected_config("ipsec"),
+            {"tunnel_mtu": 1400, "tunnel_implementation": "libipsec",
+             "tunnel_cipher": "chacha20-poly1305"},
+            912.0,
+        ),
+        # kernel ESP at 1446, no UDP: payload 1394; 1446 + 54 = 1500, counted 1514: 920.7
+        (
+            protected_config("ipsec"),
+            {"tunnel_mtu": 1446, "tunnel_implementation": "kernel", "tunnel_cipher": "aes-256-gcm"},
+            920.7,
+        ),
+        # vxlan in libipsec's ESP (see test_vxlan_in_esp_tunnel_mode_in_udp_...): 878.2
+        (
+            protected_config("vxlan", protection="ipsec"),
+            {"tunnel_mtu": 1350, "tunnel_implementation": "kernel",
+             "esp_implementation": "libipsec", "tunnel_cipher": "aes-256-gcm"},
+            878.2,
+        ),
+        # vxlan in the kernel's transport-mode ESP at 1416: 900.9
+        (
+            protected_config("vxlan", esp_mode="transport", protection="ipsec"),
+            {"tunnel_mtu": 1416, "tunnel_implementation": "kernel",
+             "esp_implementation": "kernel", "tunnel_cipher": "aes-256-gcm"},
+            900.9,
+        ),
+    ],
+)  # fmt: skip
+def test_for_config_with_esp(config, resolved, expected_mbit):
+    result = for_config(config, resolved)
+    assert result is not None
+    assert mbit(result) == expected_mbit

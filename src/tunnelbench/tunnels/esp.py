@@ -168,23 +168,11 @@ class Session:
         """Load each end's connection (``children`` by role), initiate every CHILD_SA
         from the left end, and wait until both ends have them installed as asked."""
         psk = secrets.token_hex(32)
-        left, right = self.ends
+        left = self.ends[0]
         for role in self.ends:
-            peer = right if role == left else left
-            connection = Connection(
-                local_addr=self.lab.address(role, peer, 4),
-                remote_addr=self.lab.address(peer, role, 4),
-                children=children[role],
-                cipher=self.cipher,
-                mode=self.mode,
-                encap=strongswan.encapsulated(self.implementation),
-                if_id=IF_ID
-                if self.implementation == KERNEL and self.mode is EspMode.TUNNEL
-                else None,
-            )
             path = self.lab.directory / f"swanctl-{role}.conf"
             self.lab.state.add_file(path)
-            write_secret(path, strongswan.swanctl_conf(connection, psk))
+            write_secret(path, strongswan.swanctl_conf(self.connection(role, children[role]), psk))
             self._swanctl(role, "--load-all", "--file", str(path))
         for child in children[left]:
             self._swanctl(
@@ -194,6 +182,20 @@ class Session:
             role: self._wait_until_installed(role, len(children[role])) for role in self.ends
         }
         self._check(installed)
+
+    def connection(self, role: str, children: tuple[Child, ...]) -> Connection:
+        """``role``'s end of the IKE connection, between the two WAN addresses."""
+        left, right = self.ends
+        peer = right if role == left else left
+        return Connection(
+            local_addr=self.lab.address(role, peer, 4),
+            remote_addr=self.lab.address(peer, role, 4),
+            children=children,
+            cipher=self.cipher,
+            mode=self.mode,
+            encap=strongswan.encapsulated(self.implementation),
+            if_id=IF_ID if self.implementation == KERNEL and self.mode is EspMode.TUNNEL else None,
+        )
 
     def _swanctl(self, role: str, *args: str) -> str:
         argv = strongswan.swanctl_argv(self.directory(role), *args)
@@ -288,45 +290,55 @@ def _read(path: Path) -> str:
 # --- protection: ESP around an unencrypted tunnel ---
 
 
-def transport_children(protocol: str) -> tuple[Child, ...]:
-    """Transport mode: every ``protocol`` packet between the two WAN addresses. (IKE's
-    own UDP packets are exempt: charon's sockets bypass IPsec policies.)"""
-    selector = f"dynamic[{protocol}]"
-    return (Child(strongswan.CONNECTION, (selector,), (selector,)),)
+def protected_ends(
+    lab: Lab, mode: EspMode, protocol: str
+) -> dict[str, tuple[Underlay, tuple[Child, ...]]]:
+    """Per tunnel end: where the protected tunnel runs, and the CHILD_SA protecting it.
+
+    Tunnel mode: between the ends' ESP endpoint addresses, which the SA protects exactly.
+    Transport mode: between the WAN addresses, as without protection; the SA protects
+    every ``protocol`` packet between them (IKE's own UDP packets are exempt: charon's
+    sockets bypass IPsec policies).
+    """
+    left, right = lab.chain.tunnel_ends
+    ends: dict[str, tuple[Underlay, tuple[Child, ...]]] = {}
+    for role in (left, right):
+        if mode is EspMode.TRANSPORT:
+            selector = (f"dynamic[{protocol}]",)
+            child = Child(strongswan.CONNECTION, selector, selector)
+            ends[role] = (wan_underlay(lab, role), (child,))
+        else:
+            own, peer = endpoint(role == left), endpoint(role != left)
+            child = Child(strongswan.CONNECTION, (f"{own}/32",), (f"{peer}/32",))
+            ends[role] = (Underlay(own, peer, None), (child,))
+    return ends
 
 
 def protect(lab: Lab, spec: TunnelSpec, protocol: str) -> tuple[dict[str, Underlay], Session]:
     """Put a tunnel whose packets are ``protocol`` (``udp``, ``gre``) in ESP.
 
-    Returns where each end's tunnel must run, and the running :class:`Session`. Tunnel
-    mode: between the ends' ESP endpoint addresses, routed into the ESP device (whose
-    MTU is libipsec's maximum, or the WAN's minus ESP for the kernel). Transport mode:
-    between the WAN addresses, as without protection.
+    Returns where each end's tunnel must run (:func:`protected_ends`), and the running
+    :class:`Session`. In tunnel mode each end's endpoint address goes on its ESP device
+    (whose MTU is libipsec's maximum, or the WAN's minus ESP for the kernel), with a
+    route to the peer's through it.
     """
     assert spec.esp_implementation is not None and spec.cipher is not None
     session = Session(lab, spec.esp_implementation, spec.cipher, spec.esp_mode)
-    left, right = lab.chain.tunnel_ends
-    if spec.esp_mode is EspMode.TRANSPORT:
-        session.start(device_mtu=None)
-        session.establish({role: transport_children(protocol) for role in (left, right)})
-        return {role: wan_underlay(lab, role) for role in (left, right)}, session
-    session.start(device_mtu=esp_device_mtu(lab.settings.wan.mtu, spec))
-    underlays, children = {}, {}
-    for role in (left, right):
-        is_left = role == left
-        own, peer = endpoint(is_left), endpoint(not is_left)
-        device = session.devices[role]
-        lab.ip_batch(
-            role,
-            [
-                ["address", "add", f"{own}/32", "dev", device],
-                ["route", "add", f"{peer}/32", "dev", device, "src", own],
-            ],
-        )
-        underlays[role] = Underlay(own, peer, None)
-        children[role] = (Child(strongswan.CONNECTION, (f"{own}/32",), (f"{peer}/32",)),)
-    session.establish(children)
-    return underlays, session
+    ends = protected_ends(lab, spec.esp_mode, protocol)
+    tunnel_mode = spec.esp_mode is EspMode.TUNNEL
+    session.start(device_mtu=esp_device_mtu(lab.settings.wan.mtu, spec) if tunnel_mode else None)
+    if tunnel_mode:
+        for role, (underlay, _) in ends.items():
+            device = session.devices[role]
+            lab.ip_batch(
+                role,
+                [
+                    ["address", "add", f"{underlay.local}/32", "dev", device],
+                    ["route", "add", f"{underlay.remote}/32", "dev", device, "src", underlay.local],
+                ],
+            )
+    session.establish({role: children for role, (_, children) in ends.items()})
+    return {role: underlay for role, (underlay, _) in ends.items()}, session
 
 
 def wan_underlay(lab: Lab, role: str) -> Underlay:
