@@ -59,7 +59,9 @@ _ESP_ARGS = {
         "enc", "cbc(aes)", "0x" + "11" * 16, "auth-trunc", "hmac(sha256)", "0x" + "11" * 32, "128",
     ],
 }  # fmt: skip
-PROGRAMS = ("iperf3", "iperf", "wireguard-go", "ethtool")
+#: strongSwan's IKE daemon, as Debian's strongswan-charon installs it (not on PATH).
+STRONGSWAN_CHARON = "/usr/lib/ipsec/charon"
+PROGRAMS = ("iperf3", "iperf", "wireguard-go", "ethtool", STRONGSWAN_CHARON)
 
 
 @dataclass(frozen=True)

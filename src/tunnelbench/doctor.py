@@ -9,11 +9,12 @@ printed as JSON) rendered as a plain table (:func:`render`).
 import json
 from typing import Any
 
-from tunnelbench import capabilities, skips
+from tunnelbench import capabilities, programs, skips
 from tunnelbench.capabilities import Capabilities, Check, Program
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.plan import TunnelSettings
 from tunnelbench.traffic.iperf3 import THREADED_SINCE
+from tunnelbench.tunnels import strongswan
 
 # Sections in the order they are printed, with the word that labels their rows.
 SECTIONS = {
@@ -49,6 +50,40 @@ def _tunnels(caps: Capabilities) -> dict[str, Any]:
         using = skips.resolve(TunnelSettings(kind=TunnelKind.WIREGUARD), caps)
         fallback = f"auto uses {using}" if using else "no userspace WireGuard either"
         entries["wireguard"]["detail"] = f"{wireguard.detail}; {fallback}"
+    return entries
+
+
+def _strongswan(caps: Capabilities) -> dict[str, Any]:
+    """strongSwan's daemon and its userspace ESP (what ipsec uses without kernel ESP)."""
+    charon = caps.programs.get(strongswan.CHARON, Program(None, "not probed"))
+    entries = {"strongswan": _program(charon)}
+    if charon.ok:
+        swanctl = programs.find("swanctl")
+        entries["strongswan"]["detail"] += f"; swanctl {'at ' + swanctl if swanctl else 'missing'}"
+    missing = strongswan.missing_plugins(strongswan.LIBIPSEC)
+    detail = (
+        "kernel-libipsec: userspace ESP over a TUN device (tunnel mode, ESP in UDP, "
+        f"packets up to {strongswan.LIBIPSEC_MAX_MTU} bytes)"
+        if not missing
+        else f"missing strongSwan plugins: {', '.join(missing)}"
+    )
+    entries["libipsec"] = _entry(Check(bool(charon.ok) and not missing), detail)
+    return entries
+
+
+def _esp(caps: Capabilities) -> dict[str, Any]:
+    """The kernel's ESP AEADs, then what ipsec and protection use with each cipher."""
+    entries = {name: _entry(found) for name, found in caps.esp.items()}
+    uses = []
+    for cipher, algorithm in strongswan.KERNEL_ALGORITHMS.items():
+        found = caps.esp.get(algorithm, Check(None))
+        who = {True: "kernel", False: strongswan.LIBIPSEC, None: "kernel (unknown here)"}[found.ok]
+        uses.append(f"{cipher.value}: {who}")
+    kernel = [caps.esp.get(a, Check(None)).ok for a in strongswan.KERNEL_ALGORITHMS.values()]
+    entries["in the kernel"] = _entry(
+        Check(True if any(kernel) else False if False in kernel else None),
+        "ipsec and tunnel.protection use: " + ", ".join(uses),
+    )
     return entries
 
 
@@ -106,10 +141,11 @@ def collect(caps: Capabilities | None = None) -> dict[str, Any]:
             "ethtool": _program(
                 caps.programs["ethtool"], detail=f"{caps.programs['ethtool'].detail}; for offloads"
             ),
+            **_strongswan(caps),
         },
         "qdiscs": {kind: _entry(found) for kind, found in caps.qdiscs.items()},
         "congestion": _congestion(caps),
-        "esp": {name: _entry(found) for name, found in caps.esp.items()},
+        "esp": _esp(caps),
         "cgroup": {"cpu": _entry(caps.cgroup, version=caps.cgroup.version, path=caps.cgroup.path)},
         "generators": _generators(caps),
         "cpus": {

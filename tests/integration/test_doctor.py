@@ -132,6 +132,22 @@ def test_esp_aead_agrees_with_the_kernel(root_report):
         "aead", "rfc4106(gcm(aes))", GCM_KEY, "128",
     )  # fmt: skip
     assert root_report["esp"]["rfc4106(gcm(aes))"]["status"] == ("yes" if gcm else "no")
+    # ipsec uses the kernel's ESP for AES-GCM exactly when the kernel has it.
+    uses = "aes-256-gcm: kernel" if gcm else "aes-256-gcm: libipsec"
+    assert uses in root_report["esp"]["in the kernel"]["detail"]
+
+
+def test_strongswan_is_found_with_its_version(root_report):
+    charon = Path("/usr/lib/ipsec/charon")
+    found = root_report["implementations"]["strongswan"]
+    assert found["status"] == ("yes" if charon.exists() else "no"), found
+    if charon.exists():
+        version = subprocess.run([charon, "--version"], capture_output=True, text=True).stdout
+        assert found["version"] == version.strip()
+        plugin = Path("/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so")
+        assert root_report["implementations"]["libipsec"]["status"] == (
+            "yes" if plugin.exists() else "no"
+        )
 
 
 def test_congestion_controls_are_the_kernels(root_report):

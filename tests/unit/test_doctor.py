@@ -2,7 +2,9 @@
 
 import json
 
-from tunnelbench import doctor
+import pytest
+
+from tunnelbench import doctor, programs
 from tunnelbench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
 
 DENIED = "cannot create a network namespace: unshare: unshare failed: Operation not permitted"
@@ -33,9 +35,19 @@ VM = Capabilities(
         ),
         "wireguard-go": _program("wireguard-go", "wireguard-go v0.0.20250522", "/t/wireguard-go"),
         "ethtool": Program(False, "ethtool is not installed"),
+        "/usr/lib/ipsec/charon": _program(
+            "charon", "Linux strongSwan 5.9.8", "/usr/lib/ipsec/charon"
+        ),
     },
     cpus=(0, 1),
 )
+
+
+@pytest.fixture(autouse=True)
+def strongswan_installed(monkeypatch):
+    """swanctl and strongSwan's plugins as this VM has them, whatever runs the tests."""
+    monkeypatch.setattr(doctor.strongswan, "missing_plugins", lambda implementation: [])
+    monkeypatch.setattr(programs, "find", lambda name: f"/usr/sbin/{name}")
 
 
 def test_collect_is_json_with_every_section():
@@ -62,6 +74,13 @@ def test_collect_is_json_with_every_section():
     assert (iperf3["multithreaded"], iperf3["version"]) == (False, "iperf 3.12 (cJSON 1.7.15)")
     assert report["generators"]["iperf"]["release"] == "2.1.8"
     assert report["implementations"]["ethtool"]["status"] == "no"
+    assert report["implementations"]["strongswan"]["version"] == "Linux strongSwan 5.9.8"
+    assert report["implementations"]["libipsec"]["status"] == "yes"
+    assert report["esp"]["in the kernel"] == {
+        "status": "no",
+        "detail": "ipsec and tunnel.protection use: aes-256-gcm: libipsec, "
+        "chacha20-poly1305: kernel (unknown here)",
+    }
     assert report["cpus"]["online"]["count"] == 2
 
 
@@ -89,6 +108,14 @@ def test_render_is_an_aligned_table():
         "single-threaded (threads from 3.16): runs one process per stream"
     ) in lines
     assert "userspace ethtool            no      ethtool is not installed; for offloads" in lines
+    assert (
+        "userspace strongswan         yes     Linux strongSwan 5.9.8 (/usr/lib/ipsec/charon); "
+        "swanctl at /usr/sbin/swanctl"
+    ) in lines
+    assert (
+        "userspace libipsec           yes     kernel-libipsec: userspace ESP over a TUN device "
+        "(tunnel mode, ESP in UDP, packets up to 1400 bytes)"
+    ) in lines
     assert lines[-1] == "cpus online                  yes     2 (0-1)"
     assert "not probed" not in text
 

@@ -26,8 +26,7 @@ from tunnelbench.analysis import encapsulation as model
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode
 
-#: Debian's strongswan-charon; the daemon is not on PATH.
-CHARON = "/usr/lib/ipsec/charon"
+CHARON = capabilities.STRONGSWAN_CHARON
 PLUGIN_DIR = Path("/usr/lib/ipsec/plugins")
 KERNEL = "kernel"  # ESP in the kernel (XFRM), set up by charon's kernel-netlink plugin
 LIBIPSEC = "libipsec"  # strongSwan's userspace ESP, the kernel-libipsec plugin, over TUN
