@@ -40,6 +40,30 @@ def _received_bytes(docs) -> int:
     return sum(int(end[k]["bytes"]) for end in ends for k in end if k.startswith("sum_received"))
 
 
+def _held(lab: netns.Lab) -> dict[str, object]:
+    """What a lab's ESP said and held, read just before its teardown."""
+    held: dict[str, object] = {"files": list(lab.state.files)}
+    for role in lab.chain.tunnel_ends:
+        directory = lab.directory / f"strongswan-{role}"
+        if not directory.exists():
+            continue  # the baseline
+        wan_device = lab.wan_device(role)
+        wan = json.loads(
+            lab.exec(role, ["ip", "-j", "-s", "link", "show", "dev", wan_device]).stdout
+        )
+        held[f"wan.{role}"] = wan[0]["stats64"]["rx"]["packets"]
+        snmp = lab.exec(role, ["cat", "/proc/net/snmp"]).stdout.splitlines()
+        names, values = (line.split()[1:] for line in snmp if line.startswith("Udp:"))
+        held[f"udp.{role}"] = dict(zip(names, map(int, values), strict=True))
+        argv = strongswan.swanctl_argv(directory, "--list-sas", "--raw")
+        held[role] = strongswan.child_sas(lab.exec(role, argv).stdout)
+        conf = (lab.directory / f"swanctl-{role}.conf").read_text()
+        secret = re.search(r"secret = 0x([0-9a-f]+)", conf)
+        assert secret is not None
+        held[f"psk.{role}"] = secret.group(1)
+    return held
+
+
 @pytest.fixture(scope="module")
 def evidence(tmp_path_factory):
     """One run of the plan; what each lab's ESP said and held just before teardown."""
@@ -52,28 +76,10 @@ def evidence(tmp_path_factory):
     real_teardown = netns.Lab.teardown
 
     def teardown(lab: netns.Lab) -> None:
-        held: dict[str, object] = {"files": list(lab.state.files)}
-        for role in lab.chain.tunnel_ends:
-            directory = lab.directory / f"strongswan-{role}"
-            if not directory.exists():
-                continue  # the baseline
-            wan = json.loads(
-                lab.exec(
-                    role, ["ip", "-j", "-s", "link", "show", "dev", lab.wan_device(role)]
-                ).stdout
-            )
-            held[f"wan.{role}"] = wan[0]["stats64"]["rx"]["packets"]
-            snmp = lab.exec(role, ["cat", "/proc/net/snmp"]).stdout.splitlines()
-            names, values = (line.split()[1:] for line in snmp if line.startswith("Udp:"))
-            held[f"udp.{role}"] = dict(zip(names, map(int, values), strict=True))
-            argv = strongswan.swanctl_argv(directory, "--list-sas", "--raw")
-            held[role] = strongswan.child_sas(lab.exec(role, argv).stdout)
-            conf = (lab.directory / f"swanctl-{role}.conf").read_text()
-            secret = re.search(r"secret = 0x([0-9a-f]+)", conf)
-            assert secret is not None
-            held[f"psk.{role}"] = secret.group(1)
-        seen[lab.lab_id] = held
-        real_teardown(lab)
+        try:
+            seen[lab.lab_id] = _held(lab)
+        finally:
+            real_teardown(lab)
 
     db = tmp_path_factory.mktemp("ipsec") / "r.db"
     pid_before = Path("/run/charon.pid").exists()

@@ -6,6 +6,7 @@ import pytest
 
 from tunnelbench import doctor, programs
 from tunnelbench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
+from tunnelbench.tunnels import strongswan
 
 DENIED = "cannot create a network namespace: unshare: unshare failed: Operation not permitted"
 UNKNOWN_LINK = "Unknown device type"
@@ -46,7 +47,7 @@ VM = Capabilities(
 @pytest.fixture(autouse=True)
 def strongswan_installed(monkeypatch):
     """swanctl and strongSwan's plugins as this VM has them, whatever runs the tests."""
-    monkeypatch.setattr(doctor.strongswan, "missing_plugins", lambda implementation: [])
+    monkeypatch.setattr(strongswan, "missing_plugins", lambda implementation: [])
     monkeypatch.setattr(programs, "find", lambda name: f"/usr/sbin/{name}")
 
 
