@@ -13,7 +13,7 @@ from tunnelbench import capabilities, planfile, runner, skips
 from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import netns
-from tunnelbench.plan import TrialConfig, TunnelSettings
+from tunnelbench.plan import TrialConfig, TunnelSettings, expand
 from tunnelbench.store import Store
 from tunnelbench.tunnels import strongswan
 
@@ -172,3 +172,29 @@ def test_the_pre_shared_key_is_nowhere_in_the_results_and_gone_with_the_lab(evid
         assert any(f.name.startswith("swanctl-") for f in files)
         assert not any(f.exists() for f in files)
         assert not any(f.parent.exists() for f in files)  # the lab's directories too
+
+
+def test_kernel_esp_is_used_when_the_kernel_has_it_else_skipped_with_the_probed_reason():
+    plan = planfile.parse(
+        "[matrix]\ntunnel = [\n"
+        '    { "tunnel.kind" = "ipsec", "tunnel.implementation" = "kernel" },\n'
+        '    { "tunnel.kind" = "vxlan", "tunnel.protection" = "ipsec",'
+        ' "tunnel.esp_mode" = "transport" },\n]\n',
+        "kernel.toml",
+    )
+    resolutions, skipped = runner.check(expand(plan.experiment))
+    found = capabilities.esp("rfc4106(gcm(aes))")
+    kinds = {TrialConfig.from_dict(json.loads(k)).tunnel.kind: k for k in resolutions | skipped}
+    if found.ok:
+        assert resolutions[kinds[TunnelKind.IPSEC]].implementation == "kernel"
+        assert resolutions[kinds[TunnelKind.VXLAN]].tunnel.esp_implementation == "kernel"
+        return
+    refusal = f"rfc4106(gcm(aes)): {found.detail}"
+    assert skipped[kinds[TunnelKind.IPSEC]] == (
+        f"tunnel.implementation: this kernel has no ESP with aes-256-gcm ({refusal}); "
+        "use 'libipsec' or 'auto'"
+    )
+    assert skipped[kinds[TunnelKind.VXLAN]] == (
+        "tunnel.esp_mode: 'transport' needs kernel ESP, and this kernel has none with "
+        f"aes-256-gcm ({refusal}); strongSwan's userspace ESP (libipsec) does tunnel mode only"
+    )

@@ -66,7 +66,11 @@ class Tunnel(ABC):
     #: The ciphers the tunnel itself offers, its default first; empty if it does not
     #: encrypt.
     ciphers: ClassVar[tuple[Cipher, ...]] = ()
-    #: Whether ``tunnel.protection = "ipsec"`` can wrap it (ESP around its packets).
+    #: Whether ``tunnel.protection = "ipsec"`` can wrap it (ESP around its packets). A
+    #: protectable kind also names its ``encapsulation``, adds :meth:`esp_overhead` to
+    #: its overhead, and in ``setup`` builds its tunnel between the underlay addresses
+    #: :func:`tunnelbench.tunnels.esp.protect` returns (see Vxlan); resolving, the
+    #: default MTU and the libipsec MTU check are done here.
     protectable: ClassVar[bool] = False
     #: The ceiling model's name of this kind's own encapsulation (what ESP wraps when
     #: the kind is protected); None when the model does not know it.
@@ -125,18 +129,19 @@ class Tunnel(ABC):
             carried, underlay_mtu, inner_family=4, outer_family=4, options=options, protection=kind
         )
         if spec.esp_implementation == strongswan.LIBIPSEC:
-            fits = min(
-                fits,
-                strongswan.LIBIPSEC_MAX_MTU
-                - self.overhead(replace(spec, esp_implementation=None), 4),
-            )
+            fits = min(fits, strongswan.LIBIPSEC_MAX_MTU - self._carried_overhead(spec))
         return fits
+
+    def _carried_overhead(self, spec: TunnelSpec) -> int:
+        """This tunnel's own bytes around an inner packet, without ESP's: what ESP
+        carries beyond the inner packet (0 for ipsec itself)."""
+        return self.overhead(replace(spec, esp_implementation=None), 4)
 
     def _check_esp_mtu(self, spec: TunnelSpec) -> None:
         """libipsec reads at most 1400 bytes per packet from its TUN device."""
         if spec.esp_implementation != strongswan.LIBIPSEC:
             return
-        carried = self.overhead(replace(spec, esp_implementation=None), 4)
+        carried = self._carried_overhead(spec)
         largest = strongswan.LIBIPSEC_MAX_MTU - carried
         if spec.mtu > largest:
             adds = f" and {self.kind.value} adds {carried}" if carried else ""
