@@ -11,6 +11,7 @@ from typing import Any
 
 from tunnelbench import capabilities, skips
 from tunnelbench.capabilities import Capabilities, Check, Program
+from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.plan import TunnelSettings
 from tunnelbench.traffic.iperf3 import THREADED_SINCE
@@ -27,6 +28,7 @@ SECTIONS = {
     "generators": "generator",
     "cpus": "cpus",
 }
+IPERF2_NOTE = "traffic.generator = iperf2: multi-threaded, all streams in one process"
 NOT_PROBED_NOTE = (
     "not probed: tunnelbench could not test this here. Configurations that need it are\n"
     "not skipped; a run that uses it reports the real error."
@@ -67,7 +69,14 @@ def _generators(caps: Capabilities) -> dict[str, Any]:
             detail=f"{iperf3.detail}; {threads}" if iperf3.ok else iperf3.detail,
             multithreaded=threaded,
         ),
-        "iperf": _program(iperf2, release=capabilities.iperf2_version(iperf2.version)),
+        # Keyed by program, like the others; the plan names it traffic.generator = "iperf2".
+        "iperf": _program(
+            iperf2,
+            detail=f"{iperf2.detail}; {IPERF2_NOTE}" if iperf2.ok else iperf2.detail,
+            release=capabilities.iperf2_version(iperf2.version),
+            generator=GeneratorKind.IPERF2.value,
+            multithreaded=True if iperf2.ok else None,
+        ),
     }
 
 

@@ -54,6 +54,7 @@ class Queue(StrEnum):
 
 class Generator(StrEnum):
     IPERF3 = "iperf3"
+    IPERF2 = "iperf2"
 
 
 class Protocol(StrEnum):

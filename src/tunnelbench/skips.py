@@ -6,7 +6,7 @@ capability that could not be probed never causes a skip: the run meets the real 
 """
 
 from tunnelbench.capabilities import Capabilities, Check, Program, mask_cpus
-from tunnelbench.kinds import TunnelKind
+from tunnelbench.kinds import Generator, TunnelKind
 from tunnelbench.plan import TrialConfig, TunnelSettings
 
 _DISPLAY = {"wireguard": "WireGuard", "vxlan": "VXLAN"}
@@ -135,7 +135,17 @@ def _rps(config: TrialConfig, caps: Capabilities) -> str | None:
 def _tools(config: TrialConfig, caps: Capabilities) -> str | None:
     if config.lab.offloads.changes() and _available(caps, "", "ethtool") is False:
         return "lab.offloads: needs ethtool"
-    generator = config.traffic.generator.value
-    if _available(caps, "", generator) is False:
-        return f"traffic.generator: {generator} is not installed"
+    generator = config.traffic.generator
+    for program, _ in _generator_programs(generator):
+        if _available(caps, "", program) is False:
+            if program == generator.value:
+                return f"traffic.generator: {program} is not installed"
+            return f"traffic.generator: {generator.value} needs {program}, which is not installed"
     return None
+
+
+def _generator_programs(kind: Generator) -> list[tuple[str, str]]:
+    # Imported here, like the tunnel registry: the generator modules import the lab.
+    from tunnelbench.traffic import REGISTRY
+
+    return REGISTRY.get(kind).programs()

@@ -60,7 +60,12 @@ def test_collect_is_json_with_every_section():
     }
     iperf3 = report["generators"]["iperf3"]
     assert (iperf3["multithreaded"], iperf3["version"]) == (False, "iperf 3.12 (cJSON 1.7.15)")
-    assert report["generators"]["iperf"]["release"] == "2.1.8"
+    iperf2 = report["generators"]["iperf"]
+    assert (iperf2["release"], iperf2["generator"], iperf2["multithreaded"]) == (
+        "2.1.8",
+        "iperf2",
+        True,
+    )
     assert report["implementations"]["ethtool"]["status"] == "no"
     assert report["cpus"]["online"]["count"] == 2
 
@@ -87,6 +92,11 @@ def test_render_is_an_aligned_table():
     assert (
         "generator iperf3             yes     iperf 3.12 (cJSON 1.7.15) (/usr/bin/iperf3); "
         "single-threaded (threads from 3.16): runs one process per stream"
+    ) in lines
+    assert (
+        "generator iperf              yes     iperf version 2.1.8 (12 August 2022) pthreads"
+        " (/usr/bin/iperf); traffic.generator = iperf2: multi-threaded, all streams in one"
+        " process"
     ) in lines
     assert "userspace ethtool            no      ethtool is not installed; for offloads" in lines
     assert lines[-1] == "cpus online                  yes     2 (0-1)"

@@ -18,7 +18,7 @@ from tunnelbench.report import findings, precision
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
-from tunnelbench.report.table import AXIS_HEADINGS, axis_value
+from tunnelbench.report.table import AXIS_HEADINGS, axis_value, retransmits_cell
 from tunnelbench.store import RunRecord, Store, TrialRecord
 from tunnelbench.units import mbit
 
@@ -80,7 +80,7 @@ def _result_cells(s: ConfigSummary, ceilings: bool) -> list[str]:
         f"{mbit(g.minimum):,.0f}-{mbit(g.maximum):,.0f}",
         "-" if g.cv is None else f"{100 * g.cv:.1f}%",
         consistency(g),
-        f"{s.retransmits.median:,.0f}" if s.retransmits else "n/a",
+        retransmits_cell(s),
         "-" if s.pct_of_baseline is None else f"{s.pct_of_baseline:.0f}%",
         *(ceiling if ceilings else []),
         busiest(c),
