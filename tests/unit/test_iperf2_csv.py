@@ -141,28 +141,36 @@ def test_udp_upload_loss_and_jitter_come_from_the_servers_intervals():
     m = measure("udp-upload-lossy")
     window = lines(doc, "server", Protocol.UDP)[1:3]
     (received,) = m.udp
-    assert received.lost_packets == sum(line.udp.lost for line in window) == 4439 + 4438
-    assert received.packets == sum(line.udp.total for line in window) == 8634 + 8632
-    assert received.jitter_ms == pytest.approx((0.013 + 0.016) / 2)
-    assert iperf2_csv.lost_percent(m.udp) == pytest.approx(100 * 8877 / 17266)
-    # 100 Mbit/s offered, a 50 Mbit/s shaper: about half arrives.
+    assert received.lost_packets == sum(line.udp.lost for line in window) > 8000
+    assert received.packets == sum(line.udp.total for line in window)
+    assert received.jitter_ms == pytest.approx(sum(line.udp.jitter_ms for line in window) / 2)
+    lost = iperf2_csv.lost_percent(m.udp)
+    assert lost == pytest.approx(100 * received.lost_packets / received.packets)
+    # 100 Mbit/s offered to a 50 Mbit/s shaper: about half arrives, half is lost.
+    assert lost is not None and 50 < lost < 52
     assert m.upload_bps is not None and 45e6 < m.upload_bps < 50e6
+    # The final line, warm-up included, is not what is reported.
+    total = lines(doc, "server", Protocol.UDP)[-1]
+    assert total.udp is not None and total.udp.lost > received.lost_packets
 
 
 def test_udp_rate_is_per_stream():
     m = measure("udp-upload-2streams")
-    assert m.upload_bps == pytest.approx(200e6, rel=0.02)
+    assert m.upload_bps is not None and 180e6 < m.upload_bps <= 202e6  # 2 x 100 Mbit/s
     assert len(m.udp) == 2
     assert all(r.packets > 0 for r in m.udp)
 
 
 def test_udp_download_and_full_duplex_receivers():
+    doc = load("udp-download-1stream")
     down = measure("udp-download-1stream")
-    assert down.upload_bps is None and down.download_bps == pytest.approx(150e6, rel=0.02)
+    client = lines(doc, "client", Protocol.UDP)
+    assert down.upload_bps is None and down.download_bps == pytest.approx(rate(client[1:3]))
+    assert down.udp[0].lost_packets == sum(line.udp.lost for line in client[1:3])
     both = measure("udp-bidir-1stream")
-    assert both.upload_bps == pytest.approx(100e6, rel=0.02)
-    assert both.download_bps == pytest.approx(100e6, rel=0.02)
-    assert len(both.udp) == 2
+    assert both.upload_bps is not None and both.download_bps is not None
+    assert 50e6 < both.upload_bps <= 101e6 and 50e6 < both.download_bps <= 101e6
+    assert len(both.udp) == 2  # one receiver per direction
 
 
 def test_the_senders_udp_total_is_minus_one():
@@ -182,8 +190,9 @@ def test_result_fills_what_iperf2_measures_and_leaves_the_rest_unmeasured():
     result = iperf2._result(measured, doc["records"])
     assert result.goodput_bps == measured.upload_bps
     assert result.retransmits is None and result.congestion is None
-    assert result.lost_packets == 8877
-    assert result.lost_pct == pytest.approx(51.41, abs=0.01)
+    assert result.lost_packets == measured.udp[0].lost_packets
+    assert result.lost_pct == iperf2_csv.lost_percent(measured.udp)
+    assert result.jitter_ms == measured.udp[0].jitter_ms
     assert result.processes == 1 and result.raw == doc["records"]
     tcp = load("tcp-upload-1stream")
     tcp_result = iperf2._result(
@@ -193,7 +202,26 @@ def test_result_fills_what_iperf2_measures_and_leaves_the_rest_unmeasured():
     assert tcp_result.lost_packets is None and tcp_result.jitter_ms is None
 
 
+def test_sum_only_changes_nothing_in_csv():
+    """2.1.8 writes no sum lines in CSV, --sum-only or not: sums are computed here."""
+    doc = load("tcp-sum-only-2streams")
+    assert "--sum-only" in doc["records"][0]["argv"]
+    for role in ("client", "server"):
+        reports = iperf2_csv.stream_reports(lines(doc, role), role)
+        assert sorted(r.transfer_id for r in reports) == [1, 2]
+
+
 # --- refused, loudly ---
+
+
+def test_the_text_report_has_the_retry_column_but_is_refused():
+    """Without -y C iperf2 writes its text report (where "Rtry" is); the parser reads CSV
+    only and names the first line it cannot read."""
+    doc = load("tcp-text-report-2streams")
+    client = output(doc, "client")
+    assert "Rtry" in client
+    with pytest.raises(LabError, match=r"^iperf2 client output line 1: 1 fields, TCP has 9"):
+        iperf2_csv.parse(client, "client", Protocol.TCP)
 
 
 def test_connection_refused_exits_0_and_is_an_error_all_the_same():
@@ -264,5 +292,5 @@ def test_a_window_the_intervals_do_not_cover():
 
 
 def test_a_stream_that_is_not_the_servers():
-    with pytest.raises(LabError, match="neither end of this stream is the server 198.18.1.9"):
+    with pytest.raises(LabError, match=r"neither end of this stream is the server 198\.18\.1\.9"):
         measure("tcp-upload-1stream", target=("198.18.1.9", PORT))
