@@ -12,13 +12,19 @@ from urllib.parse import quote
 from tunnelbench.analysis.precision import repetitions_phrase
 from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, summarize_run, varying_axes
+from tunnelbench.kinds import Generator
 from tunnelbench.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.progress import format_duration
 from tunnelbench.report import findings, precision
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
-from tunnelbench.report.table import AXIS_HEADINGS, axis_value, retransmits_cell
+from tunnelbench.report.table import (
+    AXIS_HEADINGS,
+    axis_value,
+    retransmits_cell,
+    retransmits_note,
+)
 from tunnelbench.store import RunRecord, Store, TrialRecord
 from tunnelbench.units import mbit
 
@@ -227,9 +233,15 @@ def explanation(summaries: list[ConfigSummary]) -> str:
         if any(s.ceiling is not None for s in summaries)
         else ""
     )
+    sources = ["iperf3 `end.sum_received`"]
+    if any(s.config.traffic.generator is Generator.IPERF2 for s in summaries):
+        sources.append("iperf2: the receiving end's 1 s interval reports after the warm-up")
+        if all(s.config.traffic.generator is Generator.IPERF2 for s in summaries):
+            sources = sources[1:]
+    note = retransmits_note(summaries)
     return (
         f"Median of {runs} runs per configuration. Goodput is what the receiver counted "
-        "(iperf3 `end.sum_received`), warm-up excluded; 95% CI is the bootstrap interval "
+        f"({'; '.join(sources)}), warm-up excluded; 95% CI is the bootstrap interval "
         "of the median; CV is the coefficient of variation of the runs, and consistency "
         "says it in words (very consistent < 1%, consistent < 5%, variable < 10%, else "
         "inconsistent; see docs/statistics.md); retransmits are the median per run. "
@@ -237,7 +249,7 @@ def explanation(summaries: list[ConfigSummary]) -> str:
         "tunnel in this run. The busiest core is the one with the least idle time over the "
         f"measured window, split into user / system / softirq %.{ceiling} The verdict is"
         " what limited the configuration, with its evidence under Diagnosis"
-        " (docs/diagnosis.md)."
+        f" (docs/diagnosis.md).{' ' + note if note else ''}"
     )
 
 

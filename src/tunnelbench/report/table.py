@@ -73,6 +73,24 @@ def retransmits_cell(s: ConfigSummary) -> str:
     return "n/a" if s.config.traffic.protocol is Protocol.UDP else NOT_MEASURED
 
 
+def retransmits_note(summaries: list[ConfigSummary]) -> str:
+    """A sentence explaining "not measured" retransmits, when a row shows it."""
+    silent = sorted(
+        {
+            s.config.traffic.generator.value
+            for s in summaries
+            if s.goodput is not None and retransmits_cell(s) == NOT_MEASURED
+        }
+    )
+    if not silent:
+        return ""
+    return (
+        f"Retransmits {NOT_MEASURED}: the load generator ({', '.join(silent)}) does not"
+        " report them (iperf2 2.1.8's CSV has no retry count); the namespaces' own TCP"
+        " counters are in every trial's metrics (tcp.ROLE.retrans_segs)."
+    )
+
+
 def median_with_ci(g: Summary) -> str:
     """``2,366 (2,344-2,388)``: the median and its bootstrap 95% interval, in Mbit/s."""
     if g.ci is None:
