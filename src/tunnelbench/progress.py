@@ -13,6 +13,7 @@ import time
 from typing import Any, TextIO
 
 from tunnelbench.analysis.precision import Precision
+from tunnelbench.kinds import Generator
 from tunnelbench.plan import Trial, TrialConfig
 from tunnelbench.planfile import TRIAL_OVERHEAD_S
 from tunnelbench.units import mbit
@@ -30,6 +31,8 @@ def describe(config: TrialConfig) -> str:
     parts.append(c.traffic.direction.value)
     if c.traffic.protocol.value != "tcp":
         parts.append(c.traffic.protocol.value)
+    if c.traffic.generator is not Generator.IPERF3:  # the default goes unsaid
+        parts.append(c.traffic.generator.value)
     if c.lab.wan.rate:
         parts.append(f"wan {mbit(c.lab.wan.rate):g}M")
     if c.lab.wan.queue:

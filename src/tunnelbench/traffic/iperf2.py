@@ -9,7 +9,9 @@ nothing but separate measuring windows that have to be summed.
 A trial is one server (``-s -P N``: it exits by itself once it has served the N streams
 and printed their final reports, so its output is complete when it ends) and one client,
 on port 5001, both writing CSV (``-e -y C``, read by :mod:`iperf2_csv`) with 1 s
-intervals. In 2.1.8:
+intervals. 2.1.8 has no connect timeout: the client's N TCP connections must be
+established within :data:`CONNECT_S`, read from the server's socket table, and every
+other wait is bounded too. In 2.1.8:
 
 - download is ``-R`` (the server sends on the client's connections);
 - bidir is ``--full-duplex``: both directions on each of the N sockets. (``-d``, the
@@ -58,6 +60,8 @@ from tunnelbench.traffic.base import Generator, Started, StopReason, TrafficResu
 PROGRAM = "iperf"
 PURPOSE = "the load generator iperf2"
 PORT = 5001
+#: How long the client's TCP connections may take (iperf3's --connect-timeout 5000).
+CONNECT_S = 5.0
 #: After the client ends, how long the server may take to print its reports and exit.
 SERVER_EXIT_S = 10.0
 _DIRECTION_FLAGS = {
@@ -190,9 +194,10 @@ class Iperf2(Generator):
         streams = settings.streams
         server = _Process(lab, "server", server_argv(binary, PORT, settings, streams, length))
         udp = settings.protocol is Protocol.UDP
-        waiting.wait_listening(
-            [waiting.Server(f"iperf2 server on port {PORT}", server.proc, PORT, server.err, udp)]
+        listening = waiting.Server(
+            f"iperf2 server on port {PORT}", server.proc, PORT, server.err, udp
         )
+        waiting.wait_listening([listening])
         client = _Process(
             lab, "client", client_argv(binary, target, PORT, settings, streams, length)
         )
@@ -200,6 +205,8 @@ class Iperf2(Generator):
             {f"iperf2-server:{PORT}": server.proc.pid, f"iperf2-client:{PORT}": client.proc.pid},
             client.started,
         )
+        if not udp:  # 2.1.8 has no connect timeout of its own
+            waiting.wait_connected(listening, streams, client.proc, CONNECT_S, stop_reason)
         limit = settings.warmup + settings.duration + 20
         waiting.wait_exited([(f"iperf2 client on port {PORT}", client.proc)], limit, stop_reason)
         client.check()

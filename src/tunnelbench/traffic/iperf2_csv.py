@@ -281,10 +281,11 @@ def windowed(report: StreamReport, warmup: int, duration: int) -> list[Line]:
 
 
 def _udp(report: StreamReport, window: list[Line]) -> UdpReceived:
-    columns = [line.udp for line in window if line.udp is not None]
+    columns = []
     for line in window:
         if line.udp is None or line.udp.total < 0:
             raise _fail(report.side, line.number, line.text, "no receiver's datagram count")
+        columns.append(line.udp)
     return UdpReceived(
         lost_packets=sum(c.lost for c in columns),
         packets=sum(c.total for c in columns),

@@ -61,6 +61,48 @@ def listening(pid: int, port: int, *, udp: bool = False) -> bool:
     return False
 
 
+def established(pid: int, port: int) -> int:
+    """TCP connections in state ESTABLISHED on local ``port`` in process ``pid``'s network
+    namespace."""
+    needle = f":{port:04X}"
+    count = 0
+    for table in ("tcp6", "tcp"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        count += sum(1 for line in lines if _local_state(line, needle) == "01")
+    return count
+
+
+def _local_state(line: str, needle: str) -> str | None:
+    fields = line.split()
+    return fields[3] if len(fields) > 3 and fields[1].endswith(needle) else None
+
+
+def wait_connected(
+    server: Server,
+    count: int,
+    client: "subprocess.Popen[bytes]",
+    limit: float,
+    stop_reason: StopReason,
+) -> None:
+    """Wait until ``count`` TCP connections to ``server`` are established (the bound
+    iperf3's ``--connect-timeout`` puts on its client); return early if the client ends,
+    whose own output then says why."""
+    deadline = time.monotonic() + limit
+    while (found := established(server.proc.pid, server.port)) < count:
+        if client.poll() is not None:
+            return
+        if (reason := stop_reason()) is not None:
+            raise LabError(reason)
+        if time.monotonic() > deadline:
+            raise LabError(
+                f"{server.label}: {found} of {count} connection(s) established within {limit:g} s"
+            )
+        time.sleep(POLL_S)
+
+
 def wait_exited(
     procs: list[tuple[str, "subprocess.Popen[bytes]"]], limit: float, stop_reason: StopReason
 ) -> list[float]:
