@@ -1,14 +1,17 @@
 """Resolving a tunnel's settings into what runs: cipher, ESP mode and protection checks."""
 
+from typing import Any
+
 import pytest
 
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.plan import TunnelSettings
 from tunnelbench.tunnels import REGISTRY as TUNNELS
+from tunnelbench.tunnels.base import TunnelSpec
 
 
-def resolve(**settings):
+def resolve(**settings: Any) -> TunnelSpec:
     kind = settings.pop("kind")
     return TUNNELS.get(kind).resolve(TunnelSettings(kind=kind, **settings), 1500)
 
