@@ -7,6 +7,10 @@ class TunnelKind(StrEnum):
     NONE = "none"
     WIREGUARD = "wireguard"
     VXLAN = "vxlan"
+    GRE = "gre"
+    GRETAP = "gretap"
+    IPIP = "ipip"
+    GENEVE = "geneve"
 
 
 class Cipher(StrEnum):

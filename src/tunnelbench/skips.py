@@ -18,7 +18,7 @@ def unmet(config: TrialConfig, caps: Capabilities) -> str | None:
 
     A capability that could not be probed never causes a skip.
     """
-    for rule in (_tunnel, _cpu_budget, _qdiscs, _congestion_rule, _rps, _tools):
+    for rule in (_family, _tunnel, _cpu_budget, _qdiscs, _congestion_rule, _rps, _tools):
         if reason := rule(config, caps):
             return reason
     return None
@@ -65,6 +65,27 @@ def resolve(tunnel: TunnelSettings, caps: Capabilities) -> str | None:
         if found:
             return name
     return None
+
+
+def _family(config: TrialConfig, caps: Capabilities) -> str | None:
+    """A tunnel that cannot carry the traffic's IP version (ipip: IPv4 only), on any
+    machine: named first, as no kernel would help."""
+    from tunnelbench.tunnels import REGISTRY
+
+    family, kind = config.traffic.family, config.tunnel.kind
+    carried = REGISTRY.get(kind).families
+    if family in carried:
+        return None
+    carriers = ", ".join(
+        k.value
+        for k in REGISTRY.kinds()
+        if k is not TunnelKind.NONE and family in REGISTRY.get(k).families
+    )
+    only = " and ".join(f"IPv{f}" for f in carried)
+    return (
+        f"traffic.family: {kind.value} carries {only} only, not IPv{family}; use "
+        f"traffic.family = {carried[0]} or a tunnel kind that carries IPv{family} ({carriers})"
+    )
 
 
 def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:

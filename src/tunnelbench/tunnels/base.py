@@ -60,6 +60,8 @@ class Tunnel(ABC):
     ciphers: ClassVar[tuple[Cipher, ...]] = ()
     #: Whether ``tunnel.protection = "ipsec"`` can wrap it (ESP around its packets).
     protectable: ClassVar[bool] = False
+    #: The inner IP versions it carries; traffic of another is refused before any lab.
+    families: ClassVar[tuple[int, ...]] = (4, 6)
 
     @abstractmethod
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
@@ -145,7 +147,7 @@ class Tunnel(ABC):
         """Give a tunnel device its inner addresses, bring it up and add its routes."""
         left = role == lab.chain.tunnel_ends[0]
         commands = [["link", "set", device, "mtu", str(mtu), "up"]]
-        for family in (4, 6):
+        for family in self.families:
             address = f"{tunnel_address(left, family)}/{plen(family)}"
             commands.append(
                 ["address", "add", address, "dev", device] + (["nodad"] if family == 6 else [])
