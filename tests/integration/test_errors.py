@@ -86,17 +86,24 @@ def test_kernel_wireguard_on_a_kernel_without_it_is_refused(tmp_path):
     assert not (tmp_path / "r.db").exists()
 
 
+@pytest.mark.parametrize("verb", ["run", "lab"])
 @pytest.mark.parametrize("kind", ["gre", "gretap", "ipip", "geneve"])
-def test_a_kernel_tunnel_this_kernel_lacks_is_refused_before_anything_is_created(kind, tmp_path):
+def test_a_kernel_tunnel_this_kernel_lacks_is_refused_before_anything_is_created(
+    kind, verb, tmp_path
+):
     from tunnelbench import capabilities
 
     refusal = capabilities.kernel_link_type(kind)
     if refusal is None:
         pytest.skip(f"this kernel has {kind} links: test_lab runs them")
     before = tb_namespaces()
+    args = (
+        ["run", "--tunnels", kind, "--db", str(tmp_path / "r.db"), "--runs", "1"]
+        if verb == "run"
+        else ["lab", "up", "--tunnel", kind]
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "tunnelbench", "run", "--tunnels", kind,
-         "--db", str(tmp_path / "r.db"), "--runs", "1", "--duration", "1", "--streams", "1"],
+        [sys.executable, "-m", "tunnelbench", *args],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 2
