@@ -17,6 +17,7 @@ from tunnelbench.lab import netns
 from tunnelbench.plan import LabSettings, LinkSettings, TrafficSettings, Trial, TrialConfig
 from tunnelbench.runner import Resolution, run_trial
 from tunnelbench.store import Store
+from tunnelbench.tunnels.base import TunnelSpec
 
 ROUNDS = 7
 DURATION, WARMUP = 5, 1
@@ -61,7 +62,7 @@ def ratio_interval(ours: list[float], theirs: list[float]) -> tuple[float, float
 
 def compare(label: str, settings: LabSettings) -> float:
     config = TrialConfig(lab=settings, traffic=TrafficSettings(duration=DURATION, warmup=WARMUP))
-    resolution = Resolution("kernel", "linux", 0, StreamMode.SINGLE)
+    resolution = Resolution(TunnelSpec("kernel", 0), "linux", StreamMode.SINGLE)
     ours, theirs = [], []
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "bench.db")

@@ -5,7 +5,7 @@ import time
 
 from tunnelbench.kinds import Topology, TunnelKind
 from tunnelbench.lab import netns
-from tunnelbench.plan import LabSettings
+from tunnelbench.plan import LabSettings, TunnelSettings
 from tunnelbench.tunnels import REGISTRY
 
 ROUNDS = 10
@@ -13,13 +13,13 @@ ROUNDS = 10
 
 def measure(kind: TunnelKind, topology: Topology) -> list[float]:
     tunnel = REGISTRY.get(kind)
-    implementation = tunnel.resolve_implementation("auto")
+    spec = tunnel.resolve(TunnelSettings(kind=kind), 1500)
     times = []
     for _ in range(ROUNDS):
         start = time.perf_counter()
         lab = netns.build(LabSettings(topology=topology), tunnel=kind is not TunnelKind.NONE)
         try:
-            tunnel.setup(lab, implementation, tunnel.default_mtu(1500))
+            tunnel.setup(lab, spec)
         finally:
             lab.teardown()
         times.append(time.perf_counter() - start)

@@ -7,6 +7,36 @@ class TunnelKind(StrEnum):
     NONE = "none"
     WIREGUARD = "wireguard"
     VXLAN = "vxlan"
+    GRE = "gre"
+    GRETAP = "gretap"
+    IPIP = "ipip"
+    GENEVE = "geneve"
+
+
+class Cipher(StrEnum):
+    """The AEAD protecting tunnel traffic, by one name across tunnel kinds.
+
+    ``auto`` is each kind's own default; each kind maps the others to its own spelling
+    (ESP's ``aes256gcm16``, OpenVPN's ``AES-256-GCM``).
+    """
+
+    AUTO = "auto"
+    AES_256_GCM = "aes-256-gcm"
+    CHACHA20_POLY1305 = "chacha20-poly1305"
+
+
+class EspMode(StrEnum):
+    """IPsec's encapsulation: a new outer IP header, or ESP behind the original one."""
+
+    TUNNEL = "tunnel"
+    TRANSPORT = "transport"
+
+
+class Protection(StrEnum):
+    """Encryption wrapped around an unencrypted tunnel (VXLAN or GRE inside ESP)."""
+
+    NONE = "none"
+    IPSEC = "ipsec"
 
 
 class Topology(StrEnum):

@@ -19,9 +19,12 @@ from typing import Any, TypeVar
 
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
+    Cipher,
     Direction,
+    EspMode,
     Generator,
     Order,
+    Protection,
     Protocol,
     Queue,
     Shaper,
@@ -88,12 +91,17 @@ class LabSettings:
 class TunnelSettings:
     """``implementation`` "auto" is resolved by the runner and recorded; ``mtu`` None
     means the underlay MTU minus the tunnel's encapsulation overhead. ``cpu_budget``
-    caps each userspace tunnel daemon at that fraction of one core."""
+    caps each userspace tunnel daemon at that fraction of one core. ``cipher`` and
+    ``esp_mode`` apply to encrypting tunnels and to ``protection`` (IPsec around an
+    unencrypted tunnel); each kind checks which values it can do."""
 
     kind: TunnelKind = TunnelKind.NONE
     implementation: str = "auto"
     mtu: int | None = None
     cpu_budget: float | None = None
+    cipher: Cipher = Cipher.AUTO
+    esp_mode: EspMode = EspMode.TUNNEL
+    protection: Protection = Protection.NONE
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,11 @@ from typing import Any
 
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
+    Cipher,
     Direction,
+    EspMode,
     Generator,
+    Protection,
     Protocol,
     Queue,
     Shaper,
@@ -147,6 +150,9 @@ _TABLE = [
     Setting("tunnel.implementation", _implementation, "auto, or one of the kind's"),
     Setting("tunnel.mtu", _optional_mtu, f"{MTU_MIN}..{MTU_MAX}, or 'auto'"),
     Setting("tunnel.cpu_budget", _cpu_budget, "a share of one core: 0.25 or '25%'"),
+    Setting("tunnel.cipher", _choice(Cipher), _names(Cipher)),
+    Setting("tunnel.esp_mode", _choice(EspMode), _names(EspMode)),
+    Setting("tunnel.protection", _choice(Protection), _names(Protection)),
     Setting("traffic.generator", _choice(Generator), _names(Generator)),
     Setting("traffic.protocol", _choice(Protocol), _names(Protocol)),
     Setting("traffic.udp_rate", _rate, "a rate per stream such as '500mbit'"),

@@ -23,6 +23,12 @@ def describe(config: TrialConfig) -> str:
     """A short label for a configuration: the tunnel and what differs from defaults."""
     c = config
     parts = [c.tunnel.kind.value]
+    if c.tunnel.protection.value != "none":
+        parts[0] += f"+{c.tunnel.protection.value}"
+    if c.tunnel.implementation != "auto":
+        parts.append(c.tunnel.implementation)
+    if c.tunnel.cipher.value != "auto":
+        parts.append(c.tunnel.cipher.value)
     if c.tunnel.mtu:
         parts.append(f"mtu {c.tunnel.mtu}")
     if c.tunnel.cpu_budget:

@@ -30,6 +30,7 @@ from tunnelbench.store import Store
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.traffic import TrafficResult
 from tunnelbench.tunnels import REGISTRY as TUNNELS
+from tunnelbench.tunnels.base import TunnelSpec
 
 log = logging.getLogger("tunnelbench.runner")
 
@@ -43,10 +44,17 @@ def require_root(what: str) -> None:
 class Resolution:
     """What a configuration's "auto" settings became on this machine."""
 
-    implementation: str
+    tunnel: TunnelSpec
     version: str
-    tunnel_mtu: int
     stream_mode: StreamMode
+
+    @property
+    def implementation(self) -> str:
+        return self.tunnel.implementation
+
+    @property
+    def tunnel_mtu(self) -> int:
+        return self.tunnel.mtu
 
 
 @dataclass(frozen=True)
@@ -113,13 +121,12 @@ def check(trials: list[Trial]) -> tuple[dict[str, Resolution], dict[str, str]]:
 def _resolve(config: TrialConfig) -> Resolution:
     tunnel = TUNNELS.get(config.tunnel.kind)
     generator = GENERATORS.get(config.traffic.generator)
-    implementation = tunnel.resolve_implementation(config.tunnel.implementation)
-    for program, purpose in tunnel.programs(implementation) + generator.programs():
+    spec = tunnel.resolve(config.tunnel, config.lab.wan.mtu)
+    for program, purpose in tunnel.programs(spec.implementation) + generator.programs():
         programs.require(program, purpose)
     return Resolution(
-        implementation=implementation,
-        version=tunnel.version(implementation),
-        tunnel_mtu=config.tunnel.mtu or tunnel.default_mtu(config.lab.wan.mtu),
+        tunnel=spec,
+        version=tunnel.version(spec.implementation),
         stream_mode=generator.resolve_mode(config.traffic),
     )
 
@@ -281,6 +288,8 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
         "tunnel_mtu": resolution.tunnel_mtu if config.tunnel.kind is not TunnelKind.NONE else None,
         "stream_mode": resolution.stream_mode.value,
     }
+    if resolution.tunnel.cipher is not None:
+        resolved["tunnel_cipher"] = resolution.tunnel.cipher.value
     metrics: dict[str, float] = {}
     artifacts: dict[str, Any] = {}
     try:
@@ -324,7 +333,7 @@ def _measure(
     resolved["lab_id"] = lab.lab_id
     sampler = Sampler()
     try:
-        handle = tunnel.setup(lab, resolution.implementation, resolution.tunnel_mtu)
+        handle = tunnel.setup(lab, resolution.tunnel)
         if config.tunnel.cpu_budget is not None:
             limit = cgroup.limit_cpu(lab.state, handle.daemons, config.tunnel.cpu_budget)
             resolved |= limit.resolved()

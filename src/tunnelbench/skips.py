@@ -5,8 +5,9 @@ Pure rules over the :class:`~tunnelbench.capabilities.Capabilities` probed once.
 capability that could not be probed never causes a skip: the run meets the real error.
 """
 
-from tunnelbench.capabilities import Capabilities, Check, Program, mask_cpus
-from tunnelbench.kinds import Generator, TunnelKind
+from tunnelbench import programs
+from tunnelbench.capabilities import Capabilities, Check, mask_cpus
+from tunnelbench.kinds import TunnelKind
 from tunnelbench.plan import TrialConfig, TunnelSettings
 
 _DISPLAY = {"wireguard": "WireGuard", "vxlan": "VXLAN"}
@@ -17,7 +18,7 @@ def unmet(config: TrialConfig, caps: Capabilities) -> str | None:
 
     A capability that could not be probed never causes a skip.
     """
-    for rule in (_tunnel, _cpu_budget, _qdiscs, _congestion_rule, _rps, _tools):
+    for rule in (_family, _tunnel, _cpu_budget, _qdiscs, _congestion_rule, _rps, _tools):
         if reason := rule(config, caps):
             return reason
     return None
@@ -30,12 +31,26 @@ def _implementations(kind: TunnelKind) -> tuple[str, ...]:
     return REGISTRY.get(kind).implementations
 
 
+def _program(caps: Capabilities, name: str) -> bool | None:
+    """Whether a program is installed; None when it was not probed."""
+    if name in caps.programs:
+        return caps.programs[name].ok
+    return programs.find(name) is not None
+
+
 def _available(caps: Capabilities, kind: str, implementation: str) -> bool | None:
-    """Whether an implementation exists here: the kernel's link type, or a userspace
-    program of that name; None when it was not probed."""
+    """Whether an implementation exists here: the kernel's link type, or every program
+    the userspace implementation needs; None when that was not probed."""
+    from tunnelbench.tunnels import REGISTRY
+
     if implementation == "kernel":
         return caps.links.get(kind, Check(None)).ok
-    return caps.programs.get(implementation, Program(None)).ok
+    found = [
+        _program(caps, name) for name, _ in REGISTRY.get(TunnelKind(kind)).programs(implementation)
+    ]
+    if False in found:
+        return False
+    return None if None in found else True
 
 
 def resolve(tunnel: TunnelSettings, caps: Capabilities) -> str | None:
@@ -50,6 +65,27 @@ def resolve(tunnel: TunnelSettings, caps: Capabilities) -> str | None:
         if found:
             return name
     return None
+
+
+def _family(config: TrialConfig, caps: Capabilities) -> str | None:
+    """A tunnel that cannot carry the traffic's IP version (ipip: IPv4 only), on any
+    machine: named first, as no kernel would help."""
+    from tunnelbench.tunnels import REGISTRY
+
+    family, kind = config.traffic.family, config.tunnel.kind
+    carried = REGISTRY.get(kind).families
+    if family in carried:
+        return None
+    carriers = ", ".join(
+        k.value
+        for k in REGISTRY.kinds()
+        if k is not TunnelKind.NONE and family in REGISTRY.get(k).families
+    )
+    only = " and ".join(f"IPv{f}" for f in carried)
+    return (
+        f"traffic.family: {kind.value} carries {only} only, not IPv{family}; use "
+        f"traffic.family = {carried[0]} or a tunnel kind that carries IPv{family} ({carriers})"
+    )
 
 
 def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:
@@ -133,19 +169,13 @@ def _rps(config: TrialConfig, caps: Capabilities) -> str | None:
 
 
 def _tools(config: TrialConfig, caps: Capabilities) -> str | None:
-    if config.lab.offloads.changes() and _available(caps, "", "ethtool") is False:
-        return "lab.offloads: needs ethtool"
-    generator = config.traffic.generator
-    for program, _ in _generator_programs(generator):
-        if _available(caps, "", program) is False:
-            if program == generator.value:
-                return f"traffic.generator: {program} is not installed"
-            return f"traffic.generator: {generator.value} needs {program}, which is not installed"
-    return None
-
-
-def _generator_programs(kind: Generator) -> list[tuple[str, str]]:
-    # Imported here, like the tunnel registry: the generator modules import the lab.
     from tunnelbench.traffic import REGISTRY
 
-    return REGISTRY.get(kind).programs()
+    if config.lab.offloads.changes() and _program(caps, "ethtool") is False:
+        return "lab.offloads: needs ethtool"
+    generator = config.traffic.generator
+    for name, _ in REGISTRY.get(generator).programs():
+        if _program(caps, name) is False:
+            what = "is" if name == generator.value else f"needs {name}, which is"
+            return f"traffic.generator: {generator.value} {what} not installed"
+    return None

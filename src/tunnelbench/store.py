@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tunnelbench.errors import UserError
+from tunnelbench.plan import TrialConfig
 
 SCHEMA_VERSION = 3
 DEFAULT_DB = Path("tunnelbench.db")
@@ -290,7 +291,9 @@ class Store:
                 run_id=r[1],
                 seq=r[2],
                 repetition=r[3],
-                config_key=r[4],
+                # Recomputed, not r[4]: a configuration stored before a setting existed
+                # takes its default, and must match today's equal configuration.
+                config_key=TrialConfig.from_dict(json.loads(r[5])).key(),
                 config=json.loads(r[5]),
                 resolved=json.loads(r[6]),
                 status=r[7],

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench import command
+from tunnelbench import capabilities, command, skips
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Shaper, Topology, TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.lab import state as lab_state
-from tunnelbench.plan import LabSettings, LinkSettings
+from tunnelbench.plan import LabSettings, LinkSettings, TrialConfig, TunnelSettings
 from tunnelbench.tunnels import REGISTRY
 
 
@@ -24,12 +24,14 @@ def ping(lab: netns.Lab, target: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("kind", list(TunnelKind))
 def test_client_reaches_server_through_the_tunnel(topology, kind):
     tunnel = REGISTRY.get(kind)
-    implementation = tunnel.resolve_implementation("auto")
+    if reason := skips.unmet(TrialConfig(tunnel=TunnelSettings(kind=kind)), capabilities.probe()):
+        pytest.skip(reason)
+    spec = tunnel.resolve(TunnelSettings(kind=kind), 1500)
     lab = netns.build(LabSettings(topology=topology), tunnel=kind is not TunnelKind.NONE)
     try:
-        handle = tunnel.setup(lab, implementation, tunnel.default_mtu(1500))
+        handle = tunnel.setup(lab, spec)
         server = lab.chain.server
-        for family in (4, 6):
+        for family in tunnel.families:  # ipip carries IPv4 only
             address = lab.address(server, lab.chain.roles[-2], family)
             assert ping(lab, address).returncode == 0, f"IPv{family} ping to {address} failed"
         if kind is not TunnelKind.NONE:
@@ -38,7 +40,7 @@ def test_client_reaches_server_through_the_tunnel(topology, kind):
             route = lab.exec(left, ["ip", "-j", "route", "get", target]).stdout
             assert json.loads(route)[0]["dev"] == handle.devices[left]
             mtu = lab.exec(left, ["cat", f"/sys/class/net/{handle.devices[left]}/mtu"]).stdout
-            assert int(mtu) == tunnel.default_mtu(1500)
+            assert int(mtu) == spec.mtu == tunnel.default_mtu(1500, spec)
     finally:
         lab.teardown()
     assert not [n for n in lab_state.list_namespaces() if n.startswith(f"tb-{lab.lab_id}-")]

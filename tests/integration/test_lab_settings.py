@@ -30,6 +30,7 @@ from tunnelbench.plan import (
 from tunnelbench.runner import Resolution, _measure, trial_metrics
 from tunnelbench.traffic.iperf3 import Iperf3
 from tunnelbench.tunnels import REGISTRY as TUNNELS
+from tunnelbench.tunnels.base import TunnelSpec
 
 LIMIT = 50
 
@@ -179,15 +180,14 @@ def measure(config: TrialConfig) -> tuple[Any, dict[str, float], dict[str, Any]]
     """One trial as the runner measures it: (traffic, metrics, resolved)."""
     tunnel = TUNNELS.get(config.tunnel.kind)
     try:
-        implementation = tunnel.resolve_implementation(config.tunnel.implementation)
-        for program, purpose in tunnel.programs(implementation):
+        spec = tunnel.resolve(config.tunnel, config.lab.wan.mtu)
+        for program, purpose in tunnel.programs(spec.implementation):
             programs.require(program, purpose)
     except UserError as exc:
         pytest.skip(str(exc))
     resolution = Resolution(
-        implementation=implementation,
-        version=tunnel.version(implementation),
-        tunnel_mtu=config.tunnel.mtu or tunnel.default_mtu(config.lab.wan.mtu),
+        tunnel=spec,
+        version=tunnel.version(spec.implementation),
         stream_mode=Iperf3().resolve_mode(config.traffic),
     )
     resolved: dict[str, Any] = {}
@@ -223,7 +223,7 @@ def test_cpu_budget_moves_every_daemon_thread_into_its_own_cgroup():
         pytest.skip(str(exc))
     lab = netns.build(LabSettings(), tunnel=True)
     try:
-        handle = tunnel.setup(lab, "wireguard-go", 1420)
+        handle = tunnel.setup(lab, TunnelSpec("wireguard-go", 1420))
         limit = cgroup.limit_cpu(lab.state, handle.daemons, 0.25)
         assert lab_state.LabState.load(lab.lab_id).cgroups == list(limit.cgroups.values())
         for role, daemon in handle.daemons.items():

@@ -5,6 +5,7 @@ from tunnelbench.kinds import Generator, TunnelKind
 from tunnelbench.registry import Registry
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY as TUNNELS
+from tunnelbench.tunnels.base import TunnelSpec
 
 
 def test_every_tunnel_kind_is_registered_under_its_own_kind():
@@ -29,13 +30,14 @@ def test_unknown_kind_error_lists_what_is_supported():
 
 
 def test_declared_overheads():
-    assert TUNNELS.get(TunnelKind.WIREGUARD).overhead(4) == 60
-    assert TUNNELS.get(TunnelKind.WIREGUARD).overhead(6) == 80
-    assert TUNNELS.get(TunnelKind.VXLAN).overhead(4) == 50
-    assert TUNNELS.get(TunnelKind.VXLAN).overhead(6) == 70
-    assert TUNNELS.get(TunnelKind.NONE).overhead(4) == 0
-    assert TUNNELS.get(TunnelKind.WIREGUARD).default_mtu(1500) == 1420
-    assert TUNNELS.get(TunnelKind.VXLAN).default_mtu(1500) == 1450
+    spec = TunnelSpec("auto")
+    assert TUNNELS.get(TunnelKind.WIREGUARD).overhead(spec, 4) == 60
+    assert TUNNELS.get(TunnelKind.WIREGUARD).overhead(spec, 6) == 80
+    assert TUNNELS.get(TunnelKind.VXLAN).overhead(spec, 4) == 50
+    assert TUNNELS.get(TunnelKind.VXLAN).overhead(spec, 6) == 70
+    assert TUNNELS.get(TunnelKind.NONE).overhead(spec, 4) == 0
+    assert TUNNELS.get(TunnelKind.WIREGUARD).default_mtu(1500, spec) == 1420
+    assert TUNNELS.get(TunnelKind.VXLAN).default_mtu(1500, spec) == 1450
 
 
 def test_an_implementation_of_another_kind_is_refused():

@@ -338,6 +338,10 @@ LAB_ENCAPSULATIONS: dict[TunnelKind, Encapsulation] = {
     TunnelKind.NONE: Encapsulation.NONE,
     TunnelKind.WIREGUARD: Encapsulation.WIREGUARD,
     TunnelKind.VXLAN: Encapsulation.VXLAN,
+    TunnelKind.GRE: Encapsulation.GRE,
+    TunnelKind.GRETAP: Encapsulation.GRETAP,
+    TunnelKind.IPIP: Encapsulation.IPIP,
+    TunnelKind.GENEVE: Encapsulation.GENEVE,
 }
 #: The lab's tunnels run between the WAN link's IPv4 addresses whatever the traffic's
 #: family (see the tunnels' ``setup``): only the inner packets follow the traffic.

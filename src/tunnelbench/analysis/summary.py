@@ -7,6 +7,7 @@ from tunnelbench.analysis.advice import Advice, Sibling, advise
 from tunnelbench.analysis.ceiling import Ceiling, for_config
 from tunnelbench.analysis.diagnosis import Diagnosis, Subject, diagnose, medians
 from tunnelbench.analysis.stats import Summary, summarize
+from tunnelbench.kinds import Protection
 from tunnelbench.plan import TrialConfig, varying_paths
 from tunnelbench.store import TrialRecord
 
@@ -51,9 +52,17 @@ class ConfigSummary:
 
     @property
     def label(self) -> str:
-        tunnel = self.config.tunnel.kind.value
+        """``wireguard (wireguard-go)``, ``vxlan+ipsec (libipsec)``: the kind, its
+        protection, and the implementation where the kind has several."""
+        from tunnelbench.tunnels import REGISTRY  # the tunnels import the analysis
+
+        settings = self.config.tunnel
+        tunnel = settings.kind.value
+        if settings.protection is not Protection.NONE:
+            tunnel = f"{tunnel}+{settings.protection.value}"
         implementation = self.resolved.get("tunnel_implementation")
-        if implementation and tunnel not in ("none", "vxlan"):
+        several = len(REGISTRY.get(settings.kind).implementations) > 1
+        if implementation and (several or settings.protection is not Protection.NONE):
             tunnel = f"{tunnel} ({implementation})"
         return tunnel
 

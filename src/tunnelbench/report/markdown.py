@@ -157,6 +157,11 @@ def _setting_phrases(c: TrialConfig, resolved: dict[str, Any]) -> list[tuple[str
             out.append(("tunnel.mtu", f"tunnel MTU {tunnel.mtu}"))
         if tunnel.cpu_budget is not None:
             out.append(("tunnel.cpu_budget", f"tunnel CPU budget {tunnel.cpu_budget:.0%}"))
+        if cipher := resolved.get("tunnel_cipher"):
+            out.append(("tunnel.cipher", f"cipher {cipher}"))
+        if tunnel.protection.value != "none":
+            out.append(("tunnel.protection", f"protected by {tunnel.protection.value}"))
+            out.append(("tunnel.esp_mode", f"ESP {tunnel.esp_mode.value} mode"))
     out.append(("traffic.duration", f"{traffic.duration} s measured"))
     out.append(("traffic.warmup", f"{traffic.warmup} s of warm-up excluded"))
     return out

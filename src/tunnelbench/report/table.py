@@ -15,6 +15,9 @@ AXIS_HEADINGS = {
     "tunnel.mtu": "tun MTU",
     "tunnel.implementation": "impl",
     "tunnel.cpu_budget": "CPU budget",
+    "tunnel.cipher": "cipher",
+    "tunnel.esp_mode": "ESP mode",
+    "tunnel.protection": "protection",
     "traffic.protocol": "proto",
     "traffic.udp_rate": "UDP rate",
     "traffic.congestion": "cc",
@@ -33,7 +36,8 @@ AXIS_HEADINGS = {
 }
 TEXT_COLUMNS = {
     "tunnel", "generator", "direction", "mode", "topology", "shaper", "impl", "queue", "proto",
-    "cc", "offload roles", "busiest core u/s/si", "consistency", "limited by",
+    "cc", "offload roles", "busiest core u/s/si", "consistency", "limited by", "cipher",
+    "ESP mode", "protection",
 }  # fmt: skip
 # The verdicts in the width of a terminal column; the reports spell them out.
 LIMITED_BY = {

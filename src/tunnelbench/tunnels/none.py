@@ -5,18 +5,19 @@ from typing import ClassVar
 
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.netns import Lab
-from tunnelbench.tunnels.base import Tunnel, TunnelHandle
+from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
 
 
 class NoTunnel(Tunnel):
     kind = TunnelKind.NONE
     implementations: ClassVar[tuple[str, ...]] = ("kernel",)
 
-    def overhead(self, outer_family: int = 4) -> int:
+    def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
         return 0
 
     def version(self, implementation: str) -> str:
         return f"linux {platform.release()}"
 
-    def setup(self, lab: Lab, implementation: str, mtu: int) -> TunnelHandle:
-        return TunnelHandle(self.kind, implementation, self.version(implementation), mtu)
+    def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
+        implementation = spec.implementation
+        return TunnelHandle(self.kind, implementation, self.version(implementation), spec.mtu)

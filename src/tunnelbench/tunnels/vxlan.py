@@ -5,7 +5,7 @@ from typing import ClassVar
 
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.netns import Lab
-from tunnelbench.tunnels.base import Tunnel, TunnelHandle
+from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
 
 VNI = 42
 PORT = 4789
@@ -16,7 +16,7 @@ class Vxlan(Tunnel):
     implementations: ClassVar[tuple[str, ...]] = ("kernel",)
     layer2 = True
 
-    def overhead(self, outer_family: int = 4) -> int:
+    def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
         # outer IP + UDP 8 + VXLAN 8 + inner Ethernet 14
         return (20 if outer_family == 4 else 40) + 8 + 8 + 14
 
@@ -32,7 +32,8 @@ class Vxlan(Tunnel):
             "dstport", str(PORT), "dev", lab.wan_device(role),
         ]  # fmt: skip
 
-    def setup(self, lab: Lab, implementation: str, mtu: int) -> TunnelHandle:
+    def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
+        implementation, mtu = spec.implementation, spec.mtu
         handle = TunnelHandle(self.kind, implementation, self.version(implementation), mtu)
         for role in lab.chain.tunnel_ends:
             device = lab.ifname(f"vx{role[0]}{role[-1]}")

@@ -9,10 +9,10 @@ from typing import ClassVar
 from tunnelbench import capabilities, programs
 from tunnelbench.command import run
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import TunnelKind
+from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.topology import remote_prefixes, tunnel_address
-from tunnelbench.tunnels.base import Tunnel, TunnelHandle, wait_for_device
+from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec, wait_for_device
 
 PORT = 51820
 KERNEL = "kernel"
@@ -24,14 +24,15 @@ UAPI_DIR = Path("/var/run/wireguard")
 class WireGuard(Tunnel):
     kind = TunnelKind.WIREGUARD
     implementations: ClassVar[tuple[str, ...]] = (KERNEL, WIREGUARD_GO)
+    ciphers: ClassVar[tuple[Cipher, ...]] = (Cipher.CHACHA20_POLY1305,)
 
-    def overhead(self, outer_family: int = 4) -> int:
+    def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
         # outer IP + UDP 8 + WireGuard header 16 + Poly1305 tag 16 (plaintext padded to 16)
         return (20 if outer_family == 4 else 40) + 8 + 16 + 16
 
-    def default_mtu(self, underlay_mtu: int) -> int:
+    def default_mtu(self, underlay_mtu: int, spec: TunnelSpec) -> int:
         # As wg-quick: leave room for an IPv6 outer header, so 1500 gives 1420.
-        return underlay_mtu - self.overhead(6)
+        return underlay_mtu - self.overhead(spec, 6)
 
     def resolve_implementation(self, requested: str) -> str:
         if requested == "auto":
@@ -55,7 +56,8 @@ class WireGuard(Tunnel):
             return f"linux {platform.release()}"
         return _wireguard_go_version(programs.require(WIREGUARD_GO, "userspace WireGuard"))
 
-    def setup(self, lab: Lab, implementation: str, mtu: int) -> TunnelHandle:
+    def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
+        implementation, mtu = spec.implementation, spec.mtu
         handle = TunnelHandle(self.kind, implementation, self.version(implementation), mtu)
         left, right = lab.chain.tunnel_ends
         keys = {role: _keypair(lab, role) for role in (left, right)}
