@@ -101,6 +101,12 @@ def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:
     refused = caps.links.get(kind, Check(None)).detail
     if impls == ("kernel",):
         return f"tunnel.kind: {kind} links cannot be created here ({refused})"
+    if "kernel" not in impls:  # userspace only (openvpn): name the missing programs
+        from tunnelbench.tunnels import REGISTRY
+
+        needed = REGISTRY.get(tunnel.kind).programs(wanted[0])
+        missing = " and ".join(name for name, _ in needed if _program(caps, name) is False)
+        return f"tunnel.kind: {kind} needs {missing}, not installed here"
     kernel = f"kernel {_DISPLAY.get(kind, kind)}"
     if tunnel.implementation == "kernel":
         return f"tunnel.implementation: {kernel} is not available ({refused})"
