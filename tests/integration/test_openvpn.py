@@ -80,8 +80,15 @@ def test_both_ciphers_carry_traffic_through_the_tunnel_and_are_recorded(tmp_path
         assert trial.metrics["goodput_bps"] > 50e6
         assert trial.metrics["tunnel.client.tx_bytes"] >= received
         assert trial.metrics["tunnel.gw.rx_bytes"] >= received
-        # ... each packet of it carried over the WAN in one UDP datagram (no fragments).
-        assert trial.metrics["link.gw.wan.rx_packets"] >= trial.metrics["tunnel.gw.rx_packets"]
+        # ... each packet in one UDP datagram over the WAN: full-sized segments (1448
+        # bytes) fit the 1500-byte WAN with OpenVPN's 52 bytes, unfragmented. (The
+        # gateway receives more datagrams than it decrypts: its socket buffer overflows.)
+        sent, datagrams = (
+            trial.metrics["tunnel.client.tx_packets"],
+            trial.metrics["link.client.wan.tx_packets"],
+        )
+        assert datagrams <= sent * 1.01 + 20
+        assert trial.metrics["tunnel.gw.rx_packets"] <= trial.metrics["link.gw.wan.rx_packets"]
         # Both daemons were sampled.
         assert trial.metrics["proc.openvpn@client"] > 0 and trial.metrics["proc.openvpn@gw"] > 0
     versions = store.run("latest").environment["versions"]
