@@ -131,9 +131,18 @@ def _cpu_budget(config: TrialConfig, caps: Capabilities) -> str | None:
     if resolve(tunnel, caps) == "kernel":
         how = "resolves to" if tunnel.implementation == "auto" else "is set to"
         return f"{needs}; {kind} {how} kernel here"
+    if tunnel.kind is TunnelKind.OPENVPN and _openvpn_dco(caps):
+        return f"{needs}; openvpn's data channel runs in the kernel here (DCO)"
     if caps.cgroup.ok is False:
         return f"tunnel.cpu_budget: no cgroup CPU controller ({caps.cgroup.detail})"
     return None
+
+
+def _openvpn_dco(caps: Capabilities) -> bool:
+    from tunnelbench.tunnels.openvpn import dco_choice
+
+    openvpn = caps.programs.get("openvpn")
+    return openvpn is not None and dco_choice(caps.openvpn_dco, openvpn.version).enabled
 
 
 def _qdiscs(config: TrialConfig, caps: Capabilities) -> str | None:

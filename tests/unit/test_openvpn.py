@@ -20,7 +20,7 @@ from typing import Any, cast
 import pytest
 
 from tests.conftest import FIXTURES
-from tunnelbench import capabilities, doctor, programs
+from tunnelbench import capabilities, doctor, programs, skips
 from tunnelbench.analysis.encapsulation import Encapsulation, default_tunnel_mtu
 from tunnelbench.capabilities import Check, Program
 from tunnelbench.errors import LabError, UserError
@@ -330,3 +330,39 @@ def test_doctor_reports_openvpn_its_version_and_dco():
     entry = doctor.collect(_caps(absent, missing))["implementations"]["openvpn"]
     assert entry["status"] == "no" and entry["detail"] == "openvpn is not installed"
     assert "userspace openvpn" in doctor.render(doctor.collect(_caps(found, missing)))
+
+
+# --- what this machine cannot run ---
+
+
+def test_a_machine_without_openvpn_or_openssl_skips_it_naming_the_programs():
+    from tests.unit.test_skips import FULL, config, without
+
+    tunnel = TunnelSettings(kind=TunnelKind.OPENVPN)
+    assert skips.unmet(config(tunnel=tunnel), FULL) is None
+    bare = without(FULL, "programs", "openvpn", Program(False, "openvpn is not installed"))
+    assert skips.unmet(config(tunnel=tunnel), bare) == (
+        "tunnel.kind: openvpn needs openvpn, not installed here"
+    )
+    bare = without(bare, "programs", "openssl", Program(False, "openssl is not installed"))
+    assert skips.unmet(config(tunnel=tunnel), bare) == (
+        "tunnel.kind: openvpn needs openvpn and openssl, not installed here"
+    )
+
+
+def test_a_cpu_budget_is_skipped_when_the_data_channel_runs_in_the_kernel():
+    from tests.unit.test_skips import FULL, config
+
+    first = VERSION.splitlines()[0]
+    with_openvpn = replace(
+        FULL,
+        programs={**FULL.programs, "openvpn": Program(True, first, path="/o", version=first)},
+    )
+    budget = config(tunnel=TunnelSettings(kind=TunnelKind.OPENVPN, cpu_budget=0.5))
+    userspace = replace(with_openvpn, openvpn_dco=Check(False, "no ovpn-dco-v2"))
+    assert skips.unmet(budget, userspace) is None
+    offloaded = replace(with_openvpn, openvpn_dco=Check(True, "ovpn-dco 0.2"))
+    assert skips.unmet(budget, offloaded) == (
+        "tunnel.cpu_budget: needs a userspace tunnel daemon; openvpn's data channel runs in "
+        "the kernel here (DCO)"
+    )
