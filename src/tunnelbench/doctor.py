@@ -54,6 +54,20 @@ def _tunnels(caps: Capabilities) -> dict[str, Any]:
     return entries
 
 
+def _openvpn(caps: Capabilities) -> dict[str, Any]:
+    """The openvpn program, and whether its data channel would run in the kernel (DCO)."""
+    from tunnelbench.tunnels.openvpn import dco_choice
+
+    found = caps.programs.get("openvpn", Program(None, "not probed"))
+    if not found.ok:
+        return _program(found, dco=None)
+    dco = dco_choice(caps.openvpn_dco, found.version)
+    release = found.version.split()[1] if len(found.version.split()) > 1 else found.version
+    mode = "yes" if dco.enabled else "no, runs in userspace"
+    detail = f"OpenVPN {release} ({found.path}); DCO {mode}: {dco.reason}"
+    return _program(found, detail=detail, dco=dco.enabled)
+
+
 def _generators(caps: Capabilities) -> dict[str, Any]:
     iperf3, iperf2 = caps.programs["iperf3"], caps.programs["iperf"]
     threaded = caps.iperf3_threaded
@@ -112,6 +126,7 @@ def collect(caps: Capabilities | None = None) -> dict[str, Any]:
         "tunnels": _tunnels(caps),
         "implementations": {
             "wireguard-go": _program(caps.programs["wireguard-go"]),
+            "openvpn": _openvpn(caps),
             "ethtool": _program(
                 caps.programs["ethtool"], detail=f"{caps.programs['ethtool'].detail}; for offloads"
             ),

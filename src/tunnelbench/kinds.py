@@ -11,6 +11,7 @@ class TunnelKind(StrEnum):
     GRETAP = "gretap"
     IPIP = "ipip"
     GENEVE = "geneve"
+    OPENVPN = "openvpn"
 
 
 class Cipher(StrEnum):

@@ -334,6 +334,7 @@ def _measure(
     sampler = Sampler()
     try:
         handle = tunnel.setup(lab, resolution.tunnel)
+        resolved |= handle.facts
         if config.tunnel.cpu_budget is not None:
             limit = cgroup.limit_cpu(lab.state, handle.daemons, config.tunnel.cpu_budget)
             resolved |= limit.resolved()

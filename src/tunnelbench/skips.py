@@ -101,6 +101,12 @@ def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:
     refused = caps.links.get(kind, Check(None)).detail
     if impls == ("kernel",):
         return f"tunnel.kind: {kind} links cannot be created here ({refused})"
+    if "kernel" not in impls:  # userspace only (openvpn): name the missing programs
+        from tunnelbench.tunnels import REGISTRY
+
+        needed = REGISTRY.get(tunnel.kind).programs(wanted[0])
+        missing = " and ".join(name for name, _ in needed if _program(caps, name) is False)
+        return f"tunnel.kind: {kind} needs {missing}, not installed here"
     kernel = f"kernel {_DISPLAY.get(kind, kind)}"
     if tunnel.implementation == "kernel":
         return f"tunnel.implementation: {kernel} is not available ({refused})"
@@ -125,9 +131,18 @@ def _cpu_budget(config: TrialConfig, caps: Capabilities) -> str | None:
     if resolve(tunnel, caps) == "kernel":
         how = "resolves to" if tunnel.implementation == "auto" else "is set to"
         return f"{needs}; {kind} {how} kernel here"
+    if tunnel.kind is TunnelKind.OPENVPN and _openvpn_dco(caps):
+        return f"{needs}; openvpn's data channel runs in the kernel here (DCO)"
     if caps.cgroup.ok is False:
         return f"tunnel.cpu_budget: no cgroup CPU controller ({caps.cgroup.detail})"
     return None
+
+
+def _openvpn_dco(caps: Capabilities) -> bool:
+    from tunnelbench.tunnels.openvpn import dco_choice
+
+    openvpn = caps.programs.get("openvpn")
+    return openvpn is not None and dco_choice(caps.openvpn_dco, openvpn.version).enabled
 
 
 def _qdiscs(config: TrialConfig, caps: Capabilities) -> str | None:

@@ -7,6 +7,10 @@ from tunnelbench.capabilities import Capabilities, CgroupCpu, Check, Congestion,
 
 DENIED = "cannot create a network namespace: unshare: unshare failed: Operation not permitted"
 UNKNOWN_LINK = "Unknown device type"
+OPENVPN = (
+    "OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [LZ4] [EPOLL] [PKCS11] "
+    "[MH/PKTINFO] [AEAD] [DCO]"
+)
 
 
 def _program(name: str, version: str, path: str) -> Program:
@@ -33,8 +37,10 @@ VM = Capabilities(
         ),
         "wireguard-go": _program("wireguard-go", "wireguard-go v0.0.20250522", "/t/wireguard-go"),
         "ethtool": Program(False, "ethtool is not installed"),
+        "openvpn": _program("openvpn", OPENVPN, "/usr/sbin/openvpn"),
     },
     cpus=(0, 1),
+    openvpn_dco=Check(False, "no ovpn-dco-v2 netlink family in this kernel"),
 )
 
 
@@ -99,6 +105,10 @@ def test_render_is_an_aligned_table():
         " process"
     ) in lines
     assert "userspace ethtool            no      ethtool is not installed; for offloads" in lines
+    assert (
+        "userspace openvpn            yes     OpenVPN 2.6.14 (/usr/sbin/openvpn); DCO no, runs in "
+        "userspace: no ovpn-dco-v2 netlink family in this kernel"
+    ) in lines
     assert lines[-1] == "cpus online                  yes     2 (0-1)"
     assert "not probed" not in text
 

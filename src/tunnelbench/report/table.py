@@ -61,6 +61,8 @@ def axis_value(summary: ConfigSummary, path: str) -> str:
         return ",".join(str(v) for v in value) or "all"
     if path == "tunnel.mtu" and value is None and summary.resolved.get("tunnel_mtu"):
         return str(summary.resolved["tunnel_mtu"])
+    if path == "tunnel.cipher" and value == "auto":
+        return str(summary.resolved.get("tunnel_cipher", "-"))
     return "-" if value is None else str(value)
 
 

@@ -7,11 +7,12 @@ from tunnelbench.tunnels.geneve import Geneve
 from tunnelbench.tunnels.gre import Gre, GreTap
 from tunnelbench.tunnels.ipip import Ipip
 from tunnelbench.tunnels.none import NoTunnel
+from tunnelbench.tunnels.openvpn import OpenVpn
 from tunnelbench.tunnels.vxlan import Vxlan
 from tunnelbench.tunnels.wireguard import WireGuard
 
 REGISTRY: Registry[TunnelKind, Tunnel] = Registry("tunnel kind")
-for _tunnel in (NoTunnel(), WireGuard(), Vxlan(), Gre(), GreTap(), Ipip(), Geneve()):
+for _tunnel in (NoTunnel(), WireGuard(), Vxlan(), Gre(), GreTap(), Ipip(), Geneve(), OpenVpn()):
     REGISTRY.register(_tunnel.kind, _tunnel)
 
 __all__ = ["REGISTRY", "Tunnel", "TunnelHandle"]

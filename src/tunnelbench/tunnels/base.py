@@ -4,7 +4,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
@@ -47,6 +47,9 @@ class TunnelHandle:
     devices: dict[str, str] = field(default_factory=dict)  # role -> device
     daemons: dict[str, ProcessRecord] = field(default_factory=dict)  # role -> daemon
     logs: list[Path] = field(default_factory=list)
+    #: What set-up found out and the trial should record (merged into its ``resolved``),
+    #: e.g. whether OpenVPN's data channel runs in the kernel.
+    facts: dict[str, Any] = field(default_factory=dict)
 
 
 class Tunnel(ABC):
