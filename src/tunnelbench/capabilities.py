@@ -61,7 +61,10 @@ _ESP_ARGS = {
 }  # fmt: skip
 #: strongSwan's IKE daemon, as Debian's strongswan-charon installs it (not on PATH).
 STRONGSWAN_CHARON = "/usr/lib/ipsec/charon"
-PROGRAMS = ("iperf3", "iperf", "wireguard-go", "ethtool", STRONGSWAN_CHARON)
+PROGRAMS = ("iperf3", "iperf", "wireguard-go", "ethtool", "openvpn", STRONGSWAN_CHARON)
+#: The generic netlink family of the ovpn-dco kernel module that OpenVPN 2.6 drives (its
+#: ``dco_available()`` asks for exactly this; Linux 6.16's in-tree ``ovpn`` is 2.7's).
+OPENVPN_DCO_FAMILY = "ovpn-dco-v2"
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class Capabilities:
     cgroup: CgroupCpu
     programs: Mapping[str, Program] = field(default_factory=dict)
     cpus: tuple[int, ...] = ()  # online CPU numbers
+    openvpn_dco: Check = Check(None, "not probed")  # detail: the module's version, or why not
 
     @property
     def root(self) -> bool:
@@ -141,6 +145,12 @@ def esp_probe_argv(algorithm: str) -> list[str]:
         "ip", "xfrm", "state", "add", "src", _LOCAL, "dst", _REMOTE, "proto", "esp",
         "spi", "0x100", "mode", "tunnel", *_ESP_ARGS[algorithm],
     ]  # fmt: skip
+
+
+def openvpn_dco_argv() -> list[str]:
+    """Asks the kernel for ovpn-dco's generic netlink family (asking loads the module
+    when it is installed): success means OpenVPN 2.6 can offload its data channel."""
+    return ["genl", "ctrl", "get", "name", OPENVPN_DCO_FAMILY]
 
 
 def refusal(stderr: str) -> str:
@@ -297,6 +307,23 @@ def esp(algorithm: str) -> Check:
 
 
 @functools.cache
+def openvpn_dco() -> Check:
+    """Whether OpenVPN's data channel offload (the ovpn-dco-v2 kernel module) is usable;
+    detail: the module's version, or why not."""
+    found = _attempt(openvpn_dco_argv())
+    if found.ok is False:
+        return Check(
+            False,
+            f"no {OPENVPN_DCO_FAMILY} netlink family in this kernel: the ovpn-dco module "
+            f"(openvpn-dco-dkms) is not available ({found.detail})",
+        )
+    if found.ok:
+        version = (_read("/sys/module/ovpn_dco_v2/version") or "").strip()
+        return Check(True, f"ovpn-dco {version}" if version else "ovpn-dco")
+    return found
+
+
+@functools.cache
 def program(name: str) -> Program:
     path = programs.find(name)
     if path is None:
@@ -340,4 +367,5 @@ def probe() -> Capabilities:
         cgroup=cgroup_cpu(_read("/proc/self/mountinfo") or "", _read),
         programs=MappingProxyType({name: program(name) for name in PROGRAMS}),
         cpus=_cpus(),
+        openvpn_dco=openvpn_dco(),
     )

@@ -11,6 +11,7 @@ from typing import Any
 
 from tunnelbench import capabilities, programs, skips
 from tunnelbench.capabilities import Capabilities, Check, Program
+from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.plan import TunnelSettings
 from tunnelbench.traffic.iperf3 import THREADED_SINCE
@@ -28,6 +29,7 @@ SECTIONS = {
     "generators": "generator",
     "cpus": "cpus",
 }
+IPERF2_NOTE = "traffic.generator = iperf2: multi-threaded, all streams in one process"
 NOT_PROBED_NOTE = (
     "not probed: tunnelbench could not test this here. Configurations that need it are\n"
     "not skipped; a run that uses it reports the real error."
@@ -74,6 +76,8 @@ def _strongswan(caps: Capabilities) -> dict[str, Any]:
 def _esp(caps: Capabilities) -> dict[str, Any]:
     """The kernel's ESP AEADs, then what ipsec and protection use with each cipher."""
     entries = {name: _entry(found) for name, found in caps.esp.items()}
+    if not caps.esp:
+        return entries  # nothing probed: nothing to conclude
     uses = []
     for cipher, algorithm in strongswan.KERNEL_ALGORITHMS.items():
         found = caps.esp.get(algorithm, Check(None))
@@ -85,6 +89,20 @@ def _esp(caps: Capabilities) -> dict[str, Any]:
         "ipsec and tunnel.protection use: " + ", ".join(uses),
     )
     return entries
+
+
+def _openvpn(caps: Capabilities) -> dict[str, Any]:
+    """The openvpn program, and whether its data channel would run in the kernel (DCO)."""
+    from tunnelbench.tunnels.openvpn import dco_choice
+
+    found = caps.programs.get("openvpn", Program(None, "not probed"))
+    if not found.ok:
+        return _program(found, dco=None)
+    dco = dco_choice(caps.openvpn_dco, found.version)
+    release = found.version.split()[1] if len(found.version.split()) > 1 else found.version
+    mode = "yes" if dco.enabled else "no, runs in userspace"
+    detail = f"OpenVPN {release} ({found.path}); DCO {mode}: {dco.reason}"
+    return _program(found, detail=detail, dco=dco.enabled)
 
 
 def _generators(caps: Capabilities) -> dict[str, Any]:
@@ -102,7 +120,14 @@ def _generators(caps: Capabilities) -> dict[str, Any]:
             detail=f"{iperf3.detail}; {threads}" if iperf3.ok else iperf3.detail,
             multithreaded=threaded,
         ),
-        "iperf": _program(iperf2, release=capabilities.iperf2_version(iperf2.version)),
+        # Keyed by program, like the others; the plan names it traffic.generator = "iperf2".
+        "iperf": _program(
+            iperf2,
+            detail=f"{iperf2.detail}; {IPERF2_NOTE}" if iperf2.ok else iperf2.detail,
+            release=capabilities.iperf2_version(iperf2.version),
+            generator=GeneratorKind.IPERF2.value,
+            multithreaded=True if iperf2.ok else None,
+        ),
     }
 
 
@@ -138,6 +163,7 @@ def collect(caps: Capabilities | None = None) -> dict[str, Any]:
         "tunnels": _tunnels(caps),
         "implementations": {
             "wireguard-go": _program(caps.programs["wireguard-go"]),
+            "openvpn": _openvpn(caps),
             "ethtool": _program(
                 caps.programs["ethtool"], detail=f"{caps.programs['ethtool'].detail}; for offloads"
             ),

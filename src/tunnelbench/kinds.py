@@ -7,6 +7,11 @@ class TunnelKind(StrEnum):
     NONE = "none"
     WIREGUARD = "wireguard"
     VXLAN = "vxlan"
+    GRE = "gre"
+    GRETAP = "gretap"
+    IPIP = "ipip"
+    GENEVE = "geneve"
+    OPENVPN = "openvpn"
     IPSEC = "ipsec"
 
 
@@ -81,6 +86,7 @@ class Queue(StrEnum):
 
 class Generator(StrEnum):
     IPERF3 = "iperf3"
+    IPERF2 = "iperf2"
 
 
 class Protocol(StrEnum):

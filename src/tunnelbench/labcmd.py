@@ -4,14 +4,14 @@ import argparse
 import re
 import subprocess
 
-from tunnelbench import programs
+from tunnelbench import capabilities, programs, skips
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.topology import CHAINS, Chain, link_address, tunnel_address
 from tunnelbench.options import lab_settings, tunnel_settings
-from tunnelbench.plan import check_choice
+from tunnelbench.plan import TrialConfig, check_choice
 from tunnelbench.runner import require_root
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
@@ -23,6 +23,9 @@ def up(args: argparse.Namespace) -> int:
     if args.name is not None and not re.fullmatch(r"[a-z0-9]{1,6}", args.name):
         raise UserError(f"--name: {args.name!r} must be 1-6 lowercase letters or digits")
     require_root("tunnelbench lab up")
+    # The same refusals as a run's (a link type this kernel lacks, say), before building.
+    if reason := skips.unmet(TrialConfig(lab=settings, tunnel=requested), capabilities.probe()):
+        raise UserError(reason)
     tunnel = TUNNELS.get(kind)
     spec = tunnel.resolve(requested, settings.wan.mtu)
     implementation, mtu = spec.implementation, spec.mtu

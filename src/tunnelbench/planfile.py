@@ -33,6 +33,7 @@ from tunnelbench.plan import (
     check_target_pct,
 )
 from tunnelbench.plan_fields import GROUPS, SETTINGS
+from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 T = TypeVar("T")
@@ -339,7 +340,7 @@ Combo = tuple[dict[str, Any], dict[str, Any]]  # (all settings, the matrix's own
 def _exclude(
     problems: _Problems, rules: Any, axes: tuple[Axis, ...], combos: list[dict[str, Any]]
 ) -> list[Combo]:
-    varied = {p for a in axes for v in a.values for p in v}
+    varied = list(dict.fromkeys(p for a in axes for v in a.values for p in v))  # matrix order
     values_of: dict[str, list[Any]] = {}
     for axis in axes:
         for entry in axis.values:
@@ -430,6 +431,7 @@ def _conflicts(config: TrialConfig) -> list[str]:
             "traffic.udp_rate: required with traffic.protocol = 'udp'"
             " (iperf3 would send only 1 Mbit/s)"
         )
+    found += GENERATORS.get(traffic.generator).conflicts(traffic)
     if tunnel.kind is not TunnelKind.NONE:
         implementations = TUNNELS.get(tunnel.kind).implementations
         if tunnel.implementation not in ("auto", *implementations):

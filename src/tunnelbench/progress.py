@@ -13,6 +13,7 @@ import time
 from typing import Any, TextIO
 
 from tunnelbench.analysis.precision import Precision
+from tunnelbench.kinds import Generator
 from tunnelbench.plan import Trial, TrialConfig
 from tunnelbench.planfile import TRIAL_OVERHEAD_S
 from tunnelbench.units import mbit
@@ -22,6 +23,12 @@ def describe(config: TrialConfig) -> str:
     """A short label for a configuration: the tunnel and what differs from defaults."""
     c = config
     parts = [c.tunnel.kind.value]
+    if c.tunnel.protection.value != "none":
+        parts[0] += f"+{c.tunnel.protection.value}"
+    if c.tunnel.implementation != "auto":
+        parts.append(c.tunnel.implementation)
+    if c.tunnel.cipher.value != "auto":
+        parts.append(c.tunnel.cipher.value)
     if c.tunnel.mtu:
         parts.append(f"mtu {c.tunnel.mtu}")
     if c.tunnel.cpu_budget:
@@ -30,6 +37,8 @@ def describe(config: TrialConfig) -> str:
     parts.append(c.traffic.direction.value)
     if c.traffic.protocol.value != "tcp":
         parts.append(c.traffic.protocol.value)
+    if c.traffic.generator is not Generator.IPERF3:  # the default goes unsaid
+        parts.append(c.traffic.generator.value)
     if c.lab.wan.rate:
         parts.append(f"wan {mbit(c.lab.wan.rate):g}M")
     if c.lab.wan.queue:

@@ -297,7 +297,12 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
     try:
         traffic, probes, readings = _measure(config, resolution, resolved)
         metrics = trial_metrics(traffic, probes, readings)
-        artifacts = {"iperf3": traffic.raw, "intervals": traffic.intervals_bps}
+        # The generator's raw output, under its name ("iperf3": JSON documents, "iperf2":
+        # each process's command line and CSV output).
+        artifacts = {
+            config.traffic.generator.value: traffic.raw,
+            "intervals": traffic.intervals_bps,
+        }
         if probes is not None:
             artifacts["probes"] = probes.to_dict()
         artifacts["probe_readings"] = readings.raw()

@@ -18,7 +18,7 @@ def unmet(config: TrialConfig, caps: Capabilities) -> str | None:
 
     A capability that could not be probed never causes a skip.
     """
-    for rule in (_tunnel, _cpu_budget, _qdiscs, _congestion_rule, _rps, _tools):
+    for rule in (_family, _tunnel, _cpu_budget, _qdiscs, _congestion_rule, _rps, _tools):
         if reason := rule(config, caps):
             return reason
     return None
@@ -67,6 +67,27 @@ def resolve(tunnel: TunnelSettings, caps: Capabilities) -> str | None:
     return None
 
 
+def _family(config: TrialConfig, caps: Capabilities) -> str | None:
+    """A tunnel that cannot carry the traffic's IP version (ipip: IPv4 only), on any
+    machine: named first, as no kernel would help."""
+    from tunnelbench.tunnels import REGISTRY
+
+    family, kind = config.traffic.family, config.tunnel.kind
+    carried = REGISTRY.get(kind).families
+    if family in carried:
+        return None
+    carriers = ", ".join(
+        k.value
+        for k in REGISTRY.kinds()
+        if k is not TunnelKind.NONE and family in REGISTRY.get(k).families
+    )
+    only = " and ".join(f"IPv{f}" for f in carried)
+    return (
+        f"traffic.family: {kind.value} carries {only} only, not IPv{family}; use "
+        f"traffic.family = {carried[0]} or a tunnel kind that carries IPv{family} ({carriers})"
+    )
+
+
 def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:
     tunnel, kind = config.tunnel, config.tunnel.kind.value
     if tunnel.kind is TunnelKind.NONE:
@@ -80,6 +101,12 @@ def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:
     refused = caps.links.get(kind, Check(None)).detail
     if impls == ("kernel",):
         return f"tunnel.kind: {kind} links cannot be created here ({refused})"
+    if "kernel" not in impls:  # userspace only (openvpn): name the missing programs
+        from tunnelbench.tunnels import REGISTRY
+
+        needed = REGISTRY.get(tunnel.kind).programs(wanted[0])
+        missing = " and ".join(name for name, _ in needed if _program(caps, name) is False)
+        return f"tunnel.kind: {kind} needs {missing}, not installed here"
     kernel = f"kernel {_DISPLAY.get(kind, kind)}"
     if tunnel.implementation == "kernel":
         return f"tunnel.implementation: {kernel} is not available ({refused})"
@@ -104,9 +131,18 @@ def _cpu_budget(config: TrialConfig, caps: Capabilities) -> str | None:
     if resolve(tunnel, caps) == "kernel":
         how = "resolves to" if tunnel.implementation == "auto" else "is set to"
         return f"{needs}; {kind} {how} kernel here"
+    if tunnel.kind is TunnelKind.OPENVPN and _openvpn_dco(caps):
+        return f"{needs}; openvpn's data channel runs in the kernel here (DCO)"
     if caps.cgroup.ok is False:
         return f"tunnel.cpu_budget: no cgroup CPU controller ({caps.cgroup.detail})"
     return None
+
+
+def _openvpn_dco(caps: Capabilities) -> bool:
+    from tunnelbench.tunnels.openvpn import dco_choice
+
+    openvpn = caps.programs.get("openvpn")
+    return openvpn is not None and dco_choice(caps.openvpn_dco, openvpn.version).enabled
 
 
 def _qdiscs(config: TrialConfig, caps: Capabilities) -> str | None:

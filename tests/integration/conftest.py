@@ -17,7 +17,7 @@ HOST_SYSCTLS = [
     "net/ipv6/conf/all/accept_dad",
     "net/ipv6/conf/default/accept_dad",
 ]
-WATCHED_PROGRAMS = {"iperf3", "wireguard-go", "iperf", "charon"}
+WATCHED_PROGRAMS = {"iperf3", "wireguard-go", "iperf", "openvpn", "charon"}
 
 
 def _ip_json(*args: str) -> object:

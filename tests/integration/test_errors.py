@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.integration.conftest import tb_namespaces
 
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -82,3 +84,44 @@ def test_kernel_wireguard_on_a_kernel_without_it_is_refused(tmp_path):
         "tunnelbench: error: tunnel.implementation: this kernel cannot create a wireguard link"
     )
     assert not (tmp_path / "r.db").exists()
+
+
+@pytest.mark.parametrize("verb", ["run", "lab"])
+@pytest.mark.parametrize("kind", ["gre", "gretap", "ipip", "geneve"])
+def test_a_kernel_tunnel_this_kernel_lacks_is_refused_before_anything_is_created(
+    kind, verb, tmp_path
+):
+    from tunnelbench import capabilities
+
+    refusal = capabilities.kernel_link_type(kind)
+    if refusal is None:
+        pytest.skip(f"this kernel has {kind} links: test_lab runs them")
+    before = tb_namespaces()
+    args = (
+        ["run", "--tunnels", kind, "--db", str(tmp_path / "r.db"), "--runs", "1"]
+        if verb == "run"
+        else ["lab", "up", "--tunnel", kind]
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tunnelbench", *args],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"tunnelbench: error: tunnel.kind: {kind} links cannot be created here ({refusal})\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+    assert tb_namespaces() == before
+
+
+def test_ipv6_traffic_through_ipip_is_refused_on_any_kernel(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "tunnelbench", "run", "--tunnels", "none,ipip", "--family", "6",
+         "--db", str(tmp_path / "r.db")],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "tunnelbench: error: traffic.family: ipip carries IPv4 only, not IPv6;"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -485,7 +485,7 @@ def test_for_config_needs_a_shaped_wan_and_tcp():
 
 
 def test_for_config_covers_every_lab_tunnel_kind():
-    # Kinds added later return None until they are mapped; today all three are.
+    # Kinds added later return None until they are mapped; today all are.
     assert set(LAB_ENCAPSULATIONS) == set(TunnelKind)
 
 
@@ -500,6 +500,17 @@ def test_for_config_covers_every_lab_tunnel_kind():
         (lab_config("wireguard"), {"tunnel_mtu": 1420}, 915.7, 1420),
         # vxlan 1450: 1398 / 1514 = 923.4
         (lab_config("vxlan"), {"tunnel_mtu": 1450}, 923.4, 1450),
+        # the kernel's IP tunnels at their default MTUs, each filling a 1500-byte packet:
+        # gre 1476: 1424 / 1514 = 940.6; gretap 1462: 1410 / 1514 = 931.3;
+        # ipip 1480: 1428 / 1514 = 943.2; geneve 1450 as vxlan: 1398 / 1514 = 923.4
+        (lab_config("gre"), {"tunnel_mtu": 1476}, 940.6, 1476),
+        (lab_config("gretap"), {"tunnel_mtu": 1462}, 931.3, 1462),
+        (lab_config("ipip"), {"tunnel_mtu": 1480}, 943.2, 1480),
+        (lab_config("geneve"), {"tunnel_mtu": 1450}, 923.4, 1450),
+        # IPv6 through gre over the lab's IPv4 endpoints: 1404 / 1514 = 927.3
+        (lab_config("gre", family=6), {"tunnel_mtu": 1476}, 927.3, 1476),
+        # openvpn 1448 (either AEAD): 1396 / (1448 + 52 + 14 = 1514) = 922.1
+        (lab_config("openvpn"), {"tunnel_mtu": 1448}, 922.1, 1448),
         # IPv6 traffic through the lab's WireGuard, whose endpoints are IPv4:
         # 1348 / (1420 + 60 + 14 = 1494) = 902.3
         (lab_config("wireguard", family=6), {"tunnel_mtu": 1420}, 902.3, 1420),

@@ -10,6 +10,10 @@ from tunnelbench.tunnels import strongswan
 
 DENIED = "cannot create a network namespace: unshare: unshare failed: Operation not permitted"
 UNKNOWN_LINK = "Unknown device type"
+OPENVPN = (
+    "OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [LZ4] [EPOLL] [PKCS11] "
+    "[MH/PKTINFO] [AEAD] [DCO]"
+)
 
 
 def _program(name: str, version: str, path: str) -> Program:
@@ -36,11 +40,13 @@ VM = Capabilities(
         ),
         "wireguard-go": _program("wireguard-go", "wireguard-go v0.0.20250522", "/t/wireguard-go"),
         "ethtool": Program(False, "ethtool is not installed"),
+        "openvpn": _program("openvpn", OPENVPN, "/usr/sbin/openvpn"),
         "/usr/lib/ipsec/charon": _program(
             "charon", "Linux strongSwan 5.9.8", "/usr/lib/ipsec/charon"
         ),
     },
     cpus=(0, 1),
+    openvpn_dco=Check(False, "no ovpn-dco-v2 netlink family in this kernel"),
 )
 
 
@@ -73,7 +79,12 @@ def test_collect_is_json_with_every_section():
     }
     iperf3 = report["generators"]["iperf3"]
     assert (iperf3["multithreaded"], iperf3["version"]) == (False, "iperf 3.12 (cJSON 1.7.15)")
-    assert report["generators"]["iperf"]["release"] == "2.1.8"
+    iperf2 = report["generators"]["iperf"]
+    assert (iperf2["release"], iperf2["generator"], iperf2["multithreaded"]) == (
+        "2.1.8",
+        "iperf2",
+        True,
+    )
     assert report["implementations"]["ethtool"]["status"] == "no"
     assert report["implementations"]["strongswan"]["version"] == "Linux strongSwan 5.9.8"
     assert report["implementations"]["libipsec"]["status"] == "yes"
@@ -108,7 +119,16 @@ def test_render_is_an_aligned_table():
         "generator iperf3             yes     iperf 3.12 (cJSON 1.7.15) (/usr/bin/iperf3); "
         "single-threaded (threads from 3.16): runs one process per stream"
     ) in lines
+    assert (
+        "generator iperf              yes     iperf version 2.1.8 (12 August 2022) pthreads"
+        " (/usr/bin/iperf); traffic.generator = iperf2: multi-threaded, all streams in one"
+        " process"
+    ) in lines
     assert "userspace ethtool            no      ethtool is not installed; for offloads" in lines
+    assert (
+        "userspace openvpn            yes     OpenVPN 2.6.14 (/usr/sbin/openvpn); DCO no, runs in "
+        "userspace: no ovpn-dco-v2 netlink family in this kernel"
+    ) in lines
     assert (
         "userspace strongswan         yes     Linux strongSwan 5.9.8 (/usr/lib/ipsec/charon); "
         "swanctl at /usr/sbin/swanctl"

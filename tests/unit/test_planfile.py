@@ -141,9 +141,9 @@ def test_quick_keeps_the_matrix_and_shortens_everything():
 def test_estimate_counts_traffic_and_overhead():
     path = ROOT / "scenarios" / "l2-tunnel-mtu.toml"
     trials = expand(planfile.load(path).experiment)
-    assert len(trials) == 12
+    assert len(trials) == 18  # (none, vxlan, gretap) x 2 MTUs x 3 repetitions
     assert planfile.estimate_seconds(trials) == pytest.approx(
-        12 * (5 + 1 + planfile.TRIAL_OVERHEAD_S)
+        18 * (5 + 1 + planfile.TRIAL_OVERHEAD_S)
     )
 
 

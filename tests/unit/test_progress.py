@@ -72,3 +72,14 @@ def test_json_events_for_an_added_round_and_the_final_precision():
     }
     assert events[2]["event"] == "precision"
     assert events[2]["configurations"][0]["text"] == "target not met (±3.4% after 10 runs)"
+
+
+def test_a_generator_other_than_iperf3_is_named():
+    from dataclasses import replace
+
+    from tunnelbench.kinds import Generator
+    from tunnelbench.progress import describe
+
+    iperf2 = replace(VXLAN, traffic=replace(VXLAN.traffic, generator=Generator.IPERF2, streams=4))
+    assert describe(iperf2) == "vxlan, 4 streams, upload, iperf2"
+    assert describe(VXLAN) == "vxlan, 1 stream, upload"

@@ -1,4 +1,5 @@
 from tunnelbench.kinds import Shaper
+from tunnelbench.lab.netns import batch_failure
 from tunnelbench.lab.shaping import burst_bytes, shaping_commands
 
 
@@ -23,3 +24,14 @@ def test_htb_command_has_a_pfifo_leaf_with_the_queue_limit():
          "rate", "100mbit", "ceil", "100mbit", "burst", "15140", "cburst", "15140"],
         ["qdisc", "add", "dev", "x", "parent", "1:1", "handle", "10:", "pfifo", "limit", "50"],
     ]  # fmt: skip
+
+
+def test_a_failed_batch_names_its_line_and_the_kernels_reason():
+    commands = [["link", "set", "lo", "up"], ["link", "add", "t0", "type", "gretap"]]
+    stderr = "Error: Unknown device type.\nCommand failed -:2\n"
+    assert batch_failure("ip", "tb-x-gw", commands, stderr) == (
+        "`ip -n tb-x-gw link add t0 type gretap` failed: Error: Unknown device type."
+    )
+    assert batch_failure("tc", "tb-x-gw", commands, "") == (
+        "`tc -n tb-x-gw -batch` failed: no error output"
+    )

@@ -9,7 +9,7 @@ import pytest
 from tunnelbench import capabilities as c
 from tunnelbench import skips
 from tunnelbench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
-from tunnelbench.kinds import Queue, Shaper, TunnelKind
+from tunnelbench.kinds import Generator, Queue, Shaper, TunnelKind
 from tunnelbench.plan import (
     LabSettings,
     LinkSettings,
@@ -162,6 +162,11 @@ def test_everything_runs_on_a_full_machine():
             without(FULL, "programs", "iperf3", Program(False, "iperf3 is not installed")),
             config(),
             "traffic.generator: iperf3 is not installed",
+        ),
+        (
+            without(FULL, "programs", "iperf", Program(False, "iperf is not installed")),
+            config(traffic=TrafficSettings(generator=Generator.IPERF2)),
+            "traffic.generator: iperf2 needs iperf, which is not installed",
         ),
     ],
 )

@@ -11,7 +11,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tunnelbench.analysis.diagnosis import SATURATED_PCT, Bound, Diagnosis, Finding, Subject
+from tunnelbench.analysis.diagnosis import (
+    SATURATED_PCT,
+    Bound,
+    Diagnosis,
+    Finding,
+    Subject,
+    generator_cores,
+    threaded_generator,
+)
 from tunnelbench.kinds import Queue, StreamMode, TunnelKind
 from tunnelbench.plan import TrialConfig, flatten
 
@@ -202,6 +210,15 @@ def generator_processes(c: Context) -> Advice | None:
     s = c.subject
     if generator is None:
         return None
+    if threaded_generator(s.config):
+        if generator_cores(s) >= len(s.cores):
+            return None  # its threads already keep every core busy: more of them cannot help
+        return Advice(
+            "traffic.streams",
+            "spread the load over more streams (iperf2 runs each in a thread of its own)",
+            generator.summary,
+            c.measured("traffic.streams", lambda v: v > s.config.traffic.streams),
+        )
     if s.config.traffic.streams > 1 and s.resolved.get("stream_mode") == "single":
         return Advice(
             "traffic.stream_mode",

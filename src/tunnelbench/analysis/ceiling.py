@@ -380,6 +380,12 @@ LAB_ENCAPSULATIONS: dict[TunnelKind, Encapsulation] = {
     TunnelKind.NONE: Encapsulation.NONE,
     TunnelKind.WIREGUARD: Encapsulation.WIREGUARD,
     TunnelKind.VXLAN: Encapsulation.VXLAN,
+    TunnelKind.GRE: Encapsulation.GRE,
+    TunnelKind.GRETAP: Encapsulation.GRETAP,
+    TunnelKind.IPIP: Encapsulation.IPIP,
+    TunnelKind.GENEVE: Encapsulation.GENEVE,
+    # Both of its AEADs add the same bytes (no padding): the cipher does not matter here.
+    TunnelKind.OPENVPN: Encapsulation.OPENVPN,
     # The lab's ipsec is tunnel mode (transport cannot carry routed traffic); ESP in UDP
     # or not, and the cipher, come from the trial's resolved settings (see _esp).
     TunnelKind.IPSEC: Encapsulation.ESP_TUNNEL,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tunnelbench.kinds import Direction, Protocol
+from tunnelbench.kinds import Direction, Generator, Protocol
 from tunnelbench.plan import TrialConfig
 
 LINK_BOUND_PCT = 95.0  # goodput at or above this share of the ceiling is the link's limit
@@ -37,7 +37,7 @@ OUTSIDE_LAB_PCT = 25.0  # ...while all lab processes together use less than this
 BLOAT_EXTRA_MS = 30.0  # RTT under load above idle RTT by at least this much...
 BLOAT_FACTOR = 2.0  # ...and at least this many times the idle RTT
 
-GENERATOR_PREFIXES = ("iperf3-", "iperf-")
+GENERATOR_PREFIXES = ("iperf3-", "iperf2-", "iperf-")
 
 
 class Bound(StrEnum):
@@ -197,19 +197,40 @@ def cpu_budget_bound(s: Subject) -> Finding | None:
     )
 
 
+def threaded_generator(config: TrialConfig) -> bool:
+    """Whether the generator runs each stream in a thread of its own (iperf2), so that
+    one process can use up to one core per stream."""
+    return config.traffic.generator is Generator.IPERF2
+
+
+def generator_cores(s: Subject) -> int:
+    """How many cores one generator process can keep busy: one, or for a threaded
+    generator one per stream it runs, up to the cores there are."""
+    if not threaded_generator(s.config) or s.resolved.get("stream_mode") != "single":
+        return 1
+    return max(1, min(s.config.traffic.streams, len(s.cores) or 1))
+
+
 def generator_bound(s: Subject) -> Finding | None:
+    cores = generator_cores(s)
     pegged = {
         label: pct
         for label, pct in s.processes().items()
-        if _is_generator(label) and pct >= SATURATED_PCT
+        if _is_generator(label) and pct >= SATURATED_PCT * cores
     }
     if not pegged:
         return None
     label, pct = max(pegged.items(), key=lambda item: item[1])
     per_process = s.config.traffic.streams if s.resolved.get("stream_mode") == "single" else 1
+    used = (
+        f"{pct:.1f}% of one core"
+        if cores == 1
+        else f"{pct:.1f}% of a core, {pct / cores:.0f}% of each of the {cores} cores its"
+        " threads can use"
+    )
     return Finding(
         Bound.GENERATOR,
-        f"the load generator {label} used {pct:.1f}% of one core"
+        f"the load generator {label} used {used}"
         f" ({per_process} stream{'s' if per_process > 1 else ''} in that process): the"
         " generator is the limit",
         (

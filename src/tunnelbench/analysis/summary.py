@@ -52,15 +52,21 @@ class ConfigSummary:
 
     @property
     def label(self) -> str:
-        tunnel = self.config.tunnel.kind.value
+        """``wireguard (wireguard-go)``, ``vxlan+ipsec (libipsec)``: the kind, its
+        protection, and the implementation where the kind has several."""
+        from tunnelbench.tunnels import REGISTRY  # the tunnels import the analysis
+
+        settings = self.config.tunnel
+        tunnel = settings.kind.value
+        if settings.protection is not Protection.NONE:
+            tunnel = f"{tunnel}+{settings.protection.value}"
         implementation = self.resolved.get("tunnel_implementation")
-        if self.config.tunnel.protection is not Protection.NONE:
-            # ``vxlan+ipsec (libipsec)``: who does ESP is what varies
-            tunnel = f"{tunnel}+{self.config.tunnel.protection.value}"
-            implementation = self.resolved.get("esp_implementation")
-        elif tunnel in ("none", "vxlan"):
-            implementation = None
-        if implementation:
+        if settings.protection is not Protection.NONE:
+            # The protected kind's own implementation is the kernel's: who does ESP
+            # (kernel or libipsec) is what varies.
+            implementation = self.resolved.get("esp_implementation") or implementation
+        several = len(REGISTRY.get(settings.kind).implementations) > 1
+        if implementation and (several or settings.protection is not Protection.NONE):
             tunnel = f"{tunnel} ({implementation})"
         return tunnel
 

@@ -8,6 +8,7 @@ namespace's own ``/sys``).
 
 import json
 import logging
+import re
 import secrets
 import subprocess
 import time
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from tunnelbench.command import in_netns, run, spawn
+from tunnelbench.command import CommandError, in_netns, run, spawn
 from tunnelbench.errors import LabError
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.shaping import device_commands, queue_commands, shaping_commands
@@ -39,6 +40,21 @@ class Interface:
     role: str
     name: str
     mtu: int
+
+
+def batch_failure(tool: str, namespace: str, commands: list[list[str]], stderr: str) -> str:
+    """Which line of a batch failed, and the kernel's reason: ``-batch`` ends its error
+    output with "Command failed -:N", which alone says nothing."""
+    lines = stderr.strip().splitlines()
+    numbered = (re.fullmatch(r"Command failed -:(\d+)", line) for line in lines)
+    failed = next((m for m in numbered if m), None)
+    reason = "; ".join(line for line in lines if not line.startswith("Command failed")) or (
+        "no error output"
+    )
+    if failed is None or not 1 <= int(failed[1]) <= len(commands):
+        return f"`{tool} -n {namespace} -batch` failed: {reason}"
+    command = " ".join(commands[int(failed[1]) - 1])
+    return f"`{tool} -n {namespace} {command}` failed: {reason}"
 
 
 @dataclass
@@ -104,9 +120,13 @@ class Lab:
 
     def _batch(self, tool: str, role: str, commands: list[list[str]]) -> None:
         # Batch lines are split on blanks: only lab-generated names and numbers go here.
-        if commands:
-            text = "\n".join(" ".join(c) for c in commands) + "\n"
+        if not commands:
+            return
+        text = "\n".join(" ".join(c) for c in commands) + "\n"
+        try:
             run([tool, "-n", self.ns(role), "-batch", "-"], input_text=text)
+        except CommandError as exc:
+            raise LabError(batch_failure(tool, self.ns(role), commands, exc.stderr)) from exc
 
     def start(
         self,

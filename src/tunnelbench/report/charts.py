@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from tunnelbench.analysis.stats import summarize
 from tunnelbench.analysis.summary import ConfigSummary, varying_axes
+from tunnelbench.kinds import Protocol
 from tunnelbench.report.table import AXIS_HEADINGS, axis_value
 from tunnelbench.store import TrialRecord
 from tunnelbench.units import mbit
@@ -147,6 +148,19 @@ def _not_measured(summaries: Sequence[ConfigSummary]) -> str:
     if not parts:
         return ""
     return f"Not shown: {' and '.join(parts)} (see the results table)."
+
+
+def _retransmits_not_measured(summaries: Sequence[ConfigSummary]) -> str:
+    """A sentence on the TCP configurations whose generator reports no retransmits."""
+    tcp = [s for s in summaries if s.config.traffic.protocol is Protocol.TCP]
+    silent = [s for s in tcp if s.retransmits is None]
+    if not silent:
+        return ""
+    generators = ", ".join(sorted({s.config.traffic.generator.value for s in silent}))
+    return (
+        f"TCP retransmits: not measured for {len(silent)} configuration(s), whose load"
+        f" generator ({generators}) does not report them."
+    )
 
 
 # --- the charts ---
@@ -393,6 +407,7 @@ def losses_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> 
         note=(
             "Median per trial over the runs; whiskers: min-max. Tunnel drops add the rx/tx "
             f"drop counters of the tunnel devices at both ends. {_not_measured(everything)}"
+            f" {_retransmits_not_measured(summaries)}"
         ).strip(),
     )
 

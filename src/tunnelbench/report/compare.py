@@ -29,7 +29,7 @@ from tunnelbench.report.markdown import escape
 from tunnelbench.report.markdown import table as markdown_table
 from tunnelbench.report.runs import utc
 from tunnelbench.report.selector import Selector
-from tunnelbench.report.table import AXIS_HEADINGS, aligned, axis_value
+from tunnelbench.report.table import AXIS_HEADINGS, aligned, axis_value, retransmits_cell
 from tunnelbench.store import RunRecord, Store
 from tunnelbench.units import mbit
 
@@ -213,7 +213,7 @@ def _median(s: ConfigSummary | None) -> str:
 def _retransmits(s: ConfigSummary | None) -> str:
     if s is None or s.goodput is None:
         return "-"
-    return f"{s.retransmits.median:,.0f}" if s.retransmits else "n/a"
+    return retransmits_cell(s)
 
 
 def _either(row: Row, cell: Any) -> str:

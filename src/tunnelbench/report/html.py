@@ -128,6 +128,10 @@ def _environment(env: dict[str, Any]) -> str:
     return f'<div class="scroll"><table class="env">{body}</table></div>'
 
 
+def _note(sentence: str) -> str:
+    return f" {escape(sentence)}" if sentence else ""
+
+
 def _daemons(s: ConfigSummary) -> str:
     parts = [f"{name} {pct:.0f}%" for name, pct in s.processes_cpu.items() if "iperf" not in name]
     return ", ".join(parts) or "-"
@@ -230,7 +234,7 @@ def render(store: Store, run_ref: str) -> str:
         "the median in parentheses and the spread of the runs in words (very consistent: "
         "CV < 1%, consistent < 5%, variable < 10%, else inconsistent). “% of baseline” "
         "divides by the median of the same lab and traffic without a tunnel, measured in "
-        "the same run.</p>"
+        f"the same run.{_note(table.retransmits_note(list(summaries)))}</p>"
         "</section>"
         + _list("Diagnosis", findings.findings(summaries), "diagnosis")
         + _list("Advice", findings.advice(summaries), "advice")

@@ -12,13 +12,19 @@ from urllib.parse import quote
 from tunnelbench.analysis.precision import repetitions_phrase
 from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, summarize_run, varying_axes
+from tunnelbench.kinds import Generator
 from tunnelbench.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.progress import format_duration
 from tunnelbench.report import findings, precision
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
-from tunnelbench.report.table import AXIS_HEADINGS, axis_value
+from tunnelbench.report.table import (
+    AXIS_HEADINGS,
+    axis_value,
+    retransmits_cell,
+    retransmits_note,
+)
 from tunnelbench.store import RunRecord, Store, TrialRecord
 from tunnelbench.units import mbit
 
@@ -80,7 +86,7 @@ def _result_cells(s: ConfigSummary, ceilings: bool) -> list[str]:
         f"{mbit(g.minimum):,.0f}-{mbit(g.maximum):,.0f}",
         "-" if g.cv is None else f"{100 * g.cv:.1f}%",
         consistency(g),
-        f"{s.retransmits.median:,.0f}" if s.retransmits else "n/a",
+        retransmits_cell(s),
         "-" if s.pct_of_baseline is None else f"{s.pct_of_baseline:.0f}%",
         *(ceiling if ceilings else []),
         busiest(c),
@@ -151,6 +157,11 @@ def _setting_phrases(c: TrialConfig, resolved: dict[str, Any]) -> list[tuple[str
             out.append(("tunnel.mtu", f"tunnel MTU {tunnel.mtu}"))
         if tunnel.cpu_budget is not None:
             out.append(("tunnel.cpu_budget", f"tunnel CPU budget {tunnel.cpu_budget:.0%}"))
+        if cipher := resolved.get("tunnel_cipher"):
+            out.append(("tunnel.cipher", f"cipher {cipher}"))
+        if tunnel.protection.value != "none":
+            out.append(("tunnel.protection", f"protected by {tunnel.protection.value}"))
+            out.append(("tunnel.esp_mode", f"ESP {tunnel.esp_mode.value} mode"))
     out.append(("traffic.duration", f"{traffic.duration} s measured"))
     out.append(("traffic.warmup", f"{traffic.warmup} s of warm-up excluded"))
     return out
@@ -227,9 +238,15 @@ def explanation(summaries: list[ConfigSummary]) -> str:
         if any(s.ceiling is not None for s in summaries)
         else ""
     )
+    sources = ["iperf3 `end.sum_received`"]
+    if any(s.config.traffic.generator is Generator.IPERF2 for s in summaries):
+        sources.append("iperf2: the receiving end's 1 s interval reports after the warm-up")
+        if all(s.config.traffic.generator is Generator.IPERF2 for s in summaries):
+            sources = sources[1:]
+    note = retransmits_note(summaries)
     return (
         f"Median of {runs} runs per configuration. Goodput is what the receiver counted "
-        "(iperf3 `end.sum_received`), warm-up excluded; 95% CI is the bootstrap interval "
+        f"({'; '.join(sources)}), warm-up excluded; 95% CI is the bootstrap interval "
         "of the median; CV is the coefficient of variation of the runs, and consistency "
         "says it in words (very consistent < 1%, consistent < 5%, variable < 10%, else "
         "inconsistent; see docs/statistics.md); retransmits are the median per run. "
@@ -237,7 +254,7 @@ def explanation(summaries: list[ConfigSummary]) -> str:
         "tunnel in this run. The busiest core is the one with the least idle time over the "
         f"measured window, split into user / system / softirq %.{ceiling} The verdict is"
         " what limited the configuration, with its evidence under Diagnosis"
-        " (docs/diagnosis.md)."
+        f" (docs/diagnosis.md).{' ' + note if note else ''}"
     )
 
 

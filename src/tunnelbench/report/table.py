@@ -2,10 +2,12 @@
 
 from tunnelbench.analysis.stats import Summary, consistency
 from tunnelbench.analysis.summary import ConfigSummary, varying_axes
+from tunnelbench.kinds import Protocol
 from tunnelbench.units import mbit
 
 # Axes shown as their own columns when they vary, with a short heading.
 AXIS_HEADINGS = {
+    "traffic.generator": "generator",
     "traffic.streams": "streams",
     "traffic.direction": "direction",
     "traffic.stream_mode": "mode",
@@ -15,6 +17,7 @@ AXIS_HEADINGS = {
     "tunnel.cpu_budget": "CPU budget",
     "tunnel.cipher": "cipher",
     "tunnel.esp_mode": "ESP mode",
+    "tunnel.protection": "protection",
     "traffic.protocol": "proto",
     "traffic.udp_rate": "UDP rate",
     "traffic.congestion": "cc",
@@ -32,8 +35,9 @@ AXIS_HEADINGS = {
     "lab.rps_cpus": "RPS",
 }
 TEXT_COLUMNS = {
-    "tunnel", "direction", "mode", "topology", "shaper", "impl", "queue", "proto", "cc",
-    "offload roles", "busiest core u/s/si", "consistency", "limited by", "cipher", "ESP mode",
+    "tunnel", "generator", "direction", "mode", "topology", "shaper", "impl", "queue", "proto",
+    "cc", "offload roles", "busiest core u/s/si", "consistency", "limited by", "cipher",
+    "ESP mode", "protection",
 }  # fmt: skip
 # The verdicts in the width of a terminal column; the reports spell them out.
 LIMITED_BY = {
@@ -62,6 +66,37 @@ def axis_value(summary: ConfigSummary, path: str) -> str:
     return "-" if value is None else str(value)
 
 
+#: A metric the generator does not report (iperf2's TCP retransmits), as opposed to one
+#: that does not apply ("n/a": retransmits of UDP traffic).
+NOT_MEASURED = "not measured"
+
+
+def retransmits_cell(s: ConfigSummary) -> str:
+    """The median retransmits per run; "n/a" for UDP; "not measured" when the generator
+    did not report them."""
+    if s.retransmits is not None:
+        return f"{s.retransmits.median:,.0f}"
+    return "n/a" if s.config.traffic.protocol is Protocol.UDP else NOT_MEASURED
+
+
+def retransmits_note(summaries: list[ConfigSummary]) -> str:
+    """A sentence explaining "not measured" retransmits, when a row shows it."""
+    silent = sorted(
+        {
+            s.config.traffic.generator.value
+            for s in summaries
+            if s.goodput is not None and retransmits_cell(s) == NOT_MEASURED
+        }
+    )
+    if not silent:
+        return ""
+    return (
+        f"Retransmits {NOT_MEASURED}: the load generator ({', '.join(silent)}) does not"
+        " report them (iperf2 2.1.8's CSV has no retry count); the namespaces' own TCP"
+        " counters are in every trial's metrics (tcp.ROLE.retrans_segs)."
+    )
+
+
 def median_with_ci(g: Summary) -> str:
     """``2,366 (2,344-2,388)``: the median and its bootstrap 95% interval, in Mbit/s."""
     if g.ci is None:
@@ -87,7 +122,7 @@ def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
         else:
             g = s.goodput
             row += [median_with_ci(g), consistency(g)]
-            row.append(f"{s.retransmits.median:,.0f}" if s.retransmits else "n/a")
+            row.append(retransmits_cell(s))
             row.append(f"{s.pct_of_baseline:.0f}%" if s.pct_of_baseline is not None else "-")
             if ceilings:
                 row.append("-" if s.pct_of_ceiling is None else f"{s.pct_of_ceiling:.1f}%")

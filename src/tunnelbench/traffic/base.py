@@ -51,6 +51,11 @@ class Generator(ABC):
     @abstractmethod
     def version(self) -> str: ...
 
+    def conflicts(self, settings: TrafficSettings) -> list[str]:
+        """Settings this generator cannot honour, each naming its key; checked with the
+        plan, before anything is built (pure: no programs are run)."""
+        return []
+
     @abstractmethod
     def resolve_mode(self, settings: TrafficSettings) -> StreamMode:
         """The stream mode "auto" means for this generator and these settings."""

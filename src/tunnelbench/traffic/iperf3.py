@@ -3,7 +3,6 @@
 import functools
 import json
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from tunnelbench.kinds import Direction, Protocol, StreamMode
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.plan import TrafficSettings
-from tunnelbench.traffic import iperf3_json
+from tunnelbench.traffic import iperf3_json, waiting
 from tunnelbench.traffic.base import Generator, Started, StopReason, TrafficResult, no_reason
 
 BASE_PORT = 5201
@@ -23,10 +22,8 @@ BASE_PORT = 5201
 THREADED_SINCE = (3, 16)
 _DIRECTION_FLAGS = {Direction.UPLOAD: [], Direction.DOWNLOAD: ["-R"], Direction.BIDIR: ["--bidir"]}
 
-
-POLL_S = 0.01
-# Client lifetimes agree to a few POLL_S when all connect at once; a delayed connection
-# adds at least a second (TCP's initial retransmission timeout).
+# Client lifetimes agree to a few polls (waiting.POLL_S) when all connect at once; a
+# delayed connection adds at least a second (TCP's initial retransmission timeout).
 ALIGNMENT_FLOOR_S = 0.15
 ALIGNMENT_SHARE = 0.03  # of the measured duration
 
@@ -104,8 +101,9 @@ class Iperf3(Generator):
         for port in ports:
             log = lab.directory / f"iperf3-server-{port}.log"
             with log.open("wb") as err:
-                servers[port] = (lab.start(server, server_argv(binary, port), stderr=err), log)
-        _wait_listening(servers)
+                proc = lab.start(server, server_argv(binary, port), stderr=err)
+            servers[port] = waiting.Server(f"iperf3 server on port {port}", proc, port, log)
+        waiting.wait_listening(list(servers.values()))
         outputs: list[Path] = []
         clients = []
         launched = []
@@ -116,10 +114,14 @@ class Iperf3(Generator):
                 argv = client_argv(binary, target, port, settings, per_process)
                 launched.append(time.monotonic())
                 clients.append(lab.start(client, argv, stdout=stdout))
-        watched = {f"iperf3-server:{port}": proc.pid for port, (proc, _) in servers.items()}
+        watched = {f"iperf3-server:{port}": s.proc.pid for port, s in servers.items()}
         watched |= {f"iperf3-client:{port}": c.pid for port, c in zip(ports, clients, strict=True)}
         on_started(watched, time.monotonic())
-        ended = _wait_clients(clients, settings.warmup + settings.duration + 20, stop_reason)
+        ended = waiting.wait_exited(
+            [(f"iperf3 client on port {port}", c) for port, c in zip(ports, clients, strict=True)],
+            settings.warmup + settings.duration + 20,
+            stop_reason,
+        )
         lifetimes = [end - start for start, end in zip(launched, ended, strict=True)]
         check_aligned(dict(zip(ports, lifetimes, strict=True)), settings.duration)
         docs = [_load(path) for path in outputs]
@@ -189,28 +191,6 @@ def check_aligned(lifetimes: dict[int, float], duration: float) -> None:
         )
 
 
-def _wait_clients(
-    clients: list["subprocess.Popen[bytes]"], limit: float, stop_reason: StopReason
-) -> list[float]:
-    """Wait for every client and return when each ended (monotonic s); give up early when
-    the trial can no longer succeed (a client whose tunnel died would otherwise wait for
-    its control connection)."""
-    deadline = time.monotonic() + limit
-    ended: list[float | None] = [None] * len(clients)
-    while True:
-        now = time.monotonic()
-        for k, client in enumerate(clients):
-            if ended[k] is None and client.poll() is not None:
-                ended[k] = now
-        if all(t is not None for t in ended):
-            return [t for t in ended if t is not None]
-        if (reason := stop_reason()) is not None:
-            raise LabError(reason)
-        if now > deadline:
-            raise LabError(f"iperf3 client did not finish within {limit:g} s")
-        time.sleep(POLL_S)
-
-
 def _load(path: Path) -> dict[str, Any]:
     text = path.read_text(errors="replace")
     try:
@@ -218,35 +198,6 @@ def _load(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError:
         raise LabError(f"iperf3 wrote no JSON: {text.strip()[:200] or 'empty output'}") from None
     return doc
-
-
-def _wait_listening(servers: dict[int, tuple["subprocess.Popen[bytes]", Path]]) -> None:
-    """Wait until every server listens, reading its namespace's socket table in /proc."""
-    deadline = time.monotonic() + 5
-    pending = dict(servers)
-    while pending and time.monotonic() < deadline:
-        for port, (proc, log) in list(pending.items()):
-            if _listening(proc.pid, port):
-                del pending[port]
-            elif proc.poll() is not None:
-                raise LabError(f"iperf3 server on port {port} exited: {log.read_text().strip()}")
-        time.sleep(0.005)
-    if pending:
-        raise LabError(f"iperf3 server did not listen on port(s) {sorted(pending)} within 5 s")
-
-
-def _listening(pid: int, port: int) -> bool:
-    needle = f":{port:04X} "
-    for table in ("tcp6", "tcp"):
-        try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-        except OSError:
-            return False
-        for line in lines:
-            fields = line.split()
-            if (fields[1] + " ").endswith(needle) and fields[3] == "0A":
-                return True
-    return False
 
 
 @functools.cache

@@ -3,13 +3,27 @@
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.registry import Registry
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle
+from tunnelbench.tunnels.geneve import Geneve
+from tunnelbench.tunnels.gre import Gre, GreTap
+from tunnelbench.tunnels.ipip import Ipip
 from tunnelbench.tunnels.ipsec import Ipsec
 from tunnelbench.tunnels.none import NoTunnel
+from tunnelbench.tunnels.openvpn import OpenVpn
 from tunnelbench.tunnels.vxlan import Vxlan
 from tunnelbench.tunnels.wireguard import WireGuard
 
 REGISTRY: Registry[TunnelKind, Tunnel] = Registry("tunnel kind")
-for _tunnel in (NoTunnel(), WireGuard(), Vxlan(), Ipsec()):
+for _tunnel in (
+    NoTunnel(),
+    WireGuard(),
+    Vxlan(),
+    Gre(),
+    GreTap(),
+    Ipip(),
+    Geneve(),
+    OpenVpn(),
+    Ipsec(),
+):
     REGISTRY.register(_tunnel.kind, _tunnel)
 
 __all__ = ["REGISTRY", "Tunnel", "TunnelHandle"]

@@ -52,8 +52,8 @@ class TunnelHandle:
     devices: dict[str, str] = field(default_factory=dict)  # role -> device
     daemons: dict[str, ProcessRecord] = field(default_factory=dict)  # role -> daemon
     logs: list[Path] = field(default_factory=list)
-    #: What set-up found out, recorded with the trial's resolved settings (e.g. the ESP
-    #: algorithm negotiated).
+    #: What set-up found out and the trial should record (merged into its ``resolved``),
+    #: e.g. whether OpenVPN's data channel runs in the kernel.
     facts: dict[str, Any] = field(default_factory=dict)
 
 
@@ -75,6 +75,8 @@ class Tunnel(ABC):
     #: The ceiling model's name of this kind's own encapsulation (what ESP wraps when
     #: the kind is protected); None when the model does not know it.
     encapsulation: ClassVar[model.Encapsulation | None] = None
+    #: The inner IP versions it carries; traffic of another is refused before any lab.
+    families: ClassVar[tuple[int, ...]] = (4, 6)
 
     @abstractmethod
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
@@ -212,7 +214,7 @@ class Tunnel(ABC):
         """Give a tunnel device its inner addresses, bring it up and add its routes."""
         left = role == lab.chain.tunnel_ends[0]
         commands = [["link", "set", device, "mtu", str(mtu), "up"]]
-        for family in (4, 6):
+        for family in self.families:
             address = f"{tunnel_address(left, family)}/{plen(family)}"
             commands.append(
                 ["address", "add", address, "dev", device] + (["nodad"] if family == 6 else [])

@@ -42,11 +42,12 @@ class Ipsec(Tunnel):
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
         # outer IP + UDP 8 (libipsec) + ESP header 8 + IV 8 + trailer 2 + ICV 16, plus
         # 0-3 bytes of padding
-        return self.esp_overhead(spec, outer_family)
+        return self.esp_overhead(_as_esp(spec), outer_family)
 
     def default_mtu(self, underlay_mtu: int, spec: TunnelSpec) -> int:
         # The largest inner packet whose ESP packet (padding included) fits the WAN, as
         # Linux's esp4_get_mtu; libipsec reads at most 1400 bytes from its TUN device.
+        spec = _as_esp(spec)
         assert spec.esp_implementation is not None and spec.cipher is not None
         kind, options = strongswan.esp_model(spec.esp_implementation, spec.cipher, spec.esp_mode)
         fits = model.default_tunnel_mtu(
@@ -58,6 +59,9 @@ class Ipsec(Tunnel):
 
     def _uses_esp(self, spec: TunnelSpec) -> bool:
         return True
+
+    def _carried_overhead(self, spec: TunnelSpec) -> int:
+        return 0  # ESP carries the inner packet itself
 
     def resolve(self, settings: TunnelSettings, underlay_mtu: int) -> TunnelSpec:
         if settings.esp_mode is EspMode.TRANSPORT:
@@ -117,6 +121,15 @@ class Ipsec(Tunnel):
         session.establish(children)
         session.record(handle)
         return handle
+
+
+def _as_esp(spec: TunnelSpec) -> TunnelSpec:
+    """ipsec's implementation is its ESP's; an unresolved cipher is the default."""
+    return replace(
+        spec,
+        esp_implementation=spec.esp_implementation or spec.implementation,
+        cipher=spec.cipher or ESP_CIPHERS[0],
+    )
 
 
 def selectors(lab: Lab, role: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -1,0 +1,300 @@
+"""iperf 2 as a load generator: server and client command lines, and running them.
+
+iperf2 (Debian's ``iperf``, 2.1.8 here) runs one thread per stream, so one client with
+``-P N`` is not held to one core the way iperf3 before 3.16 is: ``auto`` is one process
+(``single``), and ``processes`` (one client/server pair per stream) is refused. That mode
+exists only to spread a single-threaded generator over cores; with iperf2 it would add
+nothing but separate measuring windows that have to be summed.
+
+A trial is one server (``-s -P N``: it exits by itself once it has served the N streams
+and printed their final reports, so its output is complete when it ends) and one client,
+on port 5001, both writing CSV (``-e -y C``, read by :mod:`iperf2_csv`) with 1 s
+intervals. 2.1.8 has no connect timeout: the client's N TCP connections must be
+established within :data:`CONNECT_S`, read from the server's socket table, and every
+other wait is bounded too. In 2.1.8:
+
+- download is ``-R`` (the server sends on the client's connections);
+- bidir is ``--full-duplex``: both directions on each of the N sockets. (``-d``, the
+  "dual test", would open a second set of connections from the server back to the
+  client, and prints text headers into the CSV);
+- IPv6 needs ``-V`` on both ends: without it the server listens on IPv4 only;
+- ``-Z`` sets the congestion control per socket, given to both ends since the server
+  sends in download and bidir tests. 2.1.8 reports neither the algorithm in use nor a
+  failure other than by a warning on standard error; any error output fails the trial;
+- UDP: ``-u -b RATE`` is the rate of each stream (iperf2, like iperf3, applies ``-b`` per
+  thread). Datagrams are sized as iperf3 sizes its own (the TCP MSS of the path: 1368
+  bytes under WireGuard's 1420 MTU), so the two generators send the same packets;
+  iperf2's default of 1470 bytes would be fragmented by any tunnel.
+
+Warm-up: iperf2 has no ``-O``. The client runs for warm-up plus duration, and goodput,
+intervals and UDP loss are computed from the receiver's 1 s interval lines in the
+measured window (see :mod:`iperf2_csv`). The receiver is the server for the upload
+direction and the client for the download direction.
+
+Not measured (``None``): TCP retransmits (2.1.8's CSV has no retry column; the TCP
+probe's namespace counters ``tcp.ROLE.retrans_segs`` are still recorded) and the
+congestion control the senders used.
+
+iperf3's :func:`~tunnelbench.traffic.iperf3.check_aligned` has no counterpart here: it
+guards sums over several processes that each measured their own window, and iperf2 runs
+one process whose threads connect first and then start sending together (its connect
+barrier, on unless ``--no-connect-sync``).
+"""
+
+import functools
+import json
+import re
+import time
+from typing import Any
+
+from tunnelbench import programs
+from tunnelbench.command import run
+from tunnelbench.errors import LabError, UserError
+from tunnelbench.kinds import Direction, Protocol, StreamMode
+from tunnelbench.kinds import Generator as GeneratorKind
+from tunnelbench.lab.netns import Lab
+from tunnelbench.plan import TrafficSettings
+from tunnelbench.traffic import iperf2_csv, waiting
+from tunnelbench.traffic.base import Generator, Started, StopReason, TrafficResult, no_reason
+
+PROGRAM = "iperf"
+PURPOSE = "the load generator iperf2"
+PORT = 5001
+#: How long the client's TCP connections may take (iperf3's --connect-timeout 5000).
+CONNECT_S = 5.0
+#: After the client ends, how long the server may take to print its reports and exit.
+SERVER_EXIT_S = 10.0
+_DIRECTION_FLAGS = {
+    Direction.UPLOAD: [],
+    Direction.DOWNLOAD: ["-R"],
+    Direction.BIDIR: ["--full-duplex"],
+}
+_IP_HEADER = {4: 20, 6: 40}
+_TCP_HEADER_WITH_TIMESTAMPS = 32
+_UDP_PAYLOAD_MAX = 65507
+
+
+def _common(settings: TrafficSettings, port: int, streams: int) -> list[str]:
+    return [
+        "-p", str(port), "-P", str(streams), "-e", "-y", "C", "-i", "1",
+        *(["-V"] if settings.family == 6 else []),
+    ]  # fmt: skip
+
+
+def server_argv(
+    binary: str, port: int, settings: TrafficSettings, streams: int, udp_length: int | None
+) -> list[str]:
+    """The server: it exits after serving ``streams`` connections (``-P``)."""
+    return [binary, "-s", *_common(settings, port, streams), *_protocol_flags(settings, udp_length)]
+
+
+def client_argv(
+    binary: str,
+    server: str,
+    port: int,
+    settings: TrafficSettings,
+    streams: int,
+    udp_length: int | None,
+) -> list[str]:
+    """The client: warm-up plus duration seconds; for UDP ``udp_rate`` is the target of
+    each stream."""
+    return [
+        binary, "-c", server, "-t", str(settings.warmup + settings.duration),
+        *_common(settings, port, streams), *_DIRECTION_FLAGS[settings.direction],
+        *_protocol_flags(settings, udp_length, client=True),
+    ]  # fmt: skip
+
+
+def _protocol_flags(
+    settings: TrafficSettings, udp_length: int | None, *, client: bool = False
+) -> list[str]:
+    if settings.protocol is Protocol.TCP:
+        return ["-Z", settings.congestion] if settings.congestion else []
+    if settings.udp_rate is None or udp_length is None:
+        raise ValueError("a UDP test needs traffic.udp_rate and a datagram length")
+    # Both ends get the length: the server reads (and in reverse tests sends) with it.
+    rate = ["-b", str(settings.udp_rate)] if client else []
+    return ["-u", *rate, "-l", str(udp_length)]
+
+
+def udp_length(mtu: int, family: int) -> int:
+    """The UDP payload iperf3 3.12 would use on a path of this MTU: its control
+    connection's TCP MSS (MTU minus the IP header, 20 bytes of TCP header and 12 of
+    timestamps)."""
+    return min(mtu - _IP_HEADER[family] - _TCP_HEADER_WITH_TIMESTAMPS, _UDP_PAYLOAD_MAX)
+
+
+def path_mtu(lab: Lab, family: int) -> int:
+    """The smaller MTU of the devices through which the client routes to the server and
+    the server routes back (the tunnel device when there is one), as a TCP handshake
+    between them would see it."""
+    chain = lab.chain
+    routes = {
+        chain.client: lab.server_address(family),
+        chain.server: lab.address(chain.client, chain.roles[1], family),
+    }
+    mtus = []
+    for role, destination in routes.items():
+        route = json.loads(
+            lab.exec(role, ["ip", "-j", f"-{family}", "route", "get", destination]).stdout
+        )
+        link = json.loads(
+            lab.exec(role, ["ip", "-j", "link", "show", "dev", route[0]["dev"]]).stdout
+        )
+        mtus.append(int(link[0]["mtu"]))
+    return min(mtus)
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """(2, 1, 8) from ``iperf version 2.1.8 (12 August 2022) pthreads``."""
+    match = re.search(r"iperf version (2(?:\.\d+)+)", text)
+    if not match:
+        raise LabError(f"cannot read an iperf 2 version from {text.strip()!r}")
+    return tuple(int(part) for part in match.group(1).split("."))
+
+
+class Iperf2(Generator):
+    kind = GeneratorKind.IPERF2
+
+    def programs(self) -> list[tuple[str, str]]:
+        return [(PROGRAM, PURPOSE)]
+
+    def version(self) -> str:
+        return _version_line(programs.require(PROGRAM, PURPOSE))
+
+    def conflicts(self, settings: TrafficSettings) -> list[str]:
+        if settings.stream_mode is StreamMode.PROCESSES and settings.streams > 1:
+            return [
+                "traffic.stream_mode: 'processes' is not available with traffic.generator ="
+                " 'iperf2', which runs every stream as a thread of one process; use 'single'"
+                " or 'auto'"
+            ]
+        return []
+
+    def resolve_mode(self, settings: TrafficSettings) -> StreamMode:
+        if problems := self.conflicts(settings):
+            raise UserError(problems[0])
+        return StreamMode.SINGLE
+
+    def run(
+        self,
+        lab: Lab,
+        settings: TrafficSettings,
+        mode: StreamMode,
+        on_started: Started,
+        stop_reason: StopReason = no_reason,
+    ) -> TrafficResult:
+        binary = programs.require(PROGRAM, PURPOSE)
+        if mode is not StreamMode.SINGLE:
+            raise UserError(self.conflicts(settings)[0])
+        target = lab.server_address(settings.family)
+        length = None
+        if settings.protocol is Protocol.UDP:
+            length = udp_length(path_mtu(lab, settings.family), settings.family)
+        streams = settings.streams
+        server = _Process(lab, "server", server_argv(binary, PORT, settings, streams, length))
+        udp = settings.protocol is Protocol.UDP
+        listening = waiting.Server(
+            f"iperf2 server on port {PORT}", server.proc, PORT, server.err, udp
+        )
+        waiting.wait_listening([listening])
+        client = _Process(
+            lab, "client", client_argv(binary, target, PORT, settings, streams, length)
+        )
+        on_started(
+            {f"iperf2-server:{PORT}": server.proc.pid, f"iperf2-client:{PORT}": client.proc.pid},
+            client.started,
+        )
+        if not udp:  # 2.1.8 has no connect timeout of its own
+            waiting.wait_connected(listening, streams, client.proc, CONNECT_S, stop_reason)
+        limit = settings.warmup + settings.duration + 20
+        waiting.wait_exited([(f"iperf2 client on port {PORT}", client.proc)], limit, stop_reason)
+        client.check()
+        waiting.wait_exited(
+            [(f"iperf2 server on port {PORT}", server.proc)], SERVER_EXIT_S, stop_reason
+        )
+        server.check()
+        records = [client.record(), server.record()]
+        return _result(measure(records, settings, target), records)
+
+
+def measure(
+    records: list[dict[str, Any]], settings: TrafficSettings, target: str
+) -> iperf2_csv.Measurement:
+    """The measurement in a trial's stored records (one per process, as
+    :meth:`_Process.record` writes them) of traffic to ``target`` port :data:`PORT`."""
+    outputs = {record["role"]: str(record["stdout"]) for record in records}
+    if set(outputs) != {"client", "server"}:
+        raise LabError(f"iperf2 records of {sorted(outputs)}; expected client and server")
+    return iperf2_csv.measure(
+        outputs["client"],
+        outputs["server"],
+        protocol=settings.protocol,
+        direction=settings.direction,
+        target=(target, PORT),
+        streams=settings.streams,
+        warmup=settings.warmup,
+        duration=settings.duration,
+    )
+
+
+class _Process:
+    """One iperf2 process started in the lab, its output in the lab's directory."""
+
+    def __init__(self, lab: Lab, role: str, argv: list[str]) -> None:
+        self.role, self.argv = role, argv
+        self.out = lab.directory / f"iperf2-{role}-{PORT}.csv"
+        self.err = lab.directory / f"iperf2-{role}-{PORT}.err"
+        namespace_role = lab.chain.client if role == "client" else lab.chain.server
+        with self.out.open("wb") as stdout, self.err.open("wb") as stderr:
+            self.started = time.monotonic()
+            self.proc = lab.start(namespace_role, argv, stdout=stdout, stderr=stderr)
+
+    def check(self) -> None:
+        check_exit(self.role, self.proc.returncode, self.err.read_text(errors="replace"))
+
+    def record(self) -> dict[str, Any]:
+        """What is stored with the trial: the command line and everything it printed."""
+        return {
+            "role": self.role,
+            "argv": self.argv,
+            "returncode": self.proc.returncode,
+            "stdout": self.out.read_text(errors="replace"),
+            "stderr": self.err.read_text(errors="replace"),
+        }
+
+
+def check_exit(role: str, returncode: int | None, stderr: str) -> None:
+    """An exit status other than 0, or any error output, fails the trial: 2.1.8 exits 0
+    after "tcp connect failed", and only warns when ``-Z`` fails."""
+    errors = stderr.strip()
+    if returncode != 0 or errors:
+        raise LabError(f"iperf2 {role} (exit status {returncode}): {errors or 'no error output'}")
+
+
+def _result(measured: iperf2_csv.Measurement, raw: list[dict[str, Any]]) -> TrafficResult:
+    udp = measured.udp
+    return TrafficResult(
+        stream_mode=StreamMode.SINGLE,
+        processes=1,
+        goodput_bps=(measured.upload_bps or 0.0) + (measured.download_bps or 0.0),
+        upload_bps=measured.upload_bps,
+        download_bps=measured.download_bps,
+        retransmits=None,  # not in 2.1.8's CSV
+        intervals_bps=measured.intervals_bps,
+        raw=raw,
+        lost_packets=sum(r.lost_packets for r in udp) if udp else None,
+        lost_pct=iperf2_csv.lost_percent(udp) if udp else None,
+        jitter_ms=sum(r.jitter_ms for r in udp) / len(udp) if udp else None,
+        congestion=None,  # not reported by 2.1.8
+    )
+
+
+@functools.cache
+def _version_line(binary: str) -> str:
+    """``iperf -v`` prints its version on standard error and exits 1."""
+    done = run([binary, "-v"], check=False)
+    lines = [line.strip() for line in (done.stdout + "\n" + done.stderr).splitlines()]
+    line = next((line for line in lines if line), "")
+    parse_version(line)
+    return line
