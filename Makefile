@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`. Both install what is
-# missing (Debian packages, the pinned wireguard-go, the Python environment) and are
+# missing (Debian packages, the pinned wireguard-go and boringtun, the Python environment) and are
 # fast and silent the second time.
 PYTHON ?= python3
 VENV := .venv
@@ -16,7 +16,7 @@ run: setup
 test: setup lint
 	$(VENV)/bin/pytest -q tests
 
-setup: system-packages $(TOOLS)/wireguard-go $(STAMP)
+setup: system-packages $(TOOLS)/wireguard-go $(TOOLS)/boringtun-cli $(STAMP)
 
 .PHONY: system-packages
 system-packages:
@@ -24,6 +24,9 @@ system-packages:
 
 $(TOOLS)/wireguard-go: scripts/install-wireguard-go
 	@scripts/install-wireguard-go $(TOOLS)
+
+$(TOOLS)/boringtun-cli: scripts/install-boringtun
+	@scripts/install-boringtun $(TOOLS)
 
 $(STAMP): pyproject.toml requirements-dev.lock
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)

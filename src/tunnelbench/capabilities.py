@@ -59,9 +59,16 @@ _ESP_ARGS = {
         "enc", "cbc(aes)", "0x" + "11" * 16, "auth-trunc", "hmac(sha256)", "0x" + "11" * 32, "128",
     ],
 }  # fmt: skip
+# The other userspace WireGuard daemons (tunnels/wireguard.py; a unit test keeps them in step).
+WIREGUARD_PROGRAMS = ("/usr/bin/wireguard-go", "boringtun-cli")
 #: strongSwan's IKE daemon, as Debian's strongswan-charon installs it (not on PATH).
 STRONGSWAN_CHARON = "/usr/lib/ipsec/charon"
-PROGRAMS = ("iperf3", "iperf", "wireguard-go", "ethtool", "openvpn", STRONGSWAN_CHARON)
+PROGRAMS = (
+    "iperf3", "iperf", "wireguard-go", "ethtool", "openvpn", *WIREGUARD_PROGRAMS,
+    STRONGSWAN_CHARON,
+)  # fmt: skip
+#: Debian packages whose installed version is recorded (Debian's wireguard-go).
+PACKAGES = ("wireguard-go",)
 #: The generic netlink family of the ovpn-dco kernel module that OpenVPN 2.6 drives (its
 #: ``dco_available()`` asks for exactly this; Linux 6.16's in-tree ``ovpn`` is 2.7's).
 OPENVPN_DCO_FAMILY = "ovpn-dco-v2"
@@ -84,6 +91,9 @@ class Check:
 class Program(Check):
     path: str | None = None
     version: str = ""  # the first line the program prints about its version
+    #: A project-built tool's pinned version, as its install script recorded it beside it
+    #: (``<path>.version``): wireguard-go prints its last release tag, not the commit.
+    pinned: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,7 @@ class Capabilities:
     programs: Mapping[str, Program] = field(default_factory=dict)
     cpus: tuple[int, ...] = ()  # online CPU numbers
     openvpn_dco: Check = Check(None, "not probed")  # detail: the module's version, or why not
+    packages: Mapping[str, str | None] = field(default_factory=dict)  # Debian: version
 
     @property
     def root(self) -> bool:
@@ -330,7 +341,19 @@ def program(name: str) -> Program:
         return Program(False, f"{name} is not installed")
     done = run([path, "--version"], check=False, timeout=10)
     version = version_line(done.stdout, done.stderr)
-    return Program(True, f"{version} ({path})", path=path, version=version)
+    pinned = (_read(f"{path}.version") or "").strip() if name in programs.PROJECT_BUILT else ""
+    return Program(True, f"{version} ({path})", path=path, version=version, pinned=pinned)
+
+
+@functools.cache
+def debian_package(name: str) -> str | None:
+    """The installed version of a Debian package; None when it is not installed (or this
+    is not a Debian system)."""
+    if programs.find("dpkg-query") is None:
+        return None
+    done = run(["dpkg-query", "-W", "-f=${db:Status-Status} ${Version}", name], check=False)
+    status, _, version = done.stdout.strip().partition(" ")
+    return version if done.returncode == 0 and status == "installed" and version else None
 
 
 def _congestion() -> Congestion:
@@ -368,4 +391,5 @@ def probe() -> Capabilities:
         programs=MappingProxyType({name: program(name) for name in PROGRAMS}),
         cpus=_cpus(),
         openvpn_dco=openvpn_dco(),
+        packages=MappingProxyType({name: debian_package(name) for name in PACKAGES}),
     )

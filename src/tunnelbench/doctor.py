@@ -16,11 +16,13 @@ from tunnelbench.kinds import TunnelKind
 from tunnelbench.plan import TunnelSettings
 from tunnelbench.traffic.iperf3 import THREADED_SINCE
 from tunnelbench.tunnels import strongswan
+from tunnelbench.tunnels.wireguard import KERNEL, USERSPACE, WIREGUARD_GO, describe_version
 
 # Sections in the order they are printed, with the word that labels their rows.
 SECTIONS = {
     "privileges": "privilege",
     "tunnels": "link",
+    "wireguard": "wg",
     "implementations": "userspace",
     "qdiscs": "qdisc",
     "congestion": "tcp cc",
@@ -50,7 +52,7 @@ def _tunnels(caps: Capabilities) -> dict[str, Any]:
     if wireguard is not None and wireguard.ok is False:
         # Say what "auto" falls back to, since that is what a run will use.
         using = skips.resolve(TunnelSettings(kind=TunnelKind.WIREGUARD), caps)
-        fallback = f"auto uses {using}" if using else "no userspace WireGuard either"
+        fallback = f"auto uses {using}" if using else f"nor is {WIREGUARD_GO}, auto's fallback"
         entries["wireguard"]["detail"] = f"{wireguard.detail}; {fallback}"
     return entries
 
@@ -103,6 +105,25 @@ def _openvpn(caps: Capabilities) -> dict[str, Any]:
     mode = "yes" if dco.enabled else "no, runs in userspace"
     detail = f"OpenVPN {release} ({found.path}); DCO {mode}: {dco.reason}"
     return _program(found, detail=detail, dco=dco.enabled)
+
+
+def _wireguard(caps: Capabilities) -> dict[str, Any]:
+    """Every WireGuard implementation (``tunnel.implementation``): found or not, and the
+    version a run would record."""
+    entries = {KERNEL: _entry(caps.links.get("wireguard", Check(None, "not probed")))}
+    for name, daemon in USERSPACE.items():
+        found = caps.programs.get(daemon.program) or Program(None, "not probed")
+        if not found.ok:
+            entries[name] = _program(found, detail=f"{found.detail}: {daemon.purpose}")
+            continue
+        package = caps.packages.get(daemon.package) if daemon.package else None
+        entries[name] = _program(
+            found,
+            detail=describe_version(daemon, found, package),
+            pinned=found.pinned or None,
+            package=f"{daemon.package} {package}" if daemon.package and package else None,
+        )
+    return entries
 
 
 def _generators(caps: Capabilities) -> dict[str, Any]:
@@ -161,8 +182,8 @@ def collect(caps: Capabilities | None = None) -> dict[str, Any]:
         "kernel": caps.kernel,
         "privileges": {"root": _entry(root), "network namespace": _entry(caps.netns)},
         "tunnels": _tunnels(caps),
+        "wireguard": _wireguard(caps),
         "implementations": {
-            "wireguard-go": _program(caps.programs["wireguard-go"]),
             "openvpn": _openvpn(caps),
             "ethtool": _program(
                 caps.programs["ethtool"], detail=f"{caps.programs['ethtool'].detail}; for offloads"

@@ -95,7 +95,12 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
         type=whole_number,
         help="tunnel MTU (default: WAN MTU minus the tunnel's overhead)",
     )
-    lab.add_argument("--wireguard-impl", help="auto | kernel | wireguard-go")
+    lab.add_argument(
+        "--wireguard-impl",
+        help="auto | kernel | wireguard-go | wireguard-go-debian | boringtun; `run` takes a"
+        " comma list and compares them (default auto: kernel if the kernel has it, else"
+        " wireguard-go)",
+    )
 
 
 def lab_settings(args: argparse.Namespace) -> LabSettings:
@@ -113,10 +118,30 @@ def lab_settings(args: argparse.Namespace) -> LabSettings:
     )
 
 
-def tunnel_settings(args: argparse.Namespace, kind: TunnelKind, family: int = 4) -> TunnelSettings:
+def wireguard_impls(args: argparse.Namespace) -> list[str]:
+    """``--wireguard-impl``: one implementation, or a comma list to compare."""
+    text = option(args, "wireguard_impl")
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise UserError(f"--wireguard-impl: {text!r} has an empty item")
+    if len(set(names)) < len(names):
+        raise UserError(f"--wireguard-impl: {text!r} names an implementation twice")
+    return names
+
+
+def tunnel_settings(
+    args: argparse.Namespace, kind: TunnelKind, family: int = 4, implementation: str | None = None
+) -> TunnelSettings:
+    """One tunnel's settings; ``implementation`` is one of ``--wireguard-impl``'s (which
+    must then name only one)."""
     tunnel_mtu = option(args, "tunnel_mtu")
     mtu = None if tunnel_mtu is None else check_mtu("--tunnel-mtu", tunnel_mtu, family=family)
-    implementation = option(args, "wireguard_impl") if kind is TunnelKind.WIREGUARD else "auto"
+    if kind is not TunnelKind.WIREGUARD:
+        implementation = "auto"
+    elif implementation is None:
+        implementation, *more = wireguard_impls(args)
+        if more:
+            raise UserError("--wireguard-impl: a lab has one tunnel; name one implementation")
     return TunnelSettings(kind=kind, implementation=implementation, mtu=mtu)
 
 
@@ -142,7 +167,11 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
     if base.lab.wan.mtu < 1280 and family == 6:
         raise UserError(f"--wan-mtu: {base.lab.wan.mtu} is below IPv6's minimum of 1280")
     runs, adaptive = _repetitions(args)
-    tunnels = [tunnel_settings(args, kind, family) for kind in kinds]
+    tunnels = [
+        tunnel_settings(args, kind, family, implementation)
+        for kind in kinds
+        for implementation in (wireguard_impls(args) if kind is TunnelKind.WIREGUARD else ["auto"])
+    ]
     configs = product_configs(base, tunnels, streams)
     return Experiment(configs=configs, repetitions=runs, adaptive=adaptive)
 

@@ -1,7 +1,11 @@
 """Finding the external programs tunnelbench drives.
 
-Project-built tools (the pinned wireguard-go) live in ``.tools/bin`` of the checkout, or
-in ``TUNNELBENCH_TOOLS_DIR`` when that is set. Then ``PATH``.
+Project-built tools (the pinned wireguard-go and boringtun-cli) live in ``.tools/bin`` of
+the checkout, or in ``TUNNELBENCH_TOOLS_DIR`` when that is set, and only there: a program
+of the same name on ``PATH`` is another build (Debian's wireguard-go is years older), and
+results measured with it must not carry the pinned build's name. Other programs are
+looked up in the tools directory, then on ``PATH``. A name with a slash is a path, used
+as it is (Debian's wireguard-go is ``/usr/bin/wireguard-go``).
 """
 
 import os
@@ -10,6 +14,9 @@ import sys
 from pathlib import Path
 
 from tunnelbench.errors import UserError
+
+#: Built by ``make setup`` at pinned versions; never taken from ``PATH``.
+PROJECT_BUILT = frozenset({"wireguard-go", "boringtun-cli"})
 
 
 def tools_dirs() -> list[Path]:
@@ -22,16 +29,24 @@ def tools_dirs() -> list[Path]:
 
 def find(name: str) -> str | None:
     """The path of a program, or None."""
+    if "/" in name:
+        return name if _executable(Path(name)) else None
     for directory in tools_dirs():
-        candidate = directory / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
+        if _executable(candidate := directory / name):
             return str(candidate)
-    return shutil.which(name)
+    return None if name in PROJECT_BUILT else shutil.which(name)
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
 
 
 def require(name: str, purpose: str) -> str:
     """The path of a program, or a :class:`UserError` saying what needs it."""
     path = find(name)
     if path is None:
-        raise UserError(f"required program {name!r} ({purpose}) was not found; run `make run`")
+        where = f" in {tools_dirs()[0]}" if name in PROJECT_BUILT else ""
+        raise UserError(
+            f"required program {name!r} ({purpose}) was not found{where}; run `make run`"
+        )
     return path

@@ -24,11 +24,13 @@ def unmet(config: TrialConfig, caps: Capabilities) -> str | None:
     return None
 
 
-def _implementations(kind: TunnelKind) -> tuple[str, ...]:
+def _implementations(kind: TunnelKind, *, auto: bool = False) -> tuple[str, ...]:
+    """A kind's implementations; with ``auto``, those "auto" may choose, in its order."""
     # Imported here: the tunnel modules import this one to resolve "auto".
     from tunnelbench.tunnels import REGISTRY
 
-    return REGISTRY.get(kind).implementations
+    tunnel = REGISTRY.get(kind)
+    return (tunnel.auto_order or tunnel.implementations) if auto else tunnel.implementations
 
 
 def _program(caps: Capabilities, name: str) -> bool | None:
@@ -58,7 +60,7 @@ def resolve(tunnel: TunnelSettings, caps: Capabilities) -> str | None:
     first); None when that cannot be told or nothing is available."""
     if tunnel.implementation != "auto":
         return tunnel.implementation
-    for name in _implementations(tunnel.kind):
+    for name in _implementations(tunnel.kind, auto=True):
         found = _available(caps, tunnel.kind.value, name)
         if found is None:
             return None
@@ -95,7 +97,8 @@ def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:
     impls = _implementations(tunnel.kind)
     if tunnel.implementation not in ("auto", *impls):
         return None  # not a machine problem: resolving the implementation names it
-    wanted = impls if tunnel.implementation == "auto" else (tunnel.implementation,)
+    auto = tunnel.implementation == "auto"
+    wanted = _implementations(tunnel.kind, auto=True) if auto else (tunnel.implementation,)
     if any(_available(caps, kind, name) is not False for name in wanted):
         return None
     refused = caps.links.get(kind, Check(None)).detail
@@ -110,13 +113,22 @@ def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:
     kernel = f"kernel {_DISPLAY.get(kind, kind)}"
     if tunnel.implementation == "kernel":
         return f"tunnel.implementation: {kernel} is not available ({refused})"
-    if tunnel.implementation != "auto":
-        return f"tunnel.implementation: {tunnel.implementation} is not installed"
-    others = " or ".join(name for name in impls if name != "kernel")
+    if not auto:
+        missing = "; ".join(f"{name} ({why}) was not found" for name, why in _missing(caps, tunnel))
+        return f"tunnel.implementation: {tunnel.implementation} is not installed: {missing}"
+    others = " or ".join(name for name in wanted if name != "kernel")
     return (
         f"tunnel.implementation: auto finds neither {kernel} ({refused}) "
         f"nor {others} (not installed)"
     )
+
+
+def _missing(caps: Capabilities, tunnel: TunnelSettings) -> list[tuple[str, str]]:
+    """The programs an implementation needs that are not installed, with their purpose."""
+    from tunnelbench.tunnels import REGISTRY
+
+    needed = REGISTRY.get(tunnel.kind).programs(tunnel.implementation)
+    return [(name, purpose) for name, purpose in needed if _program(caps, name) is False]
 
 
 def _cpu_budget(config: TrialConfig, caps: Capabilities) -> str | None:

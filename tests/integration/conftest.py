@@ -17,7 +17,7 @@ HOST_SYSCTLS = [
     "net/ipv6/conf/all/accept_dad",
     "net/ipv6/conf/default/accept_dad",
 ]
-WATCHED_PROGRAMS = {"iperf3", "wireguard-go", "iperf", "openvpn", "charon"}
+WATCHED_PROGRAMS = {"iperf3", "wireguard-go", "iperf", "openvpn", "boringtun-cli", "charon"}
 
 
 def _ip_json(*args: str) -> object:
@@ -73,4 +73,4 @@ def leaves_no_trace() -> Iterator[None]:
     assert set(lab_state.known_labs()) == labs, "a test left lab state behind"
     assert host_snapshot() == host, "the host namespace changed"
     leftover_sockets = list(Path("/var/run/wireguard").glob("tb*.sock"))
-    assert leftover_sockets == [], "wireguard-go sockets left behind"
+    assert leftover_sockets == [], "userspace WireGuard sockets left behind"

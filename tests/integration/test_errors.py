@@ -57,11 +57,13 @@ def test_missing_userspace_wireguard_is_named(tmp_path):
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
         env={**os.environ, "TUNNELBENCH_TOOLS_DIR": str(tmp_path), "PATH": SYSTEM_PATH},
     )  # fmt: skip
-    if shutil.which("wireguard-go", path="/usr/sbin:/usr/bin:/sbin:/bin"):
-        # Debian's package would satisfy it; then the run must not fail on this.
-        return
+    # Debian's /usr/bin/wireguard-go (on that PATH) is another build: it does not stand in
+    # for the pinned one (it runs as tunnel.implementation = "wireguard-go-debian").
     assert done.returncode == 2, done.stderr
-    assert "required program 'wireguard-go' (userspace WireGuard) was not found" in done.stderr
+    assert done.stderr == (
+        "tunnelbench: error: required program 'wireguard-go' (the pinned wireguard-go, built"
+        f" into .tools/bin by `make setup`) was not found in {tmp_path}; run `make run`\n"
+    )
     assert not (tmp_path / "r.db").exists()
 
 

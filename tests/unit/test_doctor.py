@@ -16,8 +16,11 @@ OPENVPN = (
 )
 
 
-def _program(name: str, version: str, path: str) -> Program:
-    return Program(True, f"{version} ({path})", path=path, version=version)
+def _program(name: str, version: str, path: str, pinned: str = "") -> Program:
+    return Program(True, f"{version} ({path})", path=path, version=version, pinned=pinned)
+
+
+PIN = "v0.0.0-20260522210424-ecfc5a8d5446"
 
 
 # What this VM's probes found (abridged), as root.
@@ -38,7 +41,13 @@ VM = Capabilities(
         "iperf": _program(
             "iperf", "iperf version 2.1.8 (12 August 2022) pthreads", "/usr/bin/iperf"
         ),
-        "wireguard-go": _program("wireguard-go", "wireguard-go v0.0.20250522", "/t/wireguard-go"),
+        "wireguard-go": _program(
+            "wireguard-go", "wireguard-go v0.0.20250522", "/t/wireguard-go", pinned=PIN
+        ),
+        "/usr/bin/wireguard-go": _program(
+            "wireguard-go", "wireguard-go v0.0.20220316", "/usr/bin/wireguard-go"
+        ),
+        "boringtun-cli": Program(False, "boringtun-cli is not installed"),
         "ethtool": Program(False, "ethtool is not installed"),
         "openvpn": _program("openvpn", OPENVPN, "/usr/sbin/openvpn"),
         "/usr/lib/ipsec/charon": _program(
@@ -47,6 +56,7 @@ VM = Capabilities(
     },
     cpus=(0, 1),
     openvpn_dco=Check(False, "no ovpn-dco-v2 netlink family in this kernel"),
+    packages={"wireguard-go": "0.0.20220316-1+b4"},
 )
 
 
@@ -93,6 +103,24 @@ def test_collect_is_json_with_every_section():
         "detail": "ipsec and tunnel.protection use: aes-256-gcm: libipsec, "
         "chacha20-poly1305: kernel (unknown here)",
     }
+    # Every WireGuard implementation, found or not, with the version a run records.
+    assert list(report["wireguard"]) == [
+        "kernel",
+        "wireguard-go",
+        "wireguard-go-debian",
+        "boringtun",
+    ]
+    assert report["wireguard"]["wireguard-go"]["pinned"] == PIN
+    assert report["wireguard"]["wireguard-go-debian"] == {
+        "status": "yes",
+        "detail": "wireguard-go v0.0.20220316, Debian package wireguard-go 0.0.20220316-1+b4"
+        " (/usr/bin/wireguard-go)",
+        "path": "/usr/bin/wireguard-go",
+        "version": "wireguard-go v0.0.20220316",
+        "pinned": None,
+        "package": "wireguard-go 0.0.20220316-1+b4",
+    }
+    assert report["wireguard"]["boringtun"]["status"] == "no"
     assert report["cpus"]["online"]["count"] == 2
 
 
@@ -137,6 +165,16 @@ def test_render_is_an_aligned_table():
         "userspace libipsec           yes     kernel-libipsec: userspace ESP over a TUN device "
         "(tunnel mode, ESP in UDP, packets up to 1400 bytes)"
     ) in lines
+    # Each WireGuard implementation, found or not, with the version a run records.
+    assert [line for line in lines if line.startswith("wg ")] == [
+        "wg kernel                    no      Unknown device type",
+        "wg wireguard-go              yes     wireguard-go v0.0.20250522, built from "
+        f"golang.zx2c4.com/wireguard@{PIN} (/t/wireguard-go)",
+        "wg wireguard-go-debian       yes     wireguard-go v0.0.20220316, Debian package "
+        "wireguard-go 0.0.20220316-1+b4 (/usr/bin/wireguard-go)",
+        "wg boringtun                 no      boringtun-cli is not installed: boringtun, built "
+        "into .tools/bin by `make setup`",
+    ]
     assert lines[-1] == "cpus online                  yes     2 (0-1)"
     assert "not probed" not in text
 

@@ -37,7 +37,7 @@ FULL = Capabilities(
     cgroup=CgroupCpu(True, "cgroup v2 at /sys/fs/cgroup", version=2, path="/sys/fs/cgroup"),
     programs={
         name: Program(True, f"{name} 1.0", path=f"/usr/bin/{name}", version=f"{name} 1.0")
-        for name in c.PROGRAMS
+        for name in (*c.PROGRAMS, "wg")
     },
     cpus=(0, 1),
 )
@@ -115,9 +115,30 @@ def test_everything_runs_on_a_full_machine():
         (
             NO_WG_GO,
             config(tunnel=TunnelSettings(kind=WG, implementation="wireguard-go")),
-            "tunnel.implementation: wireguard-go is not installed",
+            "tunnel.implementation: wireguard-go is not installed: wireguard-go (the pinned "
+            "wireguard-go, built into .tools/bin by `make setup`) was not found",
         ),
         (
+            without(FULL, "programs", "boringtun-cli", Program(False, "not installed")),
+            config(tunnel=TunnelSettings(kind=WG, implementation="boringtun", cpu_budget=0.5)),
+            "tunnel.implementation: boringtun is not installed: boringtun-cli (boringtun, "
+            "built into .tools/bin by `make setup`) was not found",
+        ),
+        (
+            without(FULL, "programs", "/usr/bin/wireguard-go", Program(False, "not installed")),
+            config(tunnel=TunnelSettings(kind=WG, implementation="wireguard-go-debian")),
+            "tunnel.implementation: wireguard-go-debian is not installed: /usr/bin/wireguard-go "
+            "(Debian's wireguard-go package: apt-get install wireguard-go) was not found",
+        ),
+        (
+            without(FULL, "programs", "wg", Program(False, "not installed")),
+            config(tunnel=TunnelSettings(kind=WG, implementation="boringtun")),
+            "tunnel.implementation: boringtun is not installed: wg (WireGuard configuration, "
+            "from wireguard-tools) was not found",
+        ),
+        (
+            # "auto" is kernel, else the pinned wireguard-go; never Debian's or boringtun,
+            # which this machine has.
             without(NO_WG, "programs", "wireguard-go", Program(False, "not installed")),
             config(tunnel=TunnelSettings(kind=WG)),
             "tunnel.implementation: auto finds neither kernel WireGuard (Unknown device type) "
@@ -219,3 +240,9 @@ def test_resolve_follows_the_runner():
         skips.resolve(TunnelSettings(kind=WG, implementation="wireguard-go"), FULL)
         == "wireguard-go"
     )
+    no_pinned = without(NO_WG, "programs", "wireguard-go", Program(False, "not installed"))
+    assert skips.resolve(auto, no_pinned) is None  # not Debian's, nor boringtun
+    for name in ("wireguard-go-debian", "boringtun"):
+        assert skips.resolve(TunnelSettings(kind=WG, implementation=name), NO_WG) == name
+        budget = config(tunnel=TunnelSettings(kind=WG, implementation=name, cpu_budget=0.5))
+        assert skips.unmet(budget, NO_WG) is None  # a userspace daemon has a budget

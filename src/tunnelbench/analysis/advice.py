@@ -26,7 +26,11 @@ from tunnelbench.plan import TrialConfig, flatten
 FIFOS = (None, Queue.PFIFO.value, Queue.PFIFO_FAST.value)
 FAIR_QUEUES = (Queue.FQ_CODEL.value, Queue.CAKE.value, Queue.FQ.value)
 ENCRYPTING = (TunnelKind.WIREGUARD,)
-USERSPACE_WIREGUARD = ("wireguard-go", "boringtun", "wireguard-go-debian")
+# tunnels/wireguard.py's userspace implementations (a unit test keeps them in step).
+USERSPACE_WIREGUARD = ("wireguard-go", "wireguard-go-debian", "boringtun")
+# Another userspace implementation this much faster is worth switching to (CPU-bound
+# results vary ~10% run to run here).
+FASTER_PCT = 10.0
 RPS_IDLE_PCT = 25.0  # another core at least this idle can take receive processing
 RPS_SOFTIRQ_PCT = 25.0  # softirq share on the saturated core worth spreading
 # Crypto-relevant CPU flags, as /proc/cpuinfo names them, and what they accelerate.
@@ -131,9 +135,33 @@ def kernel_wireguard(c: Context) -> Advice | None:
         return None
     return Advice(
         "tunnel.implementation",
-        "prefer kernel WireGuard over the userspace implementation",
+        f"prefer kernel WireGuard over userspace {implementation}",
         f"{cpu.summary}; {implementation} copies every packet between the kernel and userspace",
         c.measured("tunnel.implementation", lambda v: v == "kernel"),
+    )
+
+
+def faster_wireguard(c: Context) -> Advice | None:
+    """Userspace implementations differ in CPU cost per packet and in how they queue and
+    drop packets: when this run measured another one clearly faster with every other
+    setting equal, say so, whatever limited this one."""
+    implementation = c.subject.resolved.get("tunnel_implementation")
+    if c.subject.config.tunnel.kind is not TunnelKind.WIREGUARD:
+        return None
+    if implementation not in USERSPACE_WIREGUARD:
+        return None
+    measured = c.measured(
+        "tunnel.implementation", lambda v: v in USERSPACE_WIREGUARD and v != implementation
+    )
+    if measured is None or measured.change_pct < FASTER_PCT:
+        return None
+    return Advice(
+        "tunnel.implementation",
+        f"use {measured.value} rather than {implementation} where kernel WireGuard is not an"
+        " option",
+        f"{c.diagnosis.verdict.summary}; userspace implementations differ in CPU cost per"
+        " packet and in how they queue and drop packets",
+        measured,
     )
 
 
@@ -279,6 +307,7 @@ def larger_queue(c: Context) -> Advice | None:
 
 RULES: tuple[AdviceRule, ...] = (
     kernel_wireguard,
+    faster_wireguard,
     raise_cpu_budget,
     generator_processes,
     several_flows,

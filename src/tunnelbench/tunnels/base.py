@@ -61,6 +61,8 @@ class Tunnel(ABC):
     kind: ClassVar[TunnelKind]
     #: Implementations a user may ask for, besides "auto".
     implementations: ClassVar[tuple[str, ...]]
+    #: The implementations "auto" may choose, in order of preference (empty: all).
+    auto_order: ClassVar[tuple[str, ...]] = ()
     #: Routes through an L2 tunnel need the far end's inner address as next hop.
     layer2: ClassVar[bool] = False
     #: The ciphers the tunnel itself offers, its default first; empty if it does not
@@ -187,7 +189,7 @@ class Tunnel(ABC):
     def resolve_implementation(self, requested: str) -> str:
         """The implementation "auto" means here; a named one is checked, not replaced."""
         if requested == "auto":
-            return self.implementations[0]
+            return (self.auto_order or self.implementations)[0]
         if requested not in self.implementations:
             allowed = ", ".join(("auto", *self.implementations))
             raise UserError(

@@ -1,29 +1,102 @@
-"""WireGuard: the kernel module when the kernel has it, else userspace wireguard-go."""
+"""WireGuard: the kernel module when the kernel has it, else a userspace daemon.
 
-import functools
+Implementations (``tunnel.implementation``):
+
+- ``kernel``: the kernel's ``wireguard`` link type;
+- ``wireguard-go``: the wireguard-go build tunnelbench pins (``make setup`` builds it into
+  ``.tools/bin``; ``auto`` falls back to it);
+- ``wireguard-go-debian``: Debian's packaged wireguard-go, ``/usr/bin/wireguard-go``,
+  years older than the pinned build (no GSO/GRO);
+- ``boringtun``: Cloudflare's boringtun (``boringtun-cli`` from crates.io, pinned, built
+  by ``make setup`` into ``.tools/bin``).
+
+Every userspace daemon runs in the foreground in its namespace, creates a TUN device and
+its control socket in ``/var/run/wireguard`` (shared by all namespaces), and is configured
+with ``wg set`` like the kernel's link.
+"""
+
+import contextlib
+import logging
+import os
 import platform
 import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from tunnelbench import capabilities, programs
+from tunnelbench.capabilities import Program
 from tunnelbench.command import run
-from tunnelbench.errors import UserError
+from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import remote_prefixes, tunnel_address
-from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec, wait_for_device
+from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec, tail, wait_for_device
+
+log = logging.getLogger("tunnelbench.tunnels")
 
 PORT = 51820
 KERNEL = "kernel"
 WIREGUARD_GO = "wireguard-go"
-# wireguard-go keeps its control sockets here, shared by every namespace on the host.
+WIREGUARD_GO_DEBIAN = "wireguard-go-debian"
+BORINGTUN = "boringtun"
+# Userspace daemons keep their control sockets here, shared by every namespace on the host.
 UAPI_DIR = Path("/var/run/wireguard")
+# A new TUN device's MTU. boringtun reads packets into a buffer of the MTU it last saw and
+# looks at the device's MTU once a second: a larger MTU set after start-up truncates
+# packets until it notices.
+TUN_MTU = 1500
+BORINGTUN_MTU_POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class Userspace:
+    """A userspace WireGuard daemon: its program and how it runs in the foreground."""
+
+    program: str  # a name programs.find looks up, or an absolute path used as it is
+    purpose: str  # what it is and how it gets installed, for errors and skip reasons
+    flags: tuple[str, ...]  # given before the interface name
+    #: What the pinned build was built from, completed by the version its install
+    #: script wrote beside it (``<program>.version``).
+    built_from: str | None = None
+    package: str | None = None  # the Debian package that installs it
+
+    def argv(self, binary: str, device: str) -> list[str]:
+        return [binary, *self.flags, device]
+
+
+USERSPACE: dict[str, Userspace] = {
+    WIREGUARD_GO: Userspace(
+        "wireguard-go",
+        "the pinned wireguard-go, built into .tools/bin by `make setup`",
+        ("-f",),
+        built_from="golang.zx2c4.com/wireguard@",
+    ),
+    WIREGUARD_GO_DEBIAN: Userspace(
+        "/usr/bin/wireguard-go",
+        "Debian's wireguard-go package: apt-get install wireguard-go",
+        ("-f",),
+        package="wireguard-go",
+    ),
+    BORINGTUN: Userspace(
+        "boringtun-cli",
+        "boringtun, built into .tools/bin by `make setup`",
+        # It would otherwise switch to the login user's ids and lose its socket. Its
+        # default threads and log level are given, so that WG_THREADS or WG_LOG_LEVEL in
+        # the environment cannot change what is measured without a record of it.
+        ("--foreground", "--disable-drop-privileges", "--threads", "4", "--verbosity", "error"),
+        built_from="crates.io boringtun-cli ",
+    ),
+}
 
 
 class WireGuard(Tunnel):
     kind = TunnelKind.WIREGUARD
-    implementations: ClassVar[tuple[str, ...]] = (KERNEL, WIREGUARD_GO)
+    implementations: ClassVar[tuple[str, ...]] = (KERNEL, *USERSPACE)
+    auto_order: ClassVar[tuple[str, ...]] = (KERNEL, WIREGUARD_GO)
     ciphers: ClassVar[tuple[Cipher, ...]] = (Cipher.CHACHA20_POLY1305,)
 
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
@@ -39,22 +112,26 @@ class WireGuard(Tunnel):
             return KERNEL if capabilities.kernel_link_type("wireguard") is None else WIREGUARD_GO
         resolved = super().resolve_implementation(requested)
         if resolved == KERNEL and (refusal := capabilities.kernel_link_type("wireguard")):
+            others = ", ".join(repr(name) for name in USERSPACE)
             raise UserError(
                 f"tunnel.implementation: this kernel cannot create a wireguard link ({refusal}); "
-                f"use {WIREGUARD_GO!r} or 'auto'"
+                f"use a userspace implementation ({others}) or 'auto'"
             )
         return resolved
 
     def programs(self, implementation: str) -> list[tuple[str, str]]:
         needed = [("wg", "WireGuard configuration, from wireguard-tools")]
-        if implementation == WIREGUARD_GO:
-            needed.append((WIREGUARD_GO, "userspace WireGuard"))
+        if (daemon := USERSPACE.get(implementation)) is not None:
+            needed.append((daemon.program, daemon.purpose))
         return needed
 
     def version(self, implementation: str) -> str:
         if implementation == KERNEL:
             return f"linux {platform.release()}"
-        return _wireguard_go_version(programs.require(WIREGUARD_GO, "userspace WireGuard"))
+        daemon = USERSPACE[implementation]
+        programs.require(daemon.program, daemon.purpose)
+        package = capabilities.debian_package(daemon.package) if daemon.package else None
+        return describe_version(daemon, capabilities.program(daemon.program), package)
 
     def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
         implementation, mtu = spec.implementation, spec.mtu
@@ -84,19 +161,59 @@ class WireGuard(Tunnel):
                 + ["allowed-ips", ",".join(allowed)],
             )
             self.address_and_route(lab, role, handle.devices[role], mtu)
+        if implementation == BORINGTUN and mtu > TUN_MTU:
+            time.sleep(BORINGTUN_MTU_POLL_S + 0.1)  # until both daemons read the new MTU
         return handle
 
     def _start_userspace(self, lab: Lab, role: str, device: str, handle: TunnelHandle) -> None:
-        binary = programs.require(WIREGUARD_GO, "userspace WireGuard")
+        implementation = handle.implementation
+        spec = USERSPACE[implementation]
+        binary = programs.require(spec.program, spec.purpose)
         socket = UAPI_DIR / f"{device}.sock"
         lab.state.add_file(socket)  # a killed daemon leaves its socket behind
-        log = lab.directory / f"{device}.log"
-        with log.open("wb") as out:
-            proc = lab.start(role, [binary, "-f", device], stdout=out, stderr=subprocess.STDOUT)
-        daemon = next(r for r in lab.state.processes if r.pid == proc.pid)
-        wait_for_device(daemon, WIREGUARD_GO, device, log)
+        output = lab.directory / f"{device}.log"
+        with _owner_kept(UAPI_DIR):
+            with output.open("wb") as out:
+                argv = spec.argv(binary, device)
+                proc = lab.start(role, argv, stdout=out, stderr=subprocess.STDOUT)
+            daemon = next(r for r in lab.state.processes if r.pid == proc.pid)
+            wait_for_device(daemon, implementation, device, output)
+            _wait_for_socket(daemon, implementation, socket, output)
+        # The runner samples the CPU of every daemon held here, and limits it.
         handle.daemons[role] = daemon
-        handle.logs.append(log)
+        handle.logs.append(output)
+
+
+@contextlib.contextmanager
+def _owner_kept(directory: Path) -> Iterator[None]:
+    """Give ``directory`` back to its owner (root, if it did not exist) after a daemon
+    started: boringtun hands the control-socket directory to the login user (getlogin:
+    whoever ran sudo), which would let that user replace any WireGuard socket there."""
+    try:
+        before = directory.stat()
+        owner = (before.st_uid, before.st_gid)
+    except FileNotFoundError:
+        owner = (0, 0)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            after = directory.stat()
+            if (after.st_uid, after.st_gid) != owner:
+                log.debug("giving %s back to uid/gid %d/%d", directory, *owner)
+                os.chown(directory, *owner)
+
+
+def _wait_for_socket(daemon: ProcessRecord, name: str, socket: Path, log: Path) -> None:
+    """Wait until a daemon listens on its control socket (``wg set`` needs it)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if socket.is_socket():
+            return
+        if not is_alive(daemon):
+            raise LabError(f"{name} exited during start-up: {tail(log)}")
+        time.sleep(0.01)
+    raise LabError(f"{name} did not create its control socket {socket} within 10 s: {tail(log)}")
 
 
 def _keypair(lab: Lab, role: str) -> tuple[Path, str]:
@@ -110,7 +227,17 @@ def _keypair(lab: Lab, role: str) -> tuple[Path, str]:
     return path, public
 
 
-@functools.cache
-def _wireguard_go_version(binary: str) -> str:
-    first = run([binary, "--version"]).stdout.strip().splitlines()
-    return f"{first[0] if first else 'wireguard-go (unknown version)'} ({binary})"
+def describe_version(daemon: Userspace, found: Program, package: str | None = None) -> str:
+    """The recorded version of an installed userspace daemon: what it prints about
+    itself, what the pinned build was built from or the Debian package's version, and
+    its path.
+
+    wireguard-go prints its last release tag, older than the commit tunnelbench pins, so
+    the pin is the precise part; ``package`` is the Debian package's installed version.
+    """
+    parts = [found.version or "unknown version"]
+    if daemon.built_from is not None and found.pinned:
+        parts.append(f"built from {daemon.built_from}{found.pinned}")
+    if daemon.package is not None:
+        parts.append(f"Debian package {daemon.package} {package or '(version unknown)'}")
+    return f"{', '.join(parts)} ({found.path})"
