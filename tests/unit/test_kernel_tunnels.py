@@ -20,11 +20,12 @@ from tunnelbench.analysis.ceiling import LAB_ENCAPSULATIONS
 from tunnelbench.analysis.encapsulation import default_tunnel_mtu, fields
 from tunnelbench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import Protection, Topology, TunnelKind
+from tunnelbench.kinds import EspMode, Protection, Topology, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.plan import LabSettings, TrafficSettings, TrialConfig, TunnelSettings
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec
+from tunnelbench.tunnels.esp import Underlay, protected_ends, wan_underlay
 from tunnelbench.tunnels.kernel_link import KernelLinkTunnel
 
 KERNEL_LINKS = (TunnelKind.GRE, TunnelKind.GRETAP, TunnelKind.IPIP, TunnelKind.GENEVE)
@@ -105,10 +106,46 @@ def test_each_end_creates_its_device_between_the_wan_addresses(kind, topology, r
 
 
 def test_the_endpoints_are_the_wan_ipv4_addresses_whatever_the_family():
-    gre, spec = kernel_link(TunnelKind.GRE), TunnelSpec("kernel", mtu=1476)
     for topology, ends in ((Topology.ROAD_WARRIOR, RW), (Topology.SITE_TO_SITE, S2S)):
-        for role, (local, remote, _) in ends.items():
-            assert gre.endpoints(lab(topology), role, spec) == (local, remote)
+        for role, (local, remote, wan) in ends.items():
+            assert wan_underlay(lab(topology), role) == Underlay(local, remote, wan)
+
+
+@pytest.mark.parametrize(
+    ("kind", "overhead", "mtu"),
+    # libipsec: ESP in UDP (NAT-T) tunnel mode around the GRE packet, AES-GCM:
+    # outer IPv4 20 + UDP 8 + ESP header 8 + IV 8 + pad length/next header 2 + ICV 16
+    # = 62 bytes of ESP; its TUN carries at most 1400-byte packets, so gre's MTU is
+    # 1400 - 24 = 1376 and gretap's 1400 - 38 = 1362.
+    [(TunnelKind.GRE, 24 + 62, 1376), (TunnelKind.GRETAP, 38 + 62, 1362)],
+)
+def test_gre_and_gretap_in_ipsec_add_esp_and_fit_libipsecs_packets(kind, overhead, mtu):
+    tunnel = kernel_link(kind)
+    spec = tunnel.resolve(TunnelSettings(kind=kind, protection=Protection.IPSEC), 1500)
+    assert spec.esp_implementation == "libipsec"
+    assert tunnel.overhead(spec, 4) == overhead
+    assert spec.mtu == mtu
+
+
+def test_gretap_in_esp_tunnel_mode_runs_between_the_endpoint_addresses():
+    gretap = kernel_link(TunnelKind.GRETAP)
+    spec = gretap.resolve(TunnelSettings(kind=TunnelKind.GRETAP, protection=Protection.IPSEC), 1500)
+    ends = protected_ends(lab(Topology.ROAD_WARRIOR), spec.esp_mode, "gre")
+    underlay, (child,) = ends["client"]
+    assert underlay == Underlay("198.19.1.1", "198.19.1.2", None)
+    assert (child.local_ts, child.remote_ts) == (("198.19.1.1/32",), ("198.19.1.2/32",))
+    assert gretap.setup_commands(lab(Topology.ROAD_WARRIOR), "client", spec, underlay) == [
+        "link", "add", "tbk1a2b3-gtapct", "mtu", "1362", "type", "gretap",
+        "remote", "198.19.1.2", "local", "198.19.1.1",
+    ]  # fmt: skip
+
+
+def test_gre_in_esp_transport_mode_protects_gre_between_the_wan_addresses():
+    ends = protected_ends(lab(Topology.SITE_TO_SITE), EspMode.TRANSPORT, "gre")
+    underlay, (child,) = ends["gwa"]
+    local, remote, wan = S2S["gwa"]
+    assert underlay == Underlay(local, remote, wan)
+    assert (child.local_ts, child.remote_ts) == (("dynamic[gre]",), ("dynamic[gre]",))
 
 
 def test_an_explicit_mtu_reaches_the_command_line():
@@ -249,9 +286,11 @@ def test_every_lab_tunnel_agrees_with_the_ceiling_model():
             ), kind
 
 
-def test_none_of_them_encrypts_or_is_protectable_yet():
+def test_none_of_them_encrypts_and_only_gre_and_gretap_are_protectable():
     for kind in KERNEL_LINKS:
         assert TUNNELS.get(kind).ciphers == ()
+        if kind in (TunnelKind.GRE, TunnelKind.GRETAP):
+            continue
         with pytest.raises(UserError) as caught:
             TUNNELS.get(kind).resolve(TunnelSettings(kind=kind, protection=Protection.IPSEC), 1500)
         assert str(caught.value).startswith(f"tunnel.protection: {kind.value} cannot be wrapped")

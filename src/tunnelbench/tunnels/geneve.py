@@ -11,6 +11,7 @@ from tunnelbench.analysis.encapsulation import Encapsulation
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.tunnels.base import TunnelSpec
+from tunnelbench.tunnels.esp import Underlay, wan_underlay
 from tunnelbench.tunnels.kernel_link import KernelLinkTunnel
 
 VNI = 42
@@ -26,6 +27,8 @@ class Geneve(KernelLinkTunnel):
     device_prefix = "gnv"
     layer2 = True
 
-    def link_options(self, lab: Lab, role: str, spec: TunnelSpec) -> list[str]:
-        _, remote = self.endpoints(lab, role, spec)
+    def link_options(
+        self, lab: Lab, role: str, spec: TunnelSpec, underlay: Underlay | None = None
+    ) -> list[str]:
+        remote = (underlay or wan_underlay(lab, role)).remote
         return ["id", str(VNI), "remote", remote, "dstport", str(PORT)]

@@ -4,8 +4,8 @@ gretap is the kernel's closest kin of MikroTik's EoIP (which is GRE carrying Eth
 with a proprietary key field). Neither uses a key, checksum or sequence number: each lab
 namespace holds one tunnel per kind, so nothing needs demultiplexing, and the GRE header
 is its minimal 4 bytes. GRE's protocol field names the inner packet, so both carry IPv4
-and IPv6. These are the kinds users wrap in IPsec (``tunnel.protection``); the underlay
-addresses come from :meth:`~tunnelbench.tunnels.kernel_link.KernelLinkTunnel.endpoints`.
+and IPv6. These are the kinds users wrap in IPsec (``tunnel.protection = "ipsec"``): ESP
+protects their GRE packets (IP protocol 47), see :mod:`tunnelbench.tunnels.kernel_link`.
 """
 
 from tunnelbench.analysis.encapsulation import Encapsulation
@@ -20,6 +20,8 @@ class Gre(KernelLinkTunnel):
     link_type = "gre"
     encapsulation = Encapsulation.GRE
     device_prefix = "gre"
+    protectable = True
+    protocol = "gre"
 
 
 class GreTap(KernelLinkTunnel):
@@ -30,3 +32,5 @@ class GreTap(KernelLinkTunnel):
     encapsulation = Encapsulation.GRETAP
     device_prefix = "gtap"
     layer2 = True
+    protectable = True
+    protocol = "gre"
