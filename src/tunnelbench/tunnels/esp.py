@@ -341,6 +341,21 @@ def protect(lab: Lab, spec: TunnelSpec, protocol: str) -> tuple[dict[str, Underl
     return {role: underlay for role, (underlay, _) in ends.items()}, session
 
 
+def underlays(
+    lab: Lab, spec: TunnelSpec, protocol: str | None, handle: TunnelHandle
+) -> dict[str, Underlay]:
+    """Where each end of an unencrypted tunnel runs: between the WAN addresses, or with
+    ``tunnel.protection = "ipsec"`` where :func:`protect` puts it; then the handle holds
+    ESP's daemons and facts, and is named by who does ESP (the daemons doing the work)."""
+    if not spec.esp:
+        return {role: wan_underlay(lab, role) for role in lab.chain.tunnel_ends}
+    assert protocol is not None  # every protectable kind names the protocol ESP protects
+    ends, session = protect(lab, spec, protocol)
+    session.record(handle)
+    handle.implementation = session.implementation
+    return ends
+
+
 def wan_underlay(lab: Lab, role: str) -> Underlay:
     """The WAN addresses of ``role`` and its peer, bound to ``role``'s WAN device."""
     left, right = lab.chain.tunnel_ends

@@ -14,7 +14,7 @@ from typing import ClassVar
 from tunnelbench.analysis.encapsulation import Encapsulation, fields
 from tunnelbench.lab.netns import Lab
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
-from tunnelbench.tunnels.esp import Underlay, protect, wan_underlay
+from tunnelbench.tunnels.esp import Underlay, underlays, wan_underlay
 
 #: The lab's tunnels run over the WAN link's IPv4 addresses (see ``endpoints``).
 UNDERLAY_FAMILY = 4
@@ -69,16 +69,10 @@ class KernelLinkTunnel(Tunnel):
     def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
         implementation = spec.implementation
         handle = TunnelHandle(self.kind, implementation, self.version(implementation), spec.mtu)
-        underlays = {role: wan_underlay(lab, role) for role in lab.chain.tunnel_ends}
-        if spec.esp:
-            assert self.protocol is not None  # only protectable kinds resolve protection
-            underlays, session = protect(lab, spec, self.protocol)
-            session.record(handle)
-            # The daemons doing the work are ESP's: name them by it.
-            handle.implementation = session.implementation
+        ends = underlays(lab, spec, self.protocol, handle)
         for role in lab.chain.tunnel_ends:
             device = self.device(lab, role)
-            lab.ip_batch(role, [self.setup_commands(lab, role, spec, underlays[role])])
+            lab.ip_batch(role, [self.setup_commands(lab, role, spec, ends[role])])
             self.address_and_route(lab, role, device, spec.mtu)
             handle.devices[role] = device
         return handle

@@ -13,7 +13,7 @@ from tunnelbench.analysis.encapsulation import Encapsulation
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
-from tunnelbench.tunnels.esp import Underlay, protect, wan_underlay
+from tunnelbench.tunnels.esp import Underlay, underlays, wan_underlay
 
 VNI = 42
 PORT = 4789
@@ -48,15 +48,10 @@ class Vxlan(Tunnel):
     def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
         implementation, mtu = spec.implementation, spec.mtu
         handle = TunnelHandle(self.kind, implementation, self.version(implementation), mtu)
-        underlays = {role: wan_underlay(lab, role) for role in lab.chain.tunnel_ends}
-        if spec.esp:
-            underlays, session = protect(lab, spec, "udp")
-            session.record(handle)
-            # The daemons doing the work are ESP's: name them by it.
-            handle.implementation = session.implementation
+        ends = underlays(lab, spec, "udp", handle)
         for role in lab.chain.tunnel_ends:
             device = lab.ifname(f"vx{role[0]}{role[-1]}")
-            lab.ip_batch(role, [self.setup_commands(lab, role, device, mtu, underlays[role])])
+            lab.ip_batch(role, [self.setup_commands(lab, role, device, mtu, ends[role])])
             self.address_and_route(lab, role, device, mtu)
             handle.devices[role] = device
         return handle
