@@ -280,24 +280,26 @@ def cpu_bound(s: Subject) -> Finding | None:
 
 
 def queue_drops(s: Subject) -> Finding | None:
-    worst: tuple[float, str, float, float] | None = None  # share, where, drops, offered
+    dropped: list[tuple[str, float, float]] = []  # where, drops, packets sent
     for name in s.names("qdisc.", ".drops"):
         where = name[len("qdisc.") : -len(".drops")]
-        drops = s.metrics[name]
-        offered = s.metrics.get(f"qdisc.{where}.sent_packets", 0.0) + drops
-        if drops > 0 and offered > 0:
-            share = 100.0 * drops / offered
-            if worst is None or share > worst[0]:
-                worst = (share, f"qdisc on {where}", drops, offered)
+        sent = s.metrics.get(f"qdisc.{where}.sent_packets", 0.0)
+        dropped.append((f"qdisc on {where}", s.metrics[name], sent))
     for name in s.names("link.", "_dropped"):
         where = name[len("link.") :].rsplit(".", 1)[0]
         direction = name.rsplit(".", 1)[1].split("_")[0]
-        drops = s.metrics[name]
-        offered = s.metrics.get(f"link.{where}.{direction}_packets", 0.0) + drops
-        if drops > 0 and offered > 0:
-            share = 100.0 * drops / offered
-            if worst is None or share > worst[0]:
-                worst = (share, f"{direction} of {where}", drops, offered)
+        sent = s.metrics.get(f"link.{where}.{direction}_packets", 0.0)
+        dropped.append((f"{direction} of {where}", s.metrics[name], sent))
+    # share, where, drops, offered; the first place with the highest share
+    worst = max(
+        (
+            (100.0 * drops / (sent + drops), where, drops, sent + drops)
+            for where, drops, sent in dropped
+            if drops > 0 and sent + drops > 0
+        ),
+        key=lambda c: c[0],
+        default=None,
+    )
     if worst is None or worst[0] < QUEUE_DROP_SHARE_PCT:
         return None
     share, where, drops, _ = worst

@@ -160,9 +160,12 @@ class Tunnel(ABC):
 
     def _check_protection(self, settings: TunnelSettings) -> Protection:
         if settings.protection is not Protection.NONE and not self.protectable:
+            from tunnelbench.tunnels import REGISTRY  # the registry imports this module
+
+            able = sorted(k.value for k in REGISTRY.kinds() if REGISTRY.get(k).protectable)
             raise UserError(
                 f"tunnel.protection: {self.kind.value} cannot be wrapped in "
-                f"{settings.protection.value}; only gre, gretap and vxlan can"
+                f"{settings.protection.value}; only {', '.join(able[:-1])} and {able[-1]} can"
             )
         return settings.protection
 
