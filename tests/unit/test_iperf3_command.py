@@ -50,18 +50,23 @@ def test_auto_mode_uses_processes_only_for_single_threaded_iperf3_and_several_st
     assert old.resolve_mode(forced) is StreamMode.SINGLE
 
 
-def test_clients_whose_windows_differ_are_not_summed():
-    import pytest
+def test_clients_of_one_trial_each_run_the_margin_longer_at_short_intervals():
+    settings = TrafficSettings(streams=4, duration=5, warmup=1)
+    argv = client_argv("iperf3", "198.18.2.2", 5202, settings, streams=1, windowed=True)
+    assert argv[argv.index("-t") + 1] == "7"  # 5 s + STAGGER_MARGIN_S, whole seconds
+    assert argv[argv.index("-i") + 1] == "0.1"
+    assert server_argv("iperf3", 5202, windowed=True)[-2:] == ["-i", "0.1"]
 
-    from tunnelbench.errors import LabError
-    from tunnelbench.traffic.iperf3 import aligned_tolerance, check_aligned
 
-    # 5 s trials: 3% is 0.15 s; 1 s trials: the 0.15 s floor.
-    assert aligned_tolerance(5) == pytest.approx(0.15)
-    assert aligned_tolerance(1) == 0.15
-    assert aligned_tolerance(10) == pytest.approx(0.3)
-    check_aligned({5201: 6.05, 5202: 6.10, 5203: 6.19}, 5)  # 0.14 s: one window
-    check_aligned({5201: 3.0}, 1)
-    # A SYN lost in a small queue: that client connects a retransmission timeout later.
-    with pytest.raises(LabError, match=r"port 5204 ran 1\.02 s longer than another"):
-        check_aligned({5201: 2.05, 5202: 2.06, 5203: 2.04, 5204: 3.06}, 1)
+def test_clients_that_started_further_apart_than_the_margin_are_refused():
+    from tunnelbench.traffic.iperf3 import STAGGER_MARGIN_S, check_staggered
+
+    assert STAGGER_MARGIN_S == 2
+    # One SYN lost in a small queue: that client starts a retransmission timeout later,
+    # and the others, running 2 s longer than measured, still cover the common window.
+    check_staggered({5201: 1.04, 5202: 1.04, 5203: 0.0, 5204: 0.2})
+    # Lost twice (1 s, then 2 s): no window holds all four.
+    with pytest.raises(LabError, match=r"port 5202 started 3\.05 s before the last one"):
+        check_staggered({5201: 1.0, 5202: 3.05, 5203: 0.0})
+    with pytest.raises(LabError, match="no iperf3 client connected"):
+        check_staggered({})

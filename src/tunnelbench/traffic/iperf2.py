@@ -35,8 +35,9 @@ Not measured (``None``): TCP retransmits (2.1.8's CSV has no retry column; the T
 probe's namespace counters ``tcp.ROLE.retrans_segs`` are still recorded) and the
 congestion control the senders used.
 
-iperf3's :func:`~tunnelbench.traffic.iperf3.check_aligned` has no counterpart here: it
-guards sums over several processes that each measured their own window, and iperf2 runs
+iperf3's common window (:func:`~tunnelbench.traffic.iperf3.check_staggered`) has no
+counterpart here: it is for sums over several processes that each start measuring when
+their own connections are up, and iperf2 runs
 one process whose threads connect first and then start sending together (its connect
 barrier, on unless ``--no-connect-sync``).
 """
@@ -264,12 +265,23 @@ class _Process:
         }
 
 
+#: Error output that says nothing about what was measured. At the end of a UDP test the
+#: two ends exchange a final datagram and its acknowledgement, which a loaded path may
+#: lose: 2.1.8 then prints this and exits 0 (seen on the server, 6 of 6 runs of 2 x 100
+#: Mbit/s). Every figure comes from the receiver's interval lines, whose completeness
+#: :func:`iperf2_csv.measure` checks, so nothing measured depends on that exchange.
+HARMLESS = (re.compile(r"^\[ *\d+\] WARNING: ack of last datagram failed\.?$"),)
+
+
 def check_exit(role: str, returncode: int | None, stderr: str) -> None:
-    """An exit status other than 0, or any error output, fails the trial: 2.1.8 exits 0
-    after "tcp connect failed", and only warns when ``-Z`` fails."""
-    errors = stderr.strip()
+    """An exit status other than 0, or any error output but the :data:`HARMLESS` lines,
+    fails the trial: 2.1.8 exits 0 after "tcp connect failed", and only warns when ``-Z``
+    fails. (The whole output is kept with the trial either way.)"""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if not any(p.match(line) for p in HARMLESS)]
     if returncode != 0 or errors:
-        raise LabError(f"iperf2 {role} (exit status {returncode}): {errors or 'no error output'}")
+        shown = "; ".join(errors) or "no error output"
+        raise LabError(f"iperf2 {role} (exit status {returncode}): {shown}")
 
 
 def _result(measured: iperf2_csv.Measurement, raw: list[dict[str, Any]]) -> TrafficResult:

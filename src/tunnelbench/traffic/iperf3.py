@@ -18,29 +18,46 @@ from tunnelbench.traffic import iperf3_json, waiting
 from tunnelbench.traffic.base import Generator, Started, StopReason, TrafficResult, no_reason
 
 BASE_PORT = 5201
+# iperf3's own --connect-timeout (5 s) plus the time its control exchange may take.
+CONNECT_LIMIT_S = 8.0
 #: iperf3 runs one thread per stream from this release on.
 THREADED_SINCE = (3, 16)
 _DIRECTION_FLAGS = {Direction.UPLOAD: [], Direction.DOWNLOAD: ["-R"], Direction.BIDIR: ["--bidir"]}
 
-# Client lifetimes agree to a few polls (waiting.POLL_S) when all connect at once; a
-# delayed connection adds at least a second (TCP's initial retransmission timeout).
-ALIGNMENT_FLOOR_S = 0.15
-ALIGNMENT_SHARE = 0.03  # of the measured duration
+# With one client per stream, each client's test starts when its own connections are
+# up; one whose SYN a full queue dropped starts a retransmission timeout (1 s) after the
+# others. Each client therefore runs this much longer than the measured duration, and
+# every client is measured over the same window, which begins once the last one started:
+# a client that started up to this much earlier still covers it. (3.12 reads -t as a
+# whole number of seconds.)
+STAGGER_MARGIN_S = 2
+# Interval length (s) in that mode, on both ends: the window's edges fall within it.
+WINDOW_INTERVAL_S = 0.1
 
 
-def server_argv(binary: str, port: int) -> list[str]:
+def server_argv(binary: str, port: int, *, windowed: bool = False) -> list[str]:
     # -J makes the server send its JSON report, with receiver intervals, to the client.
-    return [binary, "-s", "-1", "-J", "-p", str(port)]
+    interval = ["-i", str(WINDOW_INTERVAL_S)] if windowed else []
+    return [binary, "-s", "-1", "-J", "-p", str(port), *interval]
 
 
 def client_argv(
-    binary: str, server: str, port: int, settings: TrafficSettings, streams: int
+    binary: str,
+    server: str,
+    port: int,
+    settings: TrafficSettings,
+    streams: int,
+    *,
+    windowed: bool = False,
 ) -> list[str]:
     """One client's command line; for UDP ``udp_rate`` is the target of each stream
-    (iperf3 applies ``-b`` to every stream separately)."""
+    (iperf3 applies ``-b`` to every stream separately). ``windowed``: one of several
+    clients measured over a common window (see :data:`STAGGER_MARGIN_S`)."""
+    seconds = settings.duration + (STAGGER_MARGIN_S if windowed else 0)
+    interval = str(WINDOW_INTERVAL_S) if windowed else "1"
     return [
         binary, "-c", server, "-p", str(port), f"-{settings.family}",
-        "-t", str(settings.duration), "-O", str(settings.warmup), "-i", "1",
+        "-t", str(seconds), "-O", str(settings.warmup), "-i", interval,
         "-P", str(streams), "-J", "--get-server-output", "--connect-timeout", "5000",
         *_DIRECTION_FLAGS[settings.direction], *_protocol_flags(settings),
     ]  # fmt: skip
@@ -94,6 +111,7 @@ class Iperf3(Generator):
         binary = programs.require("iperf3", "the load generator")
         count = settings.streams if mode is StreamMode.PROCESSES else 1
         per_process = 1 if mode is StreamMode.PROCESSES else settings.streams
+        windowed = count > 1
         client, server = lab.chain.client, lab.chain.server
         target = lab.server_address(settings.family)
         ports = [BASE_PORT + k for k in range(count)]
@@ -101,31 +119,49 @@ class Iperf3(Generator):
         for port in ports:
             log = lab.directory / f"iperf3-server-{port}.log"
             with log.open("wb") as err:
-                proc = lab.start(server, server_argv(binary, port), stderr=err)
+                proc = lab.start(server, server_argv(binary, port, windowed=windowed), stderr=err)
             servers[port] = waiting.Server(f"iperf3 server on port {port}", proc, port, log)
         waiting.wait_listening(list(servers.values()))
         outputs: list[Path] = []
         clients = []
-        launched = []
         for port in ports:
             out = lab.directory / f"iperf3-client-{port}.json"
             outputs.append(out)
             with out.open("wb") as stdout:
-                argv = client_argv(binary, target, port, settings, per_process)
-                launched.append(time.monotonic())
+                argv = client_argv(binary, target, port, settings, per_process, windowed=windowed)
                 clients.append(lab.start(client, argv, stdout=stdout))
         watched = {f"iperf3-server:{port}": s.proc.pid for port, s in servers.items()}
         watched |= {f"iperf3-client:{port}": c.pid for port, c in zip(ports, clients, strict=True)}
-        on_started(watched, time.monotonic())
-        ended = waiting.wait_exited(
+        offsets: dict[int, float] = {}
+        if windowed:
+            # Control connection, plus one per stream for TCP (UDP streams are not TCP).
+            needed = 1 + (per_process if settings.protocol is Protocol.TCP else 0)
+            started = waiting.wait_each_connected(
+                list(servers.values()), needed, clients, CONNECT_LIMIT_S, stop_reason
+            )
+            t0 = max(started.values(), default=time.monotonic())
+            offsets = {port: t0 - at for port, at in started.items()}
+            on_started(watched, t0)
+        else:
+            on_started(watched, time.monotonic())
+        waiting.wait_exited(
             [(f"iperf3 client on port {port}", c) for port, c in zip(ports, clients, strict=True)],
-            settings.warmup + settings.duration + 20,
+            settings.warmup + settings.duration + STAGGER_MARGIN_S + 20,
             stop_reason,
         )
-        lifetimes = [end - start for start, end in zip(launched, ended, strict=True)]
-        check_aligned(dict(zip(ports, lifetimes, strict=True)), settings.duration)
         docs = [_load(path) for path in outputs]
-        measured = [iperf3_json.parse(doc, settings.duration) for doc in docs]
+        if not windowed:
+            return _combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
+        for port, doc in zip(ports, docs, strict=True):
+            if "error" in doc:
+                raise LabError(f"iperf3 client on port {port}: {doc['error']}")
+            if port not in offsets:
+                raise LabError(f"iperf3 client on port {port} ended before it connected")
+        check_staggered(offsets)
+        for port, doc in zip(ports, docs, strict=True):
+            # Stored with the document, so the goodput can be recomputed from the store.
+            doc[iperf3_json.WINDOW_KEY] = {"offset_s": round(offsets[port], 4)}
+        measured = [iperf3_json.parse_window(doc, settings.duration) for doc in docs]
         return _combine(mode, measured, docs)
 
 
@@ -160,34 +196,28 @@ def _combine(
     )
 
 
-def aligned_tolerance(duration: float) -> float:
-    """How much longer (s) one client may run than another and still be summed."""
-    return max(ALIGNMENT_FLOOR_S, ALIGNMENT_SHARE * duration)
+def check_staggered(offsets: dict[int, float]) -> None:
+    """Refuse clients that did not all run through the common window.
 
-
-def check_aligned(lifetimes: dict[int, float], duration: float) -> None:
-    """Refuse to sum clients whose measuring windows did not coincide.
-
-    Each iperf3 process measures its own window from the moment its streams connect.
-    When a connection is delayed (a SYN dropped by a small queue costs a one-second
-    retransmission timeout), that process measures later than the others and partly
-    alone, and the sum of the per-process rates overstates what the link carried at
-    any one time: 4 processes through a 100 Mbit/s tbf with a 5-packet queue summed to
-    117-131 Mbit/s. Every client runs for the same test time once connected, so a
-    delayed connection shows as a longer lifetime (launch to exit). The launch order
-    itself staggers the windows by the few milliseconds each start takes; that is not
-    counted here (it is what ``stream_mode = single`` avoids entirely).
+    Each client measures its own test from the moment its connections are up; a client
+    whose connection was delayed (a SYN dropped by a full queue costs a one-second
+    retransmission timeout) starts later than the others. The window every client is
+    measured over begins once the last one started, and every client runs
+    :data:`STAGGER_MARGIN_S` longer than the measured duration, so one that started up to
+    that much earlier still covers the window. Summing per-client rates measured over
+    different windows would overstate what the link carried at any one time (4 clients
+    through a 100 Mbit/s tbf with a 5-packet queue summed to 117-131 Mbit/s).
     """
-    if len(lifetimes) < 2:
-        return
-    spread = max(lifetimes.values()) - min(lifetimes.values())
-    if spread > aligned_tolerance(duration):
-        late = max(lifetimes, key=lambda port: lifetimes[port])
+    if not offsets:
+        raise LabError("no iperf3 client connected")
+    port, offset = max(offsets.items(), key=lambda item: item[1])
+    if offset > STAGGER_MARGIN_S:
         raise LabError(
-            f"iperf3 client on port {late} ran {spread:.2f} s longer than another: its"
-            " connection was delayed (probably a dropped packet), so the clients measured"
-            " in different windows and their goodputs cannot be summed; use"
-            " traffic.stream_mode = single, which measures all streams in one window"
+            f"iperf3 client on port {port} started {offset:.2f} s before the last one"
+            f" connected: more than the {STAGGER_MARGIN_S:g} s every client runs beyond the"
+            " measured duration, so no window holds all of them (connections delayed by"
+            " dropped packets; traffic.stream_mode = single connects all streams of one"
+            " process before it measures)"
         )
 
 

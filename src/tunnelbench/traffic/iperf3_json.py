@@ -9,6 +9,10 @@ say this for UDP, where ``sum_received`` is always marked ``sender: false``.)
 Intervals are taken from whichever side received: the server's report for upload, the
 client's for download, both for bidirectional tests.
 
+:func:`parse_window` measures one process over a stated part of its test instead of its
+whole test, from the intervals alone: when several clients (one per stream) start at
+different moments, only a window in which all of them ran may be summed.
+
 UDP loss and jitter are the receiving side's own figures. For upload that is the
 server's report (``server_output_json``): 3.12's client-side upload summary adds the
 loss of the omitted warm-up to the count, and its ``lost_percent`` uses a different
@@ -142,3 +146,102 @@ def receiver_intervals(doc: dict[str, Any], duration: int) -> list[float]:
 
 def version(doc: dict[str, Any]) -> str:
     return str(doc.get("start", {}).get("version", "unknown"))
+
+
+@dataclass(frozen=True)
+class _Interval:
+    """One interval of one report: its place on the test's timeline (s) and its count."""
+
+    start: float
+    seconds: float
+    bytes: int
+    retransmits: int | None
+
+
+def _timeline(doc: dict[str, Any], key: str, *, sender: bool) -> list[_Interval]:
+    """The non-omitted intervals of one summary (``sum`` or ``sum_bidir_reverse``) of
+    one report, placed by their accumulated lengths: iperf3 3.12 restarts the clock at
+    the end of ``--omit`` and its first interval after it carries a wrong ``start``,
+    but every interval's ``seconds`` is right."""
+    placed: list[_Interval] = []
+    at = 0.0
+    for interval in doc.get("intervals", []):
+        summary = interval.get(key)
+        if not summary or bool(summary["sender"]) != sender or summary.get("omitted", False):
+            continue
+        seconds = float(summary["seconds"])
+        retransmits = summary.get("retransmits")
+        placed.append(_Interval(at, seconds, int(summary["bytes"]), retransmits))
+        at += seconds
+    return placed
+
+
+def _within(intervals: list[_Interval], begin: float, end: float) -> list[_Interval]:
+    """The intervals whose middle lies in [begin, end)."""
+    return [i for i in intervals if begin <= i.start + i.seconds / 2 < end]
+
+
+def _rate(intervals: list[_Interval]) -> float:
+    seconds = sum(i.seconds for i in intervals)
+    return 8.0 * sum(i.bytes for i in intervals) / seconds if seconds > 0 else 0.0
+
+
+#: The key tunnelbench adds to a client's document measured over a common window:
+#: ``{"offset_s": s}``, where that window begins on the client's measured timeline.
+WINDOW_KEY = "tunnelbench_window"
+
+
+def parse_window(doc: dict[str, Any], duration: int) -> ProcessMeasurement:
+    """One client's measurement over [offset, offset + duration) s of its measured
+    (non-omitted) test, ``offset`` read from :data:`WINDOW_KEY`, from its receivers'
+    intervals (run with short ``-i`` on both ends so that the window's edges fall within
+    a fraction of a second).
+
+    Goodput and the per-second series come from the receiving side's intervals (the
+    server's report for upload, the client's for download), TCP retransmits from the
+    sending side's. UDP loss and jitter are the receivers' summaries of the whole test.
+    """
+    if "error" in doc:
+        raise LabError(f"iperf3: {doc['error']}")
+    offset = float(doc[WINDOW_KEY]["offset_s"])
+    server = doc.get("server_output_json") or {}
+    if not server.get("intervals"):
+        raise LabError("iperf3 output lacks the server's intervals (run with --get-server-output)")
+    reverse = bool(doc.get("start", {}).get("test_start", {}).get("reverse", 0))
+    bidir = any("sum_bidir_reverse" in i for i in doc.get("intervals", []))
+    # (direction, receiving report, its summary key, sending report, its summary key)
+    halves: list[tuple[str, dict[str, Any], str, dict[str, Any], str]] = []
+    if reverse:
+        halves.append(("download", doc, "sum", server, "sum"))
+    else:
+        halves.append(("upload", server, "sum", doc, "sum"))
+    if bidir:
+        halves.append(("download", doc, "sum_bidir_reverse", server, "sum_bidir_reverse"))
+    end = offset + duration
+    rates: dict[str, float] = {}
+    series = [0.0] * duration
+    retransmits: list[int] = []
+    for direction, receiver, key, sender, sender_key in halves:
+        received = _within(_timeline(receiver, key, sender=False), offset, end)
+        covered = sum(i.seconds for i in received)
+        if covered < duration - 0.5:
+            raise LabError(
+                f"iperf3's {direction} report covers {covered:.1f} s of the window"
+                f" {offset:.2f}-{end:.2f} s; expected {duration} s"
+            )
+        rates[direction] = rates.get(direction, 0.0) + _rate(received)
+        for second in range(duration):
+            part = _within(received, offset + second, offset + second + 1)
+            series[second] += _rate(part)
+        sent = _within(_timeline(sender, sender_key, sender=True), offset, end)
+        retransmits += [i.retransmits for i in sent if i.retransmits is not None]
+    udp = protocol(doc) == "UDP"
+    end_summary = doc.get("end") or {}
+    return ProcessMeasurement(
+        upload_bps=rates.get("upload"),
+        download_bps=rates.get("download"),
+        retransmits=None if udp or not retransmits else sum(retransmits),
+        intervals_bps=series,
+        udp=udp_received(doc) if udp else [],
+        congestion=end_summary.get("sender_tcp_congestion"),
+    )

@@ -123,3 +123,35 @@ def wait_exited(
             late = next(label for (label, _), t in zip(procs, ended, strict=True) if t is None)
             raise LabError(f"{late} did not finish within {limit:g} s")
         time.sleep(POLL_S)
+
+
+def wait_each_connected(
+    servers: list[Server],
+    needed: int,
+    clients: list["subprocess.Popen[bytes]"],
+    limit: float,
+    stop_reason: StopReason,
+) -> dict[int, float]:
+    """When each server first had ``needed`` TCP connections established (monotonic s,
+    by port): the moment its client's test starts, to a poll. A client that ends before
+    connecting ends the wait; its own output says why, and it gets no entry."""
+    deadline = time.monotonic() + limit
+    connected: dict[int, float] = {}
+    pending = list(zip(servers, clients, strict=True))
+    while pending:
+        now = time.monotonic()
+        for server, client in list(pending):
+            if established(server.proc.pid, server.port) >= needed:
+                connected[server.port] = now
+                pending.remove((server, client))
+            elif client.poll() is not None:
+                pending.remove((server, client))
+        if not pending:
+            break
+        if (reason := stop_reason()) is not None:
+            raise LabError(reason)
+        if now > deadline:
+            names = ", ".join(server.label for server, _ in pending)
+            raise LabError(f"{names}: connections not established within {limit:g} s")
+        time.sleep(POLL_S)
+    return connected
