@@ -200,6 +200,8 @@ def _tools(config: TrialConfig, caps: Capabilities) -> str | None:
 
     if config.lab.offloads.changes() and _program(caps, "ethtool") is False:
         return "lab.offloads: needs ethtool"
+    if config.lab.wan.rate is not None and _program(caps, "ethtool") is False:
+        return "lab.wan.rate: needs ethtool (a shaped lab turns GSO/GRO/TSO off)"
     generator = config.traffic.generator
     for name, _ in REGISTRY.get(generator).programs():
         if _program(caps, name) is False:

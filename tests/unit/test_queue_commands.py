@@ -5,7 +5,7 @@ import pytest
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Queue, Shaper, Topology
-from tunnelbench.lab.netns import ethtool_features, offload_roles
+from tunnelbench.lab.netns import ethtool_features, offload_roles, role_offloads
 from tunnelbench.lab.shaping import (
     device_commands,
     queue_commands,
@@ -13,7 +13,7 @@ from tunnelbench.lab.shaping import (
     shaping_commands,
 )
 from tunnelbench.lab.topology import CHAINS
-from tunnelbench.plan import Offloads
+from tunnelbench.plan import LabSettings, LinkSettings, Offloads
 
 TBF_ROOT = ["qdisc", "replace", "dev", "x", "root", "handle", "1:", "tbf",
             "rate", "100mbit", "burst", "15140", "limit", "75700"]  # fmt: skip
@@ -72,8 +72,30 @@ def test_pfifo_fast_length_is_the_devices_txqueuelen():
 
 
 def test_offload_arguments_name_only_the_features_set():
-    assert ethtool_features(Offloads(gro=True, tso=False)) == ["gro", "on", "tso", "off"]
-    assert ethtool_features(Offloads()) == []
+    assert ethtool_features(Offloads(gro=True, tso=False).changes()) == ["gro", "on", "tso", "off"]
+    assert ethtool_features(Offloads().changes()) == []
+
+
+def test_an_unshaped_lab_leaves_offloads_to_the_kernel_unless_asked():
+    chain = CHAINS[Topology.ROAD_WARRIOR]
+    assert role_offloads(LabSettings(), chain) == {}
+    asked = LabSettings(offloads=Offloads(gro=True, roles=("gw",)))
+    assert role_offloads(asked, chain) == {"gw": {"gro": True}}
+
+
+def test_a_shaped_lab_turns_segmentation_and_receive_offloads_off_everywhere():
+    """A queue's packet limit must count wire packets, not GSO/GRO bundles."""
+    chain = CHAINS[Topology.SITE_TO_SITE]
+    shaped = LabSettings(wan=LinkSettings(rate=1_000_000_000))
+    off = {"gro": False, "gso": False, "tso": False}
+    assert role_offloads(shaped, chain) == {r: off for r in ("client", "gwa", "gwb", "server")}
+    # What the plan sets is kept, for its roles; the rest is still off.
+    asked = LabSettings(
+        wan=LinkSettings(rate=1_000_000_000), offloads=Offloads(tso=True, roles=("client",))
+    )
+    found = role_offloads(asked, chain)
+    assert found["client"] == {"tso": True, "gro": False, "gso": False}
+    assert found["server"] == off
 
 
 def test_offloads_apply_to_every_role_unless_listed():
