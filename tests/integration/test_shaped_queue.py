@@ -28,7 +28,10 @@ stream_mode = "single"
 duration = 1
 warmup = 1
 [matrix]
-offloads = [{{ "lab.offloads.gro" = false }}, {{ "lab.offloads.gso" = true, "lab.offloads.tso" = true }}]
+offloads = [
+    {{ "lab.offloads.gro" = false }},
+    {{ "lab.offloads.gso" = true, "lab.offloads.tso" = true }},
+]
 """
 
 
