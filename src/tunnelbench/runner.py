@@ -333,6 +333,8 @@ def _measure(
     generator = GENERATORS.get(config.traffic.generator)
     lab = netns.build(config.lab, tunnel=config.tunnel.kind is not TunnelKind.NONE)
     resolved["lab_id"] = lab.lab_id
+    if offloads := lab.state.info.get("offloads"):
+        resolved["offloads"] = offloads  # role -> feature -> on (see netns.role_offloads)
     sampler = Sampler()
     try:
         handle = tunnel.setup(lab, resolution.tunnel)
