@@ -11,7 +11,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from tunnelbench import __version__
+from tunnelbench import __version__, measurement_lock
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.options import (
     DEFAULT_TUNNELS,
@@ -39,12 +39,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     runner.preflight()
     # Every check happens before the database is touched: bad input creates nothing.
     prepared = runner.prepare(experiment, strict=strict)
-    store = Store(Path(args.db))
+    lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
     try:
-        run_id = runner.start(prepared, store, command_line=shlex.join(sys.argv))
-        return _execute(args, prepared, store, run_id)
+        store = Store(Path(args.db))
+        try:
+            run_id = runner.start(
+                prepared, store, command_line=shlex.join(sys.argv), lock=lock.record()
+            )
+            return _execute(args, prepared, store, run_id)
+        finally:
+            store.close()
     finally:
-        store.close()
+        lock.release()
 
 
 def _requested_experiment(args: argparse.Namespace) -> "tuple[Experiment, bool]":
@@ -67,14 +73,18 @@ def _resume(args: argparse.Namespace) -> int:
     if args.plan is not None or args.quick or given(args):
         raise UserError("--resume: takes no plan or experiment options; the run has its own")
     runner.preflight()
-    store = Store.open_existing(Path(args.db))
+    lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
     try:
-        run_id, experiment = runner.resumable(store, args.resume)
-        prepared = runner.prepare(experiment, strict=False)
-        store.reopen_run(run_id, runner.owner())
-        return _execute(args, prepared, store, run_id)
+        store = Store.open_existing(Path(args.db))
+        try:
+            run_id, experiment = runner.resumable(store, args.resume)
+            prepared = runner.prepare(experiment, strict=False)
+            store.reopen_run(run_id, runner.owner())
+            return _execute(args, prepared, store, run_id)
+        finally:
+            store.close()
     finally:
-        store.close()
+        lock.release()
 
 
 def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run_id: int) -> int:
@@ -175,6 +185,12 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--db", default=str(DEFAULT_DB), help="results database (default ./tunnelbench.db)"
+    )
+    run.add_argument(
+        "--allow-concurrent",
+        action="store_true",
+        help="run even while another tunnelbench measurement runs on this machine (both"
+        " runs' figures are then false; recorded with the run)",
     )
     shown = run.add_mutually_exclusive_group()
     shown.add_argument("-q", "--quiet", action="store_true", help="no progress lines")

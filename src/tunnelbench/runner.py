@@ -144,8 +144,11 @@ def owner() -> dict[str, int]:
     return {"pid": os.getpid(), "start_time": process_start_time(os.getpid()) or 0}
 
 
-def start(prepared: Prepared, store: Store, *, command_line: str) -> int:
-    """Record a new run of a prepared experiment; return its id."""
+def start(
+    prepared: Prepared, store: Store, *, command_line: str, lock: dict[str, Any] | None = None
+) -> int:
+    """Record a new run of a prepared experiment; return its id. ``lock``: how the run
+    holds the measurement lock (:mod:`tunnelbench.measurement_lock`), for its environment."""
     versions = {}
     for trial in prepared.trials:
         resolution = prepared.resolutions.get(trial.config.key())
@@ -154,9 +157,10 @@ def start(prepared: Prepared, store: Store, *, command_line: str) -> int:
             versions[name] = resolution.version
     for kind in {t.config.traffic.generator for t in prepared.trials}:
         versions[kind.value] = GENERATORS.get(kind).version()
-    return store.start_run(
-        command_line, prepared.experiment.to_dict(), environment.collect(versions), owner()
-    )
+    facts = environment.collect(versions)
+    if lock is not None:
+        facts["measurement_lock"] = lock
+    return store.start_run(command_line, prepared.experiment.to_dict(), facts, owner())
 
 
 def execute(
