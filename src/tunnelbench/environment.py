@@ -1,4 +1,10 @@
-"""The facts about this machine that every run records alongside its results."""
+"""The facts about this machine that every run records alongside its results.
+
+Besides the kernel, CPU and tool versions, a run records what this kernel can do (the
+capability probes of :mod:`tunnelbench.capabilities`, run once per process and already
+run by the runner's check): the advice reads them, so it never recommends what this
+machine cannot do, and a report written later on another machine still knows.
+"""
 
 import os
 import platform
@@ -6,8 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tunnelbench import __version__
+from tunnelbench import __version__, capabilities
+from tunnelbench.capabilities import Capabilities, Check
 from tunnelbench.command import run
+
+#: The environment key holding :func:`capability_record`; runs stored before it lack it.
+CAPABILITIES = "capabilities"
 
 
 def cpu_model(cpuinfo: str) -> str:
@@ -32,8 +42,32 @@ def _read(path: str) -> str | None:
         return None
 
 
-def collect(versions: dict[str, str]) -> dict[str, Any]:
-    """Kernel, CPU and its flags, core count, frequency governor, versions of the tools."""
+def _check(found: Check) -> dict[str, Any]:
+    return {"ok": found.ok, "detail": found.detail}
+
+
+def capability_record(caps: Capabilities) -> dict[str, Any]:
+    """What the kernel can do that advice depends on, as JSON-able data: per link kind,
+    queue discipline and ESP algorithm ``{"ok": true|false|null, "detail": ...}`` (null:
+    could not be probed, and ``detail`` says why; false: ``detail`` is the kernel's
+    refusal), OpenVPN's data channel offload likewise, and the congestion controls."""
+    return {
+        "links": {kind: _check(found) for kind, found in caps.links.items()},
+        "qdiscs": {kind: _check(found) for kind, found in caps.qdiscs.items()},
+        "esp": {name: _check(found) for name, found in caps.esp.items()},
+        "openvpn_dco": _check(caps.openvpn_dco),
+        "congestion": {
+            **_check(caps.congestion),
+            "available": list(caps.congestion.available),
+            "loadable": list(caps.congestion.loadable),
+            "default": caps.congestion.default,
+        },
+    }
+
+
+def collect(versions: dict[str, str], caps: Capabilities | None = None) -> dict[str, Any]:
+    """Kernel, CPU and its flags, core count, frequency governor, versions of the tools,
+    and what the kernel can do (``caps``, else probed: once per process)."""
     ip_version = run(["ip", "-V"], check=False).stdout.strip()
     cpuinfo = _read("/proc/cpuinfo") or ""
     return {
@@ -48,4 +82,5 @@ def collect(versions: dict[str, str]) -> dict[str, Any]:
         "tunnelbench": __version__,
         "iproute2": ip_version,
         "versions": versions,
+        CAPABILITIES: capability_record(caps or capabilities.probe()),
     }

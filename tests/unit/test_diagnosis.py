@@ -26,7 +26,7 @@ def recorded(name: str, tmp: Path) -> tuple[list[ConfigSummary], dict]:
 
 def subject(s: ConfigSummary, env: dict, ceiling: float | None = None) -> Subject:
     ok = [t.metrics for t in s.trials if t.status == "ok"]
-    return Subject(s.config, s.resolved, medians(ok), ceiling, env)
+    return Subject(s.config, s.resolved, medians(ok), ceiling, env, runs=tuple(ok))
 
 
 def test_shaped_links_are_link_bound_with_the_ceiling_as_evidence(tmp_path):
@@ -106,3 +106,101 @@ def test_a_core_busy_with_someone_elses_user_time_is_not_the_labs_limit(tmp_path
     kernel = dict(s.metrics) | {f"cpu{hot}.idle": 4.0, f"cpu{hot}.user": 5.0}
     d = diagnose(Subject(s.config, s.resolved, kernel, None, env))
     assert d.verdict.bound is Bound.CPU  # system/softirq time is the lab's kernel work
+
+
+# --- B.3: a link-bound verdict weighs drops, retransmits and the spread of the runs ---
+# tests/fixtures/runs/shaped-small-fifo.db: `tunnelbench run --tunnels none --streams 4
+# --stream-mode single --rate 1gbit --queue-limit 20 --runs 5 --duration 2 --warmup 1`:
+# every run at the ceiling, the client's WAN queue dropping 0-181 packets per run.
+
+
+def test_a_link_bound_verdict_names_the_drops_per_run_and_the_spread(tmp_path):
+    summaries, env = recorded("shaped-small-fifo", tmp_path)
+    (none,) = summaries
+    drops = [t.metrics.get("qdisc.client.wan.drops", 0.0) for t in none.trials]
+    assert sorted(drops) == [0.0, 0.0, 119.0, 121.0, 181.0]
+    d = diagnose(subject(none, env, SHAPED_NONE_CEILING))
+    assert d.verdict.bound is Bound.LINK, d.verdict.summary
+    assert "the queues dropped 119 (0-181) packets per run" in d.verdict.summary
+    assert "runs span 100.0-100.0% of the ceiling" in d.verdict.summary
+    evidence = {e.name: e.value for e in d.verdict.evidence}
+    assert evidence["queue and interface drops per run"] == 119.0
+    assert evidence["slowest run, share of ceiling"] > 99.9
+
+
+def test_runs_below_the_links_limit_with_loss_are_link_bound_lossy(tmp_path):
+    # The audit's case: a median at 96.4% of the ceiling, runs spanning 90.9-98.0% with
+    # 104-216 retransmits. Here: the recorded shaped runs of queue-comparison (pfifo 50,
+    # iperf3 counted 177, 4 and 87 retransmits) against a ceiling at which the slowest
+    # run reaches 94.9% and the median 95.4%.
+    summaries, env = recorded("queue-comparison", tmp_path)
+    none = summaries[0]
+    goodputs = sorted(t.metrics["goodput_bps"] for t in none.trials if t.status == "ok")
+    ceiling = goodputs[0] / 0.949
+    d = diagnose(subject(none, env, ceiling))
+    assert d.verdict.bound is Bound.LINK_LOSSY, d.verdict.summary
+    assert "the slowest run reached only 94.9%" in d.verdict.summary
+    assert "TCP retransmitted 87 (4-177) segments per run (iperf3's count)" in d.verdict.summary
+    advice = advise(subject(none, env, ceiling), d, [])
+    assert {a.setting for a in advice} == {"lab.wan.queue", "lab.wan.queue_limit"}
+    # The same runs without a retransmit or drop: the spread alone is not loss.
+    lossless = Subject(
+        none.config,
+        none.resolved,
+        {k: v for k, v in medians(t.metrics for t in none.trials).items() if k != "retransmits"},
+        ceiling,
+        env,
+        runs=tuple({k: v for k, v in t.metrics.items() if k != "retransmits"} for t in none.trials),
+    )
+    assert diagnose(lossless).verdict.bound is Bound.LINK
+
+
+# --- B.6: busy cores are attributed to the lab's work or to outside processes ---
+
+
+def loaded(s: ConfigSummary, env: dict, lab: float, outside: float) -> Subject:
+    """The recorded runs with the load probes' two figures, as a run with them stores."""
+    runs = tuple(
+        t.metrics | {"load.lab_pct": lab, "load.outside_pct": outside}
+        for t in s.trials
+        if t.status == "ok"
+    )
+    return Subject(s.config, s.resolved, medians(runs), None, env, runs=runs)
+
+
+def test_cores_saturated_by_an_outside_process_are_not_the_labs_limit(tmp_path):
+    # The audit's case: "all 2 cores at 90% or more" while the lab's processes used
+    # 8-11% of a core; here the recorded none/4-stream runs (both cores >= 90% busy)
+    # with the outside processes taking all but 10% of a core.
+    summaries, env = recorded("streams-5-runs", tmp_path)
+    s = next(s for s in summaries if s.config.traffic.streams == 4 and s.label == "none")
+    busy = sum(subject(s, env).busy(c) for c in subject(s, env).cores)
+    d = diagnose(loaded(s, env, lab=10.0, outside=busy - 10.0))
+    assert Bound.CPU not in {f.bound for f in d.findings}, d.verdict.summary
+    assert d.verdict.bound is Bound.OUTSIDE_LOAD
+    assert "this figure is not trustworthy" in d.verdict.summary
+    assert f"up to {busy - 10.0:.0f}% of a core in 5 of 5 runs" in d.verdict.summary
+
+
+def test_cores_the_lab_fills_stay_cpu_bound_and_outside_load_is_told(tmp_path):
+    summaries, env = recorded("streams-5-runs", tmp_path)
+    s = next(s for s in summaries if s.config.traffic.streams == 4 and s.label == "none")
+    quiet = diagnose(loaded(s, env, lab=120.0, outside=2.0))
+    assert quiet.verdict.bound is Bound.CPU
+    assert quiet.verdict.summary.startswith("all 2 cores at 90% or more")
+    assert Bound.OUTSIDE_LOAD not in {f.bound for f in quiet.findings}
+    # One core's worth of outside work: the lab still fills one core, not both.
+    busy = sum(subject(s, env).busy(c) for c in subject(s, env).cores)
+    shared = diagnose(loaded(s, env, lab=60.0, outside=busy - 100.0))
+    assert shared.verdict.bound is Bound.OUTSIDE_LOAD
+    (cpu,) = [f for f in shared.others if f.bound is Bound.CPU]
+    assert not cpu.summary.startswith("all 2 cores")
+    assert f"outside processes {busy - 100.0:.0f}%" in cpu.summary
+
+
+def test_without_the_load_probes_the_verdict_says_attribution_was_not_recorded(tmp_path):
+    summaries, env = recorded("streams-5-runs", tmp_path)
+    s = next(s for s in summaries if s.config.traffic.streams == 4 and s.label == "none")
+    d = diagnose(subject(s, env))
+    assert d.verdict.bound is Bound.CPU
+    assert d.verdict.summary.endswith("; outside load not recorded in this run")

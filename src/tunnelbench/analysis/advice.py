@@ -2,14 +2,23 @@
 
 A suggestion cites the evidence that triggered it. When the same run measured the
 alternative (a configuration equal in every setting but the one the advice names), the
-measured result replaces the generic hint: "traffic.stream_mode = processes measured
-24,252 Mbit/s, +98%" says more than any rule of thumb, and a measured alternative that
-did not help is reported as such rather than advised.
+measurement replaces the generic hint, judged by the project's comparison test
+(:mod:`tunnelbench.analysis.significance`, as ``tunnelbench compare`` uses it): a
+**gain** is claimed only when the rank test finds the difference significant; otherwise
+"no measurable difference" with both medians and the p-value, or "too few runs to tell"
+when the numbers of runs cannot reach significance at all (fewer than 4 a side).
+
+Advice respects what this machine can do: a suggestion that needs a kernel feature
+(kernel WireGuard, fq_codel or cake, kernel ESP, OpenVPN's DCO) reads the capabilities
+the run recorded (:func:`tunnelbench.environment.capability_record`) and, where the
+kernel lacks it, says so with the kernel's reason ("not available on this kernel (...);
+on a kernel with it: ..."). A run recorded before capabilities were says "availability
+not recorded".
 """
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from tunnelbench.analysis.diagnosis import (
     SATURATED_PCT,
@@ -20,14 +29,29 @@ from tunnelbench.analysis.diagnosis import (
     generator_cores,
     threaded_generator,
 )
-from tunnelbench.kinds import Queue, StreamMode, TunnelKind
+from tunnelbench.analysis.significance import (
+    ALPHA,
+    Comparison,
+    compare,
+    format_p,
+    repetitions_needed,
+)
+from tunnelbench.kinds import Cipher, Protection, Queue, StreamMode, TunnelKind
 from tunnelbench.plan import TrialConfig, flatten
 
 FIFOS = (None, Queue.PFIFO.value, Queue.PFIFO_FAST.value)
 FAIR_QUEUES = (Queue.FQ_CODEL.value, Queue.CAKE.value, Queue.FQ.value)
-ENCRYPTING = (TunnelKind.WIREGUARD,)
+# The fair queues the advice names, in order of preference.
+ADVISED_QUEUES = (Queue.FQ_CODEL.value, Queue.CAKE.value)
 # tunnels/wireguard.py's userspace implementations (a unit test keeps them in step).
 USERSPACE_WIREGUARD = ("wireguard-go", "wireguard-go-debian", "boringtun")
+# strongSwan's userspace ESP (tunnels/strongswan.py's LIBIPSEC; a unit test keeps it).
+USERSPACE_ESP = "libipsec"
+# The kernel's name of each ESP AEAD (tunnels/strongswan.py's KERNEL_ALGORITHMS).
+KERNEL_ESP = {
+    Cipher.AES_256_GCM.value: "rfc4106(gcm(aes))",
+    Cipher.CHACHA20_POLY1305.value: "rfc7539esp(chacha20,poly1305)",
+}
 # Another userspace implementation this much faster is worth switching to (CPU-bound
 # results vary ~10% run to run here).
 FASTER_PCT = 10.0
@@ -41,22 +65,115 @@ CRYPTO_FLAGS = {
     "avx2": "AVX2 (ChaCha20-Poly1305)",
     "avx512f": "AVX-512",
 }
+# The flags each cipher's fast implementations need (AES-NI and carry-less multiply for
+# AES-GCM; AVX2 for ChaCha20-Poly1305), and those that speed them up further.
+CIPHER_FLAGS = {
+    Cipher.AES_256_GCM.value: (("aes", "pclmulqdq"), ("vaes", "avx512f")),
+    Cipher.CHACHA20_POLY1305.value: (("avx2",), ("avx512f",)),
+}
+# Without a known cipher: any of the ciphers' needs met is enough.
+ANY_CIPHER = (("aes", "pclmulqdq", "avx2"), ("vaes", "avx512f"))
+
+Outcome = Literal["gain", "slower", "no difference", "too few runs"]
+State = Literal["yes", "no", "not probed", "not recorded"]
+
+
+def mbit(bps: float) -> str:
+    return f"{bps / 1e6:,.0f}"
 
 
 @dataclass(frozen=True)
 class Measured:
-    """An alternative this run measured: the same configuration but for one setting."""
+    """An alternative this run measured: the same configuration but for one setting,
+    compared run by run with the advised configuration (A: this one, B: the other)."""
 
     setting: str
     value: Any
-    goodput_bps: float
+    goodput_bps: float  # the alternative's median
     change_pct: float  # against the advised configuration's median
+    here_bps: float = 0.0  # the advised configuration's median
+    comparison: Comparison | None = None  # None without the runs' own values
+
+    @property
+    def outcome(self) -> Outcome:
+        c = self.comparison
+        if c is None or not c.can_be_significant:
+            return "too few runs"
+        if not c.significant:
+            return "no difference"
+        return "gain" if self.goodput_bps > self.here_bps else "slower"
 
     def text(self) -> str:
-        return (
+        c = self.comparison
+        head = (
             f"measured in this run: {self.setting} = {_show(self.value)} gave"
-            f" {self.goodput_bps / 1e6:,.0f} Mbit/s ({self.change_pct:+.0f}%)"
+            f" {mbit(self.goodput_bps)} Mbit/s against {mbit(self.here_bps)}"
+            f" ({self.change_pct:+.0f}%"
         )
+        if self.outcome == "too few runs":
+            if c is None:
+                runs = "the runs' own figures were not given"
+            elif c.n1 == c.n2:
+                runs = f"{c.n1} runs each"
+            else:
+                runs = f"{c.n1} runs here, {c.n2} there"
+            return (
+                f"{head}): too few runs to tell ({runs}; a rank test needs at least"
+                f" {repetitions_needed()} of each to reach p < {ALPHA:g})"
+            )
+        assert c is not None
+        if self.outcome == "no difference":
+            return (
+                f"measured in this run: {self.setting} = {_show(self.value)}: no measurable"
+                f" difference ({mbit(self.goodput_bps)} vs {mbit(self.here_bps)} Mbit/s,"
+                f" {format_p(c.p)})"
+            )
+        ci = ""
+        if c.ratio_ci is not None:
+            ci = f", 95% CI {100 * (c.ratio_ci[0] - 1):+.0f}%..{100 * (c.ratio_ci[1] - 1):+.0f}%"
+        verdict = "gain" if self.outcome == "gain" else "slower here"
+        return f"{head}{ci}, {format_p(c.p)}): {verdict}"
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether this run's kernel had what a suggestion needs, as the run recorded it."""
+
+    what: str  # "kernel WireGuard"
+    state: State
+    detail: str = ""
+
+    def phrase(self, suggestion: str) -> str:
+        """The suggestion as this machine allows it."""
+        if self.state == "yes":
+            return suggestion
+        if self.state == "no":
+            them = "them" if " and " in self.what else "it"
+            verb = "are" if " and " in self.what else "is"
+            return (
+                f"{self.what} {verb} not available on this kernel ({self.detail}); on a"
+                f" kernel with {them}: {suggestion}"
+            )
+        if self.state == "not probed":
+            return f"{suggestion} ({self.what}: availability not probed: {self.detail})"
+        return f"{suggestion} ({self.what}: availability not recorded)"
+
+
+def availability(environment: dict[str, Any], section: str, name: str, what: str) -> Availability:
+    """``capabilities.<section>.<name>`` of the run's environment (``section`` "links",
+    "qdiscs", "esp", or "openvpn_dco" with ``name`` empty)."""
+    record = environment.get("capabilities")
+    if not isinstance(record, dict):
+        return Availability(what, "not recorded")
+    found = record.get(section)
+    if name and isinstance(found, dict):
+        found = found.get(name)
+    if not isinstance(found, dict) or "ok" not in found:
+        return Availability(what, "not recorded")
+    ok, detail = found["ok"], str(found.get("detail") or "")
+    if ok is None:
+        return Availability(what, "not probed", detail)
+    return Availability(what, "yes" if ok else "no", detail or "refused")
 
 
 @dataclass(frozen=True)
@@ -65,30 +182,57 @@ class Advice:
     suggestion: str
     because: str  # the evidence that triggered it
     measured: Measured | None = None
+    #: Whether this machine can follow it, for suggestions that need a kernel feature.
+    availability: Availability | None = None
+
+    @property
+    def available(self) -> State | None:
+        return None if self.availability is None else self.availability.state
+
+    @property
+    def phrased(self) -> str:
+        """The suggestion as this machine allows it ("... is not available on this kernel
+        (reason); on a kernel with it: ...")."""
+        if self.availability is None:
+            return self.suggestion
+        return self.availability.phrase(self.suggestion)
 
     @property
     def refuted(self) -> bool:
-        """The run measured the alternative and it was not faster."""
-        return self.measured is not None and self.measured.change_pct <= 0
+        """The run measured the alternative and it was not faster: significantly slower,
+        or no measurable difference."""
+        return self.measured is not None and self.measured.outcome in ("slower", "no difference")
 
     def text(self) -> str:
-        head = f"{self.suggestion} (`{self.setting}`)" if self.setting else self.suggestion
+        head = f"{self.phrased} (`{self.setting}`)" if self.setting else self.phrased
         if self.measured is not None:
-            verdict = "no gain here" if self.refuted else "gain"
-            return f"{head} — {self.measured.text()}: {verdict}; because {self.because}"
+            return f"{head} — {self.measured.text()}; because {self.because}"
         return f"{head} — because {self.because}"
 
 
 @dataclass(frozen=True)
 class Sibling:
-    """Another configuration of the same run, as advice sees it."""
+    """Another configuration of the same run, as advice sees it: its median and the
+    goodput of each of its successful runs."""
 
     config: TrialConfig
     goodput_bps: float
+    goodputs: tuple[float, ...] = ()
 
 
 def _show(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def encrypting(config: TrialConfig) -> bool:
+    """Whether the configuration's packets are encrypted: the tunnel kind offers ciphers
+    (its registry entry's ``ciphers``: WireGuard, OpenVPN, IPsec), or ESP protects an
+    unencrypted tunnel (``tunnel.protection``)."""
+    from tunnelbench.tunnels import REGISTRY  # the tunnels import the analysis
+
+    if config.tunnel.protection is not Protection.NONE:
+        return True
+    return bool(REGISTRY.get(config.tunnel.kind).ciphers)
 
 
 class Context:
@@ -99,13 +243,18 @@ class Context:
         self.diagnosis = diagnosis
         self.run = run
         self._flat = flatten(subject.config.to_dict())
+        self._goodputs = tuple(r["goodput_bps"] for r in subject.runs if "goodput_bps" in r)
 
-    def finding(self, bound: Bound) -> Finding | None:
-        return next((f for f in self.diagnosis.findings if f.bound is bound), None)
+    def finding(self, *bounds: Bound) -> Finding | None:
+        return next((f for f in self.diagnosis.findings if f.bound in bounds), None)
+
+    def available(self, section: str, name: str, what: str) -> Availability:
+        return availability(self.subject.environment, section, name, what)
 
     def measured(self, setting: str, better: Callable[[Any], bool]) -> Measured | None:
         """The best-measured sibling differing only in ``setting``, with a value ``better``
-        accepts; None when the run did not measure one."""
+        accepts, compared with this configuration's runs; None when the run did not
+        measure one."""
         best: Measured | None = None
         here = self.subject.goodput_bps
         for sibling in self.run:
@@ -119,7 +268,12 @@ class Context:
                 continue
             change = 100.0 * (sibling.goodput_bps / here - 1.0)
             if best is None or change > best.change_pct:
-                best = Measured(setting, value, sibling.goodput_bps, change)
+                comparison = (
+                    compare(self._goodputs, sibling.goodputs)
+                    if self._goodputs and sibling.goodputs
+                    else None
+                )
+                best = Measured(setting, value, sibling.goodput_bps, change, here, comparison)
         return best
 
 
@@ -138,6 +292,63 @@ def kernel_wireguard(c: Context) -> Advice | None:
         f"prefer kernel WireGuard over userspace {implementation}",
         f"{cpu.summary}; {implementation} copies every packet between the kernel and userspace",
         c.measured("tunnel.implementation", lambda v: v == "kernel"),
+        c.available("links", "wireguard", "kernel WireGuard"),
+    )
+
+
+def kernel_esp(c: Context) -> Advice | None:
+    """strongSwan's userspace ESP (libipsec) is CPU-bound: the kernel's ESP does the same
+    work without copying every packet through a TUN device."""
+    cpu = c.finding(Bound.CPU)
+    s = c.subject
+    if cpu is None or (s.resolved.get("esp_implementation") or _ipsec_impl(s)) != USERSPACE_ESP:
+        return None
+    cipher = str(s.resolved.get("tunnel_cipher") or "")
+    algorithm = KERNEL_ESP.get(cipher)
+    can = (
+        c.available("esp", algorithm, f"the kernel's ESP with {cipher}")
+        if algorithm
+        else Availability("the kernel's ESP", "not recorded")
+    )
+    ipsec = s.config.tunnel.kind is TunnelKind.IPSEC
+    return Advice(
+        "tunnel.implementation" if ipsec else None,
+        "use the kernel's ESP instead of strongSwan's userspace libipsec",
+        f"{cpu.summary}; libipsec copies every packet between the kernel and userspace",
+        c.measured("tunnel.implementation", lambda v: v == "kernel") if ipsec else None,
+        can,
+    )
+
+
+def _ipsec_impl(s: Subject) -> Any:
+    if s.config.tunnel.kind is TunnelKind.IPSEC:
+        return s.resolved.get("tunnel_implementation")
+    return None
+
+
+def openvpn_dco(c: Context) -> Advice | None:
+    """OpenVPN is CPU-bound with its data channel in userspace: data channel offload
+    (ovpn-dco) moves encryption and forwarding into the kernel."""
+    cpu = c.finding(Bound.CPU)
+    s = c.subject
+    if cpu is None or s.config.tunnel.kind is not TunnelKind.OPENVPN:
+        return None
+    if s.resolved.get("openvpn_dco") is True:
+        return None
+    can = c.available("openvpn_dco", "", "OpenVPN's data channel offload (ovpn-dco)")
+    suggestion = (
+        "let OpenVPN's data channel run in the kernel with ovpn-dco (openvpn-dco-dkms;"
+        " tunnelbench uses it when the kernel has it)"
+    )
+    if can.state == "yes":
+        reason = s.resolved.get("openvpn_dco_reason")
+        suggestion += f": this run did not ({reason})" if reason else ""
+    return Advice(
+        None,
+        suggestion,
+        f"{cpu.summary}; without DCO every packet crosses into the openvpn process and back",
+        None,
+        can,
     )
 
 
@@ -153,7 +364,7 @@ def faster_wireguard(c: Context) -> Advice | None:
     measured = c.measured(
         "tunnel.implementation", lambda v: v in USERSPACE_WIREGUARD and v != implementation
     )
-    if measured is None or measured.change_pct < FASTER_PCT:
+    if measured is None or measured.change_pct < FASTER_PCT or measured.outcome == "no difference":
         return None
     return Advice(
         "tunnel.implementation",
@@ -202,21 +413,26 @@ def spread_softirq(c: Context) -> Advice | None:
 
 def accelerated_crypto(c: Context) -> Advice | None:
     cpu = c.finding(Bound.CPU)
-    if cpu is None or c.subject.config.tunnel.kind not in ENCRYPTING:
+    if cpu is None or not encrypting(c.subject.config):
         return None
     flags = c.subject.environment.get("cpu_flags")
     if flags is None:
         return None
-    present = [name for flag, name in CRYPTO_FLAGS.items() if flag in flags]
-    missing = [name for flag, name in CRYPTO_FLAGS.items() if flag not in flags]
+    cipher = c.subject.resolved.get("tunnel_cipher")
+    needed, extra = CIPHER_FLAGS.get(str(cipher), ANY_CIPHER)
+    present = [CRYPTO_FLAGS[flag] for flag in needed + extra if flag in flags]
+    missing = [CRYPTO_FLAGS[flag] for flag in needed if flag not in flags]
+    if cipher not in CIPHER_FLAGS and present:
+        missing = []  # some cipher is accelerated: which one runs is not recorded
+    which = f" for {cipher}" if cipher in CIPHER_FLAGS else ""
     if not missing:
-        because = f"{cpu.summary}; the CPU offers {', '.join(present)}"
+        because = f"{cpu.summary}; the CPU offers {', '.join(present)}{which}"
         suggestion = (
             "check that the tunnel's crypto uses the CPU's vector instructions"
             " (a VM may hide them from the guest kernel)"
         )
     else:
-        because = f"{cpu.summary}; the CPU lacks {', '.join(missing)}"
+        because = f"{cpu.summary}; the CPU lacks {', '.join(missing)}{which}"
         suggestion = "expect slow crypto on this CPU: prefer a CPU or cipher it accelerates"
     return Advice(None, suggestion, because)
 
@@ -277,23 +493,40 @@ def several_flows(c: Context) -> Advice | None:
     )
 
 
+def _queue_loss(c: Context) -> Finding | None:
+    """Drops at a queue, or a link-bound verdict whose runs lost packets."""
+    return c.finding(Bound.QUEUE_DROPS, Bound.LINK_LOSSY)
+
+
 def fair_queue(c: Context) -> Advice | None:
-    finding = c.finding(Bound.QUEUE_DROPS) or c.finding(Bound.LATENCY)
+    finding = _queue_loss(c) or c.finding(Bound.LATENCY)
     queue = c.subject.config.lab.wan.queue
     if finding is None or (queue.value if queue else None) not in FIFOS:
         return None
     if c.subject.config.lab.wan.rate is None:
         return None
+    found = [c.available("qdiscs", q, q) for q in ADVISED_QUEUES]
+    usable = [a.what for a in found if a.state == "yes"]
+    if usable:
+        can = Availability(" or ".join(usable), "yes")
+    elif all(a.state == "no" for a in found):
+        refusals = "; ".join(f"{a.what}: {a.detail}" for a in found)
+        can = Availability("fq_codel and cake", "no", refusals)
+    else:  # not recorded, or not probed: with the reason
+        unknown = next(a for a in found if a.state != "no")
+        can = Availability("fq_codel and cake", unknown.state, unknown.detail)
+    queues = " or ".join(usable or ADVISED_QUEUES)
     return Advice(
         "lab.wan.queue",
-        "replace the FIFO with a fair, delay-managing queue (fq_codel or cake)",
+        f"replace the FIFO with a fair, delay-managing queue ({queues})",
         finding.summary,
         c.measured("lab.wan.queue", lambda v: v in FAIR_QUEUES),
+        can,
     )
 
 
 def larger_queue(c: Context) -> Advice | None:
-    finding = c.finding(Bound.QUEUE_DROPS)
+    finding = _queue_loss(c)
     wan = c.subject.config.lab.wan
     if finding is None or wan.rate is None or c.finding(Bound.LATENCY) is not None:
         return None
@@ -307,6 +540,8 @@ def larger_queue(c: Context) -> Advice | None:
 
 RULES: tuple[AdviceRule, ...] = (
     kernel_wireguard,
+    kernel_esp,
+    openvpn_dco,
     faster_wireguard,
     raise_cpu_budget,
     generator_processes,
@@ -319,8 +554,12 @@ RULES: tuple[AdviceRule, ...] = (
 )
 
 
+# Measured gains first, then undecided measurements, then hints, refuted ones last.
+_ORDER = {"gain": 0, "too few runs": 1, None: 2, "no difference": 3, "slower": 3}
+
+
 def advise(subject: Subject, diagnosis: Diagnosis, run: Sequence[Sibling]) -> list[Advice]:
     """Every suggestion for one configuration: measured gains first, refuted ones last."""
     context = Context(subject, diagnosis, run)
     found = [a for a in (rule(context) for rule in RULES) if a is not None]
-    return sorted(found, key=lambda a: (a.refuted, a.measured is None))
+    return sorted(found, key=lambda a: _ORDER[a.measured.outcome if a.measured else None])

@@ -14,6 +14,13 @@ a core or process counts as saturated at 90% because a 10 Hz sampler over a few 
 reads a pegged core as 96-100% here (a single iperf3 sender: 99.0-99.7%; wireguard-go's
 busiest core: 96-98%). Above 101% of the ceiling the number itself is suspect: that is a
 verdict of its own, ahead of all others.
+
+A median hides what varies between runs, so two rules also read every run
+(:attr:`Subject.runs`): the link-bound verdict weighs the queue's drops, TCP's
+retransmits and the spread of the runs (a run below 95% of the ceiling with loss in the
+runs is ``link-bound-lossy``), and outside load is judged by its worst run. Busy cores
+are attributed: CPU time of processes outside the lab (``load.outside_pct``) is not the
+configuration's limit, and a run recorded before that metric says so.
 """
 
 import statistics
@@ -32,8 +39,9 @@ BUDGET_USED = 0.9  # a process using this fraction of its CPU budget is held by 
 QUEUE_DROP_SHARE_PCT = 0.1  # drops per packet offered to a qdisc or link
 RETRANSMIT_HEAVY_PCT = 1.0  # retransmitted segments per segment sent
 UDP_LOSS_PCT = 1.0
-OUTSIDE_USER_PCT = 50.0  # a saturated core mostly in user time...
+OUTSIDE_USER_PCT = 50.0  # runs without load.*: a saturated core mostly in user time...
 OUTSIDE_LAB_PCT = 25.0  # ...while all lab processes together use less than this of a core
+OUTSIDE_LOAD_PCT = 10.0  # outside processes using this much of one core are a finding
 BLOAT_EXTRA_MS = 30.0  # RTT under load above idle RTT by at least this much...
 BLOAT_FACTOR = 2.0  # ...and at least this many times the idle RTT
 
@@ -43,6 +51,8 @@ GENERATOR_PREFIXES = ("iperf3-", "iperf2-", "iperf-")
 class Bound(StrEnum):
     ABOVE_CEILING = "above-ceiling"
     LINK = "link-bound"
+    LINK_LOSSY = "link-bound-lossy"
+    OUTSIDE_LOAD = "outside-load"
     CPU = "cpu-bound"
     GENERATOR = "generator-bound"
     QUEUE_DROPS = "queue-drop-bound"
@@ -96,6 +106,11 @@ class Subject:
     metrics: dict[str, float]  # medians over the successful trials
     ceiling_bps: float | None = None
     environment: dict[str, Any] = field(default_factory=dict)
+    #: Every successful trial's own metrics, for what a median hides (spread, worst run).
+    runs: tuple[dict[str, float], ...] = ()
+    #: The processes outside the lab that used the most CPU in any run (name, % of a
+    #: core), when the probes recorded them.
+    outside_processes: tuple[tuple[str, float], ...] = ()
 
     def names(self, prefix: str, suffix: str = "") -> list[str]:
         return sorted(n for n in self.metrics if n.startswith(prefix) and n.endswith(suffix))
@@ -113,6 +128,13 @@ class Subject:
 
     def processes(self) -> dict[str, float]:
         return {n[len("proc.") :]: self.metrics[n] for n in self.names("proc.")}
+
+    def per_run(self, name: str) -> list[float]:
+        """``name`` in each run that recorded it (the median alone without runs)."""
+        values = [run[name] for run in self.runs if name in run]
+        if not values and name in self.metrics:
+            return [self.metrics[name]]
+        return values
 
 
 def medians(metric_sets: Iterable[dict[str, float]]) -> dict[str, float]:
@@ -158,19 +180,105 @@ def above_ceiling(s: Subject) -> Finding | None:
     )
 
 
+def retransmit_source(s: Subject) -> tuple[str, str] | None:
+    """The per-run retransmit metric and how to name its source: the kernel's count over
+    the measured window (``tcp.window.retrans_segs``), else the generator's own count
+    (runs recorded before the window counters); None when neither was recorded."""
+    if "tcp.window.retrans_segs" in s.metrics:
+        return "tcp.window.retrans_segs", "the kernel's count"
+    if "retransmits" in s.metrics:
+        return "retransmits", f"{s.config.traffic.generator.value}'s count"
+    return None
+
+
+def _drops(metrics: dict[str, float]) -> float | None:
+    """Packets dropped in one run by every qdisc and interface the probes read; None when
+    none was read."""
+    names = [
+        n
+        for n in metrics
+        if (n.startswith("qdisc.") and n.endswith(".drops"))
+        or (n.startswith("link.") and n.endswith("_dropped"))
+    ]
+    return sum(metrics[n] for n in names) if names else None
+
+
+def _per_run(values: list[float]) -> str:
+    """``87``, or ``87 (4-177)``: the median, and the range when the runs differ."""
+    median = f"{statistics.median(values):,.0f}"
+    if min(values) == max(values):
+        return median
+    return f"{median} ({min(values):,.0f}-{max(values):,.0f})"
+
+
 def link_bound(s: Subject) -> Finding | None:
+    """At the shaped link's limit, weighing what the median hides: the queue's drops,
+    TCP's retransmits and the spread of the runs. When the slowest run fell below
+    :data:`LINK_BOUND_PCT` of the ceiling while packets were lost, or the senders
+    retransmitted :data:`RETRANSMIT_HEAVY_PCT` of their segments, the verdict is
+    ``link-bound-lossy``: the link is the limit, but the queue costs throughput."""
     pct = _share_of_ceiling(s)
     if pct is None or not LINK_BOUND_PCT <= pct <= ABOVE_CEILING_PCT:
         return None
+    ceiling = s.ceiling_bps or 0.0
+    evidence = [
+        Evidence("goodput", mbit(s.goodput_bps), "Mbit/s"),
+        Evidence("ceiling", mbit(ceiling), "Mbit/s"),
+        Evidence("share of ceiling", pct, "%"),
+    ]
+    clauses = []
+    lost = False
+    drops = [d for d in (_drops(run) for run in s.runs or (s.metrics,)) if d is not None]
+    if drops:
+        median_drops = statistics.median(drops)
+        evidence.append(Evidence("queue and interface drops per run", median_drops, "packets"))
+        lost = lost or max(drops) > 0
+        if max(drops) > 0:
+            clauses.append(f"the queues dropped {_per_run(drops)} packets per run")
+    source = retransmit_source(s)
+    retrans_share = None
+    if source is not None:
+        name, said = source
+        retrans = s.per_run(name)
+        median_retrans = statistics.median(retrans)
+        evidence.append(Evidence(f"TCP retransmits per run ({said})", median_retrans, ""))
+        lost = lost or max(retrans) > 0
+        if max(retrans) > 0:
+            clauses.append(f"TCP retransmitted {_per_run(retrans)} segments per run ({said})")
+        retrans_share = _retransmit_share(s)
+        if retrans_share is not None:
+            evidence.append(Evidence("retransmit share", retrans_share[0], "%"))
+    shares = [100.0 * g / ceiling for g in s.per_run("goodput_bps")] if ceiling > 0 else []
+    if len(shares) > 1:
+        evidence += [
+            Evidence("slowest run, share of ceiling", min(shares), "%"),
+            Evidence("fastest run, share of ceiling", max(shares), "%"),
+        ]
+        clauses.append(f"runs span {min(shares):.1f}-{max(shares):.1f}% of the ceiling")
+    slow_run = bool(shares) and min(shares) < LINK_BOUND_PCT
+    heavy = retrans_share is not None and retrans_share[0] >= RETRANSMIT_HEAVY_PCT
+    head = (
+        f"at {pct:.1f}% of the link's ceiling ({mbit(s.goodput_bps):,.1f} of"
+        f" {mbit(ceiling):,.1f} Mbit/s)"
+    )
+    if (lost and slow_run) or heavy:
+        cost = []
+        if slow_run:
+            cost.append(f"the slowest run reached only {min(shares):.1f}%")
+        if heavy and retrans_share is not None:
+            cost.append(f"{retrans_share[0]:.2f}% of the segments sent were retransmitted")
+        return Finding(
+            Bound.LINK_LOSSY,
+            f"{head}: the shaped link is the limit, but loss costs throughput:"
+            f" {' and '.join(cost)}; {'; '.join(clauses)}",
+            tuple(evidence),
+            subject="WAN link",
+        )
+    tail = f"; {'; '.join(clauses)}" if clauses else ""
     return Finding(
         Bound.LINK,
-        f"at {pct:.1f}% of the link's ceiling ({mbit(s.goodput_bps):,.1f} of"
-        f" {mbit(s.ceiling_bps or 0):,.1f} Mbit/s): the shaped link is the limit",
-        (
-            Evidence("goodput", mbit(s.goodput_bps), "Mbit/s"),
-            Evidence("ceiling", mbit(s.ceiling_bps or 0), "Mbit/s"),
-            Evidence("share of ceiling", pct, "%"),
-        ),
+        f"{head}: the shaped link is the limit{tail}",
+        tuple(evidence),
         subject="WAN link",
     )
 
@@ -241,7 +349,28 @@ def generator_bound(s: Subject) -> Finding | None:
     )
 
 
+def _lab_share(s: Subject) -> tuple[float, float, float] | None:
+    """Busy time over all cores split by who used it, in % of one core: (everything but
+    outside processes, the lab's processes, outside processes); None for runs recorded
+    before the load probes. What is not outside (the lab's processes, softirq, irq and
+    kernel threads such as the kernel's crypto workers) is the lab's work."""
+    outside = s.metrics.get("load.outside_pct")
+    if outside is None:
+        return None
+    busy = sum(s.busy(c) for c in s.cores)
+    return max(0.0, busy - outside), s.metrics.get("load.lab_pct", 0.0), outside
+
+
 def cpu_bound(s: Subject) -> Finding | None:
+    """A saturated core, when the lab's own work accounts for it.
+
+    With the load probes (``load.outside_pct``), the busy time of all cores minus what
+    processes outside the lab used is the lab's work; the configuration is CPU-bound only
+    when that fills at least one saturated core's worth (:data:`SATURATED_PCT`), and "all
+    N cores" only when it fills all of them. Runs recorded before the probes keep the
+    older test (a core mostly in user time while the lab's processes use little is
+    someone else's) and say that the attribution was not recorded.
+    """
     cores = s.cores
     saturated = [c for c in cores if s.busy(c) >= SATURATED_PCT]
     if not saturated:
@@ -249,16 +378,24 @@ def cpu_bound(s: Subject) -> Finding | None:
     core = max(saturated, key=s.busy)
     split = {p: s.metrics.get(f"cpu{core}.{p}", 0.0) for p in ("user", "system", "softirq")}
     lab_share = sum(s.processes().values())
-    if split["user"] >= OUTSIDE_USER_PCT and lab_share < OUTSIDE_LAB_PCT:
-        # The core counts the whole host: user time no lab process accounts for is
-        # someone else's load, not this configuration's limit.
-        return None
+    attribution = _lab_share(s)
+    filled = len(saturated)
+    if attribution is None:
+        if split["user"] >= OUTSIDE_USER_PCT and lab_share < OUTSIDE_LAB_PCT:
+            # The core counts the whole host: user time no lab process accounts for is
+            # someone else's load, not this configuration's limit.
+            return None
+    else:
+        lab_work = attribution[0]
+        filled = min(len(saturated), int(lab_work // SATURATED_PCT))
+        if filled == 0:
+            return None  # the saturation is outside processes' work
     evidence = [
         Evidence(f"cpu{core} busy", s.busy(core), "%"),
         *(Evidence(f"cpu{core} {p}", v, "%") for p, v in split.items()),
     ]
     where = f"cpu{core} at {s.busy(core):.0f}%"
-    if len(saturated) == len(cores) > 1:
+    if filled == len(saturated) == len(cores) > 1:
         where = f"all {len(cores)} cores at {SATURATED_PCT:.0f}% or more (busiest: {where})"
     hot = {label: pct for label, pct in s.processes().items() if not _is_generator(label)}
     if hot:
@@ -270,12 +407,61 @@ def cpu_bound(s: Subject) -> Finding | None:
         kernel = split["system"] + split["softirq"]
         who = f"; the kernel's share (system + softirq) is {kernel:.0f}%"
         subject = f"cpu{core}"
+    if attribution is None:
+        who += "; outside load not recorded in this run"
+    else:
+        lab_work, lab_procs, outside = attribution
+        softirq = sum(s.metrics.get(f"cpu{c}.softirq", 0.0) for c in cores)
+        evidence += [
+            Evidence("lab's work (all cores)", lab_work, "%"),
+            Evidence("lab processes CPU", lab_procs, "%"),
+            Evidence("softirq (all cores)", softirq, "%"),
+            Evidence("outside processes CPU", outside, "%"),
+        ]
+        if outside >= OUTSIDE_LOAD_PCT:
+            who += (
+                f"; the lab's work is {lab_work:.0f}% of a core (its processes"
+                f" {lab_procs:.0f}%, softirq {softirq:.0f}%), outside processes {outside:.0f}%"
+            )
     return Finding(
         Bound.CPU,
         f"{where} (user {split['user']:.0f}%, system {split['system']:.0f}%,"
         f" softirq {split['softirq']:.0f}%){who}",
         tuple(evidence),
         subject=subject,
+    )
+
+
+def outside_load(s: Subject) -> Finding | None:
+    """Processes outside the lab used the CPU during a measured window: judged by the
+    worst run, since one disturbed run is enough to move a median of three. With a
+    saturated core the figure is not trustworthy (the lab competed for the CPU); without
+    one it probably cost little, and the finding says which."""
+    outside = s.per_run("load.outside_pct")
+    if not outside or max(outside) < OUTSIDE_LOAD_PCT:
+        return None
+    worst = max(outside)
+    disturbed = sum(1 for v in outside if v >= OUTSIDE_LOAD_PCT)
+    runs = f" in {disturbed} of {len(outside)} runs" if len(outside) > 1 else ""
+    named = ", ".join(f"{name} {pct:.0f}%" for name, pct in s.outside_processes[:3])
+    who = f" ({named})" if named else ""
+    saturated = any(s.busy(c) >= SATURATED_PCT for c in s.cores)
+    lab = s.metrics.get("load.lab_pct")
+    lab_text = f"; the lab's processes used {lab:.0f}%" if lab is not None else ""
+    judgement = (
+        "a core was saturated, so this figure is not trustworthy: measure on a quiet machine"
+        if saturated
+        else "no core was saturated, so it probably cost little"
+    )
+    return Finding(
+        Bound.OUTSIDE_LOAD,
+        f"outside load: processes outside the lab used up to {worst:.0f}% of a core{runs}"
+        f" during the measured window{who}{lab_text}; {judgement}",
+        (
+            Evidence("outside processes CPU, worst run", worst, "%"),
+            Evidence("runs with outside load", disturbed, ""),
+        ),
+        subject="outside processes",
     )
 
 
@@ -304,11 +490,12 @@ def queue_drops(s: Subject) -> Finding | None:
         return None
     share, where, drops, _ = worst
     evidence = [Evidence(f"drops at {where}", drops, "packets"), Evidence("drop share", share, "%")]
-    retransmits = s.metrics.get("retransmits")
+    source = retransmit_source(s)
     tail = ""
-    if retransmits is not None:
-        evidence.append(Evidence("TCP retransmits", retransmits, ""))
-        tail = f", and TCP retransmitted {retransmits:,.0f} segments"
+    if source is not None:
+        retransmits = s.metrics[source[0]]
+        evidence.append(Evidence(f"TCP retransmits ({source[1]})", retransmits, ""))
+        tail = f", and TCP retransmitted {retransmits:,.0f} segments ({source[1]})"
     return Finding(
         Bound.QUEUE_DROPS,
         f"the {where} dropped {drops:,.0f} packets ({share:.2f}% of those offered){tail}",
@@ -326,6 +513,23 @@ def _senders(s: Subject) -> list[str]:
     return list(chain_ends)
 
 
+def _retransmit_share(s: Subject) -> tuple[float, float, float] | None:
+    """(share %, retransmitted, sent) of the senders' segments: over the measured window
+    when the window counters were recorded, else over the whole trial; None without the
+    senders' own counters (a share would be a guess)."""
+    senders = _senders(s)
+    for prefix in ("tcp.window.", "tcp."):
+        retrans = [s.metrics.get(f"{prefix}{r}.retrans_segs") for r in senders]
+        sent = [s.metrics.get(f"{prefix}{r}.out_segs") for r in senders]
+        if any(v is None for v in retrans + sent):
+            continue
+        total_sent = sum(v for v in sent if v is not None)
+        total_retrans = sum(v for v in retrans if v is not None)
+        if total_sent > 0:
+            return 100.0 * total_retrans / total_sent, total_retrans, total_sent
+    return None
+
+
 def loss_heavy(s: Subject) -> Finding | None:
     if s.config.traffic.protocol is Protocol.UDP:
         lost = s.metrics.get("udp.lost_pct")
@@ -336,16 +540,10 @@ def loss_heavy(s: Subject) -> Finding | None:
             f"{lost:.2f}% of UDP datagrams were lost",
             (Evidence("UDP loss", lost, "%"),),
         )
-    senders = _senders(s)
-    retrans = [s.metrics.get(f"tcp.{r}.retrans_segs") for r in senders]
-    sent = [s.metrics.get(f"tcp.{r}.out_segs") for r in senders]
-    if any(v is None for v in retrans + sent):
-        return None  # without the senders' own counters the share would be a guess
-    total_sent = sum(v for v in sent if v is not None)
-    total_retrans = sum(v for v in retrans if v is not None)
-    if total_sent <= 0:
+    found = _retransmit_share(s)
+    if found is None:
         return None
-    share = 100.0 * total_retrans / total_sent
+    share, total_retrans, total_sent = found
     if share < RETRANSMIT_HEAVY_PCT:
         return None
     return Finding(
@@ -384,6 +582,7 @@ Rule = Callable[[Subject], Finding | None]
 RULES: tuple[Rule, ...] = (
     above_ceiling,
     link_bound,
+    outside_load,
     cpu_budget_bound,
     generator_bound,
     cpu_bound,
@@ -409,9 +608,10 @@ def undetermined(s: Subject) -> Finding:
         label, pct = max(processes.items(), key=lambda item: item[1])
         evidence.append(Evidence(f"{label} CPU", pct, "%"))
         seen.append(f"busiest process {label} at {pct:.0f}% of a core")
-    if (retransmits := s.metrics.get("retransmits")) is not None:
-        evidence.append(Evidence("TCP retransmits", retransmits, ""))
-        seen.append(f"{retransmits:,.0f} retransmits")
+    if (source := retransmit_source(s)) is not None:
+        retransmits = s.metrics[source[0]]
+        evidence.append(Evidence(f"TCP retransmits ({source[1]})", retransmits, ""))
+        seen.append(f"{retransmits:,.0f} retransmits ({source[1]})")
     return Finding(
         Bound.UNDETERMINED,
         "no limit identified: " + ", ".join(seen),

@@ -135,8 +135,16 @@ def summarize_run(
     return summaries
 
 
+def _ok(summary: ConfigSummary) -> list[TrialRecord]:
+    return [t for t in summary.trials if t.status == "ok"]
+
+
 def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None:
-    siblings = [Sibling(s.config, s.goodput.median) for s in summaries if s.goodput]
+    siblings = [
+        Sibling(s.config, s.goodput.median, tuple(t.metrics["goodput_bps"] for t in _ok(s)))
+        for s in summaries
+        if s.goodput
+    ]
     for summary in summaries:
         if summary.goodput is None:
             continue  # nothing measured; a skipped configuration has no resolved settings
@@ -151,6 +159,7 @@ def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None
             metrics,
             summary.ceiling.goodput_bps if summary.ceiling else None,
             environment,
+            runs=tuple(t.metrics for t in _ok(summary)),
         )
         summary.diagnosis = diagnose(subject)
         summary.advice = advise(subject, summary.diagnosis, siblings)

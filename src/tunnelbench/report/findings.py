@@ -77,11 +77,13 @@ def _finding_json(f: Finding) -> dict[str, Any]:
 
 def _advice_json(a: Advice) -> dict[str, Any]:
     m = a.measured
+    c = m.comparison if m is not None else None
     return {
         "setting": a.setting,
-        "suggestion": a.suggestion,
+        "suggestion": a.phrased,
         "because": a.because,
         "refuted": a.refuted,
+        "available": a.available,
         "measured": None
         if m is None
         else {
@@ -89,6 +91,10 @@ def _advice_json(a: Advice) -> dict[str, Any]:
             "value": m.value,
             "goodput_mbit": m.goodput_bps / 1e6,
             "change_pct": m.change_pct,
+            "outcome": m.outcome,
+            "p": None if c is None else c.p,
+            "ratio_ci95": None if c is None or c.ratio_ci is None else list(c.ratio_ci),
+            "runs": None if c is None else [c.n1, c.n2],
         },
         "text": a.text(),
     }
@@ -116,7 +122,7 @@ def configuration_json(s: ConfigSummary) -> dict[str, Any]:
     }
 
 
-SEVERITY = {"above-ceiling": "warning", "generator-bound": "warning"}
+SEVERITY = {"above-ceiling": "warning", "generator-bound": "warning", "outside-load": "warning"}
 
 
 def run_json(summaries: list[ConfigSummary]) -> list[dict[str, Any]]:

@@ -1,0 +1,309 @@
+"""Advice on real recorded runs: measured alternatives judged by the comparison test,
+suggestions that respect what the run's kernel could do, and crypto advice for every
+encrypting tunnel.
+
+tests/fixtures/runs/streams-5-runs.db: `tunnelbench run --tunnels none,wireguard --streams
+1,4 --runs 5 --duration 2 --warmup 1` on the 2-core development VM (kernel without
+WireGuard, fq_codel, cake or ESP AEADs; userspace wireguard-go), with the capabilities that
+run recorded. tests/fixtures/runs/wireguard-implementations.db: 2 runs per configuration,
+recorded before capabilities were.
+"""
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.report_fixtures import recorded
+from tunnelbench.analysis import significance
+from tunnelbench.analysis.advice import (
+    USERSPACE_ESP,
+    Advice,
+    Sibling,
+    advise,
+    availability,
+    encrypting,
+)
+from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
+from tunnelbench.analysis.summary import ConfigSummary, summarize_run
+from tunnelbench.kinds import Cipher, Protection, TunnelKind
+from tunnelbench.plan import TrialConfig
+from tunnelbench.report import findings
+from tunnelbench.tunnels import REGISTRY, strongswan
+
+
+def run_of(name: str, tmp: Path) -> tuple[list[ConfigSummary], dict[str, Any]]:
+    store = recorded(name, tmp)
+    run = store.run("latest")
+    summaries = summarize_run(store.trials(run.id), run.environment)
+    store.close()
+    return summaries, run.environment
+
+
+def pick(summaries: list[ConfigSummary], kind: str, streams: int) -> ConfigSummary:
+    return next(
+        s
+        for s in summaries
+        if s.config.tunnel.kind.value == kind and s.config.traffic.streams == streams
+    )
+
+
+def by_setting(advice: list[Advice], setting: str) -> Advice:
+    (found,) = [a for a in advice if a.setting == setting]
+    return found
+
+
+def goodputs(s: ConfigSummary) -> list[float]:
+    return [t.metrics["goodput_bps"] for t in s.trials if t.status == "ok"]
+
+
+# --- B.4: a gain only when the comparison test says so ---
+
+
+def test_a_significant_alternative_is_a_gain_with_its_interval_and_p(tmp_path):
+    summaries, _ = run_of("streams-5-runs", tmp_path)
+    one = pick(summaries, "none", 1)
+    measured = by_setting(one.advice, "traffic.streams").measured
+    assert measured is not None and measured.value == 4
+    # The recorded runs do not overlap: 4 streams beat 1 in every pair, p = 2/252.
+    assert max(goodputs(one)) < min(goodputs(pick(summaries, "none", 4)))
+    assert measured.comparison is not None and measured.comparison.p < significance.ALPHA
+    assert measured.outcome == "gain"
+    text = measured.text()
+    assert text.endswith("): gain") and "95% CI +" in text and "p = 0.0079" in text
+
+
+def test_an_alternative_whose_runs_overlap_is_no_measurable_difference(tmp_path):
+    summaries, _ = run_of("streams-5-runs", tmp_path)
+    one, four = pick(summaries, "wireguard", 1), pick(summaries, "wireguard", 4)
+    advice = by_setting(one.advice, "traffic.streams")
+    measured = advice.measured
+    assert measured is not None
+    # wireguard-go, 1 vs 4 streams: medians a few % apart, ranges overlapping.
+    assert min(goodputs(four)) < max(goodputs(one))
+    assert measured.comparison is not None and measured.comparison.p >= significance.ALPHA
+    assert measured.outcome == "no difference" and advice.refuted
+    assert "no measurable difference (" in measured.text()
+    assert f"{four.goodput.median / 1e6:,.0f} vs {one.goodput.median / 1e6:,.0f} Mbit/s" in (
+        measured.text()
+    )
+    assert "gain" not in advice.text()
+    assert advice is one.advice[-1]  # refuted suggestions come last
+
+
+def test_three_runs_a_side_are_too_few_to_tell_however_large_the_change(tmp_path):
+    # iperf2-vs-iperf3: 3 runs per configuration; 4 streams gave +78% over 1, with no
+    # overlap, yet 3 against 3 cannot reach p < 0.05 (smallest possible p = 0.1).
+    summaries, _ = run_of("iperf2-vs-iperf3", tmp_path)
+    one = next(
+        s
+        for s in summaries
+        if s.config.tunnel.kind is TunnelKind.NONE
+        and s.config.traffic.streams == 1
+        and s.config.traffic.generator.value == "iperf3"
+    )
+    advice = by_setting(one.advice, "traffic.streams")
+    assert advice.measured is not None and advice.measured.change_pct > 50
+    assert advice.measured.outcome == "too few runs" and not advice.refuted
+    assert "too few runs to tell (3 runs each; a rank test needs at least 4 of each" in (
+        advice.text()
+    )
+    assert ": gain" not in advice.text()
+
+
+def test_the_json_advice_carries_the_outcome_and_the_test(tmp_path):
+    summaries, _ = run_of("streams-5-runs", tmp_path)
+    document = findings.configuration_json(pick(summaries, "none", 1))
+    (streams,) = [a for a in document["advice"] if a["setting"] == "traffic.streams"]
+    assert streams["measured"]["outcome"] == "gain"
+    assert streams["measured"]["runs"] == [5, 5]
+    assert streams["measured"]["p"] < 0.05
+    low, high = streams["measured"]["ratio_ci95"]
+    assert 1 < low <= high
+
+
+# --- B.5: what this machine can do ---
+
+
+def wireguard_cpu_bound(tmp_path: Path) -> tuple[ConfigSummary, dict[str, Any]]:
+    summaries, env = run_of("streams-5-runs", tmp_path)
+    s = pick(summaries, "wireguard", 4)
+    assert s.diagnosis is not None and s.diagnosis.verdict.bound is Bound.CPU
+    return s, env
+
+
+def kernel_advice(s: ConfigSummary, env: dict[str, Any]) -> Advice:
+    subject = Subject(
+        s.config,
+        s.resolved,
+        s.metrics | {"goodput_bps": s.goodput.median},
+        None,
+        env,
+        runs=tuple(t.metrics for t in s.trials),
+    )
+    (found,) = [
+        a
+        for a in advise(subject, diagnose(subject), [])
+        if a.suggestion.startswith("prefer kernel WireGuard")
+    ]
+    return found
+
+
+def test_kernel_wireguard_on_a_kernel_without_it_says_so_with_the_reason(tmp_path):
+    s, env = wireguard_cpu_bound(tmp_path)
+    # The run recorded what this kernel said when asked for a wireguard link.
+    assert env["capabilities"]["links"]["wireguard"] == {
+        "ok": False,
+        "detail": "Unknown device type",
+    }
+    advice = kernel_advice(s, env)
+    assert advice.available == "no"
+    assert advice.phrased == (
+        "kernel WireGuard is not available on this kernel (Unknown device type); on a kernel"
+        " with it: prefer kernel WireGuard over userspace wireguard-go"
+    )
+    assert advice.text().startswith(advice.phrased)
+
+
+def test_kernel_wireguard_on_a_kernel_with_it_is_plain_advice(tmp_path):
+    s, env = wireguard_cpu_bound(tmp_path)
+    links = env["capabilities"]["links"] | {"wireguard": {"ok": True, "detail": ""}}
+    with_it = env | {"capabilities": env["capabilities"] | {"links": links}}
+    advice = kernel_advice(s, with_it)
+    assert advice.available == "yes"
+    assert advice.phrased == "prefer kernel WireGuard over userspace wireguard-go"
+
+
+def test_a_run_without_the_record_says_availability_not_recorded(tmp_path):
+    s, env = wireguard_cpu_bound(tmp_path)
+    old = {k: v for k, v in env.items() if k != "capabilities"}
+    advice = kernel_advice(s, old)
+    assert advice.available == "not recorded"
+    assert advice.phrased.endswith("(kernel WireGuard: availability not recorded)")
+
+
+def test_not_probed_names_why():
+    env = {"capabilities": {"links": {"wireguard": {"ok": None, "detail": "unshare refused"}}}}
+    found = availability(env, "links", "wireguard", "kernel WireGuard")
+    assert found.state == "not probed"
+    assert found.phrase("x") == "x (kernel WireGuard: availability not probed: unshare refused)"
+
+
+def test_fair_queue_advice_names_the_kernels_refusal_of_fq_codel_and_cake(tmp_path):
+    summaries, env = run_of("streams-5-runs", tmp_path)
+    s = pick(summaries, "none", 4)
+    config = s.config.to_dict()
+    config["lab"]["wan"] |= {"rate": "1gbit", "queue_limit": 50}
+    shaped = TrialConfig.from_dict(config)
+    # The recorded 4-stream trials with the drops a small FIFO causes at the shaper.
+    runs = tuple(
+        t.metrics | {"qdisc.client.wan.drops": 400.0, "qdisc.client.wan.sent_packets": 1e5}
+        for t in s.trials
+    )
+    subject = Subject(shaped, s.resolved, medians(runs), None, env, runs=runs)
+    diagnosis = diagnose(subject)
+    assert Bound.QUEUE_DROPS in {f.bound for f in diagnosis.findings}
+    queue = by_setting(advise(subject, diagnosis, []), "lab.wan.queue")
+    assert queue.available == "no"
+    assert queue.phrased == (
+        "fq_codel and cake are not available on this kernel (fq_codel: Specified qdisc kind"
+        " is unknown; cake: Specified qdisc kind is unknown); on a kernel with them: replace"
+        " the FIFO with a fair, delay-managing queue (fq_codel or cake)"
+    )
+    qdiscs = env["capabilities"]["qdiscs"] | {"cake": {"ok": True, "detail": ""}}
+    with_cake = env | {"capabilities": env["capabilities"] | {"qdiscs": qdiscs}}
+    subject = replace(subject, environment=with_cake)
+    queue = by_setting(advise(subject, diagnosis, []), "lab.wan.queue")
+    assert queue.phrased == "replace the FIFO with a fair, delay-managing queue (cake)"
+
+
+# --- B.8: every encrypting tunnel, from the registry ---
+
+
+def relabelled(s: ConfigSummary, kind: TunnelKind, protection: Protection) -> TrialConfig:
+    config = s.config.to_dict()
+    config["tunnel"] |= {"kind": kind.value, "protection": protection.value}
+    config["tunnel"]["implementation"] = "auto"
+    return TrialConfig.from_dict(config)
+
+
+@pytest.mark.parametrize(
+    ("kind", "protection", "cipher", "fires"),
+    [
+        (TunnelKind.WIREGUARD, Protection.NONE, "chacha20-poly1305", True),
+        (TunnelKind.OPENVPN, Protection.NONE, "aes-256-gcm", True),
+        (TunnelKind.IPSEC, Protection.NONE, "aes-256-gcm", True),
+        (TunnelKind.VXLAN, Protection.IPSEC, "aes-256-gcm", True),
+        (TunnelKind.VXLAN, Protection.NONE, None, False),
+        (TunnelKind.NONE, Protection.NONE, None, False),
+    ],
+)
+def test_crypto_advice_fires_for_every_encrypting_tunnel(tmp_path, kind, protection, cipher, fires):
+    # The recorded CPU-bound wireguard-go trials' metrics, as the configuration named.
+    s, env = wireguard_cpu_bound(tmp_path)
+    config = relabelled(s, kind, protection)
+    resolved = s.resolved | {"tunnel_cipher": cipher}
+    subject = Subject(config, resolved, s.metrics | {"goodput_bps": s.goodput.median}, None, env)
+    diagnosis = diagnose(subject)
+    assert diagnosis.verdict.bound is Bound.CPU
+    crypto = [a for a in advise(subject, diagnosis, []) if "crypto" in a.suggestion]
+    assert bool(crypto) is fires
+    assert encrypting(config) is fires
+    if fires:
+        # The recording CPU has AES-NI, PCLMULQDQ, VAES and AVX2 but not AVX-512.
+        offered = {
+            "aes-256-gcm": "AES-NI (AES-GCM), PCLMULQDQ (GHASH of AES-GCM), VAES",
+            "chacha20-poly1305": "AVX2 (ChaCha20-Poly1305)",
+        }[cipher]
+        assert crypto[0].because.endswith(f"the CPU offers {offered} for {cipher}")
+        assert crypto[0].suggestion.startswith("check that the tunnel's crypto uses")
+
+
+def test_encrypting_is_the_registrys_ciphers():
+    for kind in TunnelKind:
+        config = TrialConfig.from_dict({"tunnel": {"kind": kind.value}})
+        assert encrypting(config) is bool(REGISTRY.get(kind).ciphers)
+
+
+def test_libipsec_cpu_bound_is_told_about_kernel_esp_and_its_availability(tmp_path):
+    s, env = wireguard_cpu_bound(tmp_path)
+    assert USERSPACE_ESP == strongswan.LIBIPSEC
+    config = relabelled(s, TunnelKind.IPSEC, Protection.NONE)
+    resolved = s.resolved | {
+        "tunnel_implementation": USERSPACE_ESP,
+        "esp_implementation": USERSPACE_ESP,
+        "tunnel_cipher": Cipher.AES_256_GCM.value,
+    }
+    subject = Subject(config, resolved, s.metrics | {"goodput_bps": s.goodput.median}, None, env)
+    esp = [a for a in advise(subject, diagnose(subject), []) if "kernel's ESP" in a.suggestion]
+    (advice,) = esp
+    assert advice.setting == "tunnel.implementation" and advice.available == "no"
+    assert advice.phrased.startswith(
+        "the kernel's ESP with aes-256-gcm is not available on this kernel (Requested AEAD"
+        " algorithm not found); on a kernel with it: use the kernel's ESP"
+    )
+
+
+def test_openvpn_without_dco_names_dco_and_why_this_kernel_lacks_it(tmp_path):
+    s, env = wireguard_cpu_bound(tmp_path)
+    config = relabelled(s, TunnelKind.OPENVPN, Protection.NONE)
+    resolved = s.resolved | {"tunnel_implementation": "openvpn", "openvpn_dco": False}
+    subject = Subject(config, resolved, s.metrics | {"goodput_bps": s.goodput.median}, None, env)
+    (dco,) = [a for a in advise(subject, diagnose(subject), []) if "ovpn-dco" in a.suggestion]
+    assert dco.available == "no"
+    assert dco.phrased.startswith(
+        "OpenVPN's data channel offload (ovpn-dco) is not available on this kernel (no"
+        " ovpn-dco-v2 netlink family"
+    )
+
+
+def test_siblings_without_their_runs_are_too_few_to_tell(tmp_path):
+    summaries, env = run_of("streams-5-runs", tmp_path)
+    one, four = pick(summaries, "none", 1), pick(summaries, "none", 4)
+    subject = Subject(
+        one.config, one.resolved, one.metrics | {"goodput_bps": one.goodput.median}, None, env
+    )
+    advice = advise(subject, diagnose(subject), [Sibling(four.config, four.goodput.median)])
+    measured = by_setting(advice, "traffic.streams").measured
+    assert measured is not None and measured.outcome == "too few runs"
