@@ -3,9 +3,16 @@ command, then checks the verdict, its evidence and the advice computed from the 
 run. Trials are short (2 s measured after 1 s of warm-up, one run each): the verdicts
 rest on shares of a ceiling or of a core, which settle within a second or two."""
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 from tests.integration.helpers import tunnelbench
+from tunnelbench import capabilities
 from tunnelbench.analysis.diagnosis import Bound
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.store import Store
@@ -75,6 +82,16 @@ def test_unshaped_userspace_wireguard_is_held_by_its_daemon(tmp_path):
     assert verdict.bound is Bound.CPU, _explain(wireguard)
     assert (verdict.subject or "").startswith("wireguard-go@"), _explain(wireguard)
     assert "tunnel.implementation" in _settings(wireguard), _explain(wireguard)
+    # The run recorded what this kernel can do, and the advice follows it.
+    (kernel,) = [a for a in wireguard.advice if a.suggestion.startswith("prefer kernel")]
+    probed = capabilities.link("wireguard")
+    if probed.ok is False:
+        assert kernel.available == "no", _explain(wireguard)
+        assert kernel.phrased.startswith(
+            f"kernel WireGuard is not available on this kernel ({probed.detail})"
+        )
+    else:
+        assert kernel.available == ("yes" if probed.ok else "not probed")
 
 
 def test_a_tiny_fifo_under_the_shaper_drops_packets_of_several_streams(tmp_path):
@@ -134,3 +151,30 @@ def test_several_streams_in_one_iperf3_process_peg_the_generator(tmp_path):
     assert verdict.bound is Bound.GENERATOR, _explain(none)
     assert (verdict.subject or "").startswith("iperf3-"), _explain(none)
     assert "traffic.stream_mode" in _settings(none), _explain(none)
+
+
+def test_a_busy_process_outside_the_lab_is_outside_load_not_the_labs_cpu_limit(tmp_path):
+    """The audit's case: an unrelated niced busy loop on every core while a shaped link
+    carries one stream. The cores read ~100% busy, but the lab's work is a small part of
+    it: the verdict must not be CPU-bound, and the outside load is a finding of its own."""
+    loops = [
+        subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 1)
+    ]
+    try:
+        by_kind = _summaries(
+            tmp_path, "--tunnels", "none", "--streams", "1", "--rate", "100mbit", *SHORT
+        )
+    finally:
+        for loop in loops:
+            os.kill(loop.pid, signal.SIGKILL)
+            loop.wait()
+    none = by_kind["none"]
+    (trial,) = none.trials
+    if "load.outside_pct" not in trial.metrics:
+        pytest.skip("this build records no outside load (load.outside_pct)")
+    assert trial.metrics["load.outside_pct"] >= 100.0, trial.metrics
+    assert none.diagnosis is not None
+    bounds = {f.bound for f in none.diagnosis.findings}
+    assert Bound.CPU not in bounds, _explain(none)
+    assert Bound.OUTSIDE_LOAD in bounds, _explain(none)
