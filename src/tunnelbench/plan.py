@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from enum import Enum
 from typing import Any, TypeVar
 
+from tunnelbench.echo import integer, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
     Cipher,
@@ -40,6 +41,10 @@ D = TypeVar("D")
 MTU_MIN, MTU_MAX = 576, 65535
 IPV6_MTU_MIN = 1280
 STREAMS_MAX = 128
+#: The most trials one experiment may hold (every repetition and added baseline counted;
+#: an adaptive one at its most repetitions): over a day and a half at 1 s per trial plus
+#: overhead, and a bound on the memory and time that expanding it takes.
+TRIALS_MAX = 10_000
 ROLES = ("client", "gw", "gwa", "gwb", "server")
 
 
@@ -85,6 +90,12 @@ class LabSettings:
     lan_mtu: int = 1500
     offloads: Offloads = field(default_factory=Offloads)
     rps_cpus: str | None = None  # hex CPU mask for receive packet steering on every link
+
+    @property
+    def families(self) -> tuple[int, ...]:
+        """The IP versions the lab's links carry: IPv6 needs an MTU of at least 1280
+        on every link (RFC 8200), so a lab with a smaller link MTU is IPv4 only."""
+        return (4, 6) if min(self.wan.mtu, self.lan_mtu) >= IPV6_MTU_MIN else (4,)
 
 
 @dataclass(frozen=True)
@@ -291,6 +302,25 @@ def with_baselines(configs: Iterable[TrialConfig]) -> list[TrialConfig]:
     return ordered
 
 
+def trial_count(experiment: Experiment) -> int:
+    """How many trials the experiment holds at most (baselines and, for an adaptive one,
+    its most repetitions included), counted without expanding it."""
+    most = experiment.adaptive.max_repetitions if experiment.adaptive else experiment.repetitions
+    return len(with_baselines(experiment.configs)) * most
+
+
+def check_size(experiment: Experiment, where: str) -> None:
+    """Refuse an experiment of more than :data:`TRIALS_MAX` trials, giving its count."""
+    count = trial_count(experiment)
+    if count > TRIALS_MAX:
+        configs = len(with_baselines(experiment.configs))
+        most = count // configs
+        raise UserError(
+            f"{where}: {count:,} trials ({configs:,} configurations with their baselines"
+            f" x {most} repetition(s)); at most {TRIALS_MAX:,} are allowed"
+        )
+
+
 def expand(experiment: Experiment) -> list[Trial]:
     """The trials to run, in order.
 
@@ -339,9 +369,9 @@ def extra_round_order(experiment: Experiment, repetition: int) -> list[TrialConf
 
 def check_int(key: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UserError(f"{key}: {value!r} is not a whole number ({low}..{high})")
+        raise UserError(f"{key}: {shown(value)} is not a whole number ({low}..{high})")
     if not low <= value <= high:
-        raise UserError(f"{key}: {value} is out of range; allowed {low}..{high}")
+        raise UserError(f"{key}: {integer(value)} is out of range; allowed {low}..{high}")
     return value
 
 
@@ -355,7 +385,7 @@ def check_choice(key: str, value: object, enum: type[E]) -> E:
         return enum(value)
     except ValueError:
         allowed = choices(enum)  # type: ignore[arg-type]
-        raise UserError(f"{key}: unknown value {value!r}; allowed: {allowed}") from None
+        raise UserError(f"{key}: unknown value {shown(value)}; allowed: {allowed}") from None
 
 
 def check_target_pct(key: str, value: object) -> float:
@@ -367,16 +397,16 @@ def check_target_pct(key: str, value: object) -> float:
     elif isinstance(value, int | float) and not isinstance(value, bool):
         number = float(value)
     if number is None or not math.isfinite(number):
-        raise UserError(f"{key}: {value!r} is not a percentage such as '2%' or 0.5")
+        raise UserError(f"{key}: {shown(value)} is not a percentage such as '2%' or 0.5")
     if not 0 < number < 100:
-        raise UserError(f"{key}: {value!r} is out of range; allowed above 0% and below 100%")
+        raise UserError(f"{key}: {shown(value)} is out of range; allowed above 0% and below 100%")
     return number
 
 
 def check_family(key: str, value: object) -> int:
     if value == 4 or value == 6:
         return 4 if value == 4 else 6
-    raise UserError(f"{key}: {value!r} is not an IP version; allowed: 4, 6")
+    raise UserError(f"{key}: {shown(value)} is not an IP version; allowed: 4, 6")
 
 
 def product_configs(

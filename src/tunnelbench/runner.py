@@ -122,6 +122,14 @@ def _resolve(config: TrialConfig) -> Resolution:
     tunnel = TUNNELS.get(config.tunnel.kind)
     generator = GENERATORS.get(config.traffic.generator)
     spec = tunnel.resolve(config.tunnel, config.lab.wan.mtu)
+    family = config.traffic.family
+    carried = tunnel.carried_families(config.lab.families, spec.mtu or 0)
+    if family in tunnel.families and family not in carried:  # else refused by its kind
+        raise UserError(
+            f"traffic.family: IPv{family} cannot cross this lab: IPv6 needs an MTU of at"
+            f" least 1280 on every link and in the tunnel (links {config.lab.wan.mtu}"
+            f"/{config.lab.lan_mtu}, tunnel {spec.mtu})"
+        )
     for program, purpose in tunnel.programs(spec.implementation) + generator.programs():
         programs.require(program, purpose)
     return Resolution(
@@ -337,6 +345,7 @@ def _measure(
     generator = GENERATORS.get(config.traffic.generator)
     lab = netns.build(config.lab, tunnel=config.tunnel.kind is not TunnelKind.NONE)
     resolved["lab_id"] = lab.lab_id
+    resolved["lab_families"] = list(config.lab.families)
     if offloads := lab.state.info.get("offloads"):
         resolved["offloads"] = offloads  # role -> feature -> on (see netns.role_offloads)
     sampler = Sampler()

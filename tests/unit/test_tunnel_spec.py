@@ -61,3 +61,38 @@ def test_settings_a_kind_cannot_do_are_refused_by_name(settings, message):
     with pytest.raises(UserError) as caught:
         resolve(**settings)
     assert str(caught.value) == message
+
+
+# --- what fits: the largest packet, and which IP versions a lab carries ---
+
+
+@pytest.mark.parametrize(
+    ("kind", "largest"), [(TunnelKind.WIREGUARD, 65475), (TunnelKind.VXLAN, 65485)]
+)
+def test_a_tunnel_mtu_whose_packets_exceed_an_ipv4_packet_is_refused(kind, largest):
+    """wireguard-go carried TCP at a tunnel MTU of 65475, stalled at 65476, died at 65535."""
+    tunnel = TUNNELS.get(kind)
+    assert tunnel.resolve(TunnelSettings(kind=kind, mtu=largest), 65535).mtu == largest
+    with pytest.raises(UserError) as refused:
+        tunnel.resolve(TunnelSettings(kind=kind, mtu=largest + 1), 65535)
+    assert str(refused.value) == (
+        f"tunnel.mtu: {largest + 1} plus {65535 - largest} bytes of {kind.value} encapsulation"
+        f" exceeds the 65,535-byte maximum of an IPv4 packet; at most {largest}"
+    )
+
+
+def test_a_lab_with_a_link_below_1280_is_ipv4_only():
+    from tunnelbench.plan import LabSettings, LinkSettings
+
+    assert LabSettings().families == (4, 6)
+    assert LabSettings(wan=LinkSettings(mtu=1279)).families == (4,)
+    assert LabSettings(lan_mtu=576).families == (4,)
+    assert LabSettings(wan=LinkSettings(mtu=1280), lan_mtu=1280).families == (4, 6)
+
+
+def test_a_tunnel_carries_ipv6_only_at_1280_and_only_its_own_families():
+    wireguard, ipip = TUNNELS.get(TunnelKind.WIREGUARD), TUNNELS.get(TunnelKind.IPIP)
+    assert wireguard.carried_families((4, 6), 1280) == (4, 6)
+    assert wireguard.carried_families((4, 6), 1279) == (4,)
+    assert wireguard.carried_families((4,), 1420) == (4,)
+    assert ipip.carried_families((4, 6), 1480) == (4,)

@@ -216,12 +216,12 @@ def _create(lab: Lab, tunnel: bool) -> None:
         for (owner, peer), iface in lab.interfaces.items():
             if owner != role:
                 continue
-            for family in (4, 6):
+            for family in settings.families:
                 address = f"{lab.address(role, peer, family)}/{plen(family)}"
                 command = ["address", "add", address, "dev", iface.name]
                 commands.append(command + (["nodad"] if family == 6 else []))
             commands.append(["link", "set", iface.name, "up"])
-        for family in (4, 6):
+        for family in settings.families:
             for route in routes_for(chain, role, family, tunnel):
                 if route.via is not None:  # tunnel routes come with the tunnel device
                     commands.append(["route", "add", route.prefix, "via", route.via])

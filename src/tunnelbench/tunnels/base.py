@@ -13,11 +13,13 @@ from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import plen, routes_for, tunnel_address
-from tunnelbench.plan import TunnelSettings
+from tunnelbench.plan import IPV6_MTU_MIN, TunnelSettings
 from tunnelbench.tunnels import strongswan
 
 #: What ESP offers, whether as the tunnel itself or around an unencrypted one.
 ESP_CIPHERS = (Cipher.AES_256_GCM, Cipher.CHACHA20_POLY1305)
+#: The largest IPv4 packet (its 16-bit total length): an outer packet cannot be larger.
+IPV4_PACKET_MAX = 65535
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,20 @@ class Tunnel(ABC):
             require_esp(esp, "tunnel.protection")
         spec = replace(spec, mtu=settings.mtu or self.default_mtu(underlay_mtu, spec))
         self._check_esp_mtu(spec)
+        self._check_packet_size(spec)
         return spec
+
+    def _check_packet_size(self, spec: TunnelSpec) -> None:
+        """An encapsulated packet must fit in one IPv4 packet (65,535 bytes, the lab's
+        outer family): wireguard-go stalls at a tunnel MTU of 65476 and dies at 65535."""
+        assert spec.mtu is not None
+        overhead = self.overhead(spec, 4)
+        if spec.mtu + overhead > IPV4_PACKET_MAX:
+            raise UserError(
+                f"tunnel.mtu: {spec.mtu} plus {overhead} bytes of {self.kind.value}"
+                f" encapsulation exceeds the {IPV4_PACKET_MAX:,}-byte maximum of an IPv4"
+                f" packet; at most {IPV4_PACKET_MAX - overhead}"
+            )
 
     # --- ESP, for ipsec and for tunnel.protection = "ipsec" ---
 
@@ -215,11 +230,18 @@ class Tunnel(ABC):
 
     # --- shared steps for subclasses ---
 
+    def carried_families(self, lab_families: tuple[int, ...], mtu: int) -> tuple[int, ...]:
+        """The IP versions a tunnel of ``mtu`` carries in a lab of ``lab_families``: the
+        kind's own, those the lab's links carry, and IPv6 only at 1280 or more."""
+        return tuple(
+            f for f in self.families if f in lab_families and (f == 4 or mtu >= IPV6_MTU_MIN)
+        )
+
     def address_and_route(self, lab: Lab, role: str, device: str, mtu: int) -> None:
         """Give a tunnel device its inner addresses, bring it up and add its routes."""
         left = role == lab.chain.tunnel_ends[0]
         commands = [["link", "set", device, "mtu", str(mtu), "up"]]
-        for family in self.families:
+        for family in self.carried_families(lab.settings.families, mtu):
             address = f"{tunnel_address(left, family)}/{plen(family)}"
             commands.append(
                 ["address", "add", address, "dev", device] + (["nodad"] if family == 6 else [])
