@@ -18,6 +18,7 @@ import pytest
 from tests.report_fixtures import recorded
 from tunnelbench.analysis import significance
 from tunnelbench.analysis.advice import (
+    KERNEL_ESP,
     USERSPACE_ESP,
     Advice,
     Sibling,
@@ -307,3 +308,23 @@ def test_siblings_without_their_runs_are_too_few_to_tell(tmp_path):
     advice = advise(subject, diagnose(subject), [Sibling(four.config, four.goodput.median)])
     measured = by_setting(advice, "traffic.streams").measured
     assert measured is not None and measured.outcome == "too few runs"
+
+
+def test_a_cpu_without_the_ciphers_instructions_expects_slow_crypto(tmp_path):
+    s, env = wireguard_cpu_bound(tmp_path)
+    without_aes = env | {"cpu_flags": [f for f in env["cpu_flags"] if f != "aes"]}
+    config = relabelled(s, TunnelKind.IPSEC, Protection.NONE)
+    for cipher, slow in (("aes-256-gcm", True), ("chacha20-poly1305", False)):
+        resolved = s.resolved | {"tunnel_cipher": cipher}
+        subject = Subject(
+            config, resolved, s.metrics | {"goodput_bps": s.goodput.median}, None, without_aes
+        )
+        (crypto,) = [a for a in advise(subject, diagnose(subject), []) if "crypto" in a.suggestion]
+        assert crypto.suggestion.startswith("expect slow crypto") is slow
+        if slow:
+            assert crypto.because.endswith("the CPU lacks AES-NI (AES-GCM) for aes-256-gcm")
+
+
+def test_the_esp_names_are_strongswans():
+    assert USERSPACE_ESP == strongswan.LIBIPSEC
+    assert {c.value: a for c, a in strongswan.KERNEL_ALGORITHMS.items()} == KERNEL_ESP
