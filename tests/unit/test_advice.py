@@ -57,7 +57,7 @@ def by_setting(advice: list[Advice], setting: str) -> Advice:
 
 def median(s: ConfigSummary) -> float:
     assert s.goodput is not None
-    return median(s)
+    return s.goodput.median
 
 
 def goodputs(s: ConfigSummary) -> list[float]:
