@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
     Cipher,
@@ -50,7 +51,7 @@ class Setting:
 def _choice(enum: type[Enum]) -> Parser:
     def parse(key: str, value: Any) -> Any:
         if not isinstance(value, str):
-            raise UserError(f"{key}: {value!r} is not a string; allowed: {_names(enum)}")
+            raise UserError(f"{key}: {shown(value)} is not a string; allowed: {_names(enum)}")
         return check_choice(key, value, enum)
 
     return parse
@@ -66,7 +67,7 @@ def _int(low: int, high: int) -> Parser:
 
 def _rate(key: str, value: Any) -> int:
     if not isinstance(value, str):
-        raise UserError(f"{key}: {value!r} is not a rate string such as '1gbit' or '100mbit'")
+        raise UserError(f"{key}: {shown(value)} is not a rate string such as '1gbit' or '100mbit'")
     return parse_rate(value, key=key)
 
 
@@ -79,22 +80,22 @@ def _switch(key: str, value: Any) -> bool:
         return value
     if value in ("on", "off"):
         return bool(value == "on")
-    raise UserError(f"{key}: {value!r} is not a switch; allowed: true, false, 'on', 'off'")
+    raise UserError(f"{key}: {shown(value)} is not a switch; allowed: true, false, 'on', 'off'")
 
 
 def _roles(key: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not value:
-        raise UserError(f"{key}: {value!r} is not a non-empty list of roles")
+        raise UserError(f"{key}: {shown(value)} is not a non-empty list of roles")
     for role in value:
         if role not in ROLES:
-            raise UserError(f"{key}: unknown role {role!r}; allowed: {', '.join(ROLES)}")
+            raise UserError(f"{key}: unknown role {shown(role)}; allowed: {', '.join(ROLES)}")
     return tuple(value)
 
 
 def _cpu_mask(key: str, value: Any) -> str:
     text = value.lower().removeprefix("0x") if isinstance(value, str) else ""
     if not re.fullmatch(r"[0-9a-f]{1,16}", text) or int(text, 16) == 0:
-        raise UserError(f"{key}: {value!r} is not a hexadecimal CPU mask such as '3' or '0xf'")
+        raise UserError(f"{key}: {shown(value)} is not a hexadecimal CPU mask such as '3' or '0xf'")
     return text
 
 
@@ -106,22 +107,22 @@ def _cpu_budget(key: str, value: Any) -> float:
     elif isinstance(value, int | float) and not isinstance(value, bool):
         number = float(value)
     if number is None:
-        raise UserError(f"{key}: {value!r} is not a share of one core such as 0.25 or '25%'")
+        raise UserError(f"{key}: {shown(value)} is not a share of one core such as 0.25 or '25%'")
     if not 0.01 <= number <= 64:
-        raise UserError(f"{key}: {value!r} is out of range; allowed 0.01..64 cores")
+        raise UserError(f"{key}: {shown(value)} is out of range; allowed 0.01..64 cores")
     return number
 
 
 def _name(key: str, value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", value):
-        raise UserError(f"{key}: {value!r} is not a name such as 'cubic' or 'bbr'")
+        raise UserError(f"{key}: {shown(value)} is not a name such as 'cubic' or 'bbr'")
     return value
 
 
 def _implementation(key: str, value: Any) -> str:
     # Which names a tunnel kind accepts is checked once the kind is known.
     if not isinstance(value, str) or not value:
-        raise UserError(f"{key}: {value!r} is not an implementation name")
+        raise UserError(f"{key}: {shown(value)} is not an implementation name")
     return value
 
 

@@ -9,12 +9,16 @@ Pure: reading the file is the only I/O. See docs/plans.md.
 
 import difflib
 import itertools
+import math
+import os
+import stat
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tunnelbench.echo import capped, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order, Protocol, StreamMode, TunnelKind
 from tunnelbench.lab.topology import CHAINS
@@ -23,6 +27,7 @@ from tunnelbench.plan import (
     ADAPTIVE_MIN,
     IPV6_MTU_MIN,
     REPETITIONS_MAX,
+    TRIALS_MAX,
     AdaptiveRepetitions,
     Experiment,
     Trial,
@@ -30,6 +35,7 @@ from tunnelbench.plan import (
     TunnelSettings,
     check_choice,
     check_int,
+    check_size,
     check_target_pct,
 )
 from tunnelbench.plan_fields import GROUPS, SETTINGS
@@ -44,14 +50,23 @@ TOP_KEYS = ("name", "description", "repetitions", "order", "seed", "base", "matr
 #: 2-core reference machine.
 TRIAL_OVERHEAD_S = 1.2
 QUICK_DURATION, QUICK_WARMUP = 1, 1
+#: The largest plan file read: the scenarios are 1-3 kB.
+PLAN_BYTES_MAX = 1024 * 1024
+#: Problems listed in one error; the rest are counted.
+PROBLEMS_SHOWN = 20
+#: The longest line of a problem; longer ones (a long key path) are cut.
+PROBLEM_CHARS_MAX = 300
 
 
 class PlanError(UserError):
     """Every problem found in a plan file, one per line."""
 
     def __init__(self, source: str, problems: list[str]) -> None:
-        count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
-        super().__init__(f"{source}: {count}:\n" + "\n".join(f"  {p}" for p in problems))
+        count = f"{len(problems):,} problem{'s' if len(problems) > 1 else ''}"
+        lines = [f"  {capped(p, PROBLEM_CHARS_MAX)}" for p in problems[:PROBLEMS_SHOWN]]
+        if len(problems) > PROBLEMS_SHOWN:
+            lines.append(f"  ... and {len(problems) - PROBLEMS_SHOWN:,} more")
+        super().__init__(f"{capped(source, PROBLEM_CHARS_MAX)}: {count}:\n" + "\n".join(lines))
         self.problems = problems
 
 
@@ -76,11 +91,17 @@ class Plan:
 
 class _Problems:
     def __init__(self) -> None:
-        self.items: list[str] = []
+        self._seen: dict[str, None] = {}
+
+    @property
+    def items(self) -> list[str]:
+        return list(self._seen)
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
     def add(self, message: str) -> None:
-        if message not in self.items:
-            self.items.append(message)
+        self._seen.setdefault(message, None)
 
     def check(self, parse: Callable[[], T]) -> T | object:
         """The parsed value, or :data:`BAD` after recording why it is not valid."""
@@ -97,22 +118,71 @@ BAD = object()
 
 def load(path: Path, *, quick: bool = False) -> Plan:
     """Read and check a plan file; raise :class:`PlanError` listing every problem."""
+    return parse(read(path), str(path), default_name=path.stem, quick=quick)
+
+
+def read(path: Path) -> str:
+    """The text of a plan file: a regular file of UTF-8 text, at most
+    :data:`PLAN_BYTES_MAX` bytes. A FIFO, a device or a directory is refused without
+    reading it (opening does not wait for a FIFO's writer)."""
+    name = capped(repr(str(path)), PROBLEM_CHARS_MAX)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserError(f"plan: cannot read {str(path)!r}: {exc.strerror}") from None
-    return parse(text, str(path), default_name=path.stem, quick=quick)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise UserError(f"plan: cannot read {name}: {reason}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise UserError(f"plan: {name} is {_file_type(mode)}, not a plan file (TOML)")
+    with os.fdopen(fd, "rb") as file:
+        try:
+            data = file.read(PLAN_BYTES_MAX + 1)
+        except OSError as exc:
+            raise UserError(f"plan: cannot read {name}: {exc.strerror}") from None
+    if len(data) > PLAN_BYTES_MAX:
+        raise UserError(
+            f"plan: {name} is larger than {PLAN_BYTES_MAX // 1024} KiB; a plan is a short TOML file"
+        )
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UserError(f"plan: {name} is UTF-16 text; save it as UTF-8")
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"plan: {name} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset"
+            f" {exc.start}); a plan is a TOML file in UTF-8"
+        ) from None
+
+
+def _file_type(mode: int) -> str:
+    kinds = [
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ]
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _toml(text: str, source: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError(source, [f"not valid TOML: {exc}"]) from None
+    except ValueError:  # int() refuses more than sys.get_int_max_str_digits() digits
+        raise PlanError(source, ["not valid TOML: a number has too many digits"]) from None
+    except RecursionError:
+        raise PlanError(source, ["not valid TOML: arrays or tables nested too deeply"]) from None
 
 
 def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = False) -> Plan:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PlanError(source, [f"not valid TOML: {exc}"]) from None
+    data = _toml(text, source)
     problems = _Problems()
     for key in data:
         if key not in TOP_KEYS:
-            problems.add(f"{key}: unknown key{_suggest(key, TOP_KEYS)}")
+            problems.add(f"{capped(key)}: unknown key{_suggest(key, TOP_KEYS)}")
     name = _text(problems, data, "name", default_name)
     description = _text(problems, data, "description", "")
     repetitions, adaptive = _repetitions(problems, data.get("repetitions", 3))
@@ -122,16 +192,24 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
     seed = _top_int(problems, data, "seed", None, 0, 2**63 - 1)
     base = _base(problems, data.get("base", {}))
     axes = _axes(problems, data.get("matrix", {}))
+    combinations = math.prod(len(a.values) for a in axes)
+    if combinations > TRIALS_MAX:
+        shape = " x ".join(f"{len(a.values):,}" for a in axes)
+        problems.add(
+            f"matrix: {shape} = {combinations:,} combinations; a plan may have at most"
+            f" {TRIALS_MAX:,} trials"
+        )
+        raise PlanError(source, problems.items)
     combos = [_merge(base, choice) for choice in itertools.product(*(a.values for a in axes))]
     kept = _exclude(problems, data.get("exclude", []), axes, combos)
-    configs: list[TrialConfig] = []
+    configs: dict[TrialConfig, None] = {}  # in order, each once
     if problems.items:
         # Conflicts between settings are only meaningful once each setting is valid.
         raise PlanError(source, problems.items)
     for combo, values in kept:
         config = _config(problems, combo, values)
-        if config is not None and config not in configs:
-            configs.append(config)
+        if config is not None:
+            configs.setdefault(config, None)
     if problems.items:
         raise PlanError(source, problems.items)
     assert isinstance(repetitions, int) and isinstance(order, Order)
@@ -143,6 +221,10 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
         name=name,
         adaptive=adaptive,
     )
+    try:
+        check_size(experiment, "plan")
+    except UserError as exc:
+        raise PlanError(source, [str(exc)]) from None
     if quick:
         experiment = quicken(experiment)
     return Plan(name, description, source, experiment, axes, len(combos) - len(kept))
@@ -180,7 +262,7 @@ def estimate_seconds(trials: list[Trial]) -> float:
 def _text(problems: _Problems, data: dict[str, Any], key: str, default: str) -> str:
     value = data.get(key, default)
     if not isinstance(value, str):
-        problems.add(f"{key}: {value!r} is not a string")
+        problems.add(f"{key}: {shown(value)} is not a string")
         return default
     return value
 
@@ -210,7 +292,7 @@ def _repetitions(problems: _Problems, raw: Any) -> tuple[object, AdaptiveRepetit
     for key in raw:
         if key not in ADAPTIVE_KEYS:
             where = "repetitions."
-            problems.add(f"{where}{key}: unknown key{_suggest(key, ADAPTIVE_KEYS, where)}")
+            problems.add(f"{where}{capped(key)}: unknown key{_suggest(key, ADAPTIVE_KEYS, where)}")
     if "target" not in raw:
         problems.add(
             "repetitions.target: missing; an adaptive plan needs the precision to reach,"
@@ -233,7 +315,7 @@ def _repetitions(problems: _Problems, raw: Any) -> tuple[object, AdaptiveRepetit
 
 def _base(problems: _Problems, table: Any) -> dict[str, Any]:
     if not isinstance(table, dict):
-        problems.add(f"base: {table!r} is not a table of settings")
+        problems.add(f"base: {shown(table)} is not a table of settings")
         return {}
     parsed: dict[str, Any] = {}
     for path, raw in _settings_of(problems, table, "base.").items():
@@ -256,7 +338,9 @@ def _settings_of(problems: _Problems, table: dict[str, Any], where: str) -> dict
                 out[path] = value
             else:
                 known = [*SETTINGS, *GROUPS]
-                problems.add(f"{where}{path}: unknown setting{_suggest(path, known, where)}")
+                problems.add(
+                    f"{where}{capped(path)}: unknown setting{_suggest(path, known, where)}"
+                )
 
     walk(table, "")
     return out
@@ -264,7 +348,7 @@ def _settings_of(problems: _Problems, table: dict[str, Any], where: str) -> dict
 
 def _axes(problems: _Problems, table: Any) -> tuple[Axis, ...]:
     if not isinstance(table, dict):
-        problems.add(f"matrix: {table!r} is not a table of axes")
+        problems.add(f"matrix: {shown(table)} is not a table of axes")
         return ()
     axes: list[Axis] = []
 
@@ -274,16 +358,18 @@ def _axes(problems: _Problems, table: Any) -> tuple[Axis, ...]:
             if isinstance(value, dict) and path in GROUPS:
                 walk(value, path + ".")
             elif not isinstance(value, list):
-                problems.add(f"matrix.{path}: {value!r} is not a list of values")
+                problems.add(f"matrix.{capped(path)}: {shown(value)} is not a list of values")
             elif not value:
-                problems.add(f"matrix.{path}: empty axis; give at least one value")
+                problems.add(f"matrix.{capped(path)}: empty axis; give at least one value")
             elif path in SETTINGS:
                 axes.append(_plain_axis(problems, path, value))
             elif all(isinstance(v, dict) for v in value):
                 axes.append(_linked_axis(problems, path, value))
             else:
                 known = [*SETTINGS, *GROUPS]
-                problems.add(f"matrix.{path}: unknown setting{_suggest(path, known, 'matrix.')}")
+                problems.add(
+                    f"matrix.{capped(path)}: unknown setting{_suggest(path, known, 'matrix.')}"
+                )
 
     walk(table, "")
     owner: dict[str, str] = {}
@@ -299,19 +385,22 @@ def _axes(problems: _Problems, table: Any) -> tuple[Axis, ...]:
 
 def _plain_axis(problems: _Problems, path: str, raw: list[Any]) -> Axis:
     values: list[dict[str, Any]] = []
+    seen: set[Any] = set()
     for i, item in enumerate(raw):
         key = f"matrix.{path}[{i}]"
         value = problems.check(lambda: SETTINGS[path].parse(key, item))  # noqa: B023
         if value is BAD:
             continue
-        if {path: value} in values:
-            problems.add(f"{key}: {item!r} appears twice in the axis")
+        if value in seen:
+            problems.add(f"{key}: {shown(item)} appears twice in the axis")
+        seen.add(value)
         values.append({path: value})
     return Axis(path, tuple(values))
 
 
 def _linked_axis(problems: _Problems, name: str, raw: list[dict[str, Any]]) -> Axis:
     values: list[dict[str, Any]] = []
+    seen: set[frozenset[tuple[str, Any]]] = set()
     for i, table in enumerate(raw):
         where = f"matrix.{name}[{i}]."
         entry: dict[str, Any] = {}
@@ -321,8 +410,9 @@ def _linked_axis(problems: _Problems, name: str, raw: list[dict[str, Any]]) -> A
                 entry[path] = value
         if not table:
             problems.add(f"matrix.{name}[{i}]: empty table; give the settings of this value")
-        elif entry in values:
+        elif frozenset(entry.items()) in seen:
             problems.add(f"matrix.{name}[{i}]: the same settings appear twice in the axis")
+        seen.add(frozenset(entry.items()))
         values.append(entry)
     return Axis(name, tuple(values))
 
@@ -354,7 +444,7 @@ def _exclude(
     parsed_rules: list[dict[str, list[Any]]] = []
     for i, rule in enumerate(rules):
         where = f"exclude[{i}]."
-        before = len(problems.items)
+        before = len(problems)
         parsed: dict[str, list[Any]] = {}
         for path, raw in _settings_of(problems, rule, where).items():
             if path not in varied:
@@ -367,12 +457,15 @@ def _exclude(
                 if value is BAD:
                     continue
                 if value not in values_of[path]:
-                    shown = ", ".join(_show(v) for v in values_of[path])
-                    problems.add(f"{where}{path}: {item!r} is not a value of the matrix ({shown})")
+                    listed = ", ".join(_show(v) for v in values_of[path])
+                    problems.add(
+                        f"{where}{path}: {shown(item)} is not a value of the matrix"
+                        f" ({capped(listed, 200)})"
+                    )
                 parsed[path].append(value)
         if not rule:
             problems.add(f"exclude[{i}]: empty rule; it would remove every combination")
-        elif len(problems.items) == before and not any(_matches(parsed, o) for o in own):
+        elif len(problems) == before and not any(_matches(parsed, o) for o in own):
             problems.add(f"exclude[{i}]: matches no combination of the matrix")
         parsed_rules.append(parsed)
     kept = [
@@ -393,7 +486,7 @@ def _matches(rule: dict[str, list[Any]], values: dict[str, Any]) -> bool:
 
 
 def _show(value: Any) -> str:
-    return str(getattr(value, "value", value))
+    return capped(str(getattr(value, "value", value)))
 
 
 # --- one configuration ---
@@ -411,10 +504,10 @@ def _config(problems: _Problems, combo: dict[str, Any], own: dict[str, Any]) -> 
     config = TrialConfig.from_dict(tree)
     where = ", ".join(f"{p}={_show(v)}" for p, v in own.items())
     prefix = f"with {where}: " if where else ""
-    before = len(problems.items)
+    before = len(problems)
     for message in _conflicts(config):
         problems.add(prefix + message)
-    return None if len(problems.items) > before else _normalized(config)
+    return None if len(problems) > before else _normalized(config)
 
 
 def _conflicts(config: TrialConfig) -> list[str]:
@@ -436,7 +529,7 @@ def _conflicts(config: TrialConfig) -> list[str]:
         implementations = TUNNELS.get(tunnel.kind).implementations
         if tunnel.implementation not in ("auto", *implementations):
             found.append(
-                f"tunnel.implementation: {tunnel.implementation!r} is not an implementation"
+                f"tunnel.implementation: {shown(tunnel.implementation)} is not an implementation"
                 f" of {tunnel.kind.value}; allowed: {', '.join(('auto', *implementations))}"
             )
     roles = CHAINS[lab.topology].roles
@@ -463,5 +556,7 @@ def _normalized(config: TrialConfig) -> TrialConfig:
 
 
 def _suggest(word: str, known: Any, where: str = "") -> str:
+    if len(word) > 100:  # no setting is this long; spare difflib the work
+        return ""
     close = difflib.get_close_matches(word, list(known), n=1)
     return f"; did you mean {where + close[0]!r}?" if close else ""

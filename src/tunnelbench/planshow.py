@@ -29,12 +29,14 @@ def render(plan: Plan) -> str:
             seed_note = f", shuffled with seed {experiment.seed}"
     trials = expand(experiment)
     configs = list(dict.fromkeys(t.config for t in trials))
-    baselines = sum(1 for c in configs if c not in experiment.configs)
+    requested = set(experiment.configs)
+    baselines = sum(1 for c in configs if c not in requested)
     shape = " x ".join(f"{a.name} ({len(a.values)})" for a in plan.axes) or "no axes"
     excluded = f", {plan.excluded} excluded" if plan.excluded else ""
     lines.append(f"matrix: {shape}{excluded}")
     _, skipped = runner.check(trials)
-    runnable = [t for t in trials if t.config.key() not in skipped]
+    keys = {c: c.key() for c in configs}
+    runnable = [t for t in trials if keys[t.config] not in skipped]
     # ``trials`` holds every configuration ``repetitions`` times; an adaptive plan runs
     # each at most ``most`` times, so its maximum is ``most / repetitions`` as much.
     adaptive = experiment.adaptive
@@ -65,16 +67,17 @@ def render(plan: Plan) -> str:
     paths = [p for p in varying_paths(configs) if p != "tunnel.kind"]
     header = ["seq", "run", "tunnel", *paths, "here"]
     rows = []
+    flats = {c: flatten(c.to_dict()) for c in configs}
     for trial in trials:
-        flat = flatten(trial.config.to_dict())
-        status = "skip" if trial.config.key() in skipped else "run"
+        flat = flats[trial.config]
+        status = "skip" if keys[trial.config] in skipped else "run"
         cells = [str(trial.seq), str(trial.repetition), trial.config.tunnel.kind.value]
         rows.append([*cells, *(_cell(flat[p]) for p in paths), status])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     if skipped:
-        counts = Counter(skipped[t.config.key()] for t in trials if t.config.key() in skipped)
+        counts = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
         lines.append("")
         lines.append(f"skipped on this machine: {sum(counts.values())} trial(s)")
         lines += [f"  {reason} ({count} trials)" for reason, count in counts.items()]

@@ -2,6 +2,7 @@
 
 import re
 
+from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps)?\s*$", re.IGNORECASE)
@@ -13,14 +14,14 @@ def parse_rate(text: str, *, key: str = "rate") -> int:
     match = _RATE.match(text)
     if not match:
         raise UserError(
-            f"{key}: {text!r} is not a rate; write a number with a unit, e.g. 100mbit, 1gbit"
+            f"{key}: {shown(text)} is not a rate; write a number with a unit, e.g. 100mbit, 1gbit"
         )
     number, prefix, unit = match.groups()
     bits = float(number) * _SCALE[prefix.lower()] * (8 if (unit or "").lower() == "bps" else 1)
     if bits < 8000:
-        raise UserError(f"{key}: {text!r} is below the smallest supported rate, 8kbit")
+        raise UserError(f"{key}: {shown(text)} is below the smallest supported rate, 8kbit")
     if bits > 400 * 10**9:
-        raise UserError(f"{key}: {text!r} is above the largest supported rate, 400gbit")
+        raise UserError(f"{key}: {shown(text)} is above the largest supported rate, 400gbit")
     return int(bits)
 
 
