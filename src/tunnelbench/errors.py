@@ -16,3 +16,10 @@ class LabError(Exception):
     """The lab could not be built or operated as asked (a failed ``ip``/``tc`` command...)."""
 
     exit_code = 1
+
+
+class SystemFault(Exception):
+    """The machine failed at something that was asked correctly (a full disk, an I/O
+    error while writing the output): one line naming the path and the cause, exit code 1."""
+
+    exit_code = 1

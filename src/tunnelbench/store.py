@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 from tunnelbench.plan import TrialConfig
 
@@ -251,11 +252,13 @@ class Store:
             if row is None:
                 raise UserError(f"no runs stored in {str(self.path)!r} yet")
         else:
-            if not ref.isdigit():
-                raise UserError(f"run: {ref!r} is not a run id or 'latest'")
-            row = self.db.execute("SELECT * FROM runs WHERE id = ?", (int(ref),)).fetchone()
+            if not (ref.isascii() and ref.isdigit()):  # not '²', which isdigit() accepts
+                raise UserError(f"run: {shown(ref)} is not a run id or 'latest'")
+            row = None
+            if len(ref.lstrip("0")) <= 18:  # an id is an SQLite integer: at most 63 bits
+                row = self.db.execute("SELECT * FROM runs WHERE id = ?", (int(ref),)).fetchone()
             if row is None:
-                raise UserError(f"run: no run {ref} in {str(self.path)!r}")
+                raise UserError(f"run: no run {shown(ref)} in {str(self.path)!r}")
         return _run_record(row)
 
     def runs(self) -> list[RunRecord]:

@@ -52,7 +52,7 @@ class RunRef:
     @classmethod
     def parse(cls, text: str, default_db: Path, where: str = "--compare") -> "RunRef":
         def is_run(ref: str) -> bool:
-            return ref.isdigit() or ref == "latest"
+            return (ref.isascii() and ref.isdigit()) or ref == "latest"
 
         if is_run(text):
             return cls(default_db, text)
