@@ -6,13 +6,15 @@ import os
 import shlex
 import signal
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from tunnelbench import __version__, measurement_lock
-from tunnelbench.errors import LabError, UserError
+from tunnelbench.echo import capped
+from tunnelbench.errors import LabError, SystemFault, UserError
 from tunnelbench.options import (
     DEFAULT_TUNNELS,
     add_lab_arguments,
@@ -317,8 +319,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # a full disk behind `> file` is reported here, not at exit
         return code
     except UserError as exc:
+        print(f"tunnelbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except SystemFault as exc:
         print(f"tunnelbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except LabError as exc:
@@ -329,6 +335,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # The reader went away (`tunnelbench report | head`): not an error to report.
-        # Point stdout at /dev/null so that flushing it at exit does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout()
         return 141
+    except OSError as exc:
+        # A fault of the machine that no layer below turned into a message (a full disk
+        # or an I/O error on standard output): say which file and why, exit 1.
+        broken = _silence_stdout()
+        where = capped(repr(exc.filename), 300) if exc.filename else None
+        where = where or ("standard output" if broken else "")
+        reason = exc.strerror or capped(str(exc), 200)
+        print(f"tunnelbench: error: {where + ': ' if where else ''}{reason}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        # The last line of defence: a bug, named in one line (the traceback with -v).
+        if args.verbose:
+            traceback.print_exc()
+        print(
+            f"tunnelbench: internal error: {type(exc).__name__}: {capped(str(exc), 200)}"
+            " (a bug: please report it with the command line; -v shows the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _silence_stdout() -> bool:
+    """Point standard output at /dev/null if it cannot be written, so that flushing it
+    at exit does not fail again; whether it could not."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return True
+    return False

@@ -8,6 +8,7 @@ refuse them); :func:`option` supplies the default.
 import argparse
 from typing import Any
 
+from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, Shaper, StreamMode, Topology, TunnelKind
 from tunnelbench.plan import (
@@ -26,6 +27,7 @@ from tunnelbench.plan import (
     check_family,
     check_int,
     check_mtu,
+    check_size,
     check_target_pct,
     product_configs,
 )
@@ -68,15 +70,26 @@ def given(args: argparse.Namespace) -> list[str]:
 
 def whole_number(text: str) -> int:
     try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        return _int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _int(text: str) -> int:
+    """``int(text)`` of ASCII digits only (``int`` takes '٣' and '1_000'), and of no more
+    than Python converts (4,300 digits); ValueError says what is wrong with it."""
+    digits = text.strip().removeprefix("-").removeprefix("+")
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(f"{shown(text)} is not a whole number")
+    if len(digits) > 4000:
+        raise ValueError(f"{shown(text)} is out of range ({len(digits):,} digits)")
+    return int(text)
 
 
 def comma_list(text: str) -> list[str]:
     items = [t.strip() for t in text.split(",")]
     if not all(items):
-        raise argparse.ArgumentTypeError(f"{text!r} has an empty item")
+        raise argparse.ArgumentTypeError(f"{shown(text)} has an empty item")
     return items
 
 
@@ -123,9 +136,9 @@ def wireguard_impls(args: argparse.Namespace) -> list[str]:
     text = option(args, "wireguard_impl")
     names = [name.strip() for name in text.split(",")]
     if not all(names):
-        raise UserError(f"--wireguard-impl: {text!r} has an empty item")
+        raise UserError(f"--wireguard-impl: {shown(text)} has an empty item")
     if len(set(names)) < len(names):
-        raise UserError(f"--wireguard-impl: {text!r} names an implementation twice")
+        raise UserError(f"--wireguard-impl: {shown(text)} names an implementation twice")
     return names
 
 
@@ -173,7 +186,9 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
         for implementation in (wireguard_impls(args) if kind is TunnelKind.WIREGUARD else ["auto"])
     ]
     configs = product_configs(base, tunnels, streams)
-    return Experiment(configs=configs, repetitions=runs, adaptive=adaptive)
+    experiment = Experiment(configs=configs, repetitions=runs, adaptive=adaptive)
+    check_size(experiment, "--tunnels x --streams x --runs")
+    return experiment
 
 
 def _repetitions(args: argparse.Namespace) -> tuple[int, AdaptiveRepetitions | None]:
@@ -197,6 +212,6 @@ def _repetitions(args: argparse.Namespace) -> tuple[int, AdaptiveRepetitions | N
 
 def _as_int(key: str, text: str) -> int:
     try:
-        return int(text)
-    except ValueError:
-        raise UserError(f"{key}: {text!r} is not a whole number") from None
+        return _int(text)
+    except ValueError as exc:
+        raise UserError(f"{key}: {exc}") from None

@@ -1,11 +1,15 @@
 """The ``report`` and ``runs`` verbs, and the reports ``run`` writes when it ends."""
 
 import argparse
+import errno
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tunnelbench.analysis.summary import summarize_run
-from tunnelbench.errors import UserError
+from tunnelbench.echo import capped
+from tunnelbench.errors import SystemFault, UserError
 from tunnelbench.report import compare, csv_report, findings, html, json_report, markdown, table
 from tunnelbench.report import runs as run_list
 from tunnelbench.store import Store
@@ -13,16 +17,56 @@ from tunnelbench.store import Store
 REPORT_FORMATS = ("table", "md", "html", "json", "csv")
 
 
+#: What the user can fix by naming another output path (exit 2); any other error while
+#: writing (a full disk, an I/O error) is a fault of the machine (exit 1).
+_PATH_ERRNOS = {
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.ENAMETOOLONG,
+    errno.ELOOP,
+    errno.EROFS,
+}
+
+
+def _quoted(path: Path | str) -> str:
+    return capped(repr(str(path)), 300)
+
+
 def _output_path(text: str | None) -> Path | None:
     """The ``-o`` path, checked before anything is read or written."""
     if text is None:
         return None
+    if not text.strip():
+        raise UserError("-o: empty path; give a file name")
+    if "\0" in text:
+        raise UserError(f"-o: {_quoted(text)} holds a NUL character")
     path = Path(text)
-    if path.is_dir():
-        raise UserError(f"-o: {text!r} is a directory; give a file name")
-    if not path.parent.is_dir():
-        raise UserError(f"-o: directory {str(path.parent)!r} does not exist")
+    try:
+        if path.is_dir():
+            raise UserError(f"-o: {_quoted(text)} is a directory; give a file name")
+        if not path.parent.is_dir():
+            if path.parent.exists():
+                raise UserError(f"-o: {_quoted(path.parent)} is not a directory")
+            raise UserError(f"-o: directory {_quoted(path.parent)} does not exist")
+    except OSError as exc:  # e.g. a name too long to look up
+        raise UserError(f"-o: {_quoted(text)}: {exc.strerror}") from None
     return path
+
+
+@contextmanager
+def _writing(output: Path) -> Iterator[None]:
+    """Turn an error while writing ``output`` into one line naming it."""
+    try:
+        yield
+    except OSError as exc:
+        where = _quoted(exc.filename if exc.filename else output)
+        message = f"-o: cannot write {where}: {exc.strerror or exc}"
+        if exc.errno in _PATH_ERRNOS:
+            raise UserError(message) from None
+        raise SystemFault(message) from None
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -30,7 +74,8 @@ def _emit(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
     else:
-        output.write_text(text, encoding="utf-8")
+        with _writing(output):
+            output.write_text(text, encoding="utf-8")
         print(f"wrote {output}")
 
 
@@ -53,7 +98,8 @@ def report(args: argparse.Namespace) -> int:
 
 def _report(store: Store, ref: str, fmt: str, output: Path | None) -> None:
     if fmt == "md" and output is not None:
-        written = markdown.write(store, ref, output)
+        with _writing(output):
+            written = markdown.write(store, ref, output)
         directory = markdown.charts_dir(output)
         charts = f" and {markdown.plural(len(written) - 1, 'chart')} in {directory}/"
         print(f"wrote {output}{charts if len(written) > 1 else ''}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunnelbench.echo import shown
+from tunnelbench.echo import capped, shown
 from tunnelbench.errors import UserError
 from tunnelbench.plan import TrialConfig
 
@@ -258,7 +258,7 @@ class Store:
             if len(ref.lstrip("0")) <= 18:  # an id is an SQLite integer: at most 63 bits
                 row = self.db.execute("SELECT * FROM runs WHERE id = ?", (int(ref),)).fetchone()
             if row is None:
-                raise UserError(f"run: no run {shown(ref)} in {str(self.path)!r}")
+                raise UserError(f"run: no run {capped(ref)} in {str(self.path)!r}")
         return _run_record(row)
 
     def runs(self) -> list[RunRecord]:

@@ -14,11 +14,14 @@ from enum import Enum
 from typing import Any
 
 from tunnelbench.analysis.summary import ConfigSummary
+from tunnelbench.echo import capped, shown
 from tunnelbench.errors import UserError
 from tunnelbench.plan import flatten
 from tunnelbench.plan_fields import SETTINGS
 
 RATE_PATHS = ("lab.wan.rate", "traffic.udp_rate")
+#: No setting holds a number of more digits; longer ones are refused unconverted.
+_DIGITS_MAX = 30
 
 
 @dataclass(frozen=True)
@@ -43,15 +46,17 @@ class Selector:
             path = path.strip()
             if not sep or not path or not raw:
                 raise UserError(
-                    f"{where}: {term!r} in selector {text!r} is not SETTING=VALUE, "
+                    f"{where}: {shown(term)} in selector {shown(text)} is not SETTING=VALUE, "
                     "e.g. traffic.streams=4"
                 )
             if path not in SETTINGS:
-                close = difflib.get_close_matches(path, list(SETTINGS), n=1)
+                close = difflib.get_close_matches(path[:100], list(SETTINGS), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise UserError(f"{where}: {path}: unknown setting in selector {text!r}{hint}")
+                raise UserError(
+                    f"{where}: {capped(path)}: unknown setting in selector {shown(text)}{hint}"
+                )
             if any(f.path == path for f in filters):
-                raise UserError(f"{where}: {path}: given twice in selector {text!r}")
+                raise UserError(f"{where}: {path}: given twice in selector {shown(text)}")
             try:
                 value = SETTINGS[path].parse(path, _raw(path, raw.strip()))
             except UserError as exc:
@@ -96,9 +101,11 @@ def _raw(path: str, text: str) -> Any:
     written ``client+gw``: commas separate filters)."""
     if path == "lab.offloads.roles":
         return text.split("+")
-    if re.fullmatch(r"-?\d+", text):
+    if re.fullmatch(r"-?[0-9]+", text):
+        if len(text.lstrip("-0")) > _DIGITS_MAX:
+            raise UserError(f"{path}: {shown(text)} is out of range ({len(text):,} digits)")
         return int(text)
-    if re.fullmatch(r"-?\d+\.\d*", text):
+    if re.fullmatch(r"-?[0-9]+\.[0-9]*", text):
         return float(text)
     if text in ("true", "false"):
         return text == "true"

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from tunnelbench import programs
 from tunnelbench.analysis import encapsulation as model
+from tunnelbench.echo import shown
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
@@ -211,7 +212,7 @@ class Tunnel(ABC):
         if requested not in self.implementations:
             allowed = ", ".join(("auto", *self.implementations))
             raise UserError(
-                f"tunnel.implementation: {requested!r} is not an implementation of "
+                f"tunnel.implementation: {shown(requested)} is not an implementation of "
                 f"{self.kind.value}; allowed: {allowed}"
             )
         return requested

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tunnelbench import capabilities
 from tunnelbench.analysis import encapsulation as model
+from tunnelbench.echo import shown
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode
 
@@ -114,7 +115,8 @@ def resolve_implementation(requested: str, cipher: Cipher, mode: EspMode) -> str
     if requested not in ("auto", *IMPLEMENTATIONS):
         allowed = ", ".join(("auto", *IMPLEMENTATIONS))
         raise UserError(
-            f"tunnel.implementation: {requested!r} is not an ESP implementation; allowed: {allowed}"
+            f"tunnel.implementation: {shown(requested)} is not an ESP implementation;"
+            f" allowed: {allowed}"
         )
     refusal = kernel_refusal(cipher) if requested != LIBIPSEC else None
     if mode is EspMode.TRANSPORT:
