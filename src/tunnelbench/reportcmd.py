@@ -35,8 +35,10 @@ def _quoted(path: Path | str) -> str:
     return capped(repr(str(path)), 300)
 
 
-def _output_path(text: str | None) -> Path | None:
-    """The ``-o`` path, checked before anything is read or written."""
+def _output_path(text: str | None, fmt: str = "table") -> Path | None:
+    """The ``-o`` path, checked before anything is read or written. A Markdown report
+    writes its charts into a directory beside it, so it needs a file's name, not a
+    device's (``-o /dev/null`` would create ``/dev/null-charts/``)."""
     if text is None:
         return None
     if not text.strip():
@@ -51,6 +53,11 @@ def _output_path(text: str | None) -> Path | None:
             if path.parent.exists():
                 raise UserError(f"-o: {_quoted(path.parent)} is not a directory")
             raise UserError(f"-o: directory {_quoted(path.parent)} does not exist")
+        if fmt == "md" and path.exists() and not path.is_file():
+            raise UserError(
+                f"-o: {_quoted(text)} is not a regular file; a Markdown report writes its"
+                " charts beside it: give a file name, or leave out -o for standard output"
+            )
     except OSError as exc:  # e.g. a name too long to look up
         raise UserError(f"-o: {_quoted(text)}: {exc.strerror}") from None
     return path
@@ -84,7 +91,7 @@ def report(args: argparse.Namespace) -> int:
         raise UserError(
             f"--format: unknown value {args.format!r}; allowed: {', '.join(REPORT_FORMATS)}"
         )
-    output = _output_path(args.output)
+    output = _output_path(args.output, "table" if args.compare else args.format)
     if args.compare is not None:
         return _compare(args, output)
     store = Store.open_existing(Path(args.db))
