@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from tunnelbench import __version__, measurement_lock
 from tunnelbench.echo import capped
@@ -317,15 +317,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # SIGTERM gets the same orderly teardown as Ctrl-C.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    stdout = sys.stdout
+    sys.stdout = cast(TextIO, _NamedStdout(stdout))
+    try:
+        return _call(args)
+    finally:
+        sys.stdout = stdout
+
+
+def _call(args: argparse.Namespace) -> int:
+    """Run the verb; every failure becomes one line on standard error and an exit code."""
     try:
         code: int = args.func(args)
-        sys.stdout.flush()  # a full disk behind `> file` is reported here, not at exit
+        # Write out standard output now, so that a full disk behind `> file` is reported
+        # here instead of by the interpreter at exit.
+        sys.stdout.flush()
         return code
     except UserError as exc:
         print(f"tunnelbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except SystemFault as exc:
         print(f"tunnelbench: error: {exc}", file=sys.stderr)
+        _silence_stdout()
         return exc.exit_code
     except LabError as exc:
         print(f"tunnelbench: lab error: {exc}", file=sys.stderr)
@@ -356,6 +369,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+class _NamedStdout:
+    """Standard output whose write errors (a full disk, an I/O error) name it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise SystemFault(f"standard output: {exc.strerror or exc}") from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise SystemFault(f"standard output: {exc.strerror or exc}") from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _silence_stdout() -> bool:

@@ -5,7 +5,6 @@ Kept apart from ``cli.py`` so that adding the verb there is one call.
 """
 
 import argparse
-import sys
 from pathlib import Path
 
 from tunnelbench.store import DEFAULT_DB
@@ -31,7 +30,7 @@ def add_parser(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
 
 def run(args: argparse.Namespace) -> int:
     from tunnelbench.report import compare
+    from tunnelbench.reportcmd import write_stdout
 
-    text = compare.render(args.a, args.b, Path(args.db), args.format)
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    write_stdout(compare.render(args.a, args.b, Path(args.db), args.format))
     return 0

@@ -76,10 +76,15 @@ def _writing(output: Path) -> Iterator[None]:
         raise SystemFault(message) from None
 
 
+def write_stdout(text: str) -> None:
+    """Write ``text`` to standard output, ending with a newline."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
 def _emit(text: str, output: Path | None) -> None:
     text = text if text.endswith("\n") else text + "\n"
     if output is None:
-        sys.stdout.write(text)
+        write_stdout(text)
     else:
         with _writing(output):
             output.write_text(text, encoding="utf-8")
