@@ -64,7 +64,9 @@ def _requested_experiment(args: argparse.Namespace) -> "tuple[Experiment, bool]"
         experiment = build_experiment(args)
         return (planfile.quicken(experiment) if args.quick else experiment), True
     if options := given(args):
-        raise UserError(f"{options[0]}: cannot be combined with a plan file; set it in {args.plan}")
+        raise UserError(
+            f"{options[0]}: cannot be combined with a plan file; set it in {capped(args.plan, 300)}"
+        )
     return planfile.load(Path(args.plan), quick=args.quick).experiment, False
 
 

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tunnelbench.analysis.summary import summarize_run
-from tunnelbench.echo import capped
+from tunnelbench.echo import capped, shown
 from tunnelbench.errors import SystemFault, UserError
 from tunnelbench.report import compare, csv_report, findings, html, json_report, markdown, table
 from tunnelbench.report import runs as run_list
@@ -94,7 +94,7 @@ def _emit(text: str, output: Path | None) -> None:
 def report(args: argparse.Namespace) -> int:
     if args.format not in REPORT_FORMATS:
         raise UserError(
-            f"--format: unknown value {args.format!r}; allowed: {', '.join(REPORT_FORMATS)}"
+            f"--format: unknown value {shown(args.format)}; allowed: {', '.join(REPORT_FORMATS)}"
         )
     output = _output_path(args.output, "table" if args.compare else args.format)
     if args.compare is not None:

@@ -111,8 +111,12 @@ class Store:
 
     @classmethod
     def open_existing(cls, path: Path) -> "Store":
-        if not path.is_file():
-            raise UserError(f"--db: no results database at {str(path)!r}")
+        try:
+            found = path.is_file()
+        except OSError:  # e.g. a name longer than the file system allows
+            found = False
+        if not found:
+            raise UserError(f"--db: no results database at {capped(repr(str(path)), 300)}")
         return cls(path)
 
     def close(self) -> None:

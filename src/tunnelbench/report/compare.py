@@ -23,6 +23,7 @@ from typing import Any
 
 from tunnelbench.analysis import significance
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run, varying_axes
+from tunnelbench.echo import capped, shown
 from tunnelbench.errors import UserError
 from tunnelbench.plan import Experiment, flatten
 from tunnelbench.report.markdown import escape
@@ -41,6 +42,14 @@ NUMERIC |= {AXIS_HEADINGS[a] for a in ("lab.lan_mtu", "lab.wan.mtu", "lab.wan.qu
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("lab.wan.rate", "traffic.udp_rate", "tunnel.cpu_budget")}
 
 
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names a file; a name too long to look up names none."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 @dataclass(frozen=True)
 class RunRef:
     """A run named on the command line: ``RUN`` or ``latest`` in the ``--db`` database,
@@ -57,12 +66,13 @@ class RunRef:
         if is_run(text):
             return cls(default_db, text)
         head, sep, tail = text.rpartition(":")
-        if sep and is_run(tail) and Path(head).is_file():
+        if sep and is_run(tail) and _is_file(head):
             return cls(Path(head), tail)
-        if Path(text).is_file():
+        if _is_file(text):
             return cls(Path(text), "latest")
         raise UserError(
-            f"{where}: {text!r} is not a run id, 'latest', a results database or DATABASE:RUN"
+            f"{where}: {capped(repr(text), 300)} is not a run id, 'latest', a results database"
+            " or DATABASE:RUN"
         )
 
 
@@ -394,7 +404,8 @@ def render(a: str, b: str, db: Path, fmt: str, *, where: tuple[str, str] = ("A",
     arguments in error messages."""
     if fmt not in FORMATS:
         raise UserError(
-            f"--format: {fmt!r} is not available for a comparison; allowed: {', '.join(FORMATS)}"
+            f"--format: {shown(fmt)} is not available for a comparison;"
+            f" allowed: {', '.join(FORMATS)}"
         )
     refs = [SideRef.parse(text, db, name) for text, name in zip((a, b), where, strict=True)]
     side_a, side_b = (
