@@ -11,7 +11,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.conftest import FIXTURES
@@ -131,8 +131,14 @@ CEILING_SWITCHES += ["--gre-key", "--gre-csum", "--gre-seq", "--no-encap-limit",
 def test_command_lines_end_cleanly(data, capsys):
     tally = Tally()
 
+    db = data["db"]
+
     @fuzz_settings(default=400)
     @given(command_lines(data))
+    # Found by long runs (TB_FUZZ_EXAMPLES=5000), kept as regressions:
+    @example(["report", "--format", "9" * 5000, "--db", db])  # echoed uncapped
+    @example(["compare", "latest", "x" * 300, "--db", db])  # ENAMETOOLONG: exit 1
+    @example(["runs", "--db", "x" * 300])
     def fuzz(argv: list[str]) -> None:
         with empty_workdir() as workdir:
             check_clean(argv, workdir, tally)
