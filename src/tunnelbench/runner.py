@@ -22,7 +22,7 @@ from tunnelbench.kinds import Order, StreamMode, TunnelKind
 from tunnelbench.lab import cgroup, netns
 from tunnelbench.lab.state import is_alive, process_start_time
 from tunnelbench.plan import Experiment, Trial, TrialConfig, expand
-from tunnelbench.probes import new_probe_set
+from tunnelbench.probes import load, new_probe_set
 from tunnelbench.probes.sampler import ProbeResult, Sampler
 from tunnelbench.probes.trial import ProbeContext, ProbeReadings
 from tunnelbench.progress import Progress
@@ -350,6 +350,8 @@ def _measure(
         resolved["offloads"] = offloads  # role -> feature -> on (see netns.role_offloads)
     sampler = Sampler()
     try:
+        namespaces = load.namespace_inodes({role: lab.ns(role) for role in lab.chain.roles})
+        sampler.lab(namespaces, tcp_roles=(lab.chain.client, lab.chain.server))
         handle = tunnel.setup(lab, resolution.tunnel)
         resolved |= handle.facts
         if config.tunnel.cpu_budget is not None:
@@ -427,4 +429,10 @@ def trial_metrics(
     metrics["sampler.cpu_pct"] = probes.sampler_cpu_pct
     metrics["sampler.samples"] = probes.samples
     metrics["sampler.window_s"] = probes.window_s
+    metrics |= probes.tcp_metrics  # tcp.window.*: the endpoints' counters over the window
+    if probes.cpu_load is not None:
+        metrics["load.lab_pct"] = probes.cpu_load.lab_pct
+        metrics["load.outside_pct"] = probes.cpu_load.outside_pct
+    if probes.load_scan_ms is not None:
+        metrics["load.scan_ms"] = probes.load_scan_ms
     return metrics

@@ -3,14 +3,21 @@
 It sleeps until the warm-up ends, then reads ``/proc/stat`` and the watched processes'
 ``/proc/PID/stat`` at a fixed rate until the window closes. It measures its own CPU time,
 so its cost on the result is known rather than assumed.
+
+At the window's two edges only, it also reads the TCP counters of the traffic's
+endpoints (:class:`tcp.WindowCounters`, in that order: first, so they are closest to the
+edge) and scans every process for the CPU used inside and outside the lab
+(:mod:`load`); the scans' own CPU time is recorded as ``load.scan_ms``.
 """
 
+import os
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tunnelbench.probes import cpu, process
+from tunnelbench.probes import cpu, load, process, tcp
 
 DEFAULT_HZ = 10.0
 
@@ -23,18 +30,39 @@ class ProbeResult:
     samples: int
     sampler_cpu_pct: float  # the sampler thread's own CPU, percent of one core
     series: list[dict[str, Any]] = field(default_factory=list)
+    # The endpoints' TCP counters at the window's start and end (role -> counter text).
+    tcp_start: dict[str, str] = field(default_factory=dict)
+    tcp_end: dict[str, str] = field(default_factory=dict)
+    cpu_load: load.Load | None = None  # CPU of the lab's processes and of all others
+    load_scan_ms: float | None = None  # CPU time of the two process scans
+
+    @property
+    def tcp_metrics(self) -> dict[str, float]:
+        """``tcp.window.*`` (see :func:`tcp.window_metrics`)."""
+        return tcp.window_metrics(self.tcp_start, self.tcp_end)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["cores"] = [asdict(c) for c in self.cores]
+        # The counters the metrics come from (the files hold hundreds more).
+        data["tcp_window"] = {
+            "start": tcp.kept_readings(data.pop("tcp_start")),
+            "end": tcp.kept_readings(data.pop("tcp_end")),
+        }
         return data
 
 
 class Sampler:
-    """Start with :meth:`start`, hand it the processes with :meth:`watch`, then :meth:`result`."""
+    """Start with :meth:`start`, hand it the processes with :meth:`watch`, then :meth:`result`;
+    :meth:`lab` first adds the window's TCP counters and the CPU used inside and outside
+    the lab."""
 
     def __init__(self, hz: float = DEFAULT_HZ) -> None:
         self.period = 1.0 / hz
+        self._namespaces: dict[str, int] = {}
+        self._counters = tcp.WindowCounters({})
+        self._edges: list[tuple[float, float, dict[str, str], load.Scan]] = []
+        self._scan_cpu = 0.0
         self._watched: dict[str, int] = {}
         self._window: tuple[float, float] | None = None
         self._ready = threading.Event()
@@ -43,12 +71,23 @@ class Sampler:
         self._snapshots: list[tuple[float, cpu.Snapshot, dict[str, tuple[int, int] | None]]] = []
         self._own_cpu = 0.0
 
+    def lab(self, namespaces: Mapping[str, int], tcp_roles: Sequence[str]) -> None:
+        """The lab's network namespaces (role -> inode, see :func:`load.namespace_inodes`),
+        whose processes are the lab's load, and the roles whose TCP counters are read
+        over the window (the traffic's endpoints); before :meth:`start`."""
+        self._namespaces = dict(namespaces)
+        self._counters = tcp.WindowCounters({r: namespaces[r] for r in tcp_roles})
+
     def start(self) -> None:
         self._thread.start()
 
     def watch(self, processes: dict[str, int], window_start: float, window_end: float) -> None:
-        """Processes to account (label -> PID) and the measured window (monotonic times)."""
+        """Processes to account (label -> PID) and the measured window (monotonic times).
+
+        Opens the TCP counters of the endpoints' namespaces through these processes
+        (before the window: a few ``readlink`` and ``open`` calls)."""
         self._watched.update(processes)
+        self._counters.open_from(processes.values())
         self._window = (window_start, window_end)
         self._ready.set()
 
@@ -61,6 +100,28 @@ class Sampler:
         self._ready.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._counters.close()
+
+    def _edge(self) -> None:
+        """At the window's start and end: TCP counters, then the process scan.
+
+        A generator just started may not have entered its namespace yet when
+        :meth:`watch` sees it (``ip netns exec`` switches, then runs it): the counters of
+        a namespace still missing are opened at the window's start, through the watched
+        processes or else any process the scan finds in it."""
+        first = not self._edges
+        if first and self._counters.missing:
+            self._counters.open_from(self._watched.values())
+        counters = self._counters.read()
+        begin_cpu = time.thread_time()
+        at, wall = time.monotonic(), time.time()
+        scan = load.scan() if self._namespaces else {}
+        self._scan_cpu += time.thread_time() - begin_cpu
+        if first and self._counters.missing:
+            self._counters.open_from(scan)
+            counters = self._counters.read() | counters
+        self._edges.append((at, wall, counters, scan))
 
     def _loop(self) -> None:
         self._ready.wait()
@@ -73,6 +134,9 @@ class Sampler:
         next_tick = time.monotonic()
         while True:
             now = time.monotonic()
+            last = now >= end or self._stop.is_set()
+            if not self._snapshots or last:
+                self._edge()
             self._snapshots.append(
                 (
                     now,
@@ -80,7 +144,7 @@ class Sampler:
                     {label: process.read_cpu_ticks(pid) for label, pid in self._watched.items()},
                 )
             )
-            if now >= end or self._stop.is_set():
+            if last:
                 break
             next_tick = min(next_tick + self.period, end)
             if self._stop.wait(max(0.0, next_tick - time.monotonic())):
@@ -108,7 +172,7 @@ class Sampler:
                     "busy": [round(c.busy, 1) for c in cpu.usage(a, b)],
                 }
             )
-        return ProbeResult(
+        result = ProbeResult(
             window_s=round(window, 3),
             cores=cpu.usage(first, last),
             processes=processes,
@@ -116,3 +180,18 @@ class Sampler:
             sampler_cpu_pct=round(100.0 * self._own_cpu / window, 3) if window > 0 else 0.0,
             series=series,
         )
+        if len(self._edges) == 2:
+            (at0, wall0, counters0, scan0), (at1, _, counters1, scan1) = self._edges
+            if set(counters0) == set(counters1) == set(self._counters.namespaces):
+                result.tcp_start, result.tcp_end = counters0, counters1  # else none: never half
+            if self._namespaces:
+                result.cpu_load = load.measure(
+                    scan0,
+                    scan1,
+                    self._namespaces.values(),
+                    at1 - at0,
+                    own=os.getpid(),
+                    started_at=wall0,
+                )
+                result.load_scan_ms = round(1000.0 * self._scan_cpu, 2)
+        return result

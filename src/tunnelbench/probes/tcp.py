@@ -23,13 +23,26 @@ name                   counter(s)
 
 Kernels add and rename counters; one this kernel lacks is left out of the metrics, never
 stored as zero (6.18 has them all). ``reorder`` sums the reorder counters present.
+
+These deltas span the whole trial, set-up and warm-up included. The same counters over
+the *measured window* alone, ``tcp.window.<role>.<name>``, are read by the sampler as the
+window opens and closes (:class:`WindowCounters`), and ``tcp.window.retrans_segs`` is
+the client's and the server's ``RetransSegs`` together: the segments TCP retransmitted
+in both directions (a receiver retransmits no ACKs, so in an upload or a download the
+receiving end adds only its rare control-segment retransmits, and in a bidirectional
+test each end's own data). Every retransmission of a data segment adds its segment count
+to ``RetransSegs`` and to the socket's ``tcpi_total_retrans``, which iperf3 reports: over
+the same window the two agree, and the kernel's count also holds the connections iperf3
+does not count (its control connection).
 """
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
 
 from tunnelbench.command import in_netns, run
 from tunnelbench.errors import LabError
 from tunnelbench.lab.netns import Lab
+from tunnelbench.probes.load import netns_inode
 from tunnelbench.probes.trial import (
     ProbeContext,
     ProbeKind,
@@ -79,7 +92,8 @@ def parse_counters(text: str) -> dict[Counter, int]:
 def tcp_metrics(
     role: str, before: Mapping[Counter, int], after: Mapping[Counter, int]
 ) -> dict[str, float]:
-    """``tcp.<role>.<name>`` deltas of the counters present in both readings."""
+    """``tcp.<role>.<name>`` deltas of the counters present in both readings (``role``
+    may carry a prefix: ``window.client``)."""
 
     def delta(counter: Counter) -> int | None:
         if counter in before and counter in after:
@@ -94,6 +108,94 @@ def tcp_metrics(
     if reorder:
         metrics[f"tcp.{role}.reorder"] = sum(reorder)
     return metrics
+
+
+def window_metrics(start: Mapping[str, str], end: Mapping[str, str]) -> dict[str, float]:
+    """``tcp.window.<role>.<name>`` from the readings (role -> text of both files) at the
+    window's start and end, and ``tcp.window.retrans_segs``, the sum over the roles, when
+    every role has ``RetransSegs`` at both ends."""
+    metrics: dict[str, float] = {}
+    total = 0.0
+    for role in start:
+        if role not in end:
+            return {}  # half the window would be a silent undercount
+        metrics |= tcp_metrics(
+            f"window.{role}", parse_counters(start[role]), parse_counters(end[role])
+        )
+        if (name := f"tcp.window.{role}.retrans_segs") not in metrics:
+            return metrics
+        total += metrics[name]
+    if start:
+        metrics["tcp.window.retrans_segs"] = total
+    return metrics
+
+
+def kept_readings(readings: Mapping[str, str]) -> dict[str, dict[str, int]]:
+    """Role -> the counters the metrics come from, for the trial's artifacts."""
+    return {role: _kept(parse_counters(text)) for role, text in readings.items()}
+
+
+class WindowCounters:
+    """The TCP counters of some of the lab's namespaces, read without starting a process.
+
+    ``/proc/PID/net/`` is the network namespace of process PID, so a process known to
+    live in a namespace (a load generator) opens its counters. An open file stays bound to
+    its namespace after that process exits and reads the current counters again from its
+    start (checked on this 6.18 kernel: a read after the process was killed showed the
+    segments sent since), so each reading costs one ``pread`` per file, about 20 us.
+    """
+
+    def __init__(self, namespaces: Mapping[str, int]) -> None:
+        self.namespaces = dict(namespaces)  # role -> namespace inode
+        self._files: dict[str, list[int]] = {}
+
+    @property
+    def missing(self) -> list[str]:
+        return [role for role in self.namespaces if role not in self._files]
+
+    def open_from(self, pids: Iterable[int]) -> None:
+        """Open the counters of every role still missing through a process in its
+        namespace; a process that is gone or elsewhere is passed over."""
+        wanted = {inode: role for role, inode in self.namespaces.items() if role not in self._files}
+        for pid in pids:
+            try:
+                inode = netns_inode(os.readlink(f"/proc/{pid}/ns/net"))
+                if inode in wanted:
+                    self._files[wanted[inode]] = _open_counters(pid)
+                    del wanted[inode]
+            except OSError:
+                continue
+
+    def read(self) -> dict[str, str]:
+        """Role -> both files' text now, for every role opened."""
+        return {role: "".join(_pread_all(fd) for fd in fds) for role, fds in self._files.items()}
+
+    def close(self) -> None:
+        for fds in self._files.values():
+            for fd in fds:
+                os.close(fd)
+        self._files.clear()
+
+
+def _open_counters(pid: int) -> list[int]:
+    """Open ``/proc/PID/net/snmp`` and ``netstat``: both or neither."""
+    fds: list[int] = []
+    try:
+        for path in FILES:
+            fds.append(os.open(f"/proc/{pid}/net/{os.path.basename(path)}", os.O_RDONLY))
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return fds
+
+
+def _pread_all(fd: int) -> str:
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 65536, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks).decode()
 
 
 def read(namespace: str) -> str:
