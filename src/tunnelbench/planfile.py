@@ -8,8 +8,10 @@ Pure: reading the file is the only I/O. See docs/plans.md.
 """
 
 import difflib
+import functools
 import itertools
 import math
+import operator
 import os
 import stat
 import tomllib
@@ -52,6 +54,8 @@ TRIAL_OVERHEAD_S = 1.2
 QUICK_DURATION, QUICK_WARMUP = 1, 1
 #: The largest plan file read: the scenarios are 1-3 kB.
 PLAN_BYTES_MAX = 1024 * 1024
+#: The most exclude rules a plan may have (the scenarios have at most a few).
+EXCLUDE_RULES_MAX = 1000
 #: Problems listed in one error; the rest are counted.
 PROBLEMS_SHOWN = 20
 #: The longest line of a problem; longer ones (a long key path) are cut.
@@ -431,17 +435,26 @@ def _exclude(
     problems: _Problems, rules: Any, axes: tuple[Axis, ...], combos: list[dict[str, Any]]
 ) -> list[Combo]:
     varied = list(dict.fromkeys(p for a in axes for v in a.values for p in v))  # matrix order
-    values_of: dict[str, list[Any]] = {}
+    values_of: dict[str, dict[Any, None]] = {}  # each path's values, in order
     for axis in axes:
         for entry in axis.values:
             for path, v in entry.items():
-                if v not in values_of.setdefault(path, []):
-                    values_of[path].append(v)
+                values_of.setdefault(path, {})[v] = None
     own = [{p: c[p] for p in varied if p in c} for c in combos]
+    # Which combinations hold each value of each varied path, as a bit set (bit n is
+    # combination n): a rule's matches are then a few set operations, not a scan.
+    holding: dict[str, dict[Any, int]] = {p: {} for p in varied}
+    for n, values in enumerate(own):
+        for path in varied:
+            value = values.get(path)
+            holding[path][value] = holding[path].get(value, 0) | (1 << n)
     if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
         problems.add("exclude: not a list of tables; write each rule as [[exclude]]")
         rules = []
-    parsed_rules: list[dict[str, list[Any]]] = []
+    if len(rules) > EXCLUDE_RULES_MAX:
+        problems.add(f"exclude: {len(rules):,} rules; at most {EXCLUDE_RULES_MAX:,}")
+        return []
+    excluded = 0  # the combinations some rule matches, as a bit set
     for i, rule in enumerate(rules):
         where = f"exclude[{i}]."
         before = len(problems)
@@ -463,15 +476,16 @@ def _exclude(
                         f" ({capped(listed, 200)})"
                     )
                 parsed[path].append(value)
+        matched = _matching(parsed, holding) if parsed else 0
         if not rule:
             problems.add(f"exclude[{i}]: empty rule; it would remove every combination")
-        elif len(problems) == before and not any(_matches(parsed, o) for o in own):
+        elif len(problems) == before and not matched:
             problems.add(f"exclude[{i}]: matches no combination of the matrix")
-        parsed_rules.append(parsed)
+        excluded |= matched
     kept = [
         (combo, o)
-        for combo, o in zip(combos, own, strict=True)
-        if not any(rule and _matches(rule, o) for rule in parsed_rules)
+        for n, (combo, o) in enumerate(zip(combos, own, strict=True))
+        if not excluded >> n & 1
     ]
     if combos and not kept and not problems.items:
         problems.add("exclude: the rules remove every combination of the matrix")
@@ -481,8 +495,12 @@ def _exclude(
 _SCALAR = {p for p in SETTINGS if p != "lab.offloads.roles"}
 
 
-def _matches(rule: dict[str, list[Any]], values: dict[str, Any]) -> bool:
-    return all(values.get(path) in allowed for path, allowed in rule.items())
+def _matching(rule: dict[str, list[Any]], holding: dict[str, dict[Any, int]]) -> int:
+    """The combinations a rule matches (every path one of its values), as a bit set."""
+    matched = -1  # every combination
+    for path, allowed in rule.items():
+        matched &= functools.reduce(operator.or_, (holding[path].get(v, 0) for v in allowed), 0)
+    return matched
 
 
 def _show(value: Any) -> str:

@@ -138,3 +138,37 @@ def test_echoed_values_are_capped():
     assert shown(nested) == "[[[[...]]]]"
     assert len(shown({str(i): i for i in range(1000)})) <= ECHO_MAX
     assert capped("abc", 3) == "abc" and capped("abcd", 3) == "..."
+
+
+def test_more_than_1000_exclude_rules_are_refused():
+    text = "[matrix]\ntraffic.streams = [1, 2]\n" + "[[exclude]]\ntraffic.streams = 1\n" * 1001
+    with pytest.raises(planfile.PlanError) as caught:
+        planfile.parse(text, "p.toml")
+    assert caught.value.problems == ["exclude: 1,001 rules; at most 1,000"]
+
+
+def test_exclude_rules_are_matched_without_scanning_every_combination():
+    """1,000 rules over a 100 x 100 matrix: each rule removes its own pair of
+    combinations (1,100 in all, as some pairs overlap); a value the matrix lacks is
+    named with the values it has, capped."""
+    streams, durations = list(range(1, 101)), list(range(1, 101))
+    rules = [(1 + i % 100, 1 + i // 100) for i in range(1000)]
+    head = f"repetitions = 1\n[matrix]\ntraffic.streams = {streams}\n"
+    head += f"traffic.duration = {durations}\n"
+    texts = [
+        f"[[exclude]]\ntraffic.streams = {s}\ntraffic.duration = [{d}, {d + 1}]\n" for s, d in rules
+    ]
+    plan = planfile.parse(head + "".join(texts), "p.toml")
+    assert plan.excluded == 1100
+    removed = {(s, d) for s, d0 in rules for d in (d0, d0 + 1)}
+    kept = {(c.traffic.streams, c.traffic.duration) for c in plan.experiment.configs}
+    assert len(kept) == 10_000 - 1100 and not kept & removed
+    texts[-1] = "[[exclude]]\ntraffic.streams = [1]\ntraffic.duration = 101\n"
+    with pytest.raises(planfile.PlanError) as caught:
+        planfile.parse(head + "".join(texts), "p.toml")
+    assert caught.value.problems == [
+        "exclude[999].traffic.duration: 101 is not a value of the matrix (1, 2, 3, 4, 5, 6,"
+        " 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,"
+        " 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48,"
+        " 49, 50, 51, 52...)"
+    ]
