@@ -3,6 +3,7 @@
 import argparse
 import logging
 import os
+import re
 import shlex
 import signal
 import sys
@@ -10,10 +11,10 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 from tunnelbench import __version__, measurement_lock
-from tunnelbench.echo import capped
+from tunnelbench.echo import capped, shown
 from tunnelbench.errors import LabError, SystemFault, UserError
 from tunnelbench.options import (
     DEFAULT_TUNNELS,
@@ -169,8 +170,17 @@ def cmd_lab(args: argparse.Namespace) -> int:
     return handlers[args.lab_verb](args)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with the values it echoes in a usage error capped (``invalid choice:
+    '<a megabyte>'``). Subcommands' parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        message = re.sub(r"'([^']{60,})'", lambda m: shown(m.group(1)), message)
+        super().error(re.sub(r"\S{80,}", lambda m: capped(m.group(0)), message))
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top: argparse.ArgumentParser = _Parser(
         prog="tunnelbench",
         description="Benchmark tunnels and VPNs in a network-namespace lab.",
     )
