@@ -2,6 +2,7 @@
 
 import argparse
 import errno
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,11 +65,19 @@ def _output_path(text: str | None, fmt: str = "table") -> Path | None:
 
 
 @contextmanager
-def _writing(output: Path) -> Iterator[None]:
-    """Turn an error while writing ``output`` into one line naming it."""
+def _writing(output: Path, charts: Path | None = None) -> Iterator[None]:
+    """Turn an error while writing ``output`` (and the ``charts`` directory of a
+    Markdown report) into one line naming it; what this write created is removed
+    rather than left cut short (a full disk)."""
+    existed = output.exists()
+    charts_existed = charts is None or charts.exists()
     try:
         yield
     except OSError as exc:
+        if not existed and output.is_file():
+            output.unlink(missing_ok=True)
+        if charts is not None and not charts_existed:
+            shutil.rmtree(charts, ignore_errors=True)
         where = _quoted(exc.filename if exc.filename else output)
         message = f"-o: cannot write {where}: {exc.strerror or exc}"
         if exc.errno in _PATH_ERRNOS:
@@ -110,7 +119,7 @@ def report(args: argparse.Namespace) -> int:
 
 def _report(store: Store, ref: str, fmt: str, output: Path | None) -> None:
     if fmt == "md" and output is not None:
-        with _writing(output):
+        with _writing(output, charts=markdown.charts_dir(output)):
             written = markdown.write(store, ref, output)
         directory = markdown.charts_dir(output)
         charts = f" and {markdown.plural(len(written) - 1, 'chart')} in {directory}/"
