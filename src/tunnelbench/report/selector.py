@@ -123,5 +123,5 @@ def selector_text(path: str, value: Any) -> str:
     if path in RATE_PATHS:
         return f"{value / 1e6:g}mbit"
     if isinstance(value, list | tuple):
-        return "+".join(str(v) for v in value)
+        return "+".join(str(v) for v in value) or "(every role)"  # roles: () is all of them
     return str(value)
