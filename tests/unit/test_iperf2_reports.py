@@ -23,7 +23,7 @@ from tunnelbench.analysis.diagnosis import (
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.kinds import Protocol
 from tunnelbench.report import charts, compare, html, markdown, table
-from tunnelbench.report.table import NOT_MEASURED, retransmits_cell
+from tunnelbench.report.table import GENERATOR_MARK, NOT_MEASURED, retransmits_cell
 
 NAME = "iperf2-vs-iperf3"
 
@@ -47,10 +47,14 @@ def test_the_table_has_a_generator_column_and_says_not_measured(summaries):
     for row, s in zip(body, summaries, strict=True):
         if s.config.traffic.generator.value == "iperf2":
             assert row[retrans] == NOT_MEASURED
-        else:
-            assert row[retrans].replace(",", "").isdigit()
+        else:  # iperf3's own count: the run was recorded before the kernel's window counts
+            assert row[retrans].endswith(GENERATOR_MARK)
+            assert row[retrans].rstrip(GENERATOR_MARK).replace(",", "").isdigit()
     text = table.render(summaries)
     assert "not measured" in text and "iperf2" in text
+    assert text.splitlines()[-1] == (
+        "* retrans: iperf3's own count (recorded before kernel window counters)"
+    )
 
 
 def test_udp_retransmits_stay_not_applicable(summaries):
@@ -79,16 +83,17 @@ def test_html_and_compare_say_not_measured(tmp_path):
     text = compare.render(
         f"{path}@traffic.generator=iperf3", f"{path}@traffic.generator=iperf2", path, "table"
     )
-    assert text.count("not measured") == 4  # B retrans of every pair
+    assert text.count("not measured") == 5  # B retrans of every pair, and the note
+    assert "Retransmits not measured: the load generator (iperf2)" in text
+    assert "Retransmits marked *: iperf3's own count" in text
 
 
 def test_the_losses_chart_says_which_retransmits_are_missing(summaries):
     labels = charts.config_labels(summaries)
     chart = charts.losses_chart(summaries, labels)
     assert chart is not None
-    assert "TCP retransmits: not measured for 4 configuration(s), whose load generator" in (
-        chart.note or ""
-    )
+    assert "Retransmits not measured: the load generator (iperf2)" in (chart.note or "")
+    assert chart.series[0].name == "TCP retransmits (iperf3's count)"
 
 
 def subject(s: ConfigSummary) -> Subject:

@@ -141,3 +141,20 @@ def test_a_missing_namespace_is_a_lab_error(tmp_path):
     }
     with pytest.raises(LabError, match="cannot find the lab's namespace tb-x-server"):
         load.namespace_inodes({"server": "tb-x-server"}, tmp_path)
+
+
+def test_a_grandchild_whose_parent_also_ended_is_subtracted_from_the_survivor():
+    """Seen on this machine: a shell ran `timeout`, which ran a long test run; both ended
+    within the window and the shell reaped the lot (the shell showed 306% of a core on 2
+    cores until the test run's time before the window was subtracted from it)."""
+    before = dict(
+        [
+            _seen(30, 1, own=5, reaped=0),  # the shell
+            _seen(31, 30, own=1, reaped=0),  # timeout
+            _seen(32, 31, own=900, reaped=40),  # the test run, 9 s of CPU so far
+        ]
+    )
+    # The test run used 50 more ticks and ended; timeout reaped it (+990), used 1 more
+    # tick and ended; the shell reaped timeout (+2 own +990 reaped).
+    after = dict([_seen(30, 1, own=5, reaped=2 + 990)])
+    assert load.used_ticks(before, after) == {30: 992 - 1 - 940}  # 50 + 1 tick

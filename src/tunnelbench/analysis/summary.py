@@ -7,7 +7,7 @@ from tunnelbench.analysis.advice import Advice, Sibling, advise
 from tunnelbench.analysis.ceiling import Ceiling, for_config
 from tunnelbench.analysis.diagnosis import Diagnosis, Subject, diagnose, medians
 from tunnelbench.analysis.stats import Summary, summarize
-from tunnelbench.kinds import Protection
+from tunnelbench.kinds import Protection, Protocol
 from tunnelbench.plan import TrialConfig, varying_paths
 from tunnelbench.store import TrialRecord
 
@@ -28,7 +28,7 @@ class ConfigSummary:
     resolved: dict[str, Any]
     trials: list[TrialRecord]
     goodput: Summary | None  # bit/s over the successful trials
-    retransmits: Summary | None
+    retransmits: Summary | None  # TCP retransmits per run (see retransmits_metric)
     baseline_key: str | None
     pct_of_baseline: float | None = None
     busiest_core: BusiestCore | None = None
@@ -38,6 +38,9 @@ class ConfigSummary:
     pct_of_ceiling: float | None = None
     diagnosis: Diagnosis | None = None  # None without a successful trial
     advice: list[Advice] = field(default_factory=list)
+    # The metric ``retransmits`` summarizes: KERNEL_RETRANSMITS, or GENERATOR_RETRANSMITS
+    # for runs recorded before the kernel's window counters; None with no figure.
+    retransmits_metric: str | None = None
 
     @property
     def failed(self) -> list[TrialRecord]:
@@ -69,6 +72,31 @@ class ConfigSummary:
         if implementation and (several or settings.protection is not Protection.NONE):
             tunnel = f"{tunnel} ({implementation})"
         return tunnel
+
+
+#: The kernel's count: RetransSegs of the client's and the server's namespaces over the
+#: measured window (tunnelbench.probes.tcp).
+KERNEL_RETRANSMITS = "tcp.window.retrans_segs"
+#: The load generator's own count over its measured window (iperf3's; iperf2 has none).
+GENERATOR_RETRANSMITS = "retransmits"
+
+
+def retransmits_per_run(
+    config: TrialConfig, ok: list[TrialRecord]
+) -> tuple[Summary | None, str | None]:
+    """TCP retransmits per run and the metric they come from: the kernel's window count
+    when every measured trial has it, else the generator's (trials stored before the
+    kernel's counters), never a mix of the two. None for UDP."""
+    if config.traffic.protocol is Protocol.UDP:
+        return None, None
+    for metric in (KERNEL_RETRANSMITS, GENERATOR_RETRANSMITS):
+        if ok and all(metric in t.metrics for t in ok):
+            return summarize([t.metrics[metric] for t in ok]), metric
+    for metric in (GENERATOR_RETRANSMITS, KERNEL_RETRANSMITS):  # a run resumed across versions
+        values = [t.metrics[metric] for t in ok if metric in t.metrics]
+        if values:
+            return summarize(values), metric
+    return None, None
 
 
 def _busiest(metrics: dict[str, float]) -> BusiestCore | None:
@@ -104,6 +132,7 @@ def summarize_run(
         ok = [t for t in group if t.status == "ok"]
         baseline = config.baseline().key()
         metrics = medians(t.metrics for t in ok)
+        retransmits, retransmits_metric = retransmits_per_run(config, ok)
         summaries.append(
             ConfigSummary(
                 key=key,
@@ -111,9 +140,8 @@ def summarize_run(
                 resolved=group[0].resolved,
                 trials=group,
                 goodput=summarize([t.metrics["goodput_bps"] for t in ok]),
-                retransmits=summarize(
-                    [t.metrics["retransmits"] for t in ok if "retransmits" in t.metrics]
-                ),
+                retransmits=retransmits,
+                retransmits_metric=retransmits_metric,
                 baseline_key=None if baseline == key else baseline,
                 metrics=metrics,
                 busiest_core=_busiest(metrics),

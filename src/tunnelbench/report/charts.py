@@ -24,9 +24,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tunnelbench.analysis.stats import summarize
-from tunnelbench.analysis.summary import ConfigSummary, varying_axes
-from tunnelbench.kinds import Protocol
-from tunnelbench.report.table import AXIS_HEADINGS, axis_value
+from tunnelbench.analysis.summary import (
+    GENERATOR_RETRANSMITS,
+    KERNEL_RETRANSMITS,
+    ConfigSummary,
+    varying_axes,
+)
+from tunnelbench.report.table import (
+    AXIS_HEADINGS,
+    axis_value,
+    generators_counting,
+    retransmits_note,
+)
 from tunnelbench.store import TrialRecord
 from tunnelbench.units import mbit
 
@@ -150,17 +159,31 @@ def _not_measured(summaries: Sequence[ConfigSummary]) -> str:
     return f"Not shown: {' and '.join(parts)} (see the results table)."
 
 
-def _retransmits_not_measured(summaries: Sequence[ConfigSummary]) -> str:
-    """A sentence on the TCP configurations whose generator reports no retransmits."""
-    tcp = [s for s in summaries if s.config.traffic.protocol is Protocol.TCP]
-    silent = [s for s in tcp if s.retransmits is None]
-    if not silent:
-        return ""
-    generators = ", ".join(sorted({s.config.traffic.generator.value for s in silent}))
-    return (
-        f"TCP retransmits: not measured for {len(silent)} configuration(s), whose load"
-        f" generator ({generators}) does not report them."
-    )
+def _generator_series(summaries: Sequence[ConfigSummary]) -> str:
+    """The name of the series of generators' own retransmit counts."""
+    return f"TCP retransmits ({', '.join(generators_counting(list(summaries)))}'s count)"
+
+
+def _retransmit_series(summaries: Sequence[ConfigSummary]) -> list[Series]:
+    """TCP retransmits per run (median, min-max) as the results table shows them: one
+    series for the kernel's window count and one for a generator's own count (runs
+    recorded before the kernel's window counters), never one series of both."""
+    series = []
+    for metric, name in (
+        (KERNEL_RETRANSMITS, "TCP retransmits"),
+        (GENERATOR_RETRANSMITS, _generator_series(summaries)),
+    ):
+        shown = [s.retransmits if s.retransmits_metric == metric else None for s in summaries]
+        if any(r is not None for r in shown):
+            series.append(
+                Series(
+                    name,
+                    tuple(None if r is None else r.median for r in shown),
+                    tuple(None if r is None else r.minimum for r in shown),
+                    tuple(None if r is None else r.maximum for r in shown),
+                )
+            )
+    return series
 
 
 # --- the charts ---
@@ -385,11 +408,10 @@ def losses_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> 
     """TCP retransmits, tunnel device drops and UDP lost packets per configuration."""
     everything, summaries = summaries, _measured(summaries)
     metrics: list[tuple[str, Callable[[TrialRecord], float | None]]] = [
-        ("TCP retransmits", lambda t: t.metrics.get("retransmits")),
         ("tunnel device drops", _tunnel_drops),
         ("UDP lost packets", lambda t: t.metrics.get("udp.lost_packets")),
     ]
-    series = []
+    series = _retransmit_series(summaries)
     for name, metric in metrics:
         med, low, high = _spread(summaries, metric)
         if any(v is not None for v in med):
@@ -404,11 +426,16 @@ def losses_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> 
         y_label="packets per trial",
         categories=tuple(labels[s.key] for s in summaries),
         series=tuple(series),
-        note=(
-            "Median per trial over the runs; whiskers: min-max. Tunnel drops add the rx/tx "
-            f"drop counters of the tunnel devices at both ends. {_not_measured(everything)}"
-            f" {_retransmits_not_measured(summaries)}"
-        ).strip(),
+        note=" ".join(
+            part
+            for part in (
+                "Median per trial over the runs; whiskers: min-max. Tunnel drops add the"
+                " rx/tx drop counters of the tunnel devices at both ends.",
+                _not_measured(everything),
+                retransmits_note(list(summaries), marked_as=_generator_series(summaries)),
+            )
+            if part
+        ),
     )
 
 

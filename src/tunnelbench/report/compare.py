@@ -30,7 +30,13 @@ from tunnelbench.report.markdown import escape
 from tunnelbench.report.markdown import table as markdown_table
 from tunnelbench.report.runs import utc
 from tunnelbench.report.selector import Selector
-from tunnelbench.report.table import AXIS_HEADINGS, aligned, axis_value, retransmits_cell
+from tunnelbench.report.table import (
+    AXIS_HEADINGS,
+    aligned,
+    axis_value,
+    retransmits_cell,
+    retransmits_note,
+)
 from tunnelbench.store import RunRecord, Store
 from tunnelbench.units import mbit
 
@@ -297,6 +303,9 @@ def _explanation(comparison: Comparison) -> list[str]:
     }
     for stats in undecidable.values():
         lines.append(stats.verdict[0].upper() + stats.verdict[1:] + ".")
+    summaries = [s for r in comparison.rows for s in (r.a, r.b) if s is not None]
+    if note := retransmits_note(summaries):
+        lines.append(note)
     return lines
 
 
@@ -354,6 +363,7 @@ def _config_json(s: ConfigSummary | None) -> dict[str, Any] | None:
         "median_mbit": None if g is None else mbit(g.median),
         "median_ci95_mbit": None if g is None or g.ci is None else [mbit(v) for v in g.ci],
         "retransmits_median": None if s.retransmits is None else s.retransmits.median,
+        "retransmits_source": s.retransmits_metric,
     }
 
 

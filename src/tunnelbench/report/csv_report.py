@@ -23,8 +23,16 @@ from tunnelbench.plan import flatten
 from tunnelbench.store import Store, TrialRecord
 
 FIXED_COLUMNS = ("run_id", "trial_id", "seq", "repetition", "status", "error")
-# Read first; the other metrics follow in name order (cpu2 before cpu10).
-HEADLINE_METRICS = ("goodput_bps", "upload_bps", "download_bps", "retransmits")
+# Read first; the other metrics follow in name order (cpu2 before cpu10). Retransmits:
+# the kernel's count over the measured window, then the generator's own (see
+# tunnelbench.probes.tcp).
+HEADLINE_METRICS = (
+    "goodput_bps",
+    "upload_bps",
+    "download_bps",
+    "tcp.window.retrans_segs",
+    "retransmits",
+)
 
 
 def cell(value: Any) -> str:

@@ -81,6 +81,7 @@ def configuration(store: Store, s: ConfigSummary, p: Precision | None = None) ->
         "baseline_key": s.baseline_key,
         "goodput_mbit": _summary(s.goodput, 1e6),
         "retransmits": _summary(s.retransmits),
+        "retransmits_source": s.retransmits_metric,
         "pct_of_baseline": s.pct_of_baseline,
         "busiest_core": None if s.busiest_core is None else vars(s.busiest_core),
         "process_cpu_pct": s.processes_cpu,

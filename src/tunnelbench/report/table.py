@@ -1,7 +1,12 @@
 """The terminal table of a run: one row per configuration."""
 
 from tunnelbench.analysis.stats import Summary, consistency
-from tunnelbench.analysis.summary import ConfigSummary, varying_axes
+from tunnelbench.analysis.summary import (
+    GENERATOR_RETRANSMITS,
+    KERNEL_RETRANSMITS,
+    ConfigSummary,
+    varying_axes,
+)
 from tunnelbench.kinds import Protocol
 from tunnelbench.units import mbit
 
@@ -70,32 +75,64 @@ def axis_value(summary: ConfigSummary, path: str) -> str:
 #: A metric the generator does not report (iperf2's TCP retransmits), as opposed to one
 #: that does not apply ("n/a": retransmits of UDP traffic).
 NOT_MEASURED = "not measured"
+#: Marks a retransmit figure that is the generator's own count (a run recorded before the
+#: kernel's window counters), so that a table never mixes two sources silently.
+GENERATOR_MARK = "*"
 
 
 def retransmits_cell(s: ConfigSummary) -> str:
-    """The median retransmits per run; "n/a" for UDP; "not measured" when the generator
-    did not report them."""
+    """The median retransmits per run, from the kernel's window counters, or marked with
+    :data:`GENERATOR_MARK` when they are the generator's count; "n/a" for UDP; "not
+    measured" when there is neither."""
     if s.retransmits is not None:
-        return f"{s.retransmits.median:,.0f}"
+        mark = GENERATOR_MARK if s.retransmits_metric == GENERATOR_RETRANSMITS else ""
+        return f"{s.retransmits.median:,.0f}{mark}"
     return "n/a" if s.config.traffic.protocol is Protocol.UDP else NOT_MEASURED
 
 
-def retransmits_note(summaries: list[ConfigSummary]) -> str:
-    """A sentence explaining "not measured" retransmits, when a row shows it."""
-    silent = sorted(
+def generators_counting(summaries: list[ConfigSummary]) -> list[str]:
+    """The generators whose own retransmit count rows show (marked)."""
+    return sorted(
         {
             s.config.traffic.generator.value
             for s in summaries
-            if s.goodput is not None and retransmits_cell(s) == NOT_MEASURED
+            if s.retransmits is not None and s.retransmits_metric == GENERATOR_RETRANSMITS
         }
     )
-    if not silent:
-        return ""
-    return (
-        f"Retransmits {NOT_MEASURED}: the load generator ({', '.join(silent)}) does not"
-        " report them (iperf2 2.1.8's CSV has no retry count); the namespaces' own TCP"
-        " counters are in every trial's metrics (tcp.ROLE.retrans_segs)."
+
+
+def retransmits_note(summaries: list[ConfigSummary], *, marked_as: str | None = None) -> str:
+    """Where the retransmit figures shown come from, in a sentence or two; ``marked_as``:
+    how the generator's counts are told apart, if not by :data:`GENERATOR_MARK`."""
+    shown = [s for s in summaries if s.goodput is not None]
+    sources = {s.retransmits_metric for s in shown if s.retransmits is not None}
+    notes = []
+    if KERNEL_RETRANSMITS in sources:
+        notes.append(
+            "Retransmits are the kernel's count: RetransSegs of the client's and the"
+            " server's namespaces together over the measured window"
+            f" ({KERNEL_RETRANSMITS}), the median per run."
+        )
+    marked = generators_counting(shown)
+    if marked:
+        notes.append(
+            f"{marked_as or f'Retransmits marked {GENERATOR_MARK}'}: {', '.join(marked)}'s"
+            " own count over its"
+            " measured window (recorded before the kernel's window counters; those runs'"
+            " kernel counters span the whole trial, set-up and warm-up included:"
+            " tcp.ROLE.retrans_segs)."
+        )
+    silent = sorted(
+        {s.config.traffic.generator.value for s in shown if retransmits_cell(s) == NOT_MEASURED}
     )
+    if silent:
+        notes.append(
+            f"Retransmits {NOT_MEASURED}: the load generator ({', '.join(silent)}) does not"
+            " report them (iperf2 2.1.8's CSV has no retry count) and the run was recorded"
+            " before the kernel's window counters; the namespaces' own TCP counters over"
+            " the whole trial are in every trial's metrics (tcp.ROLE.retrans_segs)."
+        )
+    return " ".join(notes)
 
 
 def median_with_ci(g: Summary) -> str:
@@ -157,4 +194,16 @@ def aligned(header: list[str], body: list[list[str]], numeric: set[int]) -> list
 def render(summaries: list[ConfigSummary]) -> str:
     header, body = rows(summaries)
     numeric = {i for i, h in enumerate(header) if h not in TEXT_COLUMNS}
-    return "\n".join(aligned(header, body, numeric))
+    lines = aligned(header, body, numeric)
+    if any(row[header.index("retrans")].endswith(GENERATOR_MARK) for row in body):
+        lines.append(f"{GENERATOR_MARK} {generator_retransmits_legend(summaries)}")
+    return "\n".join(lines)
+
+
+def generator_retransmits_legend(summaries: list[ConfigSummary]) -> str:
+    """What a retransmit figure marked :data:`GENERATOR_MARK` is, in one line."""
+    marked = generators_counting(summaries)
+    return (
+        f"retrans: {', '.join(marked) or 'the generator'}'s own count (recorded before"
+        " kernel window counters)"
+    )
