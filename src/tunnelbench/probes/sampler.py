@@ -147,8 +147,10 @@ class Sampler:
             if last:
                 break
             next_tick = min(next_tick + self.period, end)
-            if self._stop.wait(max(0.0, next_tick - time.monotonic())):
-                break
+            # Stopped early (the traffic ended before the window did, as when the
+            # generator's connections came up a little before the runner saw them): the
+            # next pass takes the closing sample and edge, so the window is only shorter.
+            self._stop.wait(max(0.0, next_tick - time.monotonic()))
         self._own_cpu = time.thread_time() - started_cpu
 
     def result(self) -> ProbeResult | None:

@@ -132,18 +132,16 @@ class Iperf3(Generator):
                 clients.append(lab.start(client, argv, stdout=stdout))
         watched = {f"iperf3-server:{port}": s.proc.pid for port, s in servers.items()}
         watched |= {f"iperf3-client:{port}": c.pid for port, c in zip(ports, clients, strict=True)}
-        offsets: dict[int, float] = {}
-        if windowed:
-            # Control connection, plus one per stream for TCP (UDP streams are not TCP).
-            needed = 1 + (per_process if settings.protocol is Protocol.TCP else 0)
-            started = waiting.wait_each_connected(
-                list(servers.values()), needed, clients, CONNECT_LIMIT_S, stop_reason
-            )
-            t0 = max(started.values(), default=time.monotonic())
-            offsets = {port: t0 - at for port, at in started.items()}
-            on_started(watched, t0)
-        else:
-            on_started(watched, time.monotonic())
+        # Each client's test (and its --omit warm-up) starts once its connections are
+        # up: the control connection, plus one per stream for TCP (UDP streams are not
+        # TCP). The probes' window starts from the last of those moments.
+        needed = 1 + (per_process if settings.protocol is Protocol.TCP else 0)
+        started = waiting.wait_each_connected(
+            list(servers.values()), needed, clients, CONNECT_LIMIT_S, stop_reason
+        )
+        t0 = max(started.values(), default=time.monotonic())
+        offsets = {port: t0 - at for port, at in started.items()}
+        on_started(watched, t0)
         waiting.wait_exited(
             [(f"iperf3 client on port {port}", c) for port, c in zip(ports, clients, strict=True)],
             settings.warmup + settings.duration + STAGGER_MARGIN_S + 20,
