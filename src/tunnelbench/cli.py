@@ -356,7 +356,8 @@ def _call(args: argparse.Namespace) -> int:
         print(f"tunnelbench: lab error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("\ntunnelbench: interrupted; the lab was torn down", file=sys.stderr)
+        torn = "; the lab was torn down" if args.verb in ("run", "lab") else ""
+        print(f"\ntunnelbench: interrupted{torn}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader went away (`tunnelbench report | head`): not an error to report.

@@ -2,6 +2,7 @@
 
 import argparse
 import errno
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -64,6 +65,20 @@ def _output_path(text: str | None, fmt: str = "table") -> Path | None:
     return path
 
 
+def _write_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``. A FIFO is written only if a reader waits on it
+    (opening it would otherwise block until one comes, possibly for ever)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise UserError(f"-o: {_quoted(path)} is a FIFO that nothing reads") from None
+        raise
+    os.set_blocking(fd, True)
+    with open(fd, "w", encoding="utf-8") as file:
+        file.write(text)
+
+
 @contextmanager
 def _writing(output: Path, charts: Path | None = None) -> Iterator[None]:
     """Turn an error while writing ``output`` (and the ``charts`` directory of a
@@ -96,7 +111,7 @@ def _emit(text: str, output: Path | None) -> None:
         write_stdout(text)
     else:
         with _writing(output):
-            output.write_text(text, encoding="utf-8")
+            _write_file(output, text)
         print(f"wrote {output}")
 
 

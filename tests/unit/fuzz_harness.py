@@ -15,6 +15,7 @@ import io
 import os
 import re
 import shutil
+import signal
 import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -27,6 +28,8 @@ from hypothesis import HealthCheck, settings
 from tunnelbench.cli import main
 
 DEFAULT_EXAMPLES = 150
+#: A call that has not returned after this long is a hang (the deadline is 10 s).
+HANG_S = 30
 #: The longest line main may print on an error (a plan problem is capped at 300
 #: characters; argparse's usage lines wrap).
 LINE_MAX = 600
@@ -81,13 +84,28 @@ def empty_workdir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+class Hung(BaseException):
+    """Raised by the alarm in a call of main that blocks (a FIFO opened without a
+    reader): Hypothesis' deadline only measures calls that return."""
+
+
+def _hung(signum: int, frame: object) -> None:
+    raise Hung(f"main did not return within {HANG_S} s")
+
+
 def run_main(argv: Sequence[str]) -> Outcome:
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as exc:  # argparse: usage errors (2), --version (0)
-            code = exc.code if isinstance(exc.code, int) else 2
+    previous = signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(HANG_S)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(argv))
+            except SystemExit as exc:  # argparse: usage errors (2), --version (0)
+                code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     return Outcome(code, out.getvalue(), err.getvalue())
 
 

@@ -140,6 +140,7 @@ def test_command_lines_end_cleanly(data, capsys):
     @example(["compare", "latest", "x" * 300, "--db", db])  # ENAMETOOLONG: exit 1
     @example(["runs", "--db", "x" * 300])
     @example(["9" * 80])  # argparse's "invalid choice" echoed uncapped
+    @example(["report", "--format", "csv", "-o", data["fifo"], "--db", db])  # hung
     def fuzz(argv: list[str]) -> None:
         with empty_workdir() as workdir:
             check_clean(argv, workdir, tally)

@@ -172,3 +172,11 @@ def test_exclude_rules_are_matched_without_scanning_every_combination():
         " 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48,"
         " 49, 50, 51, 52...)"
     ]
+
+
+def test_report_to_a_fifo_that_nothing_reads_is_refused_not_waited_for(tmp_path, recorded):
+    fifo = tmp_path / "out"
+    os.mkfifo(fifo)
+    done = tunnelbench(["report", "--db", str(recorded), "-o", str(fifo)], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == f"tunnelbench: error: -o: {str(fifo)!r} is a FIFO that nothing reads\n"
