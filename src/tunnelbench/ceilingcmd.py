@@ -24,6 +24,7 @@ from tunnelbench.analysis.encapsulation import (
     EncapOptions,
     Encapsulation,
 )
+from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 from tunnelbench.options import whole_number
 from tunnelbench.plan import check_choice
@@ -149,10 +150,10 @@ def main(args: argparse.Namespace) -> int:
 
 def _kinds(tunnel: str, esp_mode: str | None) -> list[Encapsulation]:
     if esp_mode is not None and esp_mode not in ESP_MODES:
-        raise UserError(f"--esp-mode: unknown value {esp_mode!r}; allowed: tunnel, transport")
+        raise UserError(f"--esp-mode: unknown value {shown(esp_mode)}; allowed: tunnel, transport")
     if tunnel == ALL:
         if esp_mode is not None:
-            raise UserError(f"--esp-mode: {esp_mode!r} needs --tunnel esp")
+            raise UserError(f"--esp-mode: {shown(esp_mode)} needs --tunnel esp")
         return list(Encapsulation)
     if tunnel == ESP_ALIAS:
         return [Encapsulation(f"esp-{esp_mode or 'tunnel'}")]
@@ -160,9 +161,9 @@ def _kinds(tunnel: str, esp_mode: str | None) -> list[Encapsulation]:
     try:
         kind = Encapsulation(tunnel)
     except ValueError:
-        raise UserError(f"--tunnel: unknown value {tunnel!r}; allowed: {allowed}") from None
+        raise UserError(f"--tunnel: unknown value {shown(tunnel)}; allowed: {allowed}") from None
     if esp_mode is not None and kind.value != f"esp-{esp_mode}":
-        raise UserError(f"--esp-mode: {esp_mode!r} does not go with --tunnel {tunnel}")
+        raise UserError(f"--esp-mode: {shown(esp_mode)} does not go with --tunnel {tunnel}")
     return [kind]
 
 

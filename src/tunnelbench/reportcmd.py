@@ -160,7 +160,9 @@ def _report(store: Store, ref: str, fmt: str, output: Path | None) -> None:
 def _compare(args: argparse.Namespace, output: Path | None) -> int:
     """``report --compare A B``: an alias of ``tunnelbench compare A B``, same output."""
     if args.run is not None:
-        raise UserError(f"--compare: name both runs after --compare, not {args.run!r} before it")
+        raise UserError(
+            f"--compare: name both runs after --compare, not {shown(args.run)} before it"
+        )
     a, b = args.compare
     _emit(compare.render(a, b, Path(args.db), args.format, where=("--compare",) * 2), output)
     return 0

@@ -141,6 +141,8 @@ def test_command_lines_end_cleanly(data, capsys):
     @example(["runs", "--db", "x" * 300])
     @example(["9" * 80])  # argparse's "invalid choice" echoed uncapped
     @example(["report", "--format", "csv", "-o", data["fifo"], "--db", db])  # hung
+    @example(["report", "9" * 80, "--compare", "latest", "latest", "--db", db])  # uncapped
+    @example(["ceiling", "--tunnel", "9" * 5000, "--esp-mode", "x" * 700])
     def fuzz(argv: list[str]) -> None:
         with empty_workdir() as workdir:
             check_clean(argv, workdir, tally)

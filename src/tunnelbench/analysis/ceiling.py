@@ -26,6 +26,7 @@ from tunnelbench.analysis.encapsulation import (
     default_tunnel_mtu,
     layout,
 )
+from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Cipher as TunnelCipher
 from tunnelbench.kinds import Direction, EspMode, Protection, Protocol, TunnelKind
@@ -282,7 +283,7 @@ def _member(key: str, value: str, enum: type[E]) -> E:
         return enum(value)
     except ValueError:
         allowed = ", ".join(member.value for member in enum)
-        raise CeilingInputError(key, f"unknown value {value!r}; allowed: {allowed}") from None
+        raise CeilingInputError(key, f"unknown value {shown(value)}; allowed: {allowed}") from None
 
 
 def _check(
@@ -299,7 +300,7 @@ def _check(
         raise CeilingInputError("rate_bps", f"{rate_bps} is not a positive rate")
     for key, family in (("inner_family", inner_family), ("outer_family", outer_family)):
         if family not in IP_HEADER:
-            raise CeilingInputError(key, f"{family!r} is not an IP version; allowed: 4, 6")
+            raise CeilingInputError(key, f"{shown(family)} is not an IP version; allowed: 4, 6")
     if encapsulation in KEEPS_IP_HEADER and outer_family != inner_family:
         raise CeilingInputError(
             "outer_family",
