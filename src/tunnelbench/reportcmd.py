@@ -123,9 +123,12 @@ def report(args: argparse.Namespace) -> int:
     output = _output_path(args.output, "table" if args.compare else args.format)
     if args.compare is not None:
         return _compare(args, output)
+    ref = args.run or "latest"
+    if not (ref == "latest" or (ref.isascii() and ref.isdigit())):  # before opening the store
+        raise UserError(f"run: {shown(ref)} is not a run id or 'latest'")
     store = Store.open_existing(Path(args.db))
     try:
-        run = store.run(args.run or "latest")  # an unknown run is an error before any output
+        run = store.run(ref)  # an unknown run is an error before any output
         _report(store, str(run.id), args.format, output)
     finally:
         store.close()

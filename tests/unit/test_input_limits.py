@@ -180,3 +180,11 @@ def test_report_to_a_fifo_that_nothing_reads_is_refused_not_waited_for(tmp_path,
     done = tunnelbench(["report", "--db", str(recorded), "-o", str(fifo)], tmp_path)
     assert done.returncode == 2
     assert done.stderr == f"tunnelbench: error: -o: {str(fifo)!r} is a FIFO that nothing reads\n"
+
+
+def test_a_run_id_beyond_sqlite_integers_is_no_run(tmp_path, recorded):
+    done = tunnelbench(["report", "99999999999999999999999", "--db", str(recorded)], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"tunnelbench: error: run: no run 99999999999999999999999 in {str(recorded)!r}\n"
+    )
