@@ -23,3 +23,8 @@ class SystemFault(Exception):
     error while writing the output): one line naming the path and the cause, exit code 1."""
 
     exit_code = 1
+
+
+class StorageError(SystemFault):
+    """The results database cannot be written (disk full, a read-only file or mount, an
+    immutable file, an I/O error): a fault of the system, one line, exit code 1."""

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tunnelbench import ownership
 from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import SystemFault, UserError
@@ -110,7 +111,7 @@ def _emit(text: str, output: Path | None) -> None:
     if output is None:
         write_stdout(text)
     else:
-        with _writing(output):
+        with _writing(output), ownership.created(output):
             _write_file(output, text)
         print(f"wrote {output}")
 
@@ -126,7 +127,7 @@ def report(args: argparse.Namespace) -> int:
     ref = args.run or "latest"
     if not (ref == "latest" or (ref.isascii() and ref.isdigit())):  # before opening the store
         raise UserError(f"run: {shown(ref)} is not a run id or 'latest'")
-    store = Store.open_existing(Path(args.db))
+    store = Store.read(Path(args.db))
     try:
         run = store.run(ref)  # an unknown run is an error before any output
         _report(store, str(run.id), args.format, output)
@@ -137,7 +138,8 @@ def report(args: argparse.Namespace) -> int:
 
 def _report(store: Store, ref: str, fmt: str, output: Path | None) -> None:
     if fmt == "md" and output is not None:
-        with _writing(output, charts=markdown.charts_dir(output)):
+        charts_dir = markdown.charts_dir(output)
+        with _writing(output, charts=charts_dir), ownership.created(output, charts_dir):
             written = markdown.write(store, ref, output)
         directory = markdown.charts_dir(output)
         charts = f" and {markdown.plural(len(written) - 1, 'chart')} in {directory}/"
@@ -172,7 +174,7 @@ def _compare(args: argparse.Namespace, output: Path | None) -> int:
 
 
 def runs(args: argparse.Namespace) -> int:
-    store = Store.open_existing(Path(args.db))
+    store = Store.read(Path(args.db))
     try:
         print(run_list.render(store))
     finally:
@@ -187,8 +189,9 @@ def write_reports(store: Store, run_id: int, *, as_json: bool) -> bool:
     stem = f"{store.path.stem}-run{run_id}"
     page, text = store.path.with_name(f"{stem}.html"), store.path.with_name(f"{stem}.md")
     try:
-        html.write(store, str(run_id), page)
-        written = markdown.write(store, str(run_id), text)
+        with ownership.created(page, text, markdown.charts_dir(text)):  # theirs under sudo
+            html.write(store, str(run_id), page)
+            written = markdown.write(store, str(run_id), text)
     except OSError as exc:
         print(
             f"tunnelbench: could not write the reports ({exc}); the results are stored: "

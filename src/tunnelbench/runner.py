@@ -17,7 +17,7 @@ from typing import Any
 
 from tunnelbench import capabilities, environment, programs, skips
 from tunnelbench.analysis import precision
-from tunnelbench.errors import LabError, UserError
+from tunnelbench.errors import LabError, StorageError, UserError
 from tunnelbench.kinds import Order, StreamMode, TunnelKind
 from tunnelbench.lab import cgroup, netns
 from tunnelbench.lab.state import is_alive, process_start_time
@@ -191,6 +191,12 @@ def execute(
         store.finish_run(run_id, "interrupted")
         progress.run_finished(run_id, "interrupted")
         raise
+    except StorageError as exc:
+        # The store takes no more: the run stops, marked failed (when it still can be)
+        # with the fault as its reason; the error says what is kept and what to do.
+        fault = store.abandon_run(run_id, exc)
+        progress.run_finished(run_id, "failed")
+        raise fault from None
     except BaseException:
         store.finish_run(run_id, "failed")
         progress.run_finished(run_id, "failed")

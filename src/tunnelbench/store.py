@@ -3,8 +3,16 @@
 The only module that writes results. Each finished trial is committed on its own, so a
 crash or Ctrl-C loses at most the trial in progress. The schema carries a version; a
 database written by a newer tunnelbench is refused rather than misread.
+
+Two ways in: ``Store(path)`` for a run, which creates or upgrades the database, and
+:meth:`Store.read` for the reading verbs, which opens it read-only (``mode=ro``) and
+never upgrades it, so that a user can read a database root wrote. A storage fault while
+writing (disk full, a read-only file or mount, an immutable file, an I/O error) is a
+:class:`StorageError` that says which; memory-mapped I/O stays off (``mmap_size = 0``),
+so a full or truncated file is an error from SQLite, never a SIGBUS.
 """
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -13,12 +21,16 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from tunnelbench import ownership
 from tunnelbench.echo import capped, shown
-from tunnelbench.errors import UserError
+from tunnelbench.errors import StorageError, UserError
 from tunnelbench.plan import TrialConfig
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SIDE_FILES = ("-wal", "-shm", "-journal")
 DEFAULT_DB = Path("tunnelbench.db")
 
 SCHEMA = """
@@ -32,7 +44,8 @@ CREATE TABLE IF NOT EXISTS runs (
     experiment TEXT NOT NULL,        -- JSON: configurations, repetitions, order and seed
     environment TEXT NOT NULL,       -- JSON: kernel, CPU, versions
     owner TEXT,                      -- JSON: pid and start time of the process running it
-    precision TEXT                   -- JSON, adaptive runs: config key -> standing vs target
+    precision TEXT,                  -- JSON, adaptive runs: config key -> standing vs target
+    error TEXT                       -- why a run stopped early (a storage fault, say)
 );
 CREATE TABLE IF NOT EXISTS trials (
     id INTEGER PRIMARY KEY,
@@ -62,6 +75,12 @@ CREATE TABLE IF NOT EXISTS artifacts (
 );
 CREATE INDEX IF NOT EXISTS trials_by_run ON trials(run_id, config_key);
 """
+# The columns of ``runs`` in the order RunRecord reads them; a database of an older
+# schema, read without upgrading it, lacks the later ones (read as NULL).
+RUN_COLUMNS = (
+    "id", "started_at", "ended_at", "status", "command_line", "experiment", "environment",
+    "owner", "precision", "error",
+)  # fmt: skip
 
 
 @dataclass
@@ -90,6 +109,8 @@ class RunRecord:
     owner: dict[str, int] | None = None
     # Adaptive runs: config key -> analysis.precision.Precision.to_dict(), as last decided.
     precision: dict[str, dict[str, Any]] | None = None
+    # Why the run stopped early, when it was recorded (a storage fault, say).
+    error: str | None = None
 
 
 def _run_record(row: Any) -> RunRecord:
@@ -98,65 +119,217 @@ def _run_record(row: Any) -> RunRecord:
         experiment=json.loads(row[5]), environment=json.loads(row[6]),
         owner=json.loads(row[7]) if row[7] else None,
         precision=json.loads(row[8]) if row[8] else None,
+        error=row[9],
     )  # fmt: skip
+
+
+def fault(path: Path, exc: sqlite3.Error) -> str:
+    """What a SQLite error means for the user, naming the database."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name == "SQLITE_FULL":
+        what = "the disk holding it is full"
+    elif name.startswith("SQLITE_READONLY") or name == "SQLITE_PERM":
+        what = (
+            "it cannot be written (a read-only file, an immutable file (`lsattr`) or a"
+            " read-only mount)"
+        )
+    elif name.startswith("SQLITE_IOERR"):
+        what = f"an I/O error ({exc}; {name})"
+    elif name.startswith("SQLITE_CANTOPEN"):
+        what = "it cannot be opened (permissions of the file or its directory?)"
+    elif name.startswith("SQLITE_BUSY") or name.startswith("SQLITE_LOCKED"):
+        what = "another process holds it locked"
+    elif name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB":
+        what = f"it is damaged or not a database ({exc})"
+    else:
+        what = f"{exc}" + (f" ({name})" if name else "")
+    return f"results database {str(path)!r}: {what}"
+
+
+def _connect_read_only(uri: str, path: Path) -> sqlite3.Connection:
+    """A read-only connection that creates no file.
+
+    A database in WAL mode is read through its ``-shm`` file, which SQLite creates beside
+    it (a user may not, next to a database root wrote; and it would be left behind).
+    Without a ``-wal`` file no writer is at work and every committed transaction is in
+    the database file itself: it is read as immutable, creating nothing. With one (a run
+    is writing, or one was killed), it is read through them.
+    """
+    if Path(f"{path}-wal").exists():
+        return sqlite3.connect(uri, uri=True, isolation_level=None)
+    return sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)
+
+
+def _check_path(path: Path, *, must_exist: bool) -> bool:
+    """Refuse a path that cannot be a results database, before SQLite touches it (and
+    creates a file); return whether the file exists. A :class:`UserError` names it."""
+    name = capped(repr(str(path)), 300)
+    try:
+        is_dir, exists, is_file = path.is_dir(), path.exists(), path.is_file()
+        parent_ok = path.parent.is_dir()
+    except OSError as exc:  # e.g. a name longer than the file system allows
+        if must_exist:
+            raise UserError(f"--db: no results database at {name}") from None
+        raise UserError(f"--db: {name}: {exc.strerror}") from None
+    if is_dir:
+        raise UserError(f"--db: {name} is a directory; give a database file")
+    if not exists:
+        if must_exist:
+            raise UserError(f"--db: no results database at {name}")
+        if not parent_ok:
+            raise UserError(f"--db: directory {capped(repr(str(path.parent)), 300)} does not exist")
+        return False
+    if not is_file:
+        raise UserError(f"--db: {name} is not a regular file")
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise UserError(f"--db: cannot read {name}: {exc.strerror}") from None
+    if head and head != SQLITE_MAGIC:
+        raise UserError(f"--db: {name} is not a tunnelbench results database")
+    return True
 
 
 class Store:
     def __init__(self, path: Path) -> None:
+        """Open (creating or upgrading it) the database a run writes to.
+
+        A path that cannot hold one is a :class:`UserError` (exit 2) and creates
+        nothing; a database that cannot be written is a :class:`StorageError`.
+        """
         self.path = path
-        self.db = sqlite3.connect(path, isolation_level=None)
-        self.db.execute("PRAGMA foreign_keys = ON")
-        self.db.execute("PRAGMA journal_mode = WAL")
-        self._migrate()
+        self.read_only = False
+        existed = _check_path(path, must_exist=False)
+        try:
+            self.db = sqlite3.connect(path, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StorageError(fault(path, exc)) from None
+        try:
+            self._configure()
+            self._refuse_foreign()
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self._migrate()
+        except sqlite3.Error as exc:
+            self.db.close()
+            raise StorageError(fault(path, exc)) from None
+        except BaseException:
+            self.db.close()
+            raise
+        if not existed:
+            ownership.hand_over(path)
+        for suffix in SIDE_FILES:
+            ownership.match_owner(Path(f"{path}{suffix}"), path)
+        self._run_columns: tuple[str, ...] = RUN_COLUMNS
+
+    @classmethod
+    def read(cls, path: Path) -> "Store":
+        """Open an existing database to read it: read-only, never upgraded, so a user
+        may read what root stored. An older schema is read as it is."""
+        _check_path(path, must_exist=True)
+        store = cls.__new__(cls)
+        store.path, store.read_only = path, True
+        uri = f"file:{quote(str(path.absolute()))}?mode=ro"
+        try:
+            store.db = _connect_read_only(uri, path)
+        except sqlite3.Error as exc:
+            raise UserError(f"--db: cannot read {fault(path, exc)}") from None
+        try:
+            store._configure()
+            store._check_version(store.db)
+            columns = {r[1] for r in store.db.execute("PRAGMA table_info(runs)")}
+        except sqlite3.Error as exc:
+            store.db.close()
+            raise UserError(f"--db: cannot read {fault(path, exc)}") from None
+        except BaseException:
+            store.db.close()
+            raise
+        store._run_columns = tuple(c if c in columns else "NULL" for c in RUN_COLUMNS)
+        return store
 
     @classmethod
     def open_existing(cls, path: Path) -> "Store":
-        try:
-            found = path.is_file()
-        except OSError:  # e.g. a name longer than the file system allows
-            found = False
-        if not found:
-            raise UserError(f"--db: no results database at {capped(repr(str(path)), 300)}")
+        """An existing database, to write to (``--resume``)."""
+        _check_path(path, must_exist=True)
         return cls(path)
 
     def close(self) -> None:
         self.db.close()
 
+    def _configure(self) -> None:
+        self.db.execute("PRAGMA mmap_size = 0")  # I/O errors, not SIGBUS, on a full disk
+        self.db.execute("PRAGMA busy_timeout = 5000")
+        if not self.read_only:
+            self.db.execute("PRAGMA foreign_keys = ON")
+
+    def _refuse_foreign(self) -> None:
+        """Never add tunnelbench's tables to another program's database."""
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
+        if tables and "meta" not in tables:
+            raise UserError(f"--db: {str(self.path)!r} is not a tunnelbench results database")
+
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN IMMEDIATE")
         try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self.db.in_transaction:
+                # The fault below is what the user must hear about.
+                with contextlib.suppress(sqlite3.Error):
+                    self.db.execute("ROLLBACK")
+            raise StorageError(fault(self.path, exc)) from None
+
+    def _check_version(self, db: sqlite3.Connection) -> int | None:
+        """The stored schema version (None for a new database); a newer one is refused."""
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.OperationalError:
+            if self.read_only:
+                raise UserError(
+                    f"--db: {str(self.path)!r} is not a tunnelbench results database"
+                ) from None
             raise
-        self.db.execute("COMMIT")
+        if row is None:
+            if self.read_only:
+                raise UserError(f"--db: {str(self.path)!r} has no schema version")
+            return None
+        if not str(row[0]).isdecimal() or int(row[0]) > SCHEMA_VERSION:
+            raise UserError(
+                f"--db: {str(self.path)!r} has schema version {row[0]}, newer than this "
+                f"tunnelbench understands ({SCHEMA_VERSION})"
+            )
+        return int(row[0])
 
     def _migrate(self) -> None:
         # Every statement is CREATE ... IF NOT EXISTS: safe to repeat, and executescript
         # cannot run inside an explicit transaction.
         self.db.executescript(SCHEMA)
         with self._transaction() as db:
-            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
+            version = self._check_version(db)
+            if version is None:
                 db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 return
-            version = int(row[0])
-            if version > SCHEMA_VERSION:
-                raise UserError(
-                    f"--db: {str(self.path)!r} has schema version {row[0]}, newer than this "
-                    f"tunnelbench understands ({SCHEMA_VERSION})"
-                )
             # Columns are added in version order, so every database has them in the
-            # order of SCHEMA (``SELECT *`` reads them by position).
+            # order of SCHEMA.
             columns = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
             if version < 2 and "owner" not in columns:
                 db.execute("ALTER TABLE runs ADD COLUMN owner TEXT")
             if version < 3 and "precision" not in columns:
                 db.execute("ALTER TABLE runs ADD COLUMN precision TEXT")
-            db.execute(
-                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
-            )
+            if version < 4 and "error" not in columns:
+                db.execute("ALTER TABLE runs ADD COLUMN error TEXT")
+            if version < SCHEMA_VERSION:
+                db.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                    (str(SCHEMA_VERSION),),
+                )
 
     # --- writing ---
 
@@ -189,12 +362,31 @@ class Store:
                 (json.dumps(owner), run_id),
             )
 
-    def finish_run(self, run_id: int, status: str) -> None:
+    def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
         with self._transaction() as db:
             db.execute(
-                "UPDATE runs SET ended_at = ?, status = ? WHERE id = ?",
-                (time.time(), status, run_id),
+                "UPDATE runs SET ended_at = ?, status = ?, error = ? WHERE id = ?",
+                (time.time(), status, error, run_id),
             )
+
+    def abandon_run(self, run_id: int, exc: StorageError) -> StorageError:
+        """After a storage fault in a run: mark it failed with the fault as its reason
+        if the database still takes that, and return the error to show the user: what
+        went wrong, what is kept, and what to do."""
+        try:
+            kept = self.trial_counts(run_id)
+            stored = f"{sum(kept.values())} finished trial(s) are stored"
+        except sqlite3.Error:
+            stored = "the trials finished before it are stored"
+        try:
+            self.finish_run(run_id, "failed", str(exc))
+            marked = f"run {run_id} is marked failed"
+        except StorageError:
+            marked = f"run {run_id} could not be marked failed and still reads 'running'"
+        return StorageError(
+            f"{exc}. {stored}; {marked}. Free space or make it writable, then "
+            f"`tunnelbench run --resume {run_id} --db {self.path}` runs the rest"
+        )
 
     def set_precision(self, run_id: int, precision: dict[str, dict[str, Any]]) -> None:
         """Record where each configuration of an adaptive run stands against its target."""
@@ -252,7 +444,9 @@ class Store:
     def run(self, ref: str) -> RunRecord:
         """A run by id, or ``latest``."""
         if ref == "latest":
-            row = self.db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+            row = self.db.execute(
+                f"SELECT {self._columns()} FROM runs ORDER BY id DESC LIMIT 1"
+            ).fetchone()
             if row is None:
                 raise UserError(f"no runs stored in {str(self.path)!r} yet")
         else:
@@ -260,14 +454,20 @@ class Store:
                 raise UserError(f"run: {shown(ref)} is not a run id or 'latest'")
             row = None
             if len(ref.lstrip("0")) <= 18:  # an id is an SQLite integer: at most 63 bits
-                row = self.db.execute("SELECT * FROM runs WHERE id = ?", (int(ref),)).fetchone()
+                row = self.db.execute(
+                    f"SELECT {self._columns()} FROM runs WHERE id = ?", (int(ref),)
+                ).fetchone()
             if row is None:
                 raise UserError(f"run: no run {capped(ref)} in {str(self.path)!r}")
         return _run_record(row)
 
     def runs(self) -> list[RunRecord]:
         """Every stored run, oldest first."""
-        return [_run_record(row) for row in self.db.execute("SELECT * FROM runs ORDER BY id")]
+        rows = self.db.execute(f"SELECT {self._columns()} FROM runs ORDER BY id")
+        return [_run_record(row) for row in rows]
+
+    def _columns(self) -> str:
+        return ", ".join(self._run_columns)
 
     def trial_counts(self, run_id: int) -> dict[str, int]:
         """Stored trials of a run by status."""

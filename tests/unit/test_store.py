@@ -62,7 +62,7 @@ def test_unknown_runs_are_clear_errors(tmp_path):
         Store.open_existing(tmp_path / "missing.db")
 
 
-def test_a_version_2_database_gains_the_precision_column(tmp_path):
+def test_a_version_2_database_gains_the_later_columns(tmp_path):
     # The recorded runs were stored by schema version 2 (before adaptive repetitions).
     from tests.report_fixtures import recorded
 
@@ -73,7 +73,9 @@ def test_a_version_2_database_gains_the_precision_column(tmp_path):
     )
     store = recorded("l2-tunnel-mtu", tmp_path)
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
     run = store.run("latest")
     # Columns are read by position: the new one must not shift the others.
     assert run.precision is None and set(run.owner or {}) == {"pid", "start_time"}

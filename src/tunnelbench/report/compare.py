@@ -169,7 +169,7 @@ def axis_values(s: ConfigSummary, path: str) -> Any:
 
 
 def load(ref: RunRef, selector: Selector | None = None, where: str = "--compare") -> Side:
-    store = Store.open_existing(ref.db)
+    store = Store.read(ref.db)
     try:
         run = store.run(ref.run)
         summaries = summarize_run(store.trials(run.id))
