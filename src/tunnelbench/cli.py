@@ -312,7 +312,15 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
     down = lab_verbs.add_parser("down", help="remove one lab")
     down.add_argument("lab_id")
-    lab_verbs.add_parser("clean", help="remove every lab tunnelbench recorded")
+    down.add_argument(
+        "--force", action="store_true", help="remove it even while a live process uses it"
+    )
+    clean = lab_verbs.add_parser(
+        "clean", help="remove every lab tunnelbench recorded whose owner process is gone"
+    )
+    clean.add_argument(
+        "--force", action="store_true", help="also remove labs that live runs are using"
+    )
     lab.set_defaults(func=cmd_lab)
     return top
 

@@ -76,14 +76,27 @@ def status(args: argparse.Namespace) -> int:
         return 0
     present = set(lab_state.list_namespaces())
     for lab_id in labs:
-        st = lab_state.LabState.load(lab_id)
+        try:
+            st = lab_state.LabState.load(lab_id)
+        except PermissionError:
+            # Labs are root's: show what anyone may see, the namespaces that exist.
+            mine = sum(1 for n in present if n.startswith(f"tb-{lab_id}-"))
+            print(
+                f"{lab_id}: {mine} namespaces; its state is readable by root only "
+                "(`sudo tunnelbench lab status` shows its processes)"
+            )
+            continue
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            print(f"{lab_id}: unreadable state file {lab_state.STATE_ROOT / lab_id}: {exc}")
+            continue
         alive = sum(1 for p in st.processes if lab_state.is_alive(p))
         namespaces = sum(1 for n in st.namespaces if n in present)
         info = st.info
+        owner = f", in use by {st.owner_description()}" if st.owner_alive() else ""
         print(
             f"{lab_id}: {st.topology}, tunnel {info.get('tunnel', '?')}, "
             f"{namespaces}/{len(st.namespaces)} namespaces, "
-            f"{alive}/{len(st.processes)} processes alive"
+            f"{alive}/{len(st.processes)} processes alive{owner}"
         )
     return 0
 
@@ -117,25 +130,44 @@ def down(args: argparse.Namespace) -> int:
     require_root("tunnelbench lab down")
     if args.lab_id not in lab_state.known_labs():
         raise UserError(f"lab: no lab {args.lab_id!r}; see `tunnelbench lab status`")
-    return _remove([args.lab_id])
+    st = lab_state.LabState.load(args.lab_id)
+    if st.owner_alive() and not args.force:
+        raise UserError(
+            f"lab: {args.lab_id!r} is in use by {st.owner_description()}; removing it would "
+            "fail that run's trial. Wait for it, or add --force to remove it anyway"
+        )
+    return _remove([st])
 
 
 def clean(args: argparse.Namespace) -> int:
+    """Remove every lab whose owner is gone (every lab with ``--force``); list the labs
+    left because a live process is using them."""
     require_root("tunnelbench lab clean")
-    labs = lab_state.known_labs()
-    if not labs:
-        print("nothing to clean")
+    labs = [lab_state.LabState.load(lab_id) for lab_id in lab_state.known_labs()]
+    live = [] if args.force else [st for st in labs if st.owner_alive()]
+    for st in live:
+        print(
+            f"lab {st.lab_id} left: in use by {st.owner_description()} "
+            "(`tunnelbench lab clean --force` removes it anyway)"
+        )
+    dead = [st for st in labs if st not in live]
+    if not dead:
+        if not live:
+            print("nothing to clean")
         return 0
-    return _remove(labs)
+    return _remove(dead)
 
 
-def _remove(labs: list[str]) -> int:
+def _remove(labs: list[lab_state.LabState]) -> int:
     failed = 0
-    for lab_id in labs:
-        problems = lab_state.teardown(lab_state.LabState.load(lab_id))
+    for st in labs:
+        swept: list[str] = []
+        problems = lab_state.teardown(st, swept)
+        if swept:
+            print(f"lab {st.lab_id}: ended unrecorded process(es): {', '.join(swept)}")
         if problems:
             failed += 1
-            print(f"lab {lab_id}: " + "; ".join(problems))
+            print(f"lab {st.lab_id}: " + "; ".join(problems))
         else:
-            print(f"lab {lab_id} removed")
+            print(f"lab {st.lab_id} removed")
     return 1 if failed else 0

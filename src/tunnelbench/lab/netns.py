@@ -136,7 +136,11 @@ class Lab:
         stdout: int | IO[bytes] | None = subprocess.DEVNULL,
         stderr: int | IO[bytes] | None = subprocess.PIPE,
     ) -> "subprocess.Popen[bytes]":
-        """Start a process in a lab namespace and record it for teardown."""
+        """Start a process in a lab namespace and record it for teardown.
+
+        It is recorded just after it starts; should tunnelbench die in between, teardown
+        still finds it inside the lab's namespace (see :mod:`tunnelbench.lab.state`).
+        """
         full = in_netns(self.ns(role), argv)
         proc = spawn(full, stdout=stdout, stderr=stderr)
         self.state.add_process(proc.pid, full)
@@ -158,7 +162,9 @@ def build(settings: LabSettings, *, lab_id: str | None = None, tunnel: bool = Fa
     chain = CHAINS[settings.topology]
     offload_roles(settings.offloads, chain)  # refuse unknown roles before creating anything
     lab_id = lab_id or new_lab_id()
-    state = lab_state.LabState(lab_id=lab_id, topology=settings.topology.value)
+    state = lab_state.LabState(
+        lab_id=lab_id, topology=settings.topology.value, owner=lab_state.current_owner()
+    )
     if state.path.exists():
         raise LabError(f"a lab named {lab_id!r} already exists; remove it with `lab down`")
     state.save()

@@ -5,6 +5,20 @@ the two leaves a record and never an orphan. Teardown removes exactly what is re
 processes by PID (checked against their recorded start time, so a reused PID is never
 hit), namespaces by name, files, directories and cgroups by path. Nothing is found by
 pattern.
+
+A process is recorded just *after* it is spawned, so a SIGKILL of tunnelbench in between
+would leave a process no PID record names. Every lab process runs inside one of the
+lab's named namespaces (``ip netns exec`` enters it before it executes the program, and
+the program's children inherit it), and each namespace is recorded before it is
+created: so before a namespace is deleted, every process still inside it (found by the
+namespace's inode, ``/proc/PID/ns/net``, as ``ip netns pids`` does) is ended by PID
+through a pidfd, which cannot hit a reused PID. That also ends daemons that forked away
+from their recorded parent. The namespace is the marker: no wrapper, no environment
+variable, no cgroup that must be made before each spawn.
+
+The state also records its owner (the PID and start time of the tunnelbench process
+that built the lab), so ``lab clean`` can tell a lab left behind by a dead process from
+one a live run is measuring in.
 """
 
 import contextlib
@@ -12,6 +26,7 @@ import errno
 import json
 import logging
 import os
+import select
 import signal
 import time
 from dataclasses import asdict, dataclass, field
@@ -45,6 +60,9 @@ class LabState:
     # Directories the lab created inside its own directory (e.g. a daemon's private
     # run directory); removed, once empty, after the files.
     directories: list[str] = field(default_factory=list)
+    # The process that built the lab, {"pid", "start_time"} (absent from state files
+    # written before owners were recorded: such a lab counts as having a dead owner).
+    owner: dict[str, int] | None = None
 
     @property
     def directory(self) -> Path:
@@ -62,9 +80,30 @@ class LabState:
 
     @classmethod
     def load(cls, lab_id: str) -> "LabState":
+        """The recorded state of a lab; :class:`PermissionError` when this user may not
+        read it (labs are built by root and their directories are private)."""
         data = json.loads((STATE_ROOT / lab_id / "state.json").read_text())
         data["processes"] = [ProcessRecord(**p) for p in data["processes"]]
         return cls(**data)
+
+    def owner_alive(self) -> bool:
+        """Whether the process that built this lab still runs (a reused PID is not it)."""
+        if not self.owner:
+            return False
+        started = process_start_time(self.owner["pid"])
+        return started is not None and started == self.owner["start_time"]
+
+    def owner_description(self) -> str:
+        """``pid 1234 (tunnelbench run --quick)``: who holds the lab, for messages."""
+        if not self.owner:
+            return "no recorded owner"
+        pid = self.owner["pid"]
+        try:
+            words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            text = " ".join(w.decode(errors="replace") for w in words if w)
+        except OSError:
+            text = ""
+        return f"pid {pid} ({text[:80]})" if text else f"pid {pid}"
 
     def add_namespace(self, name: str) -> None:
         self.namespaces.append(name)
@@ -90,11 +129,26 @@ class LabState:
 
 
 def known_labs() -> list[str]:
-    """Lab ids with a state file, oldest first."""
+    """Lab ids with a state file, oldest first.
+
+    A lab directory this user may not look into (labs are root's, their directories
+    private) is listed too: its state cannot be read, but the lab is there.
+    """
     if not STATE_ROOT.is_dir():
         return []
-    labs = [p for p in STATE_ROOT.iterdir() if (p / "state.json").is_file()]
+    labs = []
+    for path in STATE_ROOT.iterdir():
+        try:
+            if (path / "state.json").is_file():
+                labs.append(path)
+        except PermissionError:
+            labs.append(path)
     return [p.name for p in sorted(labs, key=lambda p: p.stat().st_mtime)]
+
+
+def current_owner() -> dict[str, int]:
+    """This process, as the owner of a lab it builds: PID and start time."""
+    return {"pid": os.getpid(), "start_time": process_start_time(os.getpid()) or 0}
 
 
 def process_start_time(pid: int) -> int | None:
@@ -131,8 +185,11 @@ def stop_process(record: ProcessRecord, grace: float = 2.0) -> None:
         os.kill(record.pid, signal.SIGKILL)
 
 
-def teardown(state: LabState) -> list[str]:
+def teardown(state: LabState, swept: list[str] | None = None) -> list[str]:
     """Remove everything the state records; return the problems met (empty when clean).
+
+    Processes found inside the lab's namespaces that no record named (see the module's
+    docstring) are ended too, and described in ``swept`` when it is given.
 
     Ctrl-C during teardown does not stop it half-way (that would leave exactly the
     debris teardown exists to remove): the removal is finished, then the interrupt is
@@ -141,7 +198,7 @@ def teardown(state: LabState) -> list[str]:
     interrupted = False
     while True:
         try:
-            problems = _remove_all(state)
+            problems = _remove_all(state, swept if swept is not None else [], swept is None)
             break
         except KeyboardInterrupt:
             interrupted = True
@@ -150,7 +207,7 @@ def teardown(state: LabState) -> list[str]:
     return problems
 
 
-def _remove_all(state: LabState) -> list[str]:
+def _remove_all(state: LabState, swept: list[str], warn: bool) -> list[str]:
     problems: list[str] = []
     for record in reversed(state.processes):
         try:
@@ -160,6 +217,16 @@ def _remove_all(state: LabState) -> list[str]:
     existing = set(list_namespaces())
     for name in reversed(state.namespaces):
         if name not in existing:
+            continue
+        ended, left = end_namespace_processes(name)
+        for pid, comm in ended:
+            if (text := f"pid {pid} ({comm}) in {name}") not in swept:
+                swept.append(text)
+                if warn:
+                    log.warning("ended process %s: it had no PID record", text)
+        if left:
+            pids = ", ".join(f"{pid} ({comm})" for pid, comm in left)
+            problems.append(f"namespace {name}: processes still inside: {pids}")
             continue
         done = run(["ip", "netns", "delete", name], check=False)
         if done.returncode != 0:
@@ -203,6 +270,109 @@ def remove_cgroup(path: Path, wait: float = 2.0) -> str | None:
             if exc.errno != errno.EBUSY or time.monotonic() > deadline:
                 return f"cgroup {path}: {exc.strerror}"
         time.sleep(0.02)
+
+
+def namespace_processes(name: str) -> list[int]:
+    """PIDs of the live processes inside the named network namespace, by its inode (what
+    ``ip netns pids NAME`` lists), without this process. Empty when it does not exist."""
+    try:
+        target = os.stat(f"/run/netns/{name}")
+    except OSError:
+        return []
+    inside = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            ns = os.stat(f"/proc/{entry.name}/ns/net")
+        except OSError:
+            continue  # gone, or a kernel thread
+        if (ns.st_dev, ns.st_ino) == (target.st_dev, target.st_ino) and not _zombie(
+            int(entry.name)
+        ):
+            inside.append(int(entry.name))
+    return inside
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True  # gone
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def end_namespace_processes(
+    name: str, grace: float = 2.0
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """End every process inside the namespace ``name``: SIGTERM, then SIGKILL after
+    ``grace`` seconds. Return the (pid, command) of those ended and of any still inside.
+
+    Each process is held by a pidfd opened before its namespace is checked again, so the
+    signal reaches the process that was found inside, never a later holder of its PID.
+    """
+    held: dict[int, tuple[int, str]] = {}  # pid -> (pidfd, comm)
+    try:
+        for pid in namespace_processes(name):
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            if _inside(name, pid):
+                held[pid] = (fd, _comm(pid))
+                _signal(fd, signal.SIGTERM)
+            else:
+                os.close(fd)
+        deadline = time.monotonic() + grace
+        running = dict(held)
+        while running and time.monotonic() < deadline:
+            running = {p: v for p, v in running.items() if not _exited(v[0])}
+            if running:
+                time.sleep(0.02)
+        for fd, _ in running.values():
+            _signal(fd, signal.SIGKILL)
+        deadline = time.monotonic() + grace
+        while running and time.monotonic() < deadline:
+            running = {p: v for p, v in running.items() if not _exited(v[0])}
+            if running:
+                time.sleep(0.02)
+        ended = [(p, comm) for p, (_, comm) in held.items() if p not in running]
+        left = [(p, comm) for p, (_, comm) in running.items()]
+        # A process that entered the namespace after the scan (it cannot be one of ours:
+        # the lab's owner is gone or finished starting processes) is still listed.
+        left += [(p, _comm(p)) for p in namespace_processes(name) if p not in held]
+        return ended, left
+    finally:
+        for fd, _ in held.values():
+            os.close(fd)
+
+
+def _inside(name: str, pid: int) -> bool:
+    """Whether process ``pid`` is (still) inside the namespace ``name``."""
+    try:
+        target = os.stat(f"/run/netns/{name}")
+        ns = os.stat(f"/proc/{pid}/ns/net")
+    except OSError:
+        return False
+    return (ns.st_dev, ns.st_ino) == (target.st_dev, target.st_ino)
+
+
+def _signal(pidfd: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(pidfd, signum)
+
+
+def _exited(pidfd: int) -> bool:
+    """A pidfd polls readable once its process has exited (a zombie counts)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def list_namespaces() -> list[str]:
