@@ -14,6 +14,7 @@ so a full or truncated file is an error from SQLite, never a SIGBUS.
 
 import contextlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -31,6 +32,9 @@ from tunnelbench.plan import TrialConfig
 SCHEMA_VERSION = 4
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SIDE_FILES = ("-wal", "-shm", "-journal")
+# Room kept beside a database being written, freed to record a run's end on a full disk.
+RESERVE_SUFFIX = "-reserve"
+RESERVE_BYTES = 256 * 1024
 DEFAULT_DB = Path("tunnelbench.db")
 
 SCHEMA = """
@@ -221,6 +225,35 @@ class Store:
         for suffix in SIDE_FILES:
             ownership.match_owner(Path(f"{path}{suffix}"), path)
         self._run_columns: tuple[str, ...] = RUN_COLUMNS
+        self._reserve: Path | None = None
+        self._make_reserve()
+
+    def _make_reserve(self) -> None:
+        """Set aside :data:`RESERVE_BYTES` of the database's disk in a file beside it,
+        released when the disk fills up, so that a run can still be marked as stopped
+        by it. A disk without even that much room is refused before anything runs."""
+        reserve = Path(f"{self.path}{RESERVE_SUFFIX}")
+        try:
+            fd = os.open(reserve, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self.db.close()
+            with contextlib.suppress(OSError):
+                reserve.unlink()
+            raise StorageError(
+                f"results database {str(self.path)!r}: cannot set aside "
+                f"{RESERVE_BYTES // 1024} KiB beside it ({exc.strerror})"
+            ) from None
+        self._reserve = reserve
+
+    def _release_reserve(self) -> None:
+        if self._reserve is not None:
+            with contextlib.suppress(OSError):
+                self._reserve.unlink()
+            self._reserve = None
 
     @classmethod
     def read(cls, path: Path) -> "Store":
@@ -255,6 +288,8 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+        if not self.read_only:
+            self._release_reserve()
 
     def _configure(self) -> None:
         self.db.execute("PRAGMA mmap_size = 0")  # I/O errors, not SIGBUS, on a full disk
@@ -378,6 +413,7 @@ class Store:
             stored = f"{sum(kept.values())} finished trial(s) are stored"
         except sqlite3.Error:
             stored = "the trials finished before it are stored"
+        self._release_reserve()  # room to record the end of the run
         try:
             self.finish_run(run_id, "failed", str(exc))
             marked = f"run {run_id} is marked failed"
