@@ -143,7 +143,15 @@ def clean(args: argparse.Namespace) -> int:
     """Remove every lab whose owner is gone (every lab with ``--force``); list the labs
     left because a live process is using them."""
     require_root("tunnelbench lab clean")
-    labs = [lab_state.LabState.load(lab_id) for lab_id in lab_state.known_labs()]
+    labs, unreadable = [], 0
+    for lab_id in lab_state.known_labs():
+        try:
+            labs.append(lab_state.LabState.load(lab_id))
+        except FileNotFoundError:
+            continue  # removed meanwhile (its run ended)
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            print(f"lab {lab_id} left: its state file cannot be read ({exc})")
+            unreadable += 1
     live = [] if args.force else [st for st in labs if st.owner_alive()]
     for st in live:
         print(
@@ -152,10 +160,10 @@ def clean(args: argparse.Namespace) -> int:
         )
     dead = [st for st in labs if st not in live]
     if not dead:
-        if not live:
+        if not live and not unreadable:
             print("nothing to clean")
-        return 0
-    return _remove(dead)
+        return 1 if unreadable else 0
+    return max(_remove(dead), 1 if unreadable else 0)
 
 
 def _remove(labs: list[lab_state.LabState]) -> int:
