@@ -205,6 +205,9 @@ class Store:
         self.path = path
         self.read_only = False
         existed = _check_path(path, must_exist=False)
+        # Side files no one had open: ours to remove if this open fails.
+        side = [Path(f"{path}{suffix}") for suffix in SIDE_FILES]
+        new_side = [f for f in side if not f.exists()]
         try:
             self.db = sqlite3.connect(path, isolation_level=None)
         except sqlite3.Error as exc:
@@ -214,11 +217,13 @@ class Store:
             self._refuse_foreign()
             self.db.execute("PRAGMA journal_mode = WAL")
             self._migrate()
-        except sqlite3.Error as exc:
+        except BaseException as exc:
             self.db.close()
-            raise StorageError(fault(path, exc)) from None
-        except BaseException:
-            self.db.close()
+            for leftover in new_side:
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(fault(path, exc)) from None
             raise
         if not existed:
             ownership.hand_over(path)
@@ -360,11 +365,12 @@ class Store:
                 db.execute("ALTER TABLE runs ADD COLUMN precision TEXT")
             if version < 4 and "error" not in columns:
                 db.execute("ALTER TABLE runs ADD COLUMN error TEXT")
-            if version < SCHEMA_VERSION:
-                db.execute(
-                    "UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                    (str(SCHEMA_VERSION),),
-                )
+            # Written even when unchanged: a database that cannot be written (an
+            # immutable file, which SQLite silently opens read-only) fails here, before
+            # anything runs.
+            db.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+            )
 
     # --- writing ---
 
