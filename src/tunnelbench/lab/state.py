@@ -229,7 +229,9 @@ def _remove_all(state: LabState, swept: list[str], warn: bool) -> list[str]:
             problems.append(f"namespace {name}: processes still inside: {pids}")
             continue
         done = run(["ip", "netns", "delete", name], check=False)
-        if done.returncode != 0:
+        # Gone all the same when another teardown (the run's own, beside `lab clean
+        # --force`) deleted it first.
+        if done.returncode != 0 and name in list_namespaces():
             problems.append(f"namespace {name}: {done.stderr.strip()}")
     for name in state.files:
         path = Path(name)
@@ -247,7 +249,8 @@ def _remove_all(state: LabState, swept: list[str], warn: bool) -> list[str]:
             problems.append(problem)
     if not problems:
         for leftover in state.directory.glob("*"):
-            leftover.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
         with contextlib.suppress(FileNotFoundError, OSError):
             state.directory.rmdir()
     return problems
