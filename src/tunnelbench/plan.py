@@ -394,6 +394,9 @@ def check_target_pct(key: str, value: object) -> float:
     number: float | None = None
     if isinstance(value, str) and re.fullmatch(r"(\d+(\.\d*)?|\.\d+)%?", value.strip()):
         number = float(value.strip().removesuffix("%"))
+    elif isinstance(value, int) and not isinstance(value, bool) and not 0 < value < 100:
+        # Before float(): an integer of hundreds of digits does not convert.
+        raise UserError(f"{key}: {shown(value)} is out of range; allowed above 0% and below 100%")
     elif isinstance(value, int | float) and not isinstance(value, bool):
         number = float(value)
     if number is None or not math.isfinite(number):
