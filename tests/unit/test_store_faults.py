@@ -4,6 +4,7 @@ storage errors."""
 
 import shutil
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from tunnelbench.errors import StorageError, UserError
 from tunnelbench.store import SCHEMA_VERSION, Store
 
 
-def listing(directory):
+def listing(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
 
 
