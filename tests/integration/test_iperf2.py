@@ -83,7 +83,10 @@ def check_trial(store: Store, trial: TrialRecord) -> None:
     assert len(intervals) == config.traffic.duration and all(v > 0 for v in intervals)
     records = store.artifact(trial.id, "iperf2")
     assert [r["role"] for r in records] == ["client", "server"]
-    assert all(r["returncode"] == 0 and r["stderr"] == "" for r in records)
+    for record in records:  # exit 0, and no error output but iperf2's harmless warnings
+        assert record["returncode"] == 0
+        lines = [line.strip() for line in record["stderr"].splitlines() if line.strip()]
+        assert all(any(p.match(line) for p in iperf2.HARMLESS) for line in lines), lines
     for way, count in received(store, trial).items():
         assert count > 0
         tunnel_end, sender = RECEIVING[way]
@@ -117,8 +120,17 @@ def test_udp_rate_per_stream_loss_and_jitter_from_the_receiver(tmp_path):
     for trial in trials:
         check_trial(store, trial)
         m = trial.metrics
-        assert m["upload_bps"] == pytest.approx(200e6, rel=0.05)  # 2 streams of 100 Mbit/s
-        assert m["udp.lost_pct"] < 5 and m["udp.jitter_ms"] >= 0
+        assert 0 <= m["udp.lost_pct"] < 100 and m["udp.jitter_ms"] >= 0
+        if trial.config["tunnel"]["kind"] == "none":
+            assert m["upload_bps"] == pytest.approx(200e6, rel=0.05)  # 2 streams of 100 Mbit/s
+            assert m["udp.lost_pct"] < 5
+        else:
+            # wireguard-go drops UDP at this rate here (11-33% seen): no more arrives than
+            # the 2 x 100 Mbit/s sent, and the receiver's loss explains the shortfall (to
+            # 10 points: its lost count is from sequence gaps, its goodput from bytes).
+            assert 0.3 * 200e6 < m["upload_bps"] <= 1.05 * 200e6
+            shortfall_pct = 100 * (1 - m["upload_bps"] / 200e6)
+            assert m["udp.lost_pct"] >= shortfall_pct - 10
         # 2 s of traffic (1 s warm-up + 1 s measured), only the last second counted.
         (count,) = received(store, trial).values()
         assert 8 * count == pytest.approx(2 * m["upload_bps"], rel=0.1)

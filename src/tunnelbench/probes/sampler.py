@@ -158,14 +158,19 @@ class Sampler:
         self.stop()
         if len(self._snapshots) < 2:
             return None
-        (t0, first, procs0), (t1, last, procs1) = self._snapshots[0], self._snapshots[-1]
+        (t0, first, _), (t1, last, _) = self._snapshots[0], self._snapshots[-1]
         window = t1 - t0
         processes = {}
-        for label in procs1:
-            before, after = procs0.get(label), procs1[label]
-            if before is not None and after is not None:
+        for label in self._watched:
+            # Over the samples that saw it: a generator that exited before the closing
+            # sample (the traffic ended a little before the window) is measured up to
+            # its last reading, not diluted by the time it no longer existed.
+            seen = [(at, ticks[label]) for at, _, ticks in self._snapshots if ticks.get(label)]
+            if len(seen) >= 2 and seen[-1][0] > seen[0][0]:
+                (a0, before), (a1, after) = seen[0], seen[-1]
+                assert before is not None and after is not None
                 ticks = sum(after) - sum(before)
-                processes[label] = round(process.percent_of_core(ticks, window), 2)
+                processes[label] = round(process.percent_of_core(ticks, a1 - a0), 2)
         series = []
         for (_, a, _), (tb, b, _) in zip(self._snapshots, self._snapshots[1:], strict=False):
             series.append(
