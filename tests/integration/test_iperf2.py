@@ -131,9 +131,13 @@ def test_udp_rate_per_stream_loss_and_jitter_from_the_receiver(tmp_path):
             assert 0.3 * 200e6 < m["upload_bps"] <= 1.05 * 200e6
             shortfall_pct = 100 * (1 - m["upload_bps"] / 200e6)
             assert m["udp.lost_pct"] >= shortfall_pct - 10
-        # 2 s of traffic (1 s warm-up + 1 s measured), only the last second counted.
+        # 2 s of traffic (1 s warm-up + 1 s measured), only the last second counted: the
+        # whole test holds it, and at a steady rate (no tunnel) twice it; wireguard-go's
+        # loss varies from second to second.
         (count,) = received(store, trial).values()
-        assert 8 * count == pytest.approx(2 * m["upload_bps"], rel=0.1)
+        assert m["upload_bps"] <= 8 * count <= 2 * 1.05 * 200e6
+        if trial.config["tunnel"]["kind"] == "none":
+            assert 8 * count == pytest.approx(2 * m["upload_bps"], rel=0.1)
         argv = store.artifact(trial.id, "iperf2")[0]["argv"]
         length = 1368 if trial.config["tunnel"]["kind"] == "wireguard" else 1448
         assert argv[argv.index("-l") + 1] == str(length)  # no fragmentation in the tunnel
