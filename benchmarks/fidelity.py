@@ -12,11 +12,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from tunnelbench.bench.runner import Resolution, run_trial
+from tunnelbench.bench.store import Store
 from tunnelbench.kinds import StreamMode
 from tunnelbench.lab import netns
-from tunnelbench.plan import LabSettings, LinkSettings, TrafficSettings, Trial, TrialConfig
-from tunnelbench.runner import Resolution, run_trial
-from tunnelbench.store import Store
+from tunnelbench.model.plan import LabSettings, LinkSettings, TrafficSettings, Trial, TrialConfig
 from tunnelbench.tunnels.base import TunnelSpec
 
 ROUNDS = 7

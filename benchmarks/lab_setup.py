@@ -5,7 +5,7 @@ import time
 
 from tunnelbench.kinds import Topology, TunnelKind
 from tunnelbench.lab import netns
-from tunnelbench.plan import LabSettings, TunnelSettings
+from tunnelbench.model.plan import LabSettings, TunnelSettings
 from tunnelbench.tunnels import REGISTRY
 
 ROUNDS = 10

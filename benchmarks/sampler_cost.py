@@ -9,7 +9,7 @@ import time
 
 from tunnelbench.kinds import StreamMode
 from tunnelbench.lab import netns
-from tunnelbench.plan import LabSettings, LinkSettings, TrafficSettings
+from tunnelbench.model.plan import LabSettings, LinkSettings, TrafficSettings
 from tunnelbench.probes.sampler import Sampler
 from tunnelbench.traffic.iperf3 import Iperf3
 

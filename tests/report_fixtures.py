@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 
 from tests.conftest import FIXTURES
-from tunnelbench.plan import TrialConfig
-from tunnelbench.store import Store
+from tunnelbench.bench.store import Store
+from tunnelbench.model.plan import TrialConfig
 
 RUNS = FIXTURES / "runs"
 RECORDED = ("l2-tunnel-mtu", "queue-comparison")

@@ -1,5 +1,5 @@
 """Allows ``python -m tunnelbench``."""
 
-from tunnelbench.cli import main
+from tunnelbench.cli.main import main
 
 raise SystemExit(main())

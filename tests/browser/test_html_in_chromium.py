@@ -20,9 +20,9 @@ import pytest
 
 from tests.report_fixtures import RECORDED, recorded, wide
 from tunnelbench.analysis.summary import summarize_run
+from tunnelbench.bench.store import Store
 from tunnelbench.report import html
 from tunnelbench.report.charts import charts_for_run
-from tunnelbench.store import Store
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 FLAGS = [

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench import capabilities
 from tunnelbench.analysis.diagnosis import Bound
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.store import Store
+from tunnelbench.bench import capabilities
+from tunnelbench.bench.store import Store
 
 SHORT = ["--runs", "1", "--duration", "2", "--warmup", "1"]
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from tunnelbench.lab import state as lab_state
-from tunnelbench.plan import ROLES
+from tunnelbench.model.plan import ROLES
 
 REPO = Path(__file__).parents[2]
-DOCTOR = "from tunnelbench import doctor; raise SystemExit(doctor.main({}))"
+DOCTOR = "from tunnelbench.cli import doctor; raise SystemExit(doctor.main({}))"
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 # Written independently of capabilities.py: each succeeds exactly when the kernel has it.
 LINKS = {
@@ -116,7 +116,7 @@ def test_qdiscs_agree_with_the_kernel(root_report, qdisc):
 
 
 def test_kernel_wireguard_agrees_with_what_the_runner_uses(root_report):
-    from tunnelbench import capabilities
+    from tunnelbench.bench import capabilities
 
     refusal = capabilities.kernel_link_type("wireguard")
     found = root_report["tunnels"]["wireguard"]

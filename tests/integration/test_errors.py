@@ -68,7 +68,7 @@ def test_missing_userspace_wireguard_is_named(tmp_path):
 
 
 def test_kernel_wireguard_on_a_kernel_without_it_is_refused(tmp_path):
-    from tunnelbench import capabilities
+    from tunnelbench.bench import capabilities
 
     refusal = capabilities.kernel_link_type("wireguard")
     done = subprocess.run(
@@ -93,7 +93,7 @@ def test_kernel_wireguard_on_a_kernel_without_it_is_refused(tmp_path):
 def test_a_kernel_tunnel_this_kernel_lacks_is_refused_before_anything_is_created(
     kind, verb, tmp_path
 ):
-    from tunnelbench import capabilities
+    from tunnelbench.bench import capabilities
 
     refusal = capabilities.kernel_link_type(kind)
     if refusal is None:

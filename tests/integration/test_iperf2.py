@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
+from tunnelbench.bench.store import Store, TrialRecord
 from tunnelbench.kinds import Direction
-from tunnelbench.plan import TrialConfig
-from tunnelbench.store import Store, TrialRecord
+from tunnelbench.model.plan import TrialConfig
 from tunnelbench.traffic import iperf2, iperf2_csv
 
 PLAN = """

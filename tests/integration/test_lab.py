@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench import capabilities, command, skips
+from tunnelbench.bench import capabilities, skips
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Shaper, Topology, TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.lab import state as lab_state
-from tunnelbench.plan import LabSettings, LinkSettings, TrialConfig, TunnelSettings
+from tunnelbench.model.plan import LabSettings, LinkSettings, TrialConfig, TunnelSettings
+from tunnelbench.system import command
 from tunnelbench.tunnels import REGISTRY
 
 

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench import capabilities, skips
+from tunnelbench.bench import capabilities, skips
+from tunnelbench.bench.store import Store
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import state as lab_state
-from tunnelbench.plan import TrialConfig, TunnelSettings
-from tunnelbench.store import Store
+from tunnelbench.model.plan import TrialConfig, TunnelSettings
 
 
 def _start_run(*args: str) -> "subprocess.Popen[str]":

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from tunnelbench import programs
+from tunnelbench.bench.runner import Resolution, _measure, trial_metrics
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Direction, Protocol, Queue, Shaper, StreamMode, Topology, TunnelKind
 from tunnelbench.lab import cgroup, netns
 from tunnelbench.lab import state as lab_state
-from tunnelbench.plan import (
+from tunnelbench.model.plan import (
     LabSettings,
     LinkSettings,
     Offloads,
@@ -27,7 +27,7 @@ from tunnelbench.plan import (
     TrialConfig,
     TunnelSettings,
 )
-from tunnelbench.runner import Resolution, _measure, trial_metrics
+from tunnelbench.system import programs
 from tunnelbench.traffic.iperf3 import Iperf3
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec

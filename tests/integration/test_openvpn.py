@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench import capabilities, cli
-from tunnelbench.capabilities import Check
+from tunnelbench.bench import capabilities
+from tunnelbench.bench.capabilities import Check
+from tunnelbench.bench.store import Store
+from tunnelbench.cli import main as cli
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab import netns
-from tunnelbench.plan import LabSettings, TunnelSettings
-from tunnelbench.store import Store
+from tunnelbench.model.plan import LabSettings, TunnelSettings
 from tunnelbench.tunnels import REGISTRY, openvpn, openvpn_pki
 
 pytestmark = pytest.mark.skipif(

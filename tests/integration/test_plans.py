@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench import planfile
 from tunnelbench.lab.state import STATE_ROOT, LabState, known_labs
-from tunnelbench.plan import expand
+from tunnelbench.model import planfile
+from tunnelbench.model.plan import expand
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench.store import Store
+from tunnelbench.bench.store import Store
 
 SHORT = ["--runs", "1", "--duration", "1", "--warmup", "0", "-q"]
 

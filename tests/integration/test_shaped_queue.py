@@ -10,7 +10,7 @@ no bundles reached the queue.
 from pathlib import Path
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench.store import Store
+from tunnelbench.bench.store import Store
 
 PLAN = """
 name = "shaped-queue"

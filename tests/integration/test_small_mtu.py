@@ -7,7 +7,7 @@ documented range starts at 576.
 from pathlib import Path
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench.store import Store
+from tunnelbench.bench.store import Store
 
 
 def test_a_576_byte_wan_runs_ipv4_only_through_a_tunnel(tmp_path: Path):

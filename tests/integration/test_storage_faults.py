@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tests.integration.helpers import tunnelbench
-from tunnelbench.store import Store
+from tunnelbench.bench.store import Store
 
 QUICK = ["--tunnels", "none", "--streams", "1", "--allow-concurrent"]
 

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from tests.integration.helpers import tunnelbench
+from tunnelbench.bench.store import Store
 from tunnelbench.probes.process import TICKS_PER_SECOND, read_cpu_ticks
-from tunnelbench.store import Store
 
 RETRANS_TOLERANCE = 0.05  # relative; plus RETRANS_SLACK segments
 RETRANS_SLACK = 20

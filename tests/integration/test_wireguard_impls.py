@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench import capabilities, programs, skips
+from tunnelbench.bench import capabilities, skips
+from tunnelbench.bench.store import Store
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import cgroup, netns
-from tunnelbench.plan import LabSettings, LinkSettings, TrialConfig, TunnelSettings
-from tunnelbench.store import Store
+from tunnelbench.model.plan import LabSettings, LinkSettings, TrialConfig, TunnelSettings
+from tunnelbench.system import programs
 from tunnelbench.tunnels import REGISTRY
 from tunnelbench.tunnels.wireguard import USERSPACE
 
@@ -211,7 +212,7 @@ SETUP_AS_LOGGED_IN_USER = """
 import os, sys
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import netns
-from tunnelbench.plan import LabSettings, TunnelSettings
+from tunnelbench.model.plan import LabSettings, TunnelSettings
 from tunnelbench.tunnels import REGISTRY
 from tunnelbench.tunnels.wireguard import UAPI_DIR
 

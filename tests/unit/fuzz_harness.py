@@ -1,4 +1,4 @@
-"""Run ``tunnelbench.cli.main`` in-process on generated input and check that it fails
+"""Run ``tunnelbench.cli.main.main`` in-process on generated input and check that it fails
 cleanly: the shared part of the fuzz suites (test_fuzz_plans.py, test_fuzz_cli.py).
 
 A clean outcome is exit 0 or 2 (1 only for a documented fault of the machine, such as
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
-from tunnelbench.cli import main
+from tunnelbench.cli.main import main
 
 DEFAULT_EXAMPLES = 150
 #: A call that has not returned after this long is a hang (the deadline is 10 s).

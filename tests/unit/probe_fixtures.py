@@ -4,7 +4,7 @@ from tests.conftest import FIXTURES
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.netns import Interface, Lab
 from tunnelbench.lab.topology import CHAINS
-from tunnelbench.plan import LabSettings
+from tunnelbench.model.plan import LabSettings
 
 PROBES = FIXTURES / "probes"
 

@@ -29,7 +29,7 @@ from tunnelbench.analysis.advice import (
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.kinds import Cipher, Protection, TunnelKind
-from tunnelbench.plan import TrialConfig
+from tunnelbench.model.plan import TrialConfig
 from tunnelbench.report import findings
 from tunnelbench.tunnels import REGISTRY, strongswan
 

@@ -13,8 +13,8 @@ import json
 import pytest
 
 from tests.conftest import FIXTURES
-from tunnelbench import capabilities as c
-from tunnelbench.capabilities import CgroupCpu
+from tunnelbench.bench import capabilities as c
+from tunnelbench.bench.capabilities import CgroupCpu
 
 CAPTURED = FIXTURES / "capabilities"
 COMMANDS = json.loads((CAPTURED / "commands.json").read_text())

@@ -19,15 +19,21 @@ from tunnelbench.analysis.ceiling import (
     for_config,
     fragment_sizes,
 )
-from tunnelbench.analysis.encapsulation import (
+from tunnelbench.kinds import Direction, EspMode, Protection, Protocol, TunnelKind
+from tunnelbench.model.encapsulation import (
     Cipher,
     EncapOptions,
     Encapsulation,
     default_tunnel_mtu,
     padding,
 )
-from tunnelbench.kinds import Direction, EspMode, Protection, Protocol, TunnelKind
-from tunnelbench.plan import LabSettings, LinkSettings, TrafficSettings, TrialConfig, TunnelSettings
+from tunnelbench.model.plan import (
+    LabSettings,
+    LinkSettings,
+    TrafficSettings,
+    TrialConfig,
+    TunnelSettings,
+)
 
 E = Encapsulation
 G = 10**9

@@ -2,7 +2,7 @@
 
 import json
 
-from tunnelbench.cli import main
+from tunnelbench.cli.main import main
 
 
 def run(capsys, *args: str) -> str:

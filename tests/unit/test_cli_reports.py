@@ -15,9 +15,9 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tests.report_fixtures import RUNS
-from tunnelbench import reportcmd
+from tunnelbench.bench.store import Store
+from tunnelbench.cli import report as reportcmd
 from tunnelbench.report import html
-from tunnelbench.store import Store
 
 GOLDEN = FIXTURES / "golden" / "reports"
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "report-schema.json").read_text())

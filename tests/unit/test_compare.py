@@ -15,13 +15,13 @@ import pytest
 from tests.conftest import FIXTURES
 from tests.report_fixtures import recorded
 from tunnelbench.analysis.summary import summarize_run
+from tunnelbench.bench.store import RunRecord, TrialRecord
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, TunnelKind
-from tunnelbench.plan import TrafficSettings, TrialConfig, TunnelSettings
+from tunnelbench.model.plan import TrafficSettings, TrialConfig, TunnelSettings
 from tunnelbench.report import compare
 from tunnelbench.report.compare import RunRef, SideRef
 from tunnelbench.report.selector import Filter, Selector
-from tunnelbench.store import RunRecord, TrialRecord
 
 GOLDEN = FIXTURES / "golden"
 

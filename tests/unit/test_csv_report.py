@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.report_fixtures import RECORDED, recorded
-from tunnelbench.plan import flatten
+from tunnelbench.model.plan import flatten
 from tunnelbench.report import csv_report
 
 

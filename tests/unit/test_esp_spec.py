@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from tunnelbench import capabilities, programs
 from tunnelbench.analysis.summary import ConfigSummary
-from tunnelbench.capabilities import Check
+from tunnelbench.bench import capabilities
+from tunnelbench.bench.capabilities import Check
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.state import LabState, teardown
-from tunnelbench.plan import TrialConfig, TunnelSettings
+from tunnelbench.model.plan import TrialConfig, TunnelSettings
+from tunnelbench.system import programs
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import TunnelSpec

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import FIXTURES
 from tests.unit.fuzz_harness import Tally, check_clean, empty_workdir, fuzz_settings
-from tunnelbench.plan_fields import SETTINGS
+from tunnelbench.model.fields import SETTINGS
 
 ROOT = FIXTURES.parent.parent
 PATHS = sorted(SETTINGS)

@@ -5,7 +5,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Direction, Protocol, StreamMode
-from tunnelbench.plan import TrafficSettings, TrialConfig
+from tunnelbench.model.plan import TrafficSettings, TrialConfig
 from tunnelbench.traffic import iperf2
 from tunnelbench.traffic.iperf2 import Iperf2, client_argv, parse_version, server_argv, udp_length
 

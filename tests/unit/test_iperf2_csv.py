@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Direction, Protocol
-from tunnelbench.plan import TrafficSettings, TrialConfig
+from tunnelbench.model.plan import TrafficSettings, TrialConfig
 from tunnelbench.traffic import iperf2, iperf2_csv
 from tunnelbench.traffic.iperf2 import PORT, check_exit
 

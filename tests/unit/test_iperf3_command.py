@@ -4,7 +4,7 @@ import pytest
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Direction, StreamMode
-from tunnelbench.plan import TrafficSettings
+from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.traffic.iperf3 import Iperf3, client_argv, parse_version, server_argv
 
 

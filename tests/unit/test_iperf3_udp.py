@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Direction, Protocol, StreamMode
-from tunnelbench.plan import TrafficSettings
+from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.traffic import iperf3_json
 from tunnelbench.traffic.iperf3 import _combine, client_argv
 

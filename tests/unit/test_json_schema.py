@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from tests.report_fixtures import RECORDED, recorded, wide
-from tunnelbench.plan import TrialConfig
+from tunnelbench.model.plan import TrialConfig
 from tunnelbench.report import json_report
 
 SCHEMA_PATH = Path(__file__).parents[2] / "docs" / "report-schema.json"

@@ -14,15 +14,16 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tests.unit.probe_fixtures import lab_like
-from tunnelbench import capabilities as c
-from tunnelbench import doctor, skips
 from tunnelbench.analysis.ceiling import LAB_ENCAPSULATIONS
-from tunnelbench.analysis.encapsulation import default_tunnel_mtu, fields
-from tunnelbench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
+from tunnelbench.bench import capabilities as c
+from tunnelbench.bench import skips
+from tunnelbench.bench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
+from tunnelbench.cli import doctor
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import EspMode, Protection, Topology, TunnelKind
 from tunnelbench.lab.netns import Lab
-from tunnelbench.plan import LabSettings, TrafficSettings, TrialConfig, TunnelSettings
+from tunnelbench.model.encapsulation import default_tunnel_mtu, fields
+from tunnelbench.model.plan import LabSettings, TrafficSettings, TrialConfig, TunnelSettings
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec
 from tunnelbench.tunnels.esp import Underlay, protected_ends, wan_underlay

@@ -6,7 +6,7 @@ from tests.conftest import FIXTURES
 from tests.unit.probe_fixtures import lab_like, text
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Topology
-from tunnelbench.plan import LabSettings
+from tunnelbench.model.plan import LabSettings
 from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.probes.links import (
     LINK_FIELDS,

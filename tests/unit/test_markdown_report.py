@@ -15,10 +15,10 @@ import pytest
 from tests.conftest import FIXTURES
 from tests.report_fixtures import RECORDED, recorded, wide
 from tunnelbench.analysis.summary import summarize_run
-from tunnelbench.plan import Experiment, TrialConfig
+from tunnelbench.bench.store import Store
+from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.report import markdown
 from tunnelbench.report.charts import charts_for_run
-from tunnelbench.store import Store
 
 GOLDEN = FIXTURES / "golden" / "reports"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

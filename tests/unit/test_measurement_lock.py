@@ -5,7 +5,7 @@ import os
 import pytest
 
 from tunnelbench.errors import UserError
-from tunnelbench.measurement_lock import acquire
+from tunnelbench.system.measurement_lock import acquire
 
 
 def test_a_second_measurement_is_refused_naming_the_first(tmp_path):

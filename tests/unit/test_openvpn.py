@@ -20,13 +20,15 @@ from typing import Any, cast
 import pytest
 
 from tests.conftest import FIXTURES
-from tunnelbench import capabilities, doctor, programs, skips
-from tunnelbench.analysis.encapsulation import Encapsulation, default_tunnel_mtu
-from tunnelbench.capabilities import Check, Program
+from tunnelbench.bench import capabilities, skips
+from tunnelbench.bench.capabilities import Check, Program
+from tunnelbench.cli import doctor
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
-from tunnelbench.plan import TunnelSettings
+from tunnelbench.model.encapsulation import Encapsulation, default_tunnel_mtu
+from tunnelbench.model.plan import TunnelSettings
+from tunnelbench.system import programs
 from tunnelbench.tunnels import REGISTRY
 from tunnelbench.tunnels import openvpn_pki as pki
 from tunnelbench.tunnels.openvpn import (

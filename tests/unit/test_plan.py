@@ -4,7 +4,7 @@ import json
 
 from tests.conftest import FIXTURES
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.plan import Experiment, TrialConfig, TunnelSettings, expand, product_configs
+from tunnelbench.model.plan import Experiment, TrialConfig, TunnelSettings, expand, product_configs
 
 GOLDEN = FIXTURES / "golden" / "default-expansion.json"
 

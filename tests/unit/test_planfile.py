@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES
-from tunnelbench import planfile
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order, Protocol, StreamMode, TunnelKind
-from tunnelbench.plan import (
+from tunnelbench.model import planfile
+from tunnelbench.model.plan import (
     AdaptiveRepetitions,
     Experiment,
     TrialConfig,

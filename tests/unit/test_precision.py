@@ -17,8 +17,9 @@ from tunnelbench.analysis.precision import (
     next_round,
     repetitions_phrase,
 )
+from tunnelbench.bench.store import TrialRecord
 from tunnelbench.kinds import Order, TunnelKind
-from tunnelbench.plan import (
+from tunnelbench.model.plan import (
     AdaptiveRepetitions,
     Experiment,
     TrafficSettings,
@@ -27,7 +28,6 @@ from tunnelbench.plan import (
     extra_round_order,
     with_baselines,
 )
-from tunnelbench.store import TrialRecord
 
 M = 1e6  # goodputs in Mbit/s, stored in bit/s
 BASE = TrialConfig()

@@ -4,9 +4,9 @@ import io
 import json
 
 from tunnelbench.analysis.precision import Precision, State
+from tunnelbench.bench.progress import JsonProgress, LineProgress
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.plan import Trial, TrialConfig, TunnelSettings
-from tunnelbench.progress import JsonProgress, LineProgress
+from tunnelbench.model.plan import Trial, TrialConfig, TunnelSettings
 
 BASE = TrialConfig()
 VXLAN = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind.VXLAN))
@@ -77,8 +77,8 @@ def test_json_events_for_an_added_round_and_the_final_precision():
 def test_a_generator_other_than_iperf3_is_named():
     from dataclasses import replace
 
+    from tunnelbench.bench.progress import describe
     from tunnelbench.kinds import Generator
-    from tunnelbench.progress import describe
 
     iperf2 = replace(VXLAN, traffic=replace(VXLAN.traffic, generator=Generator.IPERF2, streams=4))
     assert describe(iperf2) == "vxlan, 4 streams, upload, iperf2"

@@ -13,7 +13,7 @@ from tunnelbench.lab.shaping import (
     shaping_commands,
 )
 from tunnelbench.lab.topology import CHAINS
-from tunnelbench.plan import LabSettings, LinkSettings, Offloads
+from tunnelbench.model.plan import LabSettings, LinkSettings, Offloads
 
 TBF_ROOT = ["qdisc", "replace", "dev", "x", "root", "handle", "1:", "tbf",
             "rate", "100mbit", "burst", "15140", "limit", "75700"]  # fmt: skip

@@ -19,10 +19,10 @@ from tunnelbench.analysis.summary import (
     ConfigSummary,
     summarize_run,
 )
+from tunnelbench.bench.store import Store
 from tunnelbench.kinds import Protocol
 from tunnelbench.report import charts, compare, csv_report, json_report, markdown, table
 from tunnelbench.report.compare import RunRef
-from tunnelbench.store import Store
 
 NAME = "window-retransmits"
 

@@ -1,4 +1,4 @@
-"""The reasons :func:`tunnelbench.skips.unmet` gives, one rule at a time, on constructed
+"""The reasons :func:`tunnelbench.bench.skips.unmet` gives, one rule at a time, on constructed
 machines: one that has everything, and ones that lack exactly one thing."""
 
 from dataclasses import replace
@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from tunnelbench import capabilities as c
-from tunnelbench import skips
-from tunnelbench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
+from tunnelbench.bench import capabilities as c
+from tunnelbench.bench import skips
+from tunnelbench.bench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
 from tunnelbench.kinds import Generator, Queue, Shaper, TunnelKind
-from tunnelbench.plan import (
+from tunnelbench.model.plan import (
     LabSettings,
     LinkSettings,
     Offloads,

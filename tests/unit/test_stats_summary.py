@@ -4,9 +4,9 @@ import pytest
 
 from tunnelbench.analysis.stats import summarize
 from tunnelbench.analysis.summary import summarize_run, varying_axes
+from tunnelbench.bench.store import TrialRecord
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.plan import TrialConfig, TunnelSettings
-from tunnelbench.store import TrialRecord
+from tunnelbench.model.plan import TrialConfig, TunnelSettings
 
 
 def test_summarize():

@@ -5,8 +5,8 @@ import sqlite3
 import pytest
 
 from tests.conftest import FIXTURES
+from tunnelbench.bench.store import SCHEMA_VERSION, Store
 from tunnelbench.errors import UserError
-from tunnelbench.store import SCHEMA_VERSION, Store
 
 
 def _add(store: Store, run_id: int, seq: int) -> int:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES
+from tunnelbench.bench.store import SCHEMA_VERSION, Store
 from tunnelbench.errors import StorageError, UserError
-from tunnelbench.store import SCHEMA_VERSION, Store
 
 
 def listing(directory: Path) -> list[str]:

@@ -12,7 +12,7 @@ from tests.conftest import FIXTURES
 from tests.unit.probe_fixtures import lab_like
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, EspMode, Topology
-from tunnelbench.plan import LabSettings
+from tunnelbench.model.plan import LabSettings
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.esp import Session, protected_ends
 from tunnelbench.tunnels.ipsec import selectors

@@ -6,7 +6,7 @@ import pytest
 
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
-from tunnelbench.plan import TunnelSettings
+from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec
 
@@ -82,7 +82,7 @@ def test_a_tunnel_mtu_whose_packets_exceed_an_ipv4_packet_is_refused(kind, large
 
 
 def test_a_lab_with_a_link_below_1280_is_ipv4_only():
-    from tunnelbench.plan import LabSettings, LinkSettings
+    from tunnelbench.model.plan import LabSettings, LinkSettings
 
     assert LabSettings().families == (4, 6)
     assert LabSettings(wan=LinkSettings(mtu=1279)).families == (4,)

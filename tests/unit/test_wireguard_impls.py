@@ -14,16 +14,17 @@ from pathlib import Path
 import pytest
 
 from tests.report_fixtures import recorded
-from tunnelbench import capabilities, programs
 from tunnelbench.analysis import advice
 from tunnelbench.analysis.advice import Sibling, advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.capabilities import Program
-from tunnelbench.cli import parser
+from tunnelbench.bench import capabilities
+from tunnelbench.bench.capabilities import Program
+from tunnelbench.cli.main import parser
+from tunnelbench.cli.options import build_experiment
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.options import build_experiment
+from tunnelbench.system import programs
 from tunnelbench.tunnels import REGISTRY
 from tunnelbench.tunnels import wireguard as wg
 

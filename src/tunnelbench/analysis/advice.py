@@ -10,7 +10,7 @@ when the numbers of runs cannot reach significance at all (fewer than 4 a side).
 
 Advice respects what this machine can do: a suggestion that needs a kernel feature
 (kernel WireGuard, fq_codel or cake, kernel ESP, OpenVPN's DCO) reads the capabilities
-the run recorded (:func:`tunnelbench.environment.capability_record`) and, where the
+the run recorded (:func:`tunnelbench.bench.environment.capability_record`) and, where the
 kernel lacks it, says so with the kernel's reason ("not available on this kernel (...);
 on a kernel with it: ..."). A run recorded before capabilities were says "availability
 not recorded".
@@ -37,7 +37,7 @@ from tunnelbench.analysis.significance import (
     repetitions_needed,
 )
 from tunnelbench.kinds import Cipher, Protection, Queue, StreamMode, TunnelKind
-from tunnelbench.plan import TrialConfig, flatten
+from tunnelbench.model.plan import TrialConfig, flatten
 
 FIFOS = (None, Queue.PFIFO.value, Queue.PFIFO_FAST.value)
 FAIR_QUEUES = (Queue.FQ_CODEL.value, Queue.CAKE.value, Queue.FQ.value)

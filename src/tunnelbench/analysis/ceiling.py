@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from tunnelbench.analysis.encapsulation import (
+from tunnelbench.echo import shown
+from tunnelbench.errors import UserError
+from tunnelbench.kinds import Cipher as TunnelCipher
+from tunnelbench.kinds import Direction, EspMode, Protection, Protocol, TunnelKind
+from tunnelbench.model.encapsulation import (
     DEFAULT_OPTIONS,
     ESP,
     GRE_FAMILY,
@@ -26,11 +30,7 @@ from tunnelbench.analysis.encapsulation import (
     default_tunnel_mtu,
     layout,
 )
-from tunnelbench.echo import shown
-from tunnelbench.errors import UserError
-from tunnelbench.kinds import Cipher as TunnelCipher
-from tunnelbench.kinds import Direction, EspMode, Protection, Protocol, TunnelKind
-from tunnelbench.plan import TrialConfig
+from tunnelbench.model.plan import TrialConfig
 from tunnelbench.units import human_rate
 
 E = TypeVar("E", bound=StrEnum)

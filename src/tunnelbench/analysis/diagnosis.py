@@ -30,7 +30,7 @@ from enum import StrEnum
 from typing import Any
 
 from tunnelbench.kinds import Direction, Generator, Protocol
-from tunnelbench.plan import TrialConfig
+from tunnelbench.model.plan import TrialConfig
 
 LINK_BOUND_PCT = 95.0  # goodput at or above this share of the ceiling is the link's limit
 ABOVE_CEILING_PCT = 101.0  # beyond this, the measurement itself is in doubt

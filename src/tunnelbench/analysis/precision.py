@@ -22,8 +22,8 @@ from enum import Enum
 from typing import Any
 
 from tunnelbench.analysis.stats import summarize
-from tunnelbench.plan import Experiment, Trial, extra_round_order
-from tunnelbench.store import TrialRecord
+from tunnelbench.bench.store import TrialRecord
+from tunnelbench.model.plan import Experiment, Trial, extra_round_order
 
 #: Goodput (bit/s) of each attempt of one configuration, in order; None for a failure.
 Attempts = Sequence[float | None]
@@ -118,7 +118,7 @@ def next_round(
     exclude: Collection[str] = (),
 ) -> list[Trial]:
     """The trials of the next round: the configurations that need another run, in the
-    round's order (:func:`tunnelbench.plan.extra_round_order`), numbered from
+    round's order (:func:`tunnelbench.model.plan.extra_round_order`), numbered from
     ``next_seq``; empty when every configuration is done.
 
     Computed from the stored attempts alone, so a resumed run continues exactly: the

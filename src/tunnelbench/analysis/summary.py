@@ -7,9 +7,9 @@ from tunnelbench.analysis.advice import Advice, Sibling, advise
 from tunnelbench.analysis.ceiling import Ceiling, for_config
 from tunnelbench.analysis.diagnosis import Diagnosis, Subject, diagnose, medians
 from tunnelbench.analysis.stats import Summary, summarize
+from tunnelbench.bench.store import TrialRecord
 from tunnelbench.kinds import Protection, Protocol
-from tunnelbench.plan import TrialConfig, varying_paths
-from tunnelbench.store import TrialRecord
+from tunnelbench.model.plan import TrialConfig, varying_paths
 
 
 @dataclass

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunnelbench import capabilities
+from tunnelbench.bench import capabilities
 from tunnelbench.errors import LabError
 from tunnelbench.lab.state import LabState, ProcessRecord, is_alive
 

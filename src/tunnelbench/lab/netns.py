@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from tunnelbench.command import CommandError, in_netns, run, spawn
 from tunnelbench.errors import LabError
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.shaping import device_commands, queue_commands, shaping_commands
 from tunnelbench.lab.topology import CHAINS, Chain, link_address, plen, routes_for
-from tunnelbench.plan import LabSettings, Offloads
+from tunnelbench.model.plan import LabSettings, Offloads
+from tunnelbench.system.command import CommandError, in_netns, run, spawn
 
 log = logging.getLogger("tunnelbench.lab")
 

@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tunnelbench.command import run
+from tunnelbench.system.command import run
 
 log = logging.getLogger("tunnelbench.lab")
 

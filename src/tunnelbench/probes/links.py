@@ -13,7 +13,6 @@ One ``ip -j -s link show`` per namespace gives every device's counters at once. 
 import json
 from collections.abc import Mapping
 
-from tunnelbench.command import run
 from tunnelbench.errors import LabError
 from tunnelbench.lab.netns import Lab
 from tunnelbench.probes.devices import DeviceNames
@@ -24,6 +23,7 @@ from tunnelbench.probes.trial import (
     TrialProbe,
     read_each,
 )
+from tunnelbench.system.command import run
 
 LINK_FIELDS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
 TUNNEL_FIELDS = tuple(f"{d}_{f}" for d in ("rx", "tx") for f in ("bytes", "packets", "dropped"))

@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tunnelbench.command import run
 from tunnelbench.errors import LabError
 from tunnelbench.lab.netns import Lab
 from tunnelbench.probes.devices import DeviceNames
@@ -37,6 +36,7 @@ from tunnelbench.probes.trial import (
     TrialProbe,
     read_each,
 )
+from tunnelbench.system.command import run
 
 #: Counter fields: metric name -> key in tc's JSON.
 COUNTERS = {

@@ -39,7 +39,6 @@ does not count (its control connection).
 import os
 from collections.abc import Iterable, Mapping
 
-from tunnelbench.command import in_netns, run
 from tunnelbench.errors import LabError
 from tunnelbench.lab.netns import Lab
 from tunnelbench.probes.load import netns_inode
@@ -50,6 +49,7 @@ from tunnelbench.probes.trial import (
     TrialProbe,
     read_each,
 )
+from tunnelbench.system.command import in_netns, run
 
 Counter = tuple[str, str]  # (section, name), e.g. ("Tcp", "RetransSegs")
 

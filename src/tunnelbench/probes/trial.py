@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from tunnelbench.lab.netns import Lab
-from tunnelbench.plan import TrafficSettings
+from tunnelbench.model.plan import TrafficSettings
 
 
 class ProbeKind(StrEnum):

@@ -30,13 +30,13 @@ from tunnelbench.analysis.summary import (
     ConfigSummary,
     varying_axes,
 )
+from tunnelbench.bench.store import TrialRecord
 from tunnelbench.report.table import (
     AXIS_HEADINGS,
     axis_value,
     generators_counting,
     retransmits_note,
 )
-from tunnelbench.store import TrialRecord
 from tunnelbench.units import mbit
 
 ChartKind = Literal["bar", "line", "stacked"]

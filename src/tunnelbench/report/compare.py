@@ -23,9 +23,10 @@ from typing import Any
 
 from tunnelbench.analysis import significance
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run, varying_axes
+from tunnelbench.bench.store import RunRecord, Store
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import UserError
-from tunnelbench.plan import Experiment, flatten
+from tunnelbench.model.plan import Experiment, flatten
 from tunnelbench.report.markdown import escape
 from tunnelbench.report.markdown import table as markdown_table
 from tunnelbench.report.runs import utc
@@ -37,7 +38,6 @@ from tunnelbench.report.table import (
     retransmits_cell,
     retransmits_note,
 )
-from tunnelbench.store import RunRecord, Store
 from tunnelbench.units import mbit
 
 FORMATS = ("table", "md", "json")

@@ -19,8 +19,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from tunnelbench.plan import flatten
-from tunnelbench.store import Store, TrialRecord
+from tunnelbench.bench.store import Store, TrialRecord
+from tunnelbench.model.plan import flatten
 
 FIXED_COLUMNS = ("run_id", "trial_id", "seq", "repetition", "status", "error")
 # Read first; the other metrics follow in name order (cpu2 before cpu10). Retransmits:

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
+from tunnelbench.bench.store import RunRecord, Store
 from tunnelbench.report import findings, svg, table
 from tunnelbench.report.charts import charts_for_run, config_labels
-from tunnelbench.store import RunRecord, Store
 from tunnelbench.units import mbit
 
 # Medians closer than this ratio are reported as equal: no "fastest" among them.

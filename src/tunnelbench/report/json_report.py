@@ -13,9 +13,9 @@ from tunnelbench import __version__
 from tunnelbench.analysis.precision import Precision
 from tunnelbench.analysis.stats import Summary, consistency
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.plan import Experiment, with_baselines
+from tunnelbench.bench.store import RunRecord, Store, TrialRecord
+from tunnelbench.model.plan import Experiment, with_baselines
 from tunnelbench.report import findings, precision
-from tunnelbench.store import RunRecord, Store, TrialRecord
 
 # 2: configurations gained a status, the reason they were skipped and the mean of each
 # statistic; the run its normalised experiment (order and seed always present) and its

@@ -12,9 +12,10 @@ from urllib.parse import quote
 from tunnelbench.analysis.precision import repetitions_phrase
 from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, summarize_run, varying_axes
+from tunnelbench.bench.progress import format_duration
+from tunnelbench.bench.store import RunRecord, Store, TrialRecord
 from tunnelbench.kinds import Generator
-from tunnelbench.plan import Experiment, TrialConfig, varying_paths
-from tunnelbench.progress import format_duration
+from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.report import findings, precision
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
@@ -25,7 +26,6 @@ from tunnelbench.report.table import (
     retransmits_cell,
     retransmits_note,
 )
-from tunnelbench.store import RunRecord, Store, TrialRecord
 from tunnelbench.units import mbit
 
 STATUSES = ("ok", "failed", "skipped")

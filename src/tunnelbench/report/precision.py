@@ -6,9 +6,9 @@ decision, rather than recomputing it, so a report says what the run decided.
 """
 
 from tunnelbench.analysis.precision import Precision, State
-from tunnelbench.plan import Experiment, TrialConfig
-from tunnelbench.progress import describe
-from tunnelbench.store import RunRecord, TrialRecord
+from tunnelbench.bench.progress import describe
+from tunnelbench.bench.store import RunRecord, TrialRecord
+from tunnelbench.model.plan import Experiment, TrialConfig
 
 
 def standing(run: RunRecord) -> dict[str, Precision]:

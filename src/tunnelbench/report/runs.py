@@ -3,11 +3,11 @@ status."""
 
 import time
 
-from tunnelbench.plan import Experiment
-from tunnelbench.progress import format_duration
+from tunnelbench.bench.progress import format_duration
+from tunnelbench.bench.store import RunRecord, Store
+from tunnelbench.model.plan import Experiment
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.table import aligned
-from tunnelbench.store import RunRecord, Store
 
 HEADER = ["id", "started", "took", "plan", "trials", "status"]
 NUMERIC = {0, 2}

@@ -16,8 +16,8 @@ from typing import Any
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import UserError
-from tunnelbench.plan import flatten
-from tunnelbench.plan_fields import SETTINGS
+from tunnelbench.model.fields import SETTINGS
+from tunnelbench.model.plan import flatten
 
 RATE_PATHS = ("lab.wan.rate", "traffic.udp_rate")
 #: No setting holds a number of more digits; longer ones are refused unconverted.

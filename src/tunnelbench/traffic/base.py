@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.kinds import StreamMode
 from tunnelbench.lab.netns import Lab
-from tunnelbench.plan import TrafficSettings
+from tunnelbench.model.plan import TrafficSettings
 
 #: Called once every generator process runs: ({label: PID}, monotonic start time).
 Started = Callable[[dict[str, int], float], None]

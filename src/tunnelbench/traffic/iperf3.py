@@ -7,13 +7,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tunnelbench import programs
-from tunnelbench.command import run
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Direction, Protocol, StreamMode
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.lab.netns import Lab
-from tunnelbench.plan import TrafficSettings
+from tunnelbench.model.plan import TrafficSettings
+from tunnelbench.system import programs
+from tunnelbench.system.command import run
 from tunnelbench.traffic import iperf3_json, waiting
 from tunnelbench.traffic.base import Generator, Started, StopReason, TrafficResult, no_reason
 

@@ -6,15 +6,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tunnelbench import programs
-from tunnelbench.analysis import encapsulation as model
 from tunnelbench.echo import shown
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import plen, routes_for, tunnel_address
-from tunnelbench.plan import IPV6_MTU_MIN, TunnelSettings
+from tunnelbench.model import encapsulation as model
+from tunnelbench.model.plan import IPV6_MTU_MIN, TunnelSettings
+from tunnelbench.system import programs
 from tunnelbench.tunnels import strongswan
 
 #: What ESP offers, whether as the tunnel itself or around an unencrypted one.

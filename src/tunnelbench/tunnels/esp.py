@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunnelbench import programs
-from tunnelbench.analysis import encapsulation as model
-from tunnelbench.command import CommandError, run
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, EspMode
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
+from tunnelbench.model import encapsulation as model
+from tunnelbench.system import programs
+from tunnelbench.system.command import CommandError, run
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import TunnelHandle, TunnelSpec, tail, wait_for_device
 from tunnelbench.tunnels.strongswan import KERNEL, LIBIPSEC, Child, Connection

@@ -7,9 +7,9 @@ namespace's routes, which in the lab lead over the WAN link. No options are
 sent, so the header is its minimal 8 bytes.
 """
 
-from tunnelbench.analysis.encapsulation import Encapsulation
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.netns import Lab
+from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.tunnels.base import TunnelSpec
 from tunnelbench.tunnels.esp import Underlay, wan_underlay
 from tunnelbench.tunnels.kernel_link import KernelLinkTunnel

@@ -8,8 +8,8 @@ and IPv6. These are the kinds users wrap in IPsec (``tunnel.protection = "ipsec"
 protects their GRE packets (IP protocol 47), see :mod:`tunnelbench.tunnels.kernel_link`.
 """
 
-from tunnelbench.analysis.encapsulation import Encapsulation
 from tunnelbench.kinds import TunnelKind
+from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.tunnels.kernel_link import KernelLinkTunnel
 
 

@@ -6,13 +6,13 @@ An ``ipip`` link carries IPv4 only: its modes are ``ipip``, ``mplsip`` and ``any
 IPv6 (40 bytes, + 8 for its encapsulation limit option). Rather than pass another device
 off as ipip, this kind carries IPv4 alone: its device gets no IPv6 address or route, and
 a configuration with ``traffic.family = 6`` is refused before any lab is built (see
-:mod:`tunnelbench.skips`).
+:mod:`tunnelbench.bench.skips`).
 """
 
 from typing import ClassVar
 
-from tunnelbench.analysis.encapsulation import Encapsulation
 from tunnelbench.kinds import TunnelKind
+from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.tunnels.kernel_link import KernelLinkTunnel
 
 

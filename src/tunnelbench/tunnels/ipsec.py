@@ -16,12 +16,12 @@ import platform
 from dataclasses import replace
 from typing import ClassVar
 
-from tunnelbench.analysis import encapsulation as model
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Cipher, EspMode, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.topology import remote_prefixes, tunnel_address
-from tunnelbench.plan import TunnelSettings
+from tunnelbench.model import encapsulation as model
+from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import (
     ESP_CIPHERS,

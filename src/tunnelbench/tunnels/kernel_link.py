@@ -11,8 +11,8 @@ returns: ESP tunnel mode carries the tunnel between the ends' own endpoint addre
 import platform
 from typing import ClassVar
 
-from tunnelbench.analysis.encapsulation import Encapsulation, fields
 from tunnelbench.lab.netns import Lab
+from tunnelbench.model.encapsulation import Encapsulation, fields
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
 from tunnelbench.tunnels.esp import Underlay, underlays, wan_underlay
 
@@ -26,7 +26,7 @@ class KernelLinkTunnel(Tunnel):
     implementations: ClassVar[tuple[str, ...]] = ("kernel",)
     #: ``ip link add DEVICE ... type LINK_TYPE``.
     link_type: ClassVar[str]
-    #: The same encapsulation in the ceiling model (:mod:`tunnelbench.analysis.encapsulation`).
+    #: The same encapsulation in the ceiling model (:mod:`tunnelbench.model.encapsulation`).
     encapsulation: ClassVar[Encapsulation]
     #: The device's name in the lab: ``tb<lab>-<device_prefix><role's first and last letter>``.
     device_prefix: ClassVar[str]

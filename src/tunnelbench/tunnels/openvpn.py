@@ -40,14 +40,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from tunnelbench import capabilities, programs
-from tunnelbench.analysis.encapsulation import Encapsulation, fields
-from tunnelbench.capabilities import Check
-from tunnelbench.command import run
+from tunnelbench.bench import capabilities
+from tunnelbench.bench.capabilities import Check
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
+from tunnelbench.model.encapsulation import Encapsulation, fields
+from tunnelbench.system import programs
+from tunnelbench.system.command import run
 from tunnelbench.tunnels import openvpn_pki as pki
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec, tail
 

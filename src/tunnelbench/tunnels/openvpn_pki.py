@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tunnelbench.command import run
 from tunnelbench.lab.netns import Lab
+from tunnelbench.system.command import run
 
 SERVER, CLIENT = "server", "client"
 CURVE = "P-256"

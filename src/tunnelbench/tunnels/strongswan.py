@@ -21,11 +21,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tunnelbench import capabilities
-from tunnelbench.analysis import encapsulation as model
+from tunnelbench.bench import capabilities
 from tunnelbench.echo import shown
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode
+from tunnelbench.model import encapsulation as model
 
 CHARON = capabilities.STRONGSWAN_CHARON
 PLUGIN_DIR = Path("/usr/lib/ipsec/plugins")

@@ -9,9 +9,9 @@ their UDP.
 import platform
 from typing import ClassVar
 
-from tunnelbench.analysis.encapsulation import Encapsulation
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.netns import Lab
+from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
 from tunnelbench.tunnels.esp import Underlay, underlays, wan_underlay
 

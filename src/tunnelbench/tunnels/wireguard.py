@@ -26,14 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from tunnelbench import capabilities, programs
-from tunnelbench.capabilities import Program
-from tunnelbench.command import run
+from tunnelbench.bench import capabilities
+from tunnelbench.bench.capabilities import Program
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import remote_prefixes, tunnel_address
+from tunnelbench.system import programs
+from tunnelbench.system.command import run
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec, tail, wait_for_device
 
 log = logging.getLogger("tunnelbench.tunnels")

@@ -14,8 +14,8 @@ from typing import Any, TextIO
 
 from tunnelbench.analysis.precision import Precision
 from tunnelbench.kinds import Generator
-from tunnelbench.plan import Trial, TrialConfig
-from tunnelbench.planfile import TRIAL_OVERHEAD_S
+from tunnelbench.model.plan import Trial, TrialConfig
+from tunnelbench.model.planfile import TRIAL_OVERHEAD_S
 from tunnelbench.units import mbit
 
 

@@ -13,10 +13,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
-from tunnelbench import __version__, measurement_lock
-from tunnelbench.echo import capped, shown
-from tunnelbench.errors import LabError, SystemFault, UserError
-from tunnelbench.options import (
+from tunnelbench import __version__
+from tunnelbench.bench.store import DEFAULT_DB
+from tunnelbench.cli.options import (
     DEFAULT_TUNNELS,
     add_lab_arguments,
     build_experiment,
@@ -24,17 +23,19 @@ from tunnelbench.options import (
     given,
     whole_number,
 )
-from tunnelbench.store import DEFAULT_DB
+from tunnelbench.echo import capped, shown
+from tunnelbench.errors import LabError, SystemFault, UserError
+from tunnelbench.system import measurement_lock
 
 if TYPE_CHECKING:
-    from tunnelbench.plan import Experiment
-    from tunnelbench.runner import Prepared
-    from tunnelbench.store import Store
+    from tunnelbench.bench.runner import Prepared
+    from tunnelbench.bench.store import Store
+    from tunnelbench.model.plan import Experiment
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tunnelbench import runner
-    from tunnelbench.store import Store
+    from tunnelbench.bench import runner
+    from tunnelbench.bench.store import Store
 
     if args.resume is not None:
         return _resume(args)
@@ -59,7 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _requested_experiment(args: argparse.Namespace) -> "tuple[Experiment, bool]":
     """The experiment of a plan file (lenient: what this machine lacks is skipped) or of
     the command-line options (strict: what it lacks is an error)."""
-    from tunnelbench import planfile
+    from tunnelbench.model import planfile
 
     if args.plan is None:
         experiment = build_experiment(args)
@@ -72,8 +73,8 @@ def _requested_experiment(args: argparse.Namespace) -> "tuple[Experiment, bool]"
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from tunnelbench import runner
-    from tunnelbench.store import Store
+    from tunnelbench.bench import runner
+    from tunnelbench.bench.store import Store
 
     if args.plan is not None or args.quick or given(args):
         raise UserError("--resume: takes no plan or experiment options; the run has its own")
@@ -93,8 +94,9 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run_id: int) -> int:
-    from tunnelbench import progress, reportcmd, runner
     from tunnelbench.analysis.summary import summarize_run
+    from tunnelbench.bench import progress, runner
+    from tunnelbench.cli import report as reportcmd
     from tunnelbench.report import findings, table
     from tunnelbench.report import precision as precision_report
 
@@ -132,7 +134,8 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
 
 
 def cmd_plan_show(args: argparse.Namespace) -> int:
-    from tunnelbench import planfile, planshow
+    from tunnelbench.cli import plan as planshow
+    from tunnelbench.model import planfile
 
     plan = planfile.load(Path(args.plan), quick=args.quick)
     print(planshow.render(plan))
@@ -140,25 +143,25 @@ def cmd_plan_show(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from tunnelbench import doctor
+    from tunnelbench.cli import doctor
 
     return doctor.main(as_json=args.json)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from tunnelbench import reportcmd
+    from tunnelbench.cli import report as reportcmd
 
     return reportcmd.report(args)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from tunnelbench import reportcmd
+    from tunnelbench.cli import report as reportcmd
 
     return reportcmd.runs(args)
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
-    from tunnelbench import labcmd
+    from tunnelbench.cli import lab as labcmd
 
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "up": labcmd.up,
@@ -257,7 +260,9 @@ def parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="as JSON")
     doctor.set_defaults(func=cmd_doctor)
 
-    from tunnelbench import ceilingcmd  # the `ceiling` verb: pure arithmetic, no root
+    from tunnelbench.cli import (
+        ceiling as ceilingcmd,  # the `ceiling` verb: pure arithmetic, no root
+    )
 
     ceiling = verbs.add_parser(
         "ceiling", help="the theoretical TCP goodput ceiling of a tunnel on a link of known rate"
@@ -291,7 +296,7 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--db", default=str(DEFAULT_DB), help="results database")
     report.set_defaults(func=cmd_report)
 
-    from tunnelbench import comparecmd  # the `compare` verb: parser and handler
+    from tunnelbench.cli import compare as comparecmd  # the `compare` verb: parser and handler
 
     comparecmd.add_parser(verbs)
 

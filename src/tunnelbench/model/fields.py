@@ -27,7 +27,7 @@ from tunnelbench.kinds import (
     Topology,
     TunnelKind,
 )
-from tunnelbench.plan import (
+from tunnelbench.model.plan import (
     MTU_MAX,
     MTU_MIN,
     ROLES,

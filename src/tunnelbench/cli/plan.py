@@ -8,11 +8,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from tunnelbench import runner
+from tunnelbench.bench import runner
+from tunnelbench.bench.progress import format_duration
 from tunnelbench.kinds import Order
-from tunnelbench.plan import expand, flatten, varying_paths
-from tunnelbench.planfile import TRIAL_OVERHEAD_S, Plan, estimate_seconds
-from tunnelbench.progress import format_duration
+from tunnelbench.model.plan import expand, flatten, varying_paths
+from tunnelbench.model.planfile import TRIAL_OVERHEAD_S, Plan, estimate_seconds
 
 
 def render(plan: Plan) -> str:

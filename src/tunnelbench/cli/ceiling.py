@@ -16,7 +16,10 @@ from tunnelbench.analysis.ceiling import (
     Framing,
     ceiling,
 )
-from tunnelbench.analysis.encapsulation import (
+from tunnelbench.cli.options import whole_number
+from tunnelbench.echo import shown
+from tunnelbench.errors import UserError
+from tunnelbench.model.encapsulation import (
     ESP,
     GRE_FAMILY,
     KEEPS_IP_HEADER,
@@ -24,10 +27,7 @@ from tunnelbench.analysis.encapsulation import (
     EncapOptions,
     Encapsulation,
 )
-from tunnelbench.echo import shown
-from tunnelbench.errors import UserError
-from tunnelbench.options import whole_number
-from tunnelbench.plan import check_choice
+from tunnelbench.model.plan import check_choice
 from tunnelbench.units import human_rate, parse_rate
 
 ALL = "all"

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tunnelbench import ownership
 from tunnelbench.analysis.summary import summarize_run
+from tunnelbench.bench.store import Store
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import SystemFault, UserError
 from tunnelbench.report import compare, csv_report, findings, html, json_report, markdown, table
 from tunnelbench.report import runs as run_list
-from tunnelbench.store import Store
+from tunnelbench.system import ownership
 
 REPORT_FORMATS = ("table", "md", "html", "json", "csv")
 

@@ -14,7 +14,7 @@ from typing import IO
 
 from tunnelbench.errors import LabError, UserError
 
-log = logging.getLogger("tunnelbench.command")
+log = logging.getLogger("tunnelbench.system.command")
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The facts about this machine that every run records alongside its results.
 
 Besides the kernel, CPU and tool versions, a run records what this kernel can do (the
-capability probes of :mod:`tunnelbench.capabilities`, run once per process and already
+capability probes of :mod:`tunnelbench.bench.capabilities`, run once per process and already
 run by the runner's check): the advice reads them, so it never recommends what this
 machine cannot do, and a report written later on another machine still knows.
 """
@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tunnelbench import __version__, capabilities
-from tunnelbench.capabilities import Capabilities, Check
-from tunnelbench.command import run
+from tunnelbench import __version__
+from tunnelbench.bench import capabilities
+from tunnelbench.bench.capabilities import Capabilities, Check
+from tunnelbench.system.command import run
 
 #: The environment key holding :func:`capability_record`; runs stored before it lack it.
 CAPABILITIES = "capabilities"

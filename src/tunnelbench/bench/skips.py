@@ -1,14 +1,14 @@
 """Whether a configuration can run on this machine, and if not, why: one plain reason
 naming the setting, so a plan skips it (or a command-line request refuses it).
 
-Pure rules over the :class:`~tunnelbench.capabilities.Capabilities` probed once. A
+Pure rules over the :class:`~tunnelbench.bench.capabilities.Capabilities` probed once. A
 capability that could not be probed never causes a skip: the run meets the real error.
 """
 
-from tunnelbench import programs
-from tunnelbench.capabilities import Capabilities, Check, mask_cpus
+from tunnelbench.bench.capabilities import Capabilities, Check, mask_cpus
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.plan import TrialConfig, TunnelSettings
+from tunnelbench.model.plan import TrialConfig, TunnelSettings
+from tunnelbench.system import programs
 
 _DISPLAY = {"wireguard": "WireGuard", "vxlan": "VXLAN"}
 

@@ -7,7 +7,7 @@ Kept apart from ``cli.py`` so that adding the verb there is one call.
 import argparse
 from pathlib import Path
 
-from tunnelbench.store import DEFAULT_DB
+from tunnelbench.bench.store import DEFAULT_DB
 
 SIDE_HELP = (
     "RUN, latest, DATABASE (its latest run) or DATABASE:RUN, optionally followed by "
@@ -29,8 +29,8 @@ def add_parser(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> 
 
 
 def run(args: argparse.Namespace) -> int:
+    from tunnelbench.cli.report import write_stdout
     from tunnelbench.report import compare
-    from tunnelbench.reportcmd import write_stdout
 
     write_stdout(compare.render(args.a, args.b, Path(args.db), args.format))
     return 0

@@ -5,7 +5,7 @@ so tunnelbench asks the kernel instead of guessing. Each kernel probe is one com
 in an anonymous network namespace (``unshare --net``) that disappears with the command:
 nothing is named, nothing needs cleaning up and the host's own namespace is untouched.
 Without root an unprivileged user namespace is tried; when that is impossible too the
-capability is "not probed" with the reason, and :mod:`tunnelbench.skips` never skips a
+capability is "not probed" with the reason, and :mod:`tunnelbench.bench.skips` never skips a
 configuration on that basis (the run then meets the real error). Results are cached per
 process.
 """
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from tunnelbench import programs
-from tunnelbench.command import run
 from tunnelbench.errors import LabError
+from tunnelbench.system import programs
+from tunnelbench.system.command import run
 from tunnelbench.traffic.iperf3 import THREADED_SINCE, parse_version
 
 PROBE_DEVICE = "tbprobe0"

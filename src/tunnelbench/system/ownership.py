@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-log = logging.getLogger("tunnelbench.ownership")
+log = logging.getLogger("tunnelbench.system.ownership")
 
 
 def invoking_user() -> tuple[int, int] | None:

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tunnelbench import ownership
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import StorageError, UserError
-from tunnelbench.plan import TrialConfig
+from tunnelbench.model.plan import TrialConfig
+from tunnelbench.system import ownership
 
 SCHEMA_VERSION = 4
 SQLITE_MAGIC = b"SQLite format 3\x00"

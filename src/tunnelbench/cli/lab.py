@@ -4,15 +4,16 @@ import argparse
 import re
 import subprocess
 
-from tunnelbench import capabilities, programs, skips
+from tunnelbench.bench import capabilities, skips
+from tunnelbench.bench.runner import require_root
+from tunnelbench.cli.options import lab_settings, tunnel_settings
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.topology import CHAINS, Chain, link_address, tunnel_address
-from tunnelbench.options import lab_settings, tunnel_settings
-from tunnelbench.plan import TrialConfig, check_choice
-from tunnelbench.runner import require_root
+from tunnelbench.model.plan import TrialConfig, check_choice
+from tunnelbench.system import programs
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 

@@ -15,24 +15,25 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tunnelbench import capabilities, environment, programs, skips
 from tunnelbench.analysis import precision
+from tunnelbench.bench import capabilities, environment, skips
+from tunnelbench.bench.progress import Progress
+from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, StorageError, UserError
 from tunnelbench.kinds import Order, StreamMode, TunnelKind
 from tunnelbench.lab import cgroup, netns
 from tunnelbench.lab.state import is_alive, process_start_time
-from tunnelbench.plan import Experiment, Trial, TrialConfig, expand
+from tunnelbench.model.plan import Experiment, Trial, TrialConfig, expand
 from tunnelbench.probes import load, new_probe_set
 from tunnelbench.probes.sampler import ProbeResult, Sampler
 from tunnelbench.probes.trial import ProbeContext, ProbeReadings
-from tunnelbench.progress import Progress
-from tunnelbench.store import Store
+from tunnelbench.system import programs
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.traffic import TrafficResult
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec
 
-log = logging.getLogger("tunnelbench.runner")
+log = logging.getLogger("tunnelbench.bench.runner")
 
 
 def require_root(what: str) -> None:
@@ -156,7 +157,7 @@ def start(
     prepared: Prepared, store: Store, *, command_line: str, lock: dict[str, Any] | None = None
 ) -> int:
     """Record a new run of a prepared experiment; return its id. ``lock``: how the run
-    holds the measurement lock (:mod:`tunnelbench.measurement_lock`), for its environment."""
+    holds the measurement lock (:mod:`tunnelbench.system.measurement_lock`), for its environment."""
     versions = {}
     for trial in prepared.trials:
         resolution = prepared.resolutions.get(trial.config.key())

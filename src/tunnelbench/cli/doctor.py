@@ -9,11 +9,12 @@ printed as JSON) rendered as a plain table (:func:`render`).
 import json
 from typing import Any
 
-from tunnelbench import capabilities, programs, skips
-from tunnelbench.capabilities import Capabilities, Check, Program
+from tunnelbench.bench import capabilities, skips
+from tunnelbench.bench.capabilities import Capabilities, Check, Program
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.plan import TunnelSettings
+from tunnelbench.model.plan import TunnelSettings
+from tunnelbench.system import programs
 from tunnelbench.traffic.iperf3 import THREADED_SINCE
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.wireguard import KERNEL, USERSPACE, WIREGUARD_GO, describe_version

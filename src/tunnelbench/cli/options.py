@@ -11,7 +11,7 @@ from typing import Any
 from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, Shaper, StreamMode, Topology, TunnelKind
-from tunnelbench.plan import (
+from tunnelbench.model.plan import (
     ADAPTIVE_MAX,
     ADAPTIVE_MIN,
     REPETITIONS_MAX,

@@ -24,7 +24,8 @@ from tunnelbench.echo import capped, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order, Protocol, StreamMode, TunnelKind
 from tunnelbench.lab.topology import CHAINS
-from tunnelbench.plan import (
+from tunnelbench.model.fields import GROUPS, SETTINGS
+from tunnelbench.model.plan import (
     ADAPTIVE_MAX,
     ADAPTIVE_MIN,
     IPV6_MTU_MIN,
@@ -40,7 +41,6 @@ from tunnelbench.plan import (
     check_size,
     check_target_pct,
 )
-from tunnelbench.plan_fields import GROUPS, SETTINGS
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 

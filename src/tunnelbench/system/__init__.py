@@ -1,0 +1,2 @@
+"""This machine's plumbing: running commands, finding programs, file ownership and the
+measurement lock."""
