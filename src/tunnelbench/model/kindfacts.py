@@ -1,0 +1,97 @@
+"""What a trial's tunnel kind told the run about itself, stored with the trial.
+
+The tunnel kinds (:mod:`tunnelbench.tunnels`) know whether they encrypt, whether their
+data path runs in a userspace process and how their packets look on the wire. Analysis
+and reports need those facts but sit below the tunnels (they read stored runs, on any
+machine, with any later set of kinds), so each trial carries the facts its kind declared
+when it ran: :class:`TunnelFacts`, built by ``Tunnel.facts`` and read back with
+:meth:`TunnelFacts.from_dict`.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from tunnelbench.model.encapsulation import (
+    DEFAULT_OPTIONS,
+    Cipher,
+    EncapOptions,
+    Encapsulation,
+)
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A trial's packets as the ceiling model takes them: the kind's own encapsulation,
+    its size-changing options, and ESP around it (``protection``; None without)."""
+
+    encapsulation: Encapsulation
+    options: EncapOptions = DEFAULT_OPTIONS
+    protection: Encapsulation | None = None
+    #: The family of the outer header the tunnel's packets travel in.
+    outer_family: int = 4
+
+    def to_dict(self) -> dict[str, Any]:
+        changed = {
+            name: getattr(self.options, name)
+            for name in EncapOptions.__dataclass_fields__
+            if getattr(self.options, name) != getattr(DEFAULT_OPTIONS, name)
+        }
+        if "cipher" in changed:
+            changed["cipher"] = self.options.cipher.value
+        return {
+            "encapsulation": self.encapsulation.value,
+            "options": changed,
+            "protection": self.protection.value if self.protection else None,
+            "outer_family": self.outer_family,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Wire":
+        options = dict(data.get("options") or {})
+        if "cipher" in options:
+            options["cipher"] = Cipher(options["cipher"])
+        protection = data.get("protection")
+        return cls(
+            encapsulation=Encapsulation(data["encapsulation"]),
+            options=EncapOptions(**options),
+            protection=Encapsulation(protection) if protection else None,
+            outer_family=int(data.get("outer_family", 4)),
+        )
+
+
+@dataclass(frozen=True)
+class TunnelFacts:
+    """The facts a tunnel kind declares about one resolved configuration of itself."""
+
+    #: The kind's name as people write it ("WireGuard", "VXLAN", "IPsec").
+    display: str
+    #: Whether the trial's packets were encrypted (the kind's own cipher, or ESP
+    #: protecting an unencrypted kind).
+    encrypts: bool
+    #: Whether the data path (the encryption, or the encapsulation) ran in a userspace
+    #: process rather than in the kernel.
+    userspace: bool
+    #: Every implementation the kind offers (a label names the one used when several).
+    implementations: tuple[str, ...] = ()
+    #: The wire model; None when the ceiling model does not know this kind.
+    wire: Wire | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "display": self.display,
+            "encrypts": self.encrypts,
+            "userspace": self.userspace,
+            "implementations": list(self.implementations),
+            "wire": self.wire.to_dict() if self.wire else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TunnelFacts":
+        wire = data.get("wire")
+        return cls(
+            display=str(data["display"]),
+            encrypts=bool(data["encrypts"]),
+            userspace=bool(data["userspace"]),
+            implementations=tuple(data.get("implementations") or ()),
+            wire=Wire.from_dict(wire) if wire else None,
+        )
