@@ -95,3 +95,27 @@ class TunnelFacts:
             implementations=tuple(data.get("implementations") or ()),
             wire=Wire.from_dict(wire) if wire else None,
         )
+
+
+@dataclass(frozen=True)
+class GeneratorFacts:
+    """The facts a load generator declares, stored with each trial."""
+
+    #: Whether one process runs each stream in a thread of its own (iperf2), so that a
+    #: process can keep one core per stream busy.
+    threaded_streams: bool
+    #: How its processes' labels begin in the CPU probe (``iperf3-client-0``).
+    process_prefixes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "threaded_streams": self.threaded_streams,
+            "process_prefixes": list(self.process_prefixes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "GeneratorFacts":
+        return cls(
+            threaded_streams=bool(data["threaded_streams"]),
+            process_prefixes=tuple(data.get("process_prefixes") or ()),
+        )

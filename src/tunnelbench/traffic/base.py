@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.kinds import StreamMode
 from tunnelbench.lab.netns import Lab
+from tunnelbench.model.kindfacts import GeneratorFacts
 from tunnelbench.model.plan import TrafficSettings
 
 #: Called once every generator process runs: ({label: PID}, monotonic start time).
@@ -43,6 +44,14 @@ class TrafficResult:
 
 class Generator(ABC):
     kind: ClassVar[GeneratorKind]
+    #: One thread per stream in one process (see :class:`GeneratorFacts`).
+    threaded_streams: ClassVar[bool] = False
+    #: How its processes' labels begin in the CPU probe.
+    process_prefixes: ClassVar[tuple[str, ...]]
+
+    def facts(self) -> GeneratorFacts:
+        """What analysis needs to know of this generator, stored with each trial."""
+        return GeneratorFacts(self.threaded_streams, self.process_prefixes)
 
     @abstractmethod
     def programs(self) -> list[tuple[str, str]]:

@@ -156,6 +156,8 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 class Iperf2(Generator):
     kind = GeneratorKind.IPERF2
+    process_prefixes = ("iperf2-", "iperf-")
+    threaded_streams = True
 
     def programs(self) -> list[tuple[str, str]]:
         return [(PROGRAM, PURPOSE)]

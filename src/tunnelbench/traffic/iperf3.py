@@ -83,6 +83,7 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 class Iperf3(Generator):
     kind = GeneratorKind.IPERF3
+    process_prefixes = ("iperf3-",)
 
     def programs(self) -> list[tuple[str, str]]:
         return [("iperf3", "the load generator")]

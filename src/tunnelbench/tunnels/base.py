@@ -13,6 +13,7 @@ from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import plen, routes_for, tunnel_address
 from tunnelbench.model import encapsulation as model
+from tunnelbench.model.kindfacts import TunnelFacts, Wire
 from tunnelbench.model.plan import IPV6_MTU_MIN, TunnelSettings
 from tunnelbench.system import programs
 from tunnelbench.tunnels import strongswan
@@ -82,6 +83,35 @@ class Tunnel(ABC):
     encapsulation: ClassVar[model.Encapsulation | None] = None
     #: The inner IP versions it carries; traffic of another is refused before any lab.
     families: ClassVar[tuple[int, ...]] = (4, 6)
+    #: The kind's name as people write it; the kind's value when empty.
+    display: ClassVar[str] = ""
+    #: The implementations whose data path runs in a userspace process.
+    userspace_implementations: ClassVar[tuple[str, ...]] = ()
+
+    def facts(self, spec: TunnelSpec) -> TunnelFacts:
+        """What analysis and reports need to know of this kind as ``spec`` resolved it,
+        stored with each trial (they do not import the tunnels)."""
+        esp = spec.esp_implementation
+        return TunnelFacts(
+            display=self.display or self.kind.value,
+            encrypts=spec.cipher is not None,
+            userspace=spec.implementation in self.userspace_implementations
+            or esp == strongswan.LIBIPSEC,
+            implementations=self.implementations,
+            wire=self.wire(spec),
+        )
+
+    def wire(self, spec: TunnelSpec) -> Wire | None:
+        """The ceiling model's view of this kind's packets; None when it has none.
+        ESP around a protected kind takes its mode, cipher and NAT-T from ``spec``."""
+        if self.encapsulation is None:
+            return None
+        if not spec.esp or spec.esp_implementation is None or spec.cipher is None:
+            return Wire(self.encapsulation)
+        protection, options = strongswan.esp_model(
+            spec.esp_implementation, spec.cipher, spec.esp_mode
+        )
+        return Wire(self.encapsulation, options, protection)
 
     @abstractmethod
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:

@@ -21,6 +21,7 @@ from tunnelbench.kinds import Cipher, EspMode, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.topology import remote_prefixes, tunnel_address
 from tunnelbench.model import encapsulation as model
+from tunnelbench.model.kindfacts import Wire
 from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import (
@@ -38,6 +39,15 @@ class Ipsec(Tunnel):
     kind = TunnelKind.IPSEC
     implementations: ClassVar[tuple[str, ...]] = strongswan.IMPLEMENTATIONS
     ciphers: ClassVar[tuple[Cipher, ...]] = ESP_CIPHERS
+    # The lab's ipsec is tunnel mode (transport cannot carry routed traffic).
+    encapsulation = model.Encapsulation.ESP_TUNNEL
+
+    def wire(self, spec: TunnelSpec) -> Wire:
+        """ESP itself is the encapsulation: its cipher and NAT-T size it."""
+        spec = _as_esp(spec)
+        assert spec.esp_implementation is not None and spec.cipher is not None
+        kind, options = strongswan.esp_model(spec.esp_implementation, spec.cipher, spec.esp_mode)
+        return Wire(kind, options)
 
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
         # outer IP + UDP 8 (libipsec) + ESP header 8 + IV 8 + trailer 2 + ICV 16, plus

@@ -5,12 +5,14 @@ from typing import ClassVar
 
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.netns import Lab
+from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
 
 
 class NoTunnel(Tunnel):
     kind = TunnelKind.NONE
     implementations: ClassVar[tuple[str, ...]] = ("kernel",)
+    encapsulation = Encapsulation.NONE
 
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
         return 0

@@ -176,6 +176,8 @@ def _version_output(binary: str) -> str:
 class OpenVpn(Tunnel):
     kind = TunnelKind.OPENVPN
     implementations: ClassVar[tuple[str, ...]] = (OPENVPN,)
+    # Both of its AEADs add the same bytes (no padding): the cipher does not matter here.
+    encapsulation = Encapsulation.OPENVPN
     ciphers: ClassVar[tuple[Cipher, ...]] = tuple(DATA_CIPHERS)
 
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:

@@ -33,6 +33,7 @@ from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import remote_prefixes, tunnel_address
+from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.system import programs
 from tunnelbench.system.command import run
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec, tail, wait_for_device
@@ -99,6 +100,8 @@ class WireGuard(Tunnel):
     implementations: ClassVar[tuple[str, ...]] = (KERNEL, *USERSPACE)
     auto_order: ClassVar[tuple[str, ...]] = (KERNEL, WIREGUARD_GO)
     ciphers: ClassVar[tuple[Cipher, ...]] = (Cipher.CHACHA20_POLY1305,)
+    encapsulation = Encapsulation.WIREGUARD
+    userspace_implementations: ClassVar[tuple[str, ...]] = tuple(USERSPACE)
 
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
         # outer IP + UDP 8 + WireGuard header 16 + Poly1305 tag 16 (plaintext padded to 16)
