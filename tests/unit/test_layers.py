@@ -1,0 +1,98 @@
+"""The package's architecture, checked: folders in layers, imports only downwards.
+
+Each folder is a layer; a module may import from its own layer and the layers below it,
+never from one above, so that what is below can be read, tested and reused (by a VM guest
+or an SSH host later) without what is above. Function-local imports of the package are
+refused too: they are how a cycle hides. The top level holds only the ground floor.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "tunnelbench"
+
+#: Bottom to top. Names in one tuple share a layer (they may import each other).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "registry", "units", "kinds", "echo"),
+    ("model",),
+    ("analysis",),
+    ("system",),
+    ("lab",),
+    ("tunnels", "traffic", "probes"),
+    ("bench",),
+    ("report",),
+    ("cli",),
+)
+#: Entry points above every layer.
+ENTRY = {"__init__", "__main__"}
+
+
+def _layer(name: str) -> int:
+    if name in ENTRY or name == "__version__":  # the package's own attributes
+        return 0
+    for index, members in enumerate(LAYERS):
+        if name in members:
+            return index
+    raise AssertionError(f"tunnelbench.{name} belongs to no layer; add it to LAYERS")
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _unit(path: Path) -> str:
+    """The layer member a module belongs to: its folder, or its own name at the top."""
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+def _imports(tree: ast.Module) -> list[tuple[ast.stmt, str, bool]]:
+    """(statement, imported tunnelbench unit, at module level) for each import."""
+    found: list[tuple[ast.stmt, str, bool]] = []
+    top = {id(node) for node in tree.body}
+
+    def visit(node: ast.AST, module_level: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            level = module_level and id(child) in top
+            if isinstance(child, ast.ImportFrom) and child.module:
+                parts = child.module.split(".")
+                if parts[0] == "tunnelbench":
+                    if len(parts) == 1:
+                        for alias in child.names:
+                            found.append((child, alias.name, level))
+                    else:
+                        found.append((child, parts[1], level))
+            elif isinstance(child, ast.Import):
+                for alias in child.names:
+                    parts = alias.name.split(".")
+                    if parts[0] == "tunnelbench" and len(parts) > 1:
+                        found.append((child, parts[1], level))
+            # if TYPE_CHECKING / try blocks at module level still count as module level
+            visit(child, level and isinstance(child, (ast.If, ast.Try)))
+
+    visit(tree, True)
+    return found
+
+
+def test_the_top_level_holds_only_the_ground_floor() -> None:
+    top = {p.stem for p in PACKAGE.glob("*.py")} - ENTRY
+    assert top <= set(LAYERS[0]), f"move {sorted(top - set(LAYERS[0]))} into a folder"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_run_only_downwards_and_at_module_level(path: Path) -> None:
+    unit = _unit(path)
+    if unit in ENTRY:
+        return
+    mine = _layer(unit)
+    tree = ast.parse(path.read_text(), filename=str(path))
+    problems = []
+    for statement, imported, module_level in _imports(tree):
+        where = f"line {statement.lineno}: tunnelbench.{imported}"
+        if not module_level:
+            problems.append(f"{where} is imported inside a function (a hidden cycle?)")
+        elif _layer(imported) > mine:
+            problems.append(f"{where} is a layer above {unit}")
+    assert not problems, "\n".join(problems)
