@@ -1,7 +1,7 @@
 """Two measurements at once: the second is refused, or, asked to, runs and says so.
 
 Two runs side by side on 2 cores stored 38-65% lower figures as if they were true; a
-run now takes a host-wide lock (:mod:`tunnelbench.system.measurement_lock`) before it creates
+run now takes a host-wide lock (:mod:`tunnelbench.bench.measurement_lock`) before it creates
 anything.
 """
 
@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from tests.integration.helpers import tunnelbench
+from tunnelbench.bench.measurement_lock import LOCK_PATH
 from tunnelbench.bench.store import Store
-from tunnelbench.system.measurement_lock import LOCK_PATH
 
 
 def _holder_pid() -> int | None:

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from tunnelbench.analysis.summary import summarize_run
-from tunnelbench.bench import capabilities, runner, skips
+from tunnelbench.bench import capabilities, planfile, runner, skips
 from tunnelbench.bench.store import Store
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import netns
-from tunnelbench.model import planfile
 from tunnelbench.model.plan import TrialConfig, TunnelSettings, expand
 from tunnelbench.tunnels import strongswan
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
+from tunnelbench.bench import planfile
 from tunnelbench.lab.state import STATE_ROOT, LabState, known_labs
-from tunnelbench.model import planfile
 from tunnelbench.model.plan import expand
 
 ROOT = Path(__file__).resolve().parents[2]

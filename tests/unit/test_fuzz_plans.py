@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.fuzz_harness import Tally, check_clean, empty_workdir, fuzz_settings
+from tunnelbench.bench.planfile import ADAPTIVE_KEYS, TOP_KEYS
 from tunnelbench.kinds import Cipher, Direction, Generator, Protocol, Queue, TunnelKind
 from tunnelbench.model.fields import GROUPS, SETTINGS
-from tunnelbench.model.planfile import ADAPTIVE_KEYS, TOP_KEYS
 
 PATHS = sorted(SETTINGS)
 WORDS = sorted(

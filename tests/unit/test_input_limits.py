@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import tunnelbench.model.planfile as planfile
+import tunnelbench.bench.planfile as planfile
 from tests.conftest import FIXTURES
 from tunnelbench.echo import ECHO_MAX, capped, integer, shown
 from tunnelbench.errors import UserError

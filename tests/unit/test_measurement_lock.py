@@ -4,8 +4,8 @@ import os
 
 import pytest
 
+from tunnelbench.bench.measurement_lock import acquire
 from tunnelbench.errors import UserError
-from tunnelbench.system.measurement_lock import acquire
 
 
 def test_a_second_measurement_is_refused_naming_the_first(tmp_path):

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES
+from tunnelbench.bench import planfile
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order, Protocol, StreamMode, TunnelKind
-from tunnelbench.model import planfile
 from tunnelbench.model.plan import (
     AdaptiveRepetitions,
     Experiment,

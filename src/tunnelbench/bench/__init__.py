@@ -1,1 +1,2 @@
-"""The engine: what this machine can run, executing a plan trial by trial, progress, the store."""
+"""The engine: plan files checked against the registries, what this machine can run,
+the measurement lock, executing a plan trial by trial, progress and the store."""

@@ -13,9 +13,9 @@ import time
 from typing import Any, TextIO
 
 from tunnelbench.analysis.precision import Precision
+from tunnelbench.bench.planfile import TRIAL_OVERHEAD_S
 from tunnelbench.kinds import Generator
 from tunnelbench.model.plan import Trial, TrialConfig
-from tunnelbench.model.planfile import TRIAL_OVERHEAD_S
 from tunnelbench.units import mbit
 
 

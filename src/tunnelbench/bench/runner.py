@@ -157,7 +157,7 @@ def start(
     prepared: Prepared, store: Store, *, command_line: str, lock: dict[str, Any] | None = None
 ) -> int:
     """Record a new run of a prepared experiment; return its id. ``lock``: how the run
-    holds the measurement lock (:mod:`tunnelbench.system.measurement_lock`), for its environment."""
+    holds the measurement lock (:mod:`tunnelbench.bench.measurement_lock`), for its environment."""
     versions = {}
     for trial in prepared.trials:
         resolution = prepared.resolutions.get(trial.config.key())

@@ -14,6 +14,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 from tunnelbench import __version__
+from tunnelbench.bench import measurement_lock
 from tunnelbench.bench.store import DEFAULT_DB
 from tunnelbench.cli.options import (
     DEFAULT_TUNNELS,
@@ -25,7 +26,6 @@ from tunnelbench.cli.options import (
 )
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import LabError, SystemFault, UserError
-from tunnelbench.system import measurement_lock
 
 if TYPE_CHECKING:
     from tunnelbench.bench.runner import Prepared
@@ -60,7 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _requested_experiment(args: argparse.Namespace) -> "tuple[Experiment, bool]":
     """The experiment of a plan file (lenient: what this machine lacks is skipped) or of
     the command-line options (strict: what it lacks is an error)."""
-    from tunnelbench.model import planfile
+    from tunnelbench.bench import planfile
 
     if args.plan is None:
         experiment = build_experiment(args)
@@ -134,8 +134,8 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
 
 
 def cmd_plan_show(args: argparse.Namespace) -> int:
+    from tunnelbench.bench import planfile
     from tunnelbench.cli import plan as planshow
-    from tunnelbench.model import planfile
 
     plan = planfile.load(Path(args.plan), quick=args.quick)
     print(planshow.render(plan))

@@ -9,10 +9,10 @@ from dataclasses import replace
 from functools import partial
 
 from tunnelbench.bench import runner
+from tunnelbench.bench.planfile import TRIAL_OVERHEAD_S, Plan, estimate_seconds
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.kinds import Order
 from tunnelbench.model.plan import expand, flatten, varying_paths
-from tunnelbench.model.planfile import TRIAL_OVERHEAD_S, Plan, estimate_seconds
 
 
 def render(plan: Plan) -> str:

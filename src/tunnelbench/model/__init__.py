@@ -1,2 +1,2 @@
-"""The experiment as data: settings, their fields and limits, plan files, the wire model
-and the records a trial stores."""
+"""The experiment as data: settings and their expansion into trials, the field table
+with every setting's parser and limits, the wire model, and what a trial records."""

@@ -1,2 +1,1 @@
-"""This machine's plumbing: running commands, finding programs, file ownership and the
-measurement lock."""
+"""This machine's plumbing: running commands, finding programs, file ownership."""
