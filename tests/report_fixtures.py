@@ -11,10 +11,14 @@ configurations.
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import FIXTURES
+from tunnelbench.bench.backfill import backfill
 from tunnelbench.bench.store import Store
 from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.records import Resolved, RunStatus, TrialStatus
+from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 RUNS = FIXTURES / "runs"
 RECORDED = ("l2-tunnel-mtu", "queue-comparison")
@@ -55,11 +59,23 @@ def wide(directory: Path, mtus: tuple[int, ...] = (1280, 1500, 4000, 6000, 9000)
                     seq += 1
                     store.add_trial(
                         run_id, seq=seq, repetition=repetition, config_key=key,
-                        config=config, resolved={**trial.resolved, "tunnel_mtu": mtu
-                        if kind == "vxlan" else None}, status="ok", error=None,
+                        config=config, resolved=Resolved.from_dict(
+                            trial.resolved.to_dict(facts=False)
+                            | {"tunnel_mtu": mtu if kind == "vxlan" else None}),
+                        status=TrialStatus.OK, error=None,
                         started_at=0.0, metrics=trial.metrics,
                         artifacts={"intervals": source.artifact(trial.id, "intervals")},
                     )  # fmt: skip
-    store.finish_run(run_id, "complete")
+    store.finish_run(run_id, RunStatus.COMPLETE)
     source.close()
     return store
+
+
+def resolved_for(config: TrialConfig, data: dict[str, Any]) -> Resolved:
+    """A trial's resolved record as an old database stored ``data`` (the kind's first
+    implementation when it names none), with the facts its kind declares filled in as
+    the store fills them."""
+    implementation = data.get("tunnel_implementation")
+    if implementation is None:
+        implementation = TUNNELS.get(config.tunnel.kind).implementations[0]
+    return backfill(config, Resolved.from_dict({"tunnel_implementation": implementation} | data))

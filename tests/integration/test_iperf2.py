@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench.bench.store import Store, TrialRecord
+from tunnelbench.bench.store import Store
 from tunnelbench.kinds import Direction
 from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.records import TrialRecord
 from tunnelbench.traffic import iperf2, iperf2_csv
 
 PLAN = """
@@ -72,7 +73,7 @@ def received(store: Store, trial: TrialRecord) -> dict[Direction, int]:
 def check_trial(store: Store, trial: TrialRecord) -> None:
     """What every iperf2 trial must show, and its bytes against the lab's counters."""
     metrics, config = trial.metrics, TrialConfig.from_dict(trial.config)
-    assert trial.resolved["stream_mode"] == "single"
+    assert trial.resolved.to_dict()["stream_mode"] == "single"
     assert metrics["generator_processes"] == 1
     assert metrics["proc.iperf2-client:5001"] > 0 and "proc.iperf2-server:5001" in metrics
     assert "retransmits" not in metrics  # 2.1.8's CSV has none: not measured
@@ -109,7 +110,7 @@ def test_tcp_upload_one_and_four_streams(tmp_path):
     none1, wg1, none4, wg4 = trials
     assert wg1.metrics["goodput_bps"] < none1.metrics["goodput_bps"]
     assert wg4.metrics["goodput_bps"] < none4.metrics["goodput_bps"]
-    assert wg1.resolved["tunnel_implementation"] == "wireguard-go"
+    assert wg1.resolved.to_dict()["tunnel_implementation"] == "wireguard-go"
     env = store.run("latest").environment
     assert env["versions"]["iperf2"].startswith("iperf version 2.")
 

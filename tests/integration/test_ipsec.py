@@ -101,7 +101,7 @@ def _trial(evidence, kind: str, cipher: str | None = None, protection: str = "no
         if (tunnel["kind"], tunnel["protection"]) == (kind, protection) and (
             cipher is None or tunnel["cipher"] == cipher
         ):
-            return store, trial, seen[trial.resolved["lab_id"]]
+            return store, trial, seen[trial.resolved.to_dict()["lab_id"]]
     raise AssertionError(f"no {kind} trial")
 
 

@@ -27,6 +27,7 @@ from tunnelbench.model.plan import (
     TrialConfig,
     TunnelSettings,
 )
+from tunnelbench.model.records import Resolved
 from tunnelbench.system import programs
 from tunnelbench.traffic.iperf3 import Iperf3
 from tunnelbench.tunnels import REGISTRY as TUNNELS
@@ -190,9 +191,9 @@ def measure(config: TrialConfig) -> tuple[Any, dict[str, float], dict[str, Any]]
         version=tunnel.version(spec.implementation),
         stream_mode=Iperf3().resolve_mode(config.traffic),
     )
-    resolved: dict[str, Any] = {}
+    resolved = Resolved()
     traffic, probes, tunnel_counters = _measure(config, resolution, resolved)
-    return traffic, trial_metrics(traffic, probes, tunnel_counters), resolved
+    return traffic, trial_metrics(traffic, probes, tunnel_counters), resolved.to_dict()
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,7 @@ def test_both_ciphers_carry_traffic_through_the_tunnel_and_are_recorded(tmp_path
     ]
     dco = capabilities.openvpn_dco()
     for trial, name in zip(tunnels, ("AES-256-GCM", "CHACHA20-POLY1305"), strict=True):
-        resolved = trial.resolved
+        resolved = trial.resolved.to_dict()
         assert resolved["tunnel_implementation"] == "openvpn"
         assert re.match(
             r"OpenVPN 2\.6\.\d+, OpenSSL \S+ \(/\S+/openvpn\)$", resolved["tunnel_version"]

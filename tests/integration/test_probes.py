@@ -4,7 +4,8 @@ counters of the tunnel device, and round-trip time under load (real labs, iperf3
 from pathlib import Path
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench.bench.store import Store, TrialRecord
+from tunnelbench.bench.store import Store
+from tunnelbench.model.records import TrialRecord
 
 SHORT = ["--runs", "1", "--duration", "2", "--warmup", "1", "-q"]
 

@@ -48,9 +48,9 @@ def test_every_tunnel_kind_runs_and_traffic_crosses_the_tunnel(tmp_path, topolog
         assert "cpu0.idle" in trial.metrics
         assert trial.metrics["proc.iperf3-client:5201"] > 0
     wireguard, vxlan = trials[1], trials[2]
-    assert wireguard.resolved["tunnel_implementation"] == "wireguard-go"
-    assert wireguard.resolved["tunnel_mtu"] == 1420
-    assert vxlan.resolved["tunnel_mtu"] == 1450
+    assert wireguard.resolved.to_dict()["tunnel_implementation"] == "wireguard-go"
+    assert wireguard.resolved.to_dict()["tunnel_mtu"] == 1420
+    assert vxlan.resolved.to_dict()["tunnel_mtu"] == 1450
     assert any(k.startswith("proc.wireguard-go@") and v > 5 for k, v in wireguard.metrics.items())
     receiver_end = "gw" if topology == "road-warrior" else "gwb"
     for trial in (wireguard, vxlan):

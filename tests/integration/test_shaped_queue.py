@@ -45,8 +45,12 @@ def test_offloads_are_off_on_a_shaped_lab_unless_asked_for(tmp_path: Path):
     default, asked = store.trials(store.run("latest").id)
     assert default.status == asked.status == "ok", (default.error, asked.error)
     off = {"gro": False, "gso": False, "tso": False}
-    assert default.resolved["offloads"] == {r: off for r in ("client", "gw", "server")}
-    assert asked.resolved["offloads"]["client"] == {"gso": True, "tso": True, "gro": False}
+    assert default.resolved.to_dict()["offloads"] == {r: off for r in ("client", "gw", "server")}
+    assert asked.resolved.to_dict()["offloads"]["client"] == {
+        "gso": True,
+        "tso": True,
+        "gro": False,
+    }
 
     def bundling(metrics: dict[str, float]) -> float:
         """Packets the queue counted per packet it handed the device (the upload's

@@ -21,10 +21,10 @@ def test_a_576_byte_wan_runs_ipv4_only_through_a_tunnel(tmp_path: Path):
     trials = store.trials(store.run("latest").id)
     assert [t.status for t in trials] == ["ok", "ok"], [t.error for t in trials]
     for trial in trials:
-        assert trial.resolved["lab_families"] == [4]
+        assert trial.resolved.to_dict()["lab_families"] == [4]
         assert trial.metrics["goodput_bps"] > 10e6
     vxlan = next(t for t in trials if t.config["tunnel"]["kind"] == "vxlan")
-    assert vxlan.resolved["tunnel_mtu"] == 526  # 576 - 50
+    assert vxlan.resolved.to_dict()["tunnel_mtu"] == 526  # 576 - 50
     assert vxlan.metrics["tunnel.client.tx_packets"] > 0
 
 

@@ -105,12 +105,12 @@ def test_a_plan_compares_every_implementation_and_records_each_version(tmp_path)
             # Skipped with the reason, naming the setting; never run as something else.
             assert trial.status == "skipped", trial.error
             assert trial.error is not None and trial.error.startswith("tunnel.implementation: ")
-            assert trial.resolved == {}
+            assert trial.resolved.to_dict() == {}
             print(f"{implementation}: skipped here: {trial.error} ({reason})")
             continue
         assert trial.status == "ok", trial.error
-        version = trial.resolved["tunnel_version"]
-        assert trial.resolved["tunnel_implementation"] == implementation
+        version = trial.resolved.to_dict()["tunnel_version"]
+        assert trial.resolved.to_dict()["tunnel_implementation"] == implementation
         for part in expected_version(implementation):
             assert part in version, (implementation, version)
         assert run.environment["versions"][f"wireguard/{implementation}"] == version

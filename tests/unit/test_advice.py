@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.report_fixtures import recorded
+from tests.report_fixtures import recorded, resolved_for
 from tunnelbench.analysis import significance
 from tunnelbench.analysis.advice import (
     KERNEL_ESP,
-    USERSPACE_ESP,
     Advice,
     Sibling,
     advise,
@@ -247,13 +246,13 @@ def test_crypto_advice_fires_for_every_encrypting_tunnel(tmp_path, kind, protect
     # The recorded CPU-bound wireguard-go trials' metrics, as the configuration named.
     s, env = wireguard_cpu_bound(tmp_path)
     config = relabelled(s, kind, protection)
-    resolved = s.resolved | {"tunnel_cipher": cipher}
+    resolved = resolved_for(config, s.resolved.to_dict(facts=False) | {"tunnel_cipher": cipher})
     subject = Subject(config, resolved, s.metrics | {"goodput_bps": median(s)}, None, env)
     diagnosis = diagnose(subject)
     assert diagnosis.verdict.bound is Bound.CPU
     crypto = [a for a in advise(subject, diagnosis, []) if "crypto" in a.suggestion]
     assert bool(crypto) is fires
-    assert encrypting(config) is fires
+    assert encrypting(resolved) is fires
     if fires:
         # The recording CPU has AES-NI, PCLMULQDQ, VAES and AVX2 but not AVX-512.
         offered = {
@@ -264,21 +263,28 @@ def test_crypto_advice_fires_for_every_encrypting_tunnel(tmp_path, kind, protect
         assert crypto[0].suggestion.startswith("check that the tunnel's crypto uses")
 
 
-def test_encrypting_is_the_registrys_ciphers():
+def test_encrypting_is_what_the_kind_declared():
+    encrypts = {TunnelKind.WIREGUARD, TunnelKind.OPENVPN, TunnelKind.IPSEC}
     for kind in TunnelKind:
         config = TrialConfig.from_dict({"tunnel": {"kind": kind.value}})
-        assert encrypting(config) is bool(REGISTRY.get(kind).ciphers)
+        ciphers = REGISTRY.get(kind).ciphers
+        resolved = resolved_for(config, {"tunnel_cipher": ciphers[0] if ciphers else None})
+        assert encrypting(resolved) is (kind in encrypts), kind
 
 
 def test_libipsec_cpu_bound_is_told_about_kernel_esp_and_its_availability(tmp_path):
     s, env = wireguard_cpu_bound(tmp_path)
-    assert USERSPACE_ESP == strongswan.LIBIPSEC
     config = relabelled(s, TunnelKind.IPSEC, Protection.NONE)
-    resolved = s.resolved | {
-        "tunnel_implementation": USERSPACE_ESP,
-        "esp_implementation": USERSPACE_ESP,
-        "tunnel_cipher": Cipher.AES_256_GCM.value,
-    }
+    resolved = resolved_for(
+        config,
+        s.resolved.to_dict(facts=False)
+        | {
+            "tunnel_implementation": strongswan.LIBIPSEC,
+            "esp_implementation": strongswan.LIBIPSEC,
+            "tunnel_cipher": Cipher.AES_256_GCM.value,
+        },
+    )
+    assert resolved.tunnel is not None and resolved.tunnel.userspace
     subject = Subject(config, resolved, s.metrics | {"goodput_bps": median(s)}, None, env)
     esp = [a for a in advise(subject, diagnose(subject), []) if "kernel's ESP" in a.suggestion]
     (advice,) = esp
@@ -292,7 +298,8 @@ def test_libipsec_cpu_bound_is_told_about_kernel_esp_and_its_availability(tmp_pa
 def test_openvpn_without_dco_names_dco_and_why_this_kernel_lacks_it(tmp_path):
     s, env = wireguard_cpu_bound(tmp_path)
     config = relabelled(s, TunnelKind.OPENVPN, Protection.NONE)
-    resolved = s.resolved | {"tunnel_implementation": "openvpn", "openvpn_dco": False}
+    changes = {"tunnel_implementation": "openvpn", "openvpn_dco": False}
+    resolved = resolved_for(config, s.resolved.to_dict(facts=False) | changes)
     subject = Subject(config, resolved, s.metrics | {"goodput_bps": median(s)}, None, env)
     (dco,) = [a for a in advise(subject, diagnose(subject), []) if "ovpn-dco" in a.suggestion]
     assert dco.available == "no"
@@ -318,7 +325,7 @@ def test_a_cpu_without_the_ciphers_instructions_expects_slow_crypto(tmp_path):
     without_aes = env | {"cpu_flags": [f for f in env["cpu_flags"] if f != "aes"]}
     config = relabelled(s, TunnelKind.IPSEC, Protection.NONE)
     for cipher, slow in (("aes-256-gcm", True), ("chacha20-poly1305", False)):
-        resolved = s.resolved | {"tunnel_cipher": cipher}
+        resolved = resolved_for(config, s.resolved.to_dict(facts=False) | {"tunnel_cipher": cipher})
         subject = Subject(
             config, resolved, s.metrics | {"goodput_bps": median(s)}, None, without_aes
         )
@@ -329,5 +336,4 @@ def test_a_cpu_without_the_ciphers_instructions_expects_slow_crypto(tmp_path):
 
 
 def test_the_esp_names_are_strongswans():
-    assert USERSPACE_ESP == strongswan.LIBIPSEC
     assert {c.value: a for c, a in strongswan.KERNEL_ALGORITHMS.items()} == KERNEL_ESP

@@ -9,9 +9,8 @@ import statistics
 
 import pytest
 
-from tests.report_fixtures import recorded
+from tests.report_fixtures import recorded, resolved_for
 from tunnelbench.analysis.ceiling import (
-    LAB_ENCAPSULATIONS,
     CeilingInputError,
     Framing,
     ceiling,
@@ -486,13 +485,15 @@ def lab_config(
 
 
 def test_for_config_needs_a_shaped_wan_and_tcp():
-    assert for_config(lab_config(rate=None), {"tunnel_mtu": None}) is None
-    assert for_config(lab_config(protocol="udp"), {"tunnel_mtu": None}) is None
+    for config in (lab_config(rate=None), lab_config(protocol="udp")):
+        assert for_config(config, resolved_for(config, {"tunnel_mtu": None})) is None
 
 
 def test_for_config_covers_every_lab_tunnel_kind():
-    # Kinds added later return None until they are mapped; today all are.
-    assert set(LAB_ENCAPSULATIONS) == set(TunnelKind)
+    # Every kind declares its wire model, so every shaped TCP trial has a ceiling.
+    for kind in TunnelKind:
+        config = lab_config(kind.value)
+        assert for_config(config, resolved_for(config, {"tunnel_mtu": 1400})) is not None, kind
 
 
 @pytest.mark.parametrize(
@@ -530,7 +531,7 @@ def test_for_config_covers_every_lab_tunnel_kind():
     ],
 )
 def test_for_config(config, resolved, expected_mbit, inner_packet):
-    result = for_config(config, resolved)
+    result = for_config(config, resolved_for(config, resolved))
     assert result is not None
     assert result.framing is Framing.SHAPER
     assert result.inner_packet == inner_packet
@@ -723,6 +724,6 @@ def protected_config(kind: str, esp_mode: str = "tunnel", protection: str = "non
     ],
 )  # fmt: skip
 def test_for_config_with_esp(config, resolved, expected_mbit):
-    result = for_config(config, resolved)
+    result = for_config(config, resolved_for(config, resolved))
     assert result is not None
     assert mbit(result) == expected_mbit

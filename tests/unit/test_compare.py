@@ -15,10 +15,10 @@ import pytest
 from tests.conftest import FIXTURES
 from tests.report_fixtures import recorded
 from tunnelbench.analysis.summary import summarize_run
-from tunnelbench.bench.store import RunRecord, TrialRecord
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, TunnelKind
 from tunnelbench.model.plan import TrafficSettings, TrialConfig, TunnelSettings
+from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.report import compare
 from tunnelbench.report.compare import RunRef, SideRef
 from tunnelbench.report.selector import Filter, Selector
@@ -196,7 +196,7 @@ def test_json(l2):
 def _trial(seq: int, config: TrialConfig, mbit_s: float) -> TrialRecord:
     return TrialRecord(
         id=seq, run_id=1, seq=seq, repetition=seq, config_key=config.key(),
-        config=config.to_dict(), resolved={}, status="ok", error=None,
+        config=config.to_dict(), resolved=Resolved.from_dict({}), status=TrialStatus.OK, error=None,
         metrics={"goodput_bps": mbit_s * 1e6, "retransmits": 0.0},
     )  # fmt: skip
 
@@ -211,7 +211,7 @@ def test_enough_runs_give_a_verdict():
     )
     trials = [_trial(i, up, v) for i, v in enumerate([1000, 1010, 990, 1005, 995])]
     trials += [_trial(10 + i, down, v) for i, v in enumerate([1100, 1111, 1089, 1105, 1095])]
-    run = RunRecord(id=1, started_at=0.0, ended_at=1.0, status="complete",
+    run = RunRecord(id=1, started_at=0.0, ended_at=1.0, status=RunStatus.COMPLETE,
                     command_line="", experiment={}, environment={})  # fmt: skip
     summaries = summarize_run(trials)
     pick = {d: Selector((Filter("traffic.direction", d),)) for d in Direction}

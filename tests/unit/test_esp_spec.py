@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.report_fixtures import resolved_for
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.bench import capabilities
 from tunnelbench.bench.capabilities import Check
@@ -17,6 +18,7 @@ from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.state import LabState, teardown
 from tunnelbench.model.plan import TrialConfig, TunnelSettings
+from tunnelbench.model.records import Resolved
 from tunnelbench.system import programs
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
@@ -287,7 +289,8 @@ def test_teardown_removes_recorded_directories(tmp_path, monkeypatch):
 def test_labels_name_the_protection_and_who_does_esp():
     def label(tunnel: TunnelSettings, resolved: dict[str, str]) -> str:
         config = TrialConfig(tunnel=tunnel)
-        return ConfigSummary("k", config, resolved, [], None, None, None).label
+        record = resolved_for(config, resolved) if resolved else Resolved()
+        return ConfigSummary("k", config, record, [], None, None, None).label
 
     protected = TunnelSettings(kind=TunnelKind.VXLAN, protection=Protection.IPSEC)
     resolved = {"tunnel_implementation": "kernel", "esp_implementation": "libipsec"}

@@ -105,7 +105,7 @@ def test_a_threaded_generator_may_use_a_core_per_stream(summaries):
         s for s in by_generator(summaries, "iperf2") if s.config.traffic.streams == 4
     )
     sub = subject(iperf2_four)
-    assert sub.resolved["stream_mode"] == "single"
+    assert sub.resolved.to_dict()["stream_mode"] == "single"
     assert generator_cores(sub) == 2  # 4 threads, 2 cores
     assert generator_bound(sub) is None  # ~62% of a core: far from 2 cores
     # The same process at 150% would be generator-bound for one-threaded iperf3, but

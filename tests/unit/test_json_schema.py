@@ -41,7 +41,7 @@ def test_recorded_runs_validate(name, tmp_path):
     assert sorted(r["trial_id"] for r in runs) == sorted(trials)
     for r in runs:
         assert r["metrics"] == trials[r["trial_id"]].metrics
-        assert r["resolved"] == trials[r["trial_id"]].resolved
+        assert r["resolved"] == trials[r["trial_id"]].resolved.to_dict()
     # One finding per configuration's verdict and further findings, each about one key.
     keys = {c["key"] for c in document["configurations"] if c["diagnosis"] is not None}
     assert {f["configurations"][0] for f in document["findings"]} == keys

@@ -14,7 +14,6 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tests.unit.probe_fixtures import lab_like
-from tunnelbench.analysis.ceiling import LAB_ENCAPSULATIONS
 from tunnelbench.bench import capabilities as c
 from tunnelbench.bench import skips
 from tunnelbench.bench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
@@ -276,10 +275,12 @@ def test_every_lab_tunnel_agrees_with_the_ceiling_model():
     """A tunnel's overhead and default MTU are the ceiling model's, so a shaped run's
     ceiling describes the tunnel the lab really built."""
     spec = TunnelSpec("kernel")
-    for kind, encapsulation in LAB_ENCAPSULATIONS.items():
+    for kind in TUNNELS.kinds():
+        tunnel = TUNNELS.get(kind)
+        encapsulation = tunnel.encapsulation
         if kind is TunnelKind.NONE:
             continue
-        tunnel = TUNNELS.get(kind)
+        assert encapsulation is not None, kind
         assert tunnel.overhead(spec, 4) == sum(size for _, size in fields(encapsulation, 4))
         for link_mtu in (1500, 9000):
             assert tunnel.default_mtu(link_mtu, spec) == default_tunnel_mtu(

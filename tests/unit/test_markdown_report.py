@@ -17,6 +17,7 @@ from tests.report_fixtures import RECORDED, recorded, wide
 from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.bench.store import Store
 from tunnelbench.model.plan import Experiment, TrialConfig
+from tunnelbench.model.records import Resolved, RunStatus, TrialStatus
 from tunnelbench.report import markdown
 from tunnelbench.report.charts import charts_for_run
 
@@ -97,10 +98,11 @@ def test_a_run_that_measured_nothing_has_no_charts(tmp_path):
     for seq in (1, 2):
         store.add_trial(
             run_id, seq=seq, repetition=seq, config_key=config.key(), config=config.to_dict(),
-            resolved={}, status="skipped", error="iperf3: not installed", started_at=0.0,
+            resolved=Resolved(), status=TrialStatus.SKIPPED, error="iperf3: not installed",
+            started_at=0.0,
             metrics={}, artifacts={},
         )  # fmt: skip
-    store.finish_run(run_id, "complete")
+    store.finish_run(run_id, RunStatus.COMPLETE)
     path = tmp_path / "skipped.md"
     assert markdown.write(store, "1", path) == [path]
     assert not markdown.charts_dir(path).exists()

@@ -17,7 +17,6 @@ from tunnelbench.analysis.precision import (
     next_round,
     repetitions_phrase,
 )
-from tunnelbench.bench.store import TrialRecord
 from tunnelbench.kinds import Order, TunnelKind
 from tunnelbench.model.plan import (
     AdaptiveRepetitions,
@@ -28,6 +27,7 @@ from tunnelbench.model.plan import (
     extra_round_order,
     with_baselines,
 )
+from tunnelbench.model.records import Resolved, TrialRecord, TrialStatus
 
 M = 1e6  # goodputs in Mbit/s, stored in bit/s
 BASE = TrialConfig()
@@ -160,7 +160,7 @@ def test_shuffled_rounds_follow_the_seed_and_the_round_number_only():
 def _record(seq: int, config: TrialConfig, status: str, goodput: float | None) -> TrialRecord:
     return TrialRecord(
         id=seq, run_id=1, seq=seq, repetition=1, config_key=config.key(),
-        config=config.to_dict(), resolved={}, status=status,
+        config=config.to_dict(), resolved=Resolved.from_dict({}), status=TrialStatus(status),
         error=None if status == "ok" else "why",
         metrics={} if goodput is None else {"goodput_bps": goodput},
     )  # fmt: skip

@@ -7,6 +7,7 @@ from tunnelbench.analysis.precision import Precision, State
 from tunnelbench.bench.progress import JsonProgress, LineProgress
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.plan import Trial, TrialConfig, TunnelSettings
+from tunnelbench.model.records import TrialStatus
 
 BASE = TrialConfig()
 VXLAN = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind.VXLAN))
@@ -20,7 +21,7 @@ def test_lines_mark_a_growing_total_and_announce_each_added_round():
     progress = LineProgress(out)
     progress.run_started(1, 4, PLANNED, growing=True)
     progress.trial_started(PLANNED[0])
-    progress.trial_finished(PLANNED[0], "ok", "", 941e6)
+    progress.trial_finished(PLANNED[0], TrialStatus.OK, "", 941e6)
     progress.round_added(ADDED, STANDING, 2.0)
     progress.trial_started(ADDED[0])
     lines = out.getvalue().splitlines()

@@ -2,11 +2,12 @@
 
 import pytest
 
+from tests.report_fixtures import resolved_for
 from tunnelbench.analysis.stats import summarize
 from tunnelbench.analysis.summary import summarize_run, varying_axes
-from tunnelbench.bench.store import TrialRecord
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.plan import TrialConfig, TunnelSettings
+from tunnelbench.model.records import TrialRecord, TrialStatus
 
 
 def test_summarize():
@@ -29,8 +30,9 @@ def _trial(seq: int, config: TrialConfig, goodput: float, status: str = "ok") ->
     }  # fmt: skip
     return TrialRecord(
         id=seq, run_id=1, seq=seq, repetition=seq, config_key=config.key(),
-        config=config.to_dict(), resolved={"tunnel_implementation": "wireguard-go"},
-        status=status, error=None if status == "ok" else "boom", metrics=metrics,
+        config=config.to_dict(),
+        resolved=resolved_for(config, {"tunnel_implementation": "wireguard-go"}),
+        status=TrialStatus(status), error=None if status == "ok" else "boom", metrics=metrics,
     )  # fmt: skip
 
 
@@ -39,7 +41,7 @@ def test_percent_of_baseline_and_busiest_core():
     wg = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind.WIREGUARD))
     trials = [
         _trial(1, base, 10e9), _trial(2, wg, 2e9), _trial(3, base, 12e9),
-        _trial(4, wg, 3e9), _trial(5, base, 11e9), _trial(6, wg, 0, status="failed"),
+        _trial(4, wg, 3e9), _trial(5, base, 11e9), _trial(6, wg, 0, status=TrialStatus.FAILED),
     ]  # fmt: skip
     none_summary, wg_summary = summarize_run(trials)
     assert none_summary.pct_of_baseline == 100.0

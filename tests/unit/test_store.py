@@ -7,12 +7,14 @@ import pytest
 from tests.conftest import FIXTURES
 from tunnelbench.bench.store import SCHEMA_VERSION, Store
 from tunnelbench.errors import UserError
+from tunnelbench.model.records import Resolved, RunStatus, TrialStatus
 
 
 def _add(store: Store, run_id: int, seq: int) -> int:
     return store.add_trial(
         run_id, seq=seq, repetition=1, config_key="k", config={"a": 1},
-        resolved={"lab_id": "abc"}, status="ok", error=None, started_at=0.0,
+        resolved=Resolved.from_dict({"lab_id": "abc"}), status=TrialStatus.OK, error=None,
+        started_at=0.0,
         metrics={"goodput_bps": 1e9 * seq}, artifacts={"iperf3": [{"end": {}}]},
     )  # fmt: skip
 
@@ -21,12 +23,12 @@ def test_round_trip(tmp_path):
     store = Store(tmp_path / "r.db")
     run_id = store.start_run("tunnelbench run", {"repetitions": 1}, {"kernel": "x"})
     trial_id = _add(store, run_id, 1)
-    store.finish_run(run_id, "complete")
+    store.finish_run(run_id, RunStatus.COMPLETE)
     run = store.run("latest")
     assert (run.id, run.status, run.environment) == (run_id, "complete", {"kernel": "x"})
     (trial,) = store.trials(run_id)
     assert trial.metrics == {"goodput_bps": 1e9}
-    assert trial.resolved == {"lab_id": "abc"}
+    assert trial.resolved.to_dict() == {"lab_id": "abc"}
     assert store.artifact(trial_id, "iperf3") == [{"end": {}}]
     assert store.run(str(run_id)).id == run_id
 

@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tunnelbench.bench.store import SCHEMA_VERSION, Store
 from tunnelbench.errors import StorageError, UserError
+from tunnelbench.model.records import RunStatus
 
 
 def listing(directory: Path) -> list[str]:
@@ -92,7 +93,7 @@ def test_reading_sees_what_a_live_writer_committed(tmp_path):
     reader = Store.read(path)  # the writer's -wal exists: read through it
     try:
         assert reader.run("latest").id == run_id
-        writer.finish_run(run_id, "failed", "results database: the disk holding it is full")
+        writer.finish_run(run_id, RunStatus.FAILED, "results database: the disk holding it is full")
         assert reader.run("latest").error == "results database: the disk holding it is full"
     finally:
         reader.close()

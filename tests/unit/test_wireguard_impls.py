@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests.report_fixtures import recorded
-from tunnelbench.analysis import advice
 from tunnelbench.analysis.advice import Sibling, advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
@@ -72,7 +71,7 @@ def test_the_implementations_and_the_ones_auto_may_choose():
     assert WG.implementations == ("kernel", *USERSPACE)
     assert WG.auto_order == ("kernel", "wireguard-go")
     # Advice and the capability probe know the tunnel's own names and programs.
-    assert advice.USERSPACE_WIREGUARD == tuple(wg.USERSPACE) == USERSPACE
+    assert WG.userspace_implementations == tuple(wg.USERSPACE) == USERSPACE
     probed = set(capabilities.PROGRAMS)
     assert {daemon.program for daemon in wg.USERSPACE.values()} <= probed
 
@@ -364,7 +363,7 @@ def test_the_recorded_run_stored_each_implementation_and_its_version(tmp_path):
 @pytest.mark.parametrize("name", USERSPACE)
 def test_cpu_bound_userspace_wireguard_is_named_in_the_diagnosis_and_advice(tmp_path, name):
     summaries, env = recorded_run(tmp_path)
-    for s in [s for s in summaries if s.resolved.get("tunnel_implementation") == name]:
+    for s in [s for s in summaries if s.resolved.to_dict().get("tunnel_implementation") == name]:
         subject = saturated(s, env)
         diagnosis = diagnose(subject)
         assert diagnosis.verdict.bound is Bound.CPU
@@ -393,7 +392,7 @@ def test_a_slower_implementation_is_told_the_faster_one_the_run_measured(tmp_pat
     summaries, env = recorded_run(tmp_path)
     siblings = [Sibling(o.config, o.goodput.median) for o in summaries if o.goodput]
     for s in summaries:
-        implementation = s.resolved.get("tunnel_implementation")
+        implementation = s.resolved.to_dict().get("tunnel_implementation")
         subject = Subject(s.config, s.resolved, medians([t.metrics for t in s.trials]), None, env)
         switch = [
             a

@@ -36,17 +36,14 @@ from tunnelbench.analysis.significance import (
     format_p,
     repetitions_needed,
 )
-from tunnelbench.kinds import Cipher, Protection, Queue, StreamMode, TunnelKind
+from tunnelbench.kinds import Cipher, Queue, StreamMode, TunnelKind
 from tunnelbench.model.plan import TrialConfig, flatten
+from tunnelbench.model.records import Resolved
 
 FIFOS = (None, Queue.PFIFO.value, Queue.PFIFO_FAST.value)
 FAIR_QUEUES = (Queue.FQ_CODEL.value, Queue.CAKE.value, Queue.FQ.value)
 # The fair queues the advice names, in order of preference.
 ADVISED_QUEUES = (Queue.FQ_CODEL.value, Queue.CAKE.value)
-# tunnels/wireguard.py's userspace implementations (a unit test keeps them in step).
-USERSPACE_WIREGUARD = ("wireguard-go", "wireguard-go-debian", "boringtun")
-# strongSwan's userspace ESP (tunnels/strongswan.py's LIBIPSEC; a unit test keeps it).
-USERSPACE_ESP = "libipsec"
 # The kernel's name of each ESP AEAD (tunnels/strongswan.py's KERNEL_ALGORITHMS).
 KERNEL_ESP = {
     Cipher.AES_256_GCM.value: "rfc4106(gcm(aes))",
@@ -224,15 +221,16 @@ def _show(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def encrypting(config: TrialConfig) -> bool:
-    """Whether the configuration's packets are encrypted: the tunnel kind offers ciphers
-    (its registry entry's ``ciphers``: WireGuard, OpenVPN, IPsec), or ESP protects an
-    unencrypted tunnel (``tunnel.protection``)."""
-    from tunnelbench.tunnels import REGISTRY  # the tunnels import the analysis
+def encrypting(resolved: Resolved) -> bool:
+    """Whether the trial's packets were encrypted, as its tunnel kind declared: the kind's
+    own cipher (WireGuard, OpenVPN, IPsec), or ESP protecting an unencrypted kind."""
+    return resolved.tunnel is not None and resolved.tunnel.encrypts
 
-    if config.tunnel.protection is not Protection.NONE:
-        return True
-    return bool(REGISTRY.get(config.tunnel.kind).ciphers)
+
+def userspace(resolved: Resolved) -> bool:
+    """Whether the trial's data path (encryption or encapsulation) ran in a userspace
+    process, as its kind declared."""
+    return resolved.tunnel is not None and resolved.tunnel.userspace
 
 
 class Context:
@@ -282,10 +280,10 @@ AdviceRule = Callable[[Context], Advice | None]
 
 def kernel_wireguard(c: Context) -> Advice | None:
     cpu = c.finding(Bound.CPU)
-    implementation = c.subject.resolved.get("tunnel_implementation")
+    implementation = c.subject.resolved.tunnel_implementation
     if cpu is None or c.subject.config.tunnel.kind is not TunnelKind.WIREGUARD:
         return None
-    if implementation not in USERSPACE_WIREGUARD:
+    if not userspace(c.subject.resolved):
         return None
     return Advice(
         "tunnel.implementation",
@@ -301,9 +299,10 @@ def kernel_esp(c: Context) -> Advice | None:
     work without copying every packet through a TUN device."""
     cpu = c.finding(Bound.CPU)
     s = c.subject
-    if cpu is None or (s.resolved.get("esp_implementation") or _ipsec_impl(s)) != USERSPACE_ESP:
+    wire = s.resolved.tunnel.wire if s.resolved.tunnel else None
+    if cpu is None or wire is None or not wire.esp or not userspace(s.resolved):
         return None
-    cipher = str(s.resolved.get("tunnel_cipher") or "")
+    cipher = s.resolved.tunnel_cipher or ""
     algorithm = KERNEL_ESP.get(cipher)
     can = (
         c.available("esp", algorithm, f"the kernel's ESP with {cipher}")
@@ -320,12 +319,6 @@ def kernel_esp(c: Context) -> Advice | None:
     )
 
 
-def _ipsec_impl(s: Subject) -> Any:
-    if s.config.tunnel.kind is TunnelKind.IPSEC:
-        return s.resolved.get("tunnel_implementation")
-    return None
-
-
 def openvpn_dco(c: Context) -> Advice | None:
     """OpenVPN is CPU-bound with its data channel in userspace: data channel offload
     (ovpn-dco) moves encryption and forwarding into the kernel."""
@@ -333,7 +326,7 @@ def openvpn_dco(c: Context) -> Advice | None:
     s = c.subject
     if cpu is None or s.config.tunnel.kind is not TunnelKind.OPENVPN:
         return None
-    if s.resolved.get("openvpn_dco") is True:
+    if s.resolved.openvpn_dco is True:
         return None
     can = c.available("openvpn_dco", "", "OpenVPN's data channel offload (ovpn-dco)")
     suggestion = (
@@ -341,7 +334,7 @@ def openvpn_dco(c: Context) -> Advice | None:
         " tunnelbench uses it when the kernel has it)"
     )
     if can.state == "yes":
-        reason = s.resolved.get("openvpn_dco_reason")
+        reason = s.resolved.openvpn_dco_reason
         suggestion += f": this run did not ({reason})" if reason else ""
     return Advice(
         None,
@@ -356,14 +349,14 @@ def faster_wireguard(c: Context) -> Advice | None:
     """Userspace implementations differ in CPU cost per packet and in how they queue and
     drop packets: when this run measured another one clearly faster with every other
     setting equal, say so, whatever limited this one."""
-    implementation = c.subject.resolved.get("tunnel_implementation")
-    if c.subject.config.tunnel.kind is not TunnelKind.WIREGUARD:
+    implementation = c.subject.resolved.tunnel_implementation
+    facts = c.subject.resolved.tunnel
+    if c.subject.config.tunnel.kind is not TunnelKind.WIREGUARD or facts is None:
         return None
-    if implementation not in USERSPACE_WIREGUARD:
+    if not facts.userspace:
         return None
-    measured = c.measured(
-        "tunnel.implementation", lambda v: v in USERSPACE_WIREGUARD and v != implementation
-    )
+    others = facts.userspace_implementations
+    measured = c.measured("tunnel.implementation", lambda v: v in others and v != implementation)
     if measured is None or measured.change_pct < FASTER_PCT or measured.outcome == "no difference":
         return None
     return Advice(
@@ -413,12 +406,12 @@ def spread_softirq(c: Context) -> Advice | None:
 
 def accelerated_crypto(c: Context) -> Advice | None:
     cpu = c.finding(Bound.CPU)
-    if cpu is None or not encrypting(c.subject.config):
+    if cpu is None or not encrypting(c.subject.resolved):
         return None
     flags = c.subject.environment.get("cpu_flags")
     if flags is None:
         return None
-    cipher = c.subject.resolved.get("tunnel_cipher")
+    cipher = c.subject.resolved.tunnel_cipher
     needed, extra = CIPHER_FLAGS.get(str(cipher), ANY_CIPHER)
     present = [CRYPTO_FLAGS[flag] for flag in needed + extra if flag in flags]
     missing = [CRYPTO_FLAGS[flag] for flag in needed if flag not in flags]
@@ -454,7 +447,7 @@ def generator_processes(c: Context) -> Advice | None:
     s = c.subject
     if generator is None:
         return None
-    if threaded_generator(s.config):
+    if threaded_generator(s):
         if generator_cores(s) >= len(s.cores):
             return None  # its threads already keep every core busy: more of them cannot help
         return Advice(
@@ -463,7 +456,7 @@ def generator_processes(c: Context) -> Advice | None:
             generator.summary,
             c.measured("traffic.streams", lambda v: v > s.config.traffic.streams),
         )
-    if s.config.traffic.streams > 1 and s.resolved.get("stream_mode") == "single":
+    if s.config.traffic.streams > 1 and s.resolved.single_process:
         return Advice(
             "traffic.stream_mode",
             "run one generator process per stream (stream_mode = processes)",

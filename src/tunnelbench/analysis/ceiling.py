@@ -11,12 +11,11 @@ than timestamps. docs/ceilings.md derives every figure and cites its source.
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import Cipher as TunnelCipher
-from tunnelbench.kinds import Direction, EspMode, Protection, Protocol, TunnelKind
+from tunnelbench.kinds import Direction, Protocol
 from tunnelbench.model.encapsulation import (
     DEFAULT_OPTIONS,
     ESP,
@@ -24,13 +23,13 @@ from tunnelbench.model.encapsulation import (
     IP_HEADER,
     KEEPS_IP_HEADER,
     PROTECTABLE,
-    Cipher,
     EncapOptions,
     Encapsulation,
     default_tunnel_mtu,
     layout,
 )
 from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.records import Resolved
 from tunnelbench.units import human_rate
 
 E = TypeVar("E", bound=StrEnum)
@@ -376,96 +375,46 @@ def _min_mtu(family: int) -> int:
     return IPV6_MIN_MTU if family == 6 else IPV4_MIN_MTU
 
 
-#: The lab's tunnel kinds the model covers. Kinds added later return None until mapped.
-LAB_ENCAPSULATIONS: dict[TunnelKind, Encapsulation] = {
-    TunnelKind.NONE: Encapsulation.NONE,
-    TunnelKind.WIREGUARD: Encapsulation.WIREGUARD,
-    TunnelKind.VXLAN: Encapsulation.VXLAN,
-    TunnelKind.GRE: Encapsulation.GRE,
-    TunnelKind.GRETAP: Encapsulation.GRETAP,
-    TunnelKind.IPIP: Encapsulation.IPIP,
-    TunnelKind.GENEVE: Encapsulation.GENEVE,
-    # Both of its AEADs add the same bytes (no padding): the cipher does not matter here.
-    TunnelKind.OPENVPN: Encapsulation.OPENVPN,
-    # The lab's ipsec is tunnel mode (transport cannot carry routed traffic); ESP in UDP
-    # or not, and the cipher, come from the trial's resolved settings (see _esp).
-    TunnelKind.IPSEC: Encapsulation.ESP_TUNNEL,
-}
-#: The lab's tunnels run between the WAN link's IPv4 addresses whatever the traffic's
-#: family (see the tunnels' ``setup``): only the inner packets follow the traffic.
-LAB_TUNNEL_OUTER_FAMILY = 4
-
-
-def for_config(config: TrialConfig, resolved: dict[str, Any]) -> Ceiling | None:
+def for_config(config: TrialConfig, resolved: Resolved) -> Ceiling | None:
     """The ceiling of a tunnelbench trial, or None when the model does not apply.
 
     None unless the WAN link is shaped (``lab.wan.rate``; only that link is, by tbf or
-    htb, hence the ``shaper`` framing), for UDP, and for tunnel kinds the model lacks.
-    The TCP segment size follows the smallest MTU on the path: the tunnel's
-    (``resolved["tunnel_mtu"]``) and the LAN's, or the WAN's and the LAN's without a
+    htb, hence the ``shaper`` framing), for UDP, and for tunnel kinds whose wire model the
+    trial did not record. The TCP segment size follows the smallest MTU on the path: the
+    tunnel's (``resolved.tunnel_mtu``) and the LAN's, or the WAN's and the LAN's without a
     tunnel (the road-warrior client sits on the WAN link, the server on the LAN).
     For ``bidir`` the shaper carries both directions at the full rate each, so the
-    result is the ceiling of the *summed* goodput: twice the one-way ceiling. ESP (ipsec,
-    or ``tunnel.protection``) takes its cipher and NAT-T from the resolved settings.
+    result is the ceiling of the *summed* goodput: twice the one-way ceiling. The wire
+    model (ESP's cipher and NAT-T included) is what the tunnel kind declared for the
+    trial (:class:`tunnelbench.model.kindfacts.Wire`).
     """
     wan = config.lab.wan
-    encapsulation = LAB_ENCAPSULATIONS.get(config.tunnel.kind)
-    if wan.rate is None or encapsulation is None or config.traffic.protocol is not Protocol.TCP:
+    wire = resolved.tunnel.wire if resolved.tunnel is not None else None
+    if wan.rate is None or wire is None or config.traffic.protocol is not Protocol.TCP:
         return None
     family = config.traffic.family
     directions = 2 if config.traffic.direction is Direction.BIDIR else 1
-    if encapsulation is Encapsulation.NONE:
+    if wire.encapsulation is Encapsulation.NONE:
         return ceiling(
             wan.rate,
             link_mtu=wan.mtu,
-            encapsulation=encapsulation,
+            encapsulation=wire.encapsulation,
             inner_mtu=min(wan.mtu, config.lab.lan_mtu),
             inner_family=family,
             outer_family=family,
             directions=directions,
         )
-    tunnel_mtu = int(resolved["tunnel_mtu"])
-    options, protection = _esp(config, resolved)
+    assert resolved.tunnel_mtu is not None  # every tunnel records its device's MTU
+    tunnel_mtu = resolved.tunnel_mtu
     return ceiling(
         wan.rate,
         link_mtu=wan.mtu,
-        encapsulation=encapsulation,
+        encapsulation=wire.encapsulation,
         tunnel_mtu=tunnel_mtu,
         inner_mtu=min(tunnel_mtu, config.lab.lan_mtu),
         inner_family=family,
-        outer_family=LAB_TUNNEL_OUTER_FAMILY,
+        outer_family=wire.outer_family,
         directions=directions,
-        options=options,
-        protection=protection,
+        options=wire.options,
+        protection=wire.protection,
     )
-
-
-_MODEL_CIPHERS = {
-    TunnelCipher.AES_256_GCM.value: Cipher.AES_GCM,
-    TunnelCipher.CHACHA20_POLY1305.value: Cipher.CHACHA20_POLY1305,
-}
-
-
-def _esp(
-    config: TrialConfig, resolved: dict[str, Any]
-) -> tuple[EncapOptions, Encapsulation | None]:
-    """ESP's part of a trial: its options (cipher; NAT-T, which strongSwan's userspace
-    ESP always uses), and the ESP mode around a protected tunnel (None for ipsec itself,
-    and without ESP)."""
-    tunnel = config.tunnel
-    if tunnel.kind is not TunnelKind.IPSEC and tunnel.protection is not Protection.IPSEC:
-        return DEFAULT_OPTIONS, None
-    implementation = resolved.get("esp_implementation") or resolved.get("tunnel_implementation")
-    encap = resolved.get("esp_encapsulation", "udp" if implementation == "libipsec" else "none")
-    options = EncapOptions(
-        cipher=_MODEL_CIPHERS.get(str(resolved.get("tunnel_cipher")), Cipher.AES_GCM),
-        nat_t=encap == "udp",
-    )
-    if tunnel.kind is TunnelKind.IPSEC:
-        return options, None
-    mode = (
-        Encapsulation.ESP_TUNNEL
-        if tunnel.esp_mode is EspMode.TUNNEL
-        else Encapsulation.ESP_TRANSPORT
-    )
-    return options, mode

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tunnelbench.kinds import Direction, Generator, Protocol
+from tunnelbench.kinds import Direction, Protocol
 from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.records import Resolved
 
 LINK_BOUND_PCT = 95.0  # goodput at or above this share of the ceiling is the link's limit
 ABOVE_CEILING_PCT = 101.0  # beyond this, the measurement itself is in doubt
@@ -44,8 +45,6 @@ OUTSIDE_LAB_PCT = 25.0  # ...while all lab processes together use less than this
 OUTSIDE_LOAD_PCT = 10.0  # outside processes using this much of one core are a finding
 BLOAT_EXTRA_MS = 30.0  # RTT under load above idle RTT by at least this much...
 BLOAT_FACTOR = 2.0  # ...and at least this many times the idle RTT
-
-GENERATOR_PREFIXES = ("iperf3-", "iperf2-", "iperf-")
 
 
 class Bound(StrEnum):
@@ -102,7 +101,7 @@ class Subject:
     """What the rules see of one configuration."""
 
     config: TrialConfig
-    resolved: dict[str, Any]
+    resolved: Resolved
     metrics: dict[str, float]  # medians over the successful trials
     ceiling_bps: float | None = None
     environment: dict[str, Any] = field(default_factory=dict)
@@ -150,8 +149,10 @@ def mbit(bps: float) -> float:
     return bps / 1e6
 
 
-def _is_generator(label: str) -> bool:
-    return label.startswith(GENERATOR_PREFIXES)
+def _is_generator(s: "Subject", label: str) -> bool:
+    """Whether a process label is the load generator's, by the prefixes it declared."""
+    generator = s.resolved.generator
+    return generator is not None and label.startswith(generator.process_prefixes)
 
 
 def _share_of_ceiling(s: Subject) -> float | None:
@@ -291,7 +292,7 @@ def cpu_budget_bound(s: Subject) -> Finding | None:
     held = {
         label: pct
         for label, pct in s.processes().items()
-        if not _is_generator(label) and pct >= BUDGET_USED * limit
+        if not _is_generator(s, label) and pct >= BUDGET_USED * limit
     }
     if not held:
         return None
@@ -305,16 +306,16 @@ def cpu_budget_bound(s: Subject) -> Finding | None:
     )
 
 
-def threaded_generator(config: TrialConfig) -> bool:
+def threaded_generator(s: "Subject") -> bool:
     """Whether the generator runs each stream in a thread of its own (iperf2), so that
-    one process can use up to one core per stream."""
-    return config.traffic.generator is Generator.IPERF2
+    one process can use up to one core per stream, as the generator declared."""
+    return s.resolved.generator is not None and s.resolved.generator.threaded_streams
 
 
 def generator_cores(s: Subject) -> int:
     """How many cores one generator process can keep busy: one, or for a threaded
     generator one per stream it runs, up to the cores there are."""
-    if not threaded_generator(s.config) or s.resolved.get("stream_mode") != "single":
+    if not threaded_generator(s) or not s.resolved.single_process:
         return 1
     return max(1, min(s.config.traffic.streams, len(s.cores) or 1))
 
@@ -324,12 +325,12 @@ def generator_bound(s: Subject) -> Finding | None:
     pegged = {
         label: pct
         for label, pct in s.processes().items()
-        if _is_generator(label) and pct >= SATURATED_PCT * cores
+        if _is_generator(s, label) and pct >= SATURATED_PCT * cores
     }
     if not pegged:
         return None
     label, pct = max(pegged.items(), key=lambda item: item[1])
-    per_process = s.config.traffic.streams if s.resolved.get("stream_mode") == "single" else 1
+    per_process = s.config.traffic.streams if s.resolved.single_process else 1
     used = (
         f"{pct:.1f}% of one core"
         if cores == 1
@@ -397,7 +398,7 @@ def cpu_bound(s: Subject) -> Finding | None:
     where = f"cpu{core} at {s.busy(core):.0f}%"
     if filled == len(saturated) == len(cores) > 1:
         where = f"all {len(cores)} cores at {SATURATED_PCT:.0f}% or more (busiest: {where})"
-    hot = {label: pct for label, pct in s.processes().items() if not _is_generator(label)}
+    hot = {label: pct for label, pct in s.processes().items() if not _is_generator(s, label)}
     if hot:
         label, pct = max(hot.items(), key=lambda item: item[1])
         evidence.append(Evidence(f"{label} CPU", pct, "%"))

@@ -22,8 +22,8 @@ from enum import Enum
 from typing import Any
 
 from tunnelbench.analysis.stats import summarize
-from tunnelbench.bench.store import TrialRecord
 from tunnelbench.model.plan import Experiment, Trial, extra_round_order
+from tunnelbench.model.records import TrialRecord, TrialStatus
 
 #: Goodput (bit/s) of each attempt of one configuration, in order; None for a failure.
 Attempts = Sequence[float | None]
@@ -99,9 +99,9 @@ def attempts_by_config(trials: Iterable[TrialRecord]) -> dict[str, list[float | 
     for trial in sorted(trials, key=lambda t: t.seq):
         grouped.setdefault(trial.config_key, []).append(trial)
     return {
-        key: [t.metrics.get("goodput_bps") if t.status == "ok" else None for t in group]
+        key: [t.metrics.get("goodput_bps") if t.status is TrialStatus.OK else None for t in group]
         for key, group in grouped.items()
-        if not any(t.status == "skipped" for t in group)
+        if not any(t.status is TrialStatus.SKIPPED for t in group)
     }
 
 

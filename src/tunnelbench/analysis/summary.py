@@ -7,9 +7,9 @@ from tunnelbench.analysis.advice import Advice, Sibling, advise
 from tunnelbench.analysis.ceiling import Ceiling, for_config
 from tunnelbench.analysis.diagnosis import Diagnosis, Subject, diagnose, medians
 from tunnelbench.analysis.stats import Summary, summarize
-from tunnelbench.bench.store import TrialRecord
 from tunnelbench.kinds import Protection, Protocol
 from tunnelbench.model.plan import TrialConfig, varying_paths
+from tunnelbench.model.records import Resolved, TrialRecord, TrialStatus
 
 
 @dataclass
@@ -25,7 +25,7 @@ class BusiestCore:
 class ConfigSummary:
     key: str
     config: TrialConfig
-    resolved: dict[str, Any]
+    resolved: Resolved
     trials: list[TrialRecord]
     goodput: Summary | None  # bit/s over the successful trials
     retransmits: Summary | None  # TCP retransmits per run (see retransmits_metric)
@@ -44,12 +44,12 @@ class ConfigSummary:
 
     @property
     def failed(self) -> list[TrialRecord]:
-        return [t for t in self.trials if t.status == "failed"]
+        return [t for t in self.trials if t.status is TrialStatus.FAILED]
 
     @property
     def skipped(self) -> str | None:
         """Why this machine skipped the configuration, when it skipped every trial."""
-        if self.trials and all(t.status == "skipped" for t in self.trials):
+        if self.trials and all(t.status is TrialStatus.SKIPPED for t in self.trials):
             return self.trials[0].error
         return None
 
@@ -57,18 +57,17 @@ class ConfigSummary:
     def label(self) -> str:
         """``wireguard (wireguard-go)``, ``vxlan+ipsec (libipsec)``: the kind, its
         protection, and the implementation where the kind has several."""
-        from tunnelbench.tunnels import REGISTRY  # the tunnels import the analysis
-
         settings = self.config.tunnel
         tunnel = settings.kind.value
         if settings.protection is not Protection.NONE:
             tunnel = f"{tunnel}+{settings.protection.value}"
-        implementation = self.resolved.get("tunnel_implementation")
+        implementation = self.resolved.tunnel_implementation
         if settings.protection is not Protection.NONE:
             # The protected kind's own implementation is the kernel's: who does ESP
             # (kernel or libipsec) is what varies.
-            implementation = self.resolved.get("esp_implementation") or implementation
-        several = len(REGISTRY.get(settings.kind).implementations) > 1
+            implementation = self.resolved.esp_or_tunnel_implementation
+        facts = self.resolved.tunnel
+        several = facts is not None and len(facts.implementations) > 1
         if implementation and (several or settings.protection is not Protection.NONE):
             tunnel = f"{tunnel} ({implementation})"
         return tunnel
@@ -129,7 +128,7 @@ def summarize_run(
     summaries = []
     for key, group in groups.items():
         config = TrialConfig.from_dict(group[0].config)
-        ok = [t for t in group if t.status == "ok"]
+        ok = [t for t in group if t.status is TrialStatus.OK]
         baseline = config.baseline().key()
         metrics = medians(t.metrics for t in ok)
         retransmits, retransmits_metric = retransmits_per_run(config, ok)
@@ -164,7 +163,7 @@ def summarize_run(
 
 
 def _ok(summary: ConfigSummary) -> list[TrialRecord]:
-    return [t for t in summary.trials if t.status == "ok"]
+    return [t for t in summary.trials if t.status is TrialStatus.OK]
 
 
 def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from tunnelbench.analysis.precision import Precision
 from tunnelbench.bench.planfile import TRIAL_OVERHEAD_S
 from tunnelbench.kinds import Generator
 from tunnelbench.model.plan import Trial, TrialConfig
+from tunnelbench.model.records import RunStatus, TrialStatus
 from tunnelbench.units import mbit
 
 
@@ -68,10 +69,12 @@ class Progress:
     ) -> None:
         """Adaptive repetitions are done: where every configuration ended."""
 
-    def trial_finished(self, trial: Trial, status: str, detail: str, goodput: float | None) -> None:
+    def trial_finished(
+        self, trial: Trial, status: TrialStatus, detail: str, goodput: float | None
+    ) -> None:
         """``detail`` is the error of a failed trial or the reason a trial was skipped."""
 
-    def run_finished(self, run_id: int, status: str) -> None: ...
+    def run_finished(self, run_id: int, status: RunStatus) -> None: ...
 
 
 class LineProgress(Progress):
@@ -124,8 +127,10 @@ class LineProgress(Progress):
             flush=True,
         )
 
-    def trial_finished(self, trial: Trial, status: str, detail: str, goodput: float | None) -> None:
-        if status == "skipped":
+    def trial_finished(
+        self, trial: Trial, status: TrialStatus, detail: str, goodput: float | None
+    ) -> None:
+        if status is TrialStatus.SKIPPED:
             print(f"{self._position(trial)} skipped: {detail}", file=self.out, flush=True)
             return
         traffic = trial.config.traffic.duration + trial.config.traffic.warmup
@@ -140,8 +145,8 @@ class LineProgress(Progress):
         seconds = sum(t.config.traffic.duration + t.config.traffic.warmup + overhead for t in left)
         return f"  (ETA {format_duration(seconds)})" if left else ""
 
-    def run_finished(self, run_id: int, status: str) -> None:
-        if status != "complete":
+    def run_finished(self, run_id: int, status: RunStatus) -> None:
+        if status is not RunStatus.COMPLETE:
             print(f"run {run_id} {status}", file=self.out, flush=True)
 
 
@@ -202,7 +207,9 @@ class JsonProgress(Progress):
             configuration=describe(trial.config),
         )
 
-    def trial_finished(self, trial: Trial, status: str, detail: str, goodput: float | None) -> None:
+    def trial_finished(
+        self, trial: Trial, status: TrialStatus, detail: str, goodput: float | None
+    ) -> None:
         self._emit(
             "trial_finished",
             seq=trial.seq,
@@ -211,7 +218,7 @@ class JsonProgress(Progress):
             goodput_bps=goodput,
         )
 
-    def run_finished(self, run_id: int, status: str) -> None:
+    def run_finished(self, run_id: int, status: RunStatus) -> None:
         self._emit("run_finished", run_id=run_id, status=status)
 
 

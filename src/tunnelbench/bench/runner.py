@@ -13,7 +13,7 @@ import os
 import secrets
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from tunnelbench.analysis import precision
 from tunnelbench.bench import capabilities, environment, skips
@@ -24,6 +24,7 @@ from tunnelbench.kinds import Order, StreamMode, TunnelKind
 from tunnelbench.lab import cgroup, netns
 from tunnelbench.lab.state import is_alive, process_start_time
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, expand
+from tunnelbench.model.records import Resolved, RunStatus, TrialStatus
 from tunnelbench.probes import load, new_probe_set
 from tunnelbench.probes.sampler import ProbeResult, Sampler
 from tunnelbench.probes.trial import ProbeContext, ProbeReadings
@@ -71,7 +72,7 @@ class Prepared:
 @dataclass
 class TrialOutcome:
     trial: Trial
-    status: str
+    status: TrialStatus
     error: str | None
     metrics: dict[str, float] = field(default_factory=dict)
 
@@ -189,22 +190,22 @@ def execute(
         if adaptive:
             _run_extra_rounds(prepared, store, run_id, progress)
     except KeyboardInterrupt:
-        store.finish_run(run_id, "interrupted")
-        progress.run_finished(run_id, "interrupted")
+        store.finish_run(run_id, RunStatus.INTERRUPTED)
+        progress.run_finished(run_id, RunStatus.INTERRUPTED)
         raise
     except StorageError as exc:
         # The store takes no more: the run stops, marked failed (when it still can be)
         # with the fault as its reason; the error says what is kept and what to do.
         fault = store.abandon_run(run_id, exc)
-        progress.run_finished(run_id, "failed")
+        progress.run_finished(run_id, RunStatus.FAILED)
         raise fault from None
     except BaseException:
-        store.finish_run(run_id, "failed")
-        progress.run_finished(run_id, "failed")
+        store.finish_run(run_id, RunStatus.FAILED)
+        progress.run_finished(run_id, RunStatus.FAILED)
         raise
-    store.finish_run(run_id, "complete")
-    progress.run_finished(run_id, "complete")
-    return "complete"
+    store.finish_run(run_id, RunStatus.COMPLETE)
+    progress.run_finished(run_id, RunStatus.COMPLETE)
+    return RunStatus.COMPLETE
 
 
 def _run_trials(
@@ -214,7 +215,7 @@ def _run_trials(
         key = trial.config.key()
         if key in prepared.skipped:
             _store_skipped(store, run_id, trial, prepared.skipped[key])
-            progress.trial_finished(trial, "skipped", prepared.skipped[key], None)
+            progress.trial_finished(trial, TrialStatus.SKIPPED, prepared.skipped[key], None)
             continue
         progress.trial_started(trial)
         outcome = run_trial(store, run_id, trial, prepared.resolutions[key])
@@ -257,9 +258,9 @@ def resumable(store: Store, ref: str) -> tuple[int, Experiment]:
     experiment's configurations.
     """
     run = store.run(ref)
-    if run.status == "complete":
+    if run.status is RunStatus.COMPLETE:
         raise UserError(f"--resume: run {run.id} is complete; there is nothing to resume")
-    if run.status == "running" and run.owner and _owner_alive(run.owner):
+    if run.status is RunStatus.RUNNING and run.owner and _owner_alive(run.owner):
         raise UserError(f"--resume: run {run.id} is still running (pid {run.owner['pid']})")
     experiment = Experiment.from_dict(run.experiment)
     planned = expand(experiment)
@@ -288,8 +289,8 @@ def _store_skipped(store: Store, run_id: int, trial: Trial, reason: str) -> None
         repetition=trial.repetition,
         config_key=trial.config.key(),
         config=trial.config.to_dict(),
-        resolved={},
-        status="skipped",
+        resolved=Resolved(),
+        status=TrialStatus.SKIPPED,
         error=reason,
         started_at=time.time(),
         metrics={},
@@ -301,16 +302,17 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
     """Build a lab, measure one trial in it, tear it down, and store what happened."""
     config = trial.config
     started = time.time()
-    resolved: dict[str, Any] = {
-        "tunnel_implementation": resolution.implementation,
-        "tunnel_version": resolution.version,
-        "tunnel_mtu": resolution.tunnel_mtu if config.tunnel.kind is not TunnelKind.NONE else None,
-        "stream_mode": resolution.stream_mode.value,
-    }
-    if resolution.tunnel.cipher is not None:
-        resolved["tunnel_cipher"] = resolution.tunnel.cipher.value
-    if resolution.tunnel.esp_implementation is not None:
-        resolved["esp_implementation"] = resolution.tunnel.esp_implementation
+    spec = resolution.tunnel
+    resolved = Resolved(
+        tunnel_implementation=resolution.implementation,
+        tunnel_version=resolution.version,
+        tunnel_mtu=resolution.tunnel_mtu if config.tunnel.kind is not TunnelKind.NONE else None,
+        stream_mode=resolution.stream_mode,
+        tunnel_cipher=spec.cipher.value if spec.cipher is not None else None,
+        esp_implementation=spec.esp_implementation,
+        tunnel=TUNNELS.get(config.tunnel.kind).facts(spec),
+        generator=GENERATORS.get(config.traffic.generator).facts(),
+    )
     metrics: dict[str, float] = {}
     artifacts: dict[str, Any] = {}
     try:
@@ -325,9 +327,9 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
         if probes is not None:
             artifacts["probes"] = probes.to_dict()
         artifacts["probe_readings"] = readings.raw()
-        status, error = "ok", None
+        status, error = TrialStatus.OK, None
     except LabError as exc:
-        status, error = "failed", str(exc)
+        status, error = TrialStatus.FAILED, str(exc)
         log.warning("trial %d failed: %s", trial.seq, error)
     store.add_trial(
         run_id,
@@ -346,24 +348,26 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
 
 
 def _measure(
-    config: TrialConfig, resolution: Resolution, resolved: dict[str, Any]
+    config: TrialConfig, resolution: Resolution, resolved: Resolved
 ) -> tuple[TrafficResult, ProbeResult | None, ProbeReadings]:
     tunnel = TUNNELS.get(config.tunnel.kind)
     generator = GENERATORS.get(config.traffic.generator)
     lab = netns.build(config.lab, tunnel=config.tunnel.kind is not TunnelKind.NONE)
-    resolved["lab_id"] = lab.lab_id
-    resolved["lab_families"] = list(config.lab.families)
+    resolved.lab_id = lab.lab_id
+    resolved.lab_families = config.lab.families
     if offloads := lab.state.info.get("offloads"):
-        resolved["offloads"] = offloads  # role -> feature -> on (see netns.role_offloads)
+        resolved.offloads = cast(
+            dict[str, dict[str, bool]], offloads
+        )  # netns.role_offloads  # role -> feature -> on (see netns.role_offloads)
     sampler = Sampler()
     try:
         namespaces = load.namespace_inodes({role: lab.ns(role) for role in lab.chain.roles})
         sampler.lab(namespaces, tcp_roles=(lab.chain.client, lab.chain.server))
         handle = tunnel.setup(lab, resolution.tunnel)
-        resolved |= handle.facts
+        resolved.update(handle.facts)
         if config.tunnel.cpu_budget is not None:
             limit = cgroup.limit_cpu(lab.state, handle.daemons, config.tunnel.cpu_budget)
-            resolved |= limit.resolved()
+            resolved.update(limit.resolved())
         sampler.add({f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()})
         sampler.start()
         warmup, duration = config.traffic.warmup, config.traffic.duration
@@ -390,9 +394,9 @@ def _measure(
         if (reason := dead_daemon()) is not None:
             raise LabError(reason)
         readings = probe_set.after()
-        resolved["processes"] = traffic.processes
+        resolved.processes = traffic.processes
         if traffic.congestion is not None:
-            resolved["congestion"] = traffic.congestion
+            resolved.congestion = traffic.congestion
             requested = config.traffic.congestion
             if requested is not None and traffic.congestion != requested:
                 raise LabError(

@@ -19,14 +19,15 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tunnelbench.bench.backfill import backfill
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import StorageError, UserError
 from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.system import ownership
 
 SCHEMA_VERSION = 4
@@ -87,39 +88,10 @@ RUN_COLUMNS = (
 )  # fmt: skip
 
 
-@dataclass
-class TrialRecord:
-    id: int
-    run_id: int
-    seq: int
-    repetition: int
-    config_key: str
-    config: dict[str, Any]
-    resolved: dict[str, Any]
-    status: str
-    error: str | None
-    metrics: dict[str, float]
-
-
-@dataclass
-class RunRecord:
-    id: int
-    started_at: float
-    ended_at: float | None
-    status: str
-    command_line: str
-    experiment: dict[str, Any]
-    environment: dict[str, Any]
-    owner: dict[str, int] | None = None
-    # Adaptive runs: config key -> analysis.precision.Precision.to_dict(), as last decided.
-    precision: dict[str, dict[str, Any]] | None = None
-    # Why the run stopped early, when it was recorded (a storage fault, say).
-    error: str | None = None
-
-
 def _run_record(row: Any) -> RunRecord:
     return RunRecord(
-        id=row[0], started_at=row[1], ended_at=row[2], status=row[3], command_line=row[4],
+        id=row[0], started_at=row[1], ended_at=row[2], status=RunStatus(row[3]),
+        command_line=row[4],
         experiment=json.loads(row[5]), environment=json.loads(row[6]),
         owner=json.loads(row[7]) if row[7] else None,
         precision=json.loads(row[8]) if row[8] else None,
@@ -403,7 +375,7 @@ class Store:
                 (json.dumps(owner), run_id),
             )
 
-    def finish_run(self, run_id: int, status: str, error: str | None = None) -> None:
+    def finish_run(self, run_id: int, status: RunStatus, error: str | None = None) -> None:
         with self._transaction() as db:
             db.execute(
                 "UPDATE runs SET ended_at = ?, status = ?, error = ? WHERE id = ?",
@@ -421,7 +393,7 @@ class Store:
             stored = "the trials finished before it are stored"
         self._release_reserve()  # room to record the end of the run
         try:
-            self.finish_run(run_id, "failed", str(exc))
+            self.finish_run(run_id, RunStatus.FAILED, str(exc))
             marked = f"run {run_id} is marked failed"
         except StorageError:
             marked = f"run {run_id} could not be marked failed and still reads 'running'"
@@ -445,8 +417,8 @@ class Store:
         repetition: int,
         config_key: str,
         config: dict[str, Any],
-        resolved: dict[str, Any],
-        status: str,
+        resolved: Resolved,
+        status: TrialStatus,
         error: str | None,
         started_at: float,
         metrics: dict[str, float],
@@ -463,8 +435,8 @@ class Store:
                     repetition,
                     config_key,
                     json.dumps(config),
-                    json.dumps(resolved),
-                    status,
+                    json.dumps(resolved.to_dict()),
+                    status.value,
                     error,
                     started_at,
                     time.time(),
@@ -534,23 +506,26 @@ class Store:
         ) as cursor:
             for trial_id, name, value in cursor:
                 metrics[trial_id][name] = value
-        return [
-            TrialRecord(
-                id=r[0],
-                run_id=r[1],
-                seq=r[2],
-                repetition=r[3],
-                # Recomputed, not r[4]: a configuration stored before a setting existed
-                # takes its default, and must match today's equal configuration.
-                config_key=TrialConfig.from_dict(json.loads(r[5])).key(),
-                config=json.loads(r[5]),
-                resolved=json.loads(r[6]),
-                status=r[7],
-                error=r[8],
-                metrics=metrics[r[0]],
+        records = []
+        for r in rows:
+            config = TrialConfig.from_dict(json.loads(r[5]))
+            records.append(
+                TrialRecord(
+                    id=r[0],
+                    run_id=r[1],
+                    seq=r[2],
+                    repetition=r[3],
+                    # Recomputed, not r[4]: a configuration stored before a setting existed
+                    # takes its default, and must match today's equal configuration.
+                    config_key=config.key(),
+                    config=json.loads(r[5]),
+                    resolved=backfill(config, Resolved.from_dict(json.loads(r[6]))),
+                    status=TrialStatus(r[7]),
+                    error=r[8],
+                    metrics=metrics[r[0]],
+                )
             )
-            for r in rows
-        ]
+        return records
 
     def artifact(self, trial_id: int, name: str) -> Any:
         row = self.db.execute(

@@ -26,6 +26,7 @@ from tunnelbench.cli.options import (
 )
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import LabError, SystemFault, UserError
+from tunnelbench.model.records import TrialStatus
 
 if TYPE_CHECKING:
     from tunnelbench.bench.runner import Prepared
@@ -109,7 +110,7 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
         display = progress.LineProgress()
     runner.execute(prepared, store, run_id, progress=display)
     trials = store.trials(run_id)
-    failed = [t for t in trials if t.status == "failed"]
+    failed = [t for t in trials if t.status is TrialStatus.FAILED]
     if args.json:
         reported = reportcmd.write_reports(store, run_id, as_json=True)
         return 1 if failed or not reported else 0
@@ -121,9 +122,9 @@ def _execute(args: argparse.Namespace, prepared: "Prepared", store: "Store", run
         print(f"trial {trial.seq} failed: {trial.error}")
     for line in precision_report.lines(run, trials):
         print(line)
-    reasons = sorted({t.error or "" for t in trials if t.status == "skipped"})
+    reasons = sorted({t.error or "" for t in trials if t.status is TrialStatus.SKIPPED})
     for reason in reasons:
-        count = sum(1 for t in trials if t.status == "skipped" and t.error == reason)
+        count = sum(1 for t in trials if t.status is TrialStatus.SKIPPED and t.error == reason)
         print(f"skipped {count} trial(s): {reason}")
     if verdicts := findings.terminal_lines(summaries):
         print("\ndiagnosis and advice:")

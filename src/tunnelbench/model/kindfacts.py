@@ -13,6 +13,7 @@ from typing import Any
 
 from tunnelbench.model.encapsulation import (
     DEFAULT_OPTIONS,
+    ESP,
     Cipher,
     EncapOptions,
     Encapsulation,
@@ -29,6 +30,11 @@ class Wire:
     protection: Encapsulation | None = None
     #: The family of the outer header the tunnel's packets travel in.
     outer_family: int = 4
+
+    @property
+    def esp(self) -> bool:
+        """Whether ESP carries these packets (IPsec itself, or around the kind's own)."""
+        return self.encapsulation in ESP or self.protection in ESP
 
     def to_dict(self) -> dict[str, Any]:
         changed = {
@@ -73,6 +79,8 @@ class TunnelFacts:
     userspace: bool
     #: Every implementation the kind offers (a label names the one used when several).
     implementations: tuple[str, ...] = ()
+    #: Those of them whose data path runs in a userspace process.
+    userspace_implementations: tuple[str, ...] = ()
     #: The wire model; None when the ceiling model does not know this kind.
     wire: Wire | None = None
 
@@ -82,6 +90,7 @@ class TunnelFacts:
             "encrypts": self.encrypts,
             "userspace": self.userspace,
             "implementations": list(self.implementations),
+            "userspace_implementations": list(self.userspace_implementations),
             "wire": self.wire.to_dict() if self.wire else None,
         }
 
@@ -93,6 +102,7 @@ class TunnelFacts:
             encrypts=bool(data["encrypts"]),
             userspace=bool(data["userspace"]),
             implementations=tuple(data.get("implementations") or ()),
+            userspace_implementations=tuple(data.get("userspace_implementations") or ()),
             wire=Wire.from_dict(wire) if wire else None,
         )
 

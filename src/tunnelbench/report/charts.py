@@ -30,7 +30,7 @@ from tunnelbench.analysis.summary import (
     ConfigSummary,
     varying_axes,
 )
-from tunnelbench.bench.store import TrialRecord
+from tunnelbench.model.records import TrialRecord, TrialStatus
 from tunnelbench.report.table import (
     AXIS_HEADINGS,
     axis_value,
@@ -122,7 +122,7 @@ def _measured(summaries: Sequence[ConfigSummary]) -> list[ConfigSummary]:
 
 
 def _ok(summary: ConfigSummary) -> list[TrialRecord]:
-    return [t for t in summary.trials if t.status == "ok"]
+    return [t for t in summary.trials if t.status is TrialStatus.OK]
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -230,7 +230,7 @@ def throughput_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str])
 def _effective_mtu(s: ConfigSummary) -> int:
     """The largest packet the traffic can send: the LAN MTU capped by the tunnel's MTU, or
     by the WAN MTU when there is no tunnel."""
-    tunnel_mtu = s.resolved.get("tunnel_mtu") or s.config.tunnel.mtu
+    tunnel_mtu = s.resolved.tunnel_mtu or s.config.tunnel.mtu
     path = tunnel_mtu if tunnel_mtu else s.config.lab.wan.mtu
     return int(min(s.config.lab.lan_mtu, path))
 

@@ -23,10 +23,11 @@ from typing import Any
 
 from tunnelbench.analysis import significance
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run, varying_axes
-from tunnelbench.bench.store import RunRecord, Store
+from tunnelbench.bench.store import Store
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import Experiment, flatten
+from tunnelbench.model.records import RunRecord
 from tunnelbench.report.markdown import escape
 from tunnelbench.report.markdown import table as markdown_table
 from tunnelbench.report.runs import utc

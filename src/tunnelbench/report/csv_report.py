@@ -19,8 +19,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from tunnelbench.bench.store import Store, TrialRecord
+from tunnelbench.bench.store import Store
 from tunnelbench.model.plan import flatten
+from tunnelbench.model.records import TrialRecord
 
 FIXED_COLUMNS = ("run_id", "trial_id", "seq", "repetition", "status", "error")
 # Read first; the other metrics follow in name order (cpu2 before cpu10). Retransmits:
@@ -67,7 +68,7 @@ def _metric_columns(trials: list[TrialRecord]) -> list[str]:
 def rows(trials: list[TrialRecord]) -> tuple[list[str], list[list[str]]]:
     """The header and one row per trial."""
     configs = [flatten(t.config) for t in trials]
-    resolved = [flatten(t.resolved) for t in trials]
+    resolved = [flatten(t.resolved.to_dict(facts=False)) for t in trials]
     config_paths = _in_order(p for c in configs for p in c)
     resolved_keys = _in_order(k for r in resolved for k in r)
     metrics = _metric_columns(trials)

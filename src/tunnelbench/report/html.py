@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.bench.store import RunRecord, Store
+from tunnelbench.bench.store import Store
+from tunnelbench.model.records import RunRecord
 from tunnelbench.report import findings, svg, table
 from tunnelbench.report.charts import charts_for_run, config_labels
 from tunnelbench.units import mbit

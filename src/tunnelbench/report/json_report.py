@@ -13,8 +13,9 @@ from tunnelbench import __version__
 from tunnelbench.analysis.precision import Precision
 from tunnelbench.analysis.stats import Summary, consistency
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.bench.store import RunRecord, Store, TrialRecord
+from tunnelbench.bench.store import Store
 from tunnelbench.model.plan import Experiment, with_baselines
+from tunnelbench.model.records import RunRecord, TrialRecord
 from tunnelbench.report import findings, precision
 
 # 2: configurations gained a status, the reason they were skipped and the mean of each
@@ -59,7 +60,7 @@ def trial(store: Store, t: TrialRecord) -> dict[str, Any]:
         "error": t.error,
         "goodput_mbit": t.metrics["goodput_bps"] / 1e6 if "goodput_bps" in t.metrics else None,
         "retransmits": t.metrics.get("retransmits"),
-        "resolved": t.resolved,
+        "resolved": t.resolved.to_dict(),
         "metrics": t.metrics,
         "intervals_mbit": [v / 1e6 for v in store.artifact(t.id, "intervals") or []],
     }
@@ -77,7 +78,7 @@ def configuration(store: Store, s: ConfigSummary, p: Precision | None = None) ->
         "status": config_status(s),
         "skip_reason": s.skipped,
         "config": s.config.to_dict(),
-        "resolved": s.resolved,
+        "resolved": s.resolved.to_dict(),
         "baseline_key": s.baseline_key,
         "goodput_mbit": _summary(s.goodput, 1e6),
         "retransmits": _summary(s.retransmits),

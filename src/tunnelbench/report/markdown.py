@@ -6,16 +6,16 @@ skipped or failed and why, and the charts as PNG files beside the report.
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from tunnelbench.analysis.precision import repetitions_phrase
 from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, summarize_run, varying_axes
 from tunnelbench.bench.progress import format_duration
-from tunnelbench.bench.store import RunRecord, Store, TrialRecord
-from tunnelbench.kinds import Generator
+from tunnelbench.bench.store import Store
+from tunnelbench.kinds import Generator, StreamMode
 from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
+from tunnelbench.model.records import Resolved, RunRecord, TrialRecord
 from tunnelbench.report import findings, precision
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
@@ -114,7 +114,7 @@ def results_table(summaries: list[ConfigSummary]) -> list[str]:
     return table(header, body, numeric)
 
 
-def _setting_phrases(c: TrialConfig, resolved: dict[str, Any]) -> list[tuple[str, str]]:
+def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]]:
     """(setting path, phrase) for what a configuration sets, in reading order; settings
     left at their default (the kernel's, the device's) are left out."""
     lab, tunnel, traffic = c.lab, c.tunnel, c.traffic
@@ -126,9 +126,13 @@ def _setting_phrases(c: TrialConfig, resolved: dict[str, Any]) -> list[tuple[str
         out.append(("traffic.protocol", "TCP"))
     streams = f"{traffic.streams} stream{'s' if traffic.streams > 1 else ''}"
     out.append(("traffic.streams", streams))
-    mode = resolved.get("stream_mode") or traffic.stream_mode.value
+    mode = resolved.stream_mode or traffic.stream_mode
     if traffic.streams > 1:
-        each = "one iperf3 process per stream" if mode == "processes" else "one iperf3 process"
+        each = (
+            "one iperf3 process per stream"
+            if mode is StreamMode.PROCESSES
+            else "one iperf3 process"
+        )
         out.append(("traffic.stream_mode", each))
     out.append(("traffic.direction", traffic.direction.value))
     out.append(("traffic.family", f"IPv{traffic.family}"))
@@ -157,7 +161,7 @@ def _setting_phrases(c: TrialConfig, resolved: dict[str, Any]) -> list[tuple[str
             out.append(("tunnel.mtu", f"tunnel MTU {tunnel.mtu}"))
         if tunnel.cpu_budget is not None:
             out.append(("tunnel.cpu_budget", f"tunnel CPU budget {tunnel.cpu_budget:.0%}"))
-        if cipher := resolved.get("tunnel_cipher"):
+        if cipher := resolved.tunnel_cipher:
             out.append(("tunnel.cipher", f"cipher {cipher}"))
         if tunnel.protection.value != "none":
             out.append(("tunnel.protection", f"protected by {tunnel.protection.value}"))

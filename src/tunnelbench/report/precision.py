@@ -7,8 +7,8 @@ decision, rather than recomputing it, so a report says what the run decided.
 
 from tunnelbench.analysis.precision import Precision, State
 from tunnelbench.bench.progress import describe
-from tunnelbench.bench.store import RunRecord, TrialRecord
 from tunnelbench.model.plan import Experiment, TrialConfig
+from tunnelbench.model.records import RunRecord, TrialRecord
 
 
 def standing(run: RunRecord) -> dict[str, Precision]:

@@ -4,8 +4,9 @@ status."""
 import time
 
 from tunnelbench.bench.progress import format_duration
-from tunnelbench.bench.store import RunRecord, Store
+from tunnelbench.bench.store import Store
 from tunnelbench.model.plan import Experiment
+from tunnelbench.model.records import RunRecord
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.table import aligned
 

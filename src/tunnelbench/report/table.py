@@ -65,10 +65,10 @@ def axis_value(summary: ConfigSummary, path: str) -> str:
         return "on" if value else "off"
     if isinstance(value, list | tuple):
         return ",".join(str(v) for v in value) or "all"
-    if path == "tunnel.mtu" and value is None and summary.resolved.get("tunnel_mtu"):
-        return str(summary.resolved["tunnel_mtu"])
+    if path == "tunnel.mtu" and value is None and summary.resolved.tunnel_mtu:
+        return str(summary.resolved.tunnel_mtu)
     if path == "tunnel.cipher" and value == "auto":
-        return str(summary.resolved.get("tunnel_cipher") or "-")  # what auto became
+        return summary.resolved.tunnel_cipher or "-"  # what auto became
     return "-" if value is None else str(value)
 
 

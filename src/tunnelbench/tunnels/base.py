@@ -98,6 +98,7 @@ class Tunnel(ABC):
             userspace=spec.implementation in self.userspace_implementations
             or esp == strongswan.LIBIPSEC,
             implementations=self.implementations,
+            userspace_implementations=self.userspace_implementations,
             wire=self.wire(spec),
         )
 

@@ -39,6 +39,7 @@ class Ipsec(Tunnel):
     kind = TunnelKind.IPSEC
     implementations: ClassVar[tuple[str, ...]] = strongswan.IMPLEMENTATIONS
     ciphers: ClassVar[tuple[Cipher, ...]] = ESP_CIPHERS
+    userspace_implementations: ClassVar[tuple[str, ...]] = (LIBIPSEC,)
     # The lab's ipsec is tunnel mode (transport cannot carry routed traffic).
     encapsulation = model.Encapsulation.ESP_TUNNEL
 

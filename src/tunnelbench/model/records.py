@@ -1,0 +1,172 @@
+"""What a run and its trials record, as typed values.
+
+The store keeps each trial's resolved settings as JSON; these classes are what the rest
+of the program sees, so that analysis and reports read attributes instead of string keys.
+:meth:`Resolved.to_dict` writes exactly the keys a trial has always stored (old databases
+read back unchanged) plus the facts its tunnel kind and generator declared
+(:mod:`tunnelbench.model.kindfacts`); keys this version does not know survive a round
+trip in :attr:`Resolved.extra`.
+"""
+
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
+from typing import Any
+
+from tunnelbench.kinds import StreamMode
+from tunnelbench.model.kindfacts import GeneratorFacts, TunnelFacts
+
+
+class TrialStatus(StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    COMPLETE = "complete"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+#: The stored keys of the kind and generator facts.
+TUNNEL_FACTS_KEY = "tunnel_facts"
+GENERATOR_FACTS_KEY = "generator_facts"
+
+
+@dataclass
+class Resolved:
+    """What a trial's settings became on this machine, and what set-up found out.
+
+    Every field is optional: a skipped trial resolved nothing, and older databases lack
+    later fields. ``tunnel`` and ``generator`` are the declared facts; a reader of an old
+    database fills them from the registries (:mod:`tunnelbench.bench.store`).
+    """
+
+    tunnel_implementation: str | None = None
+    tunnel_version: str | None = None
+    #: The tunnel device's MTU; None without a tunnel.
+    tunnel_mtu: int | None = None
+    stream_mode: StreamMode | None = None
+    #: The AEAD an encrypting tunnel (or ESP around one) used.
+    tunnel_cipher: str | None = None
+    #: Who did ESP (``kernel`` or ``libipsec``), for ipsec and for protection.
+    esp_implementation: str | None = None
+    lab_id: str | None = None
+    lab_families: tuple[int, ...] | None = None
+    #: role -> feature -> on, when the lab set offloads (see lab.netns.role_offloads).
+    offloads: dict[str, dict[str, bool]] | None = None
+    # ESP as set-up found it (tunnels.esp.Session.facts).
+    esp_version: str | None = None
+    esp_cipher: str | None = None
+    esp_algorithm: str | None = None
+    esp_mode: str | None = None
+    #: ``udp`` (NAT-T) or ``none``.
+    esp_encapsulation: str | None = None
+    # OpenVPN as set-up found it.
+    openvpn_dco: bool | None = None
+    openvpn_dco_reason: str | None = None
+    openvpn_data_cipher: str | None = None
+    # The CPU budget as applied (lab.cgroup.Limit.resolved).
+    cgroup_version: int | None = None
+    cpu_period_us: int | None = None
+    cpu_quota_us: int | None = None
+    cgroups: dict[str, str] | None = None
+    #: Generator processes that ran, and the congestion control the senders used.
+    processes: int | None = None
+    congestion: str | None = None
+    tunnel: TunnelFacts | None = None
+    generator: GeneratorFacts | None = None
+    #: Keys this version does not know, kept as they were.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def single_process(self) -> bool:
+        """Whether every stream ran in one generator process (``-P N``)."""
+        return self.stream_mode is StreamMode.SINGLE
+
+    @property
+    def esp_or_tunnel_implementation(self) -> str | None:
+        """Who did the work that varies: ESP's implementation where ESP ran, else the
+        tunnel's."""
+        return self.esp_implementation or self.tunnel_implementation
+
+    def update(self, facts: dict[str, Any]) -> None:
+        """Merge what set-up reported under its stored keys (a tunnel handle's facts,
+        a CPU limit's record)."""
+        merged = Resolved.from_dict(self.to_dict() | facts)
+        for item in fields(self):
+            setattr(self, item.name, getattr(merged, item.name))
+
+    def to_dict(self, *, facts: bool = True) -> dict[str, Any]:
+        """The stored form; without ``facts``, only what the settings became (the
+        declared kind and generator facts left out, as in the CSV report)."""
+        out: dict[str, Any] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name in ("tunnel", "generator", "extra") or value is None:
+                continue
+            if item.name == "stream_mode":
+                value = value.value
+            elif item.name == "lab_families":
+                value = list(value)
+            out[item.name] = value
+        if self.tunnel_implementation is not None and "tunnel_mtu" not in out:
+            out["tunnel_mtu"] = None  # stored explicitly: a run without a tunnel
+        if self.tunnel is not None and facts:
+            out[TUNNEL_FACTS_KEY] = self.tunnel.to_dict()
+        if self.generator is not None and facts:
+            out[GENERATOR_FACTS_KEY] = self.generator.to_dict()
+        return out | self.extra
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Resolved":
+        known = {item.name for item in fields(cls)} - {"tunnel", "generator", "extra"}
+        values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
+        if values.get("stream_mode") is not None:
+            values["stream_mode"] = StreamMode(values["stream_mode"])
+        if values.get("lab_families") is not None:
+            values["lab_families"] = tuple(values["lab_families"])
+        tunnel = data.get(TUNNEL_FACTS_KEY)
+        generator = data.get(GENERATOR_FACTS_KEY)
+        extra = {
+            k: v
+            for k, v in data.items()
+            if k not in known and k not in (TUNNEL_FACTS_KEY, GENERATOR_FACTS_KEY)
+        }
+        return cls(
+            **values,
+            tunnel=TunnelFacts.from_dict(tunnel) if tunnel else None,
+            generator=GeneratorFacts.from_dict(generator) if generator else None,
+            extra=extra,
+        )
+
+
+@dataclass
+class TrialRecord:
+    id: int
+    run_id: int
+    seq: int
+    repetition: int
+    config_key: str
+    config: dict[str, Any]
+    resolved: Resolved
+    status: TrialStatus
+    error: str | None
+    metrics: dict[str, float]
+
+
+@dataclass
+class RunRecord:
+    id: int
+    started_at: float
+    ended_at: float | None
+    status: RunStatus
+    command_line: str
+    experiment: dict[str, Any]
+    environment: dict[str, Any]
+    owner: dict[str, int] | None = None
+    # Adaptive runs: config key -> analysis.precision.Precision.to_dict(), as last decided.
+    precision: dict[str, dict[str, Any]] | None = None
+    # Why the run stopped early, when it was recorded (a storage fault, say).
+    error: str | None = None
