@@ -14,8 +14,8 @@ import pytest
 from tests.integration.helpers import tunnelbench
 from tunnelbench.analysis.diagnosis import Bound
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.bench import capabilities
 from tunnelbench.bench.store import Store
+from tunnelbench.system import probing
 
 SHORT = ["--runs", "1", "--duration", "2", "--warmup", "1"]
 
@@ -84,7 +84,7 @@ def test_unshaped_userspace_wireguard_is_held_by_its_daemon(tmp_path):
     assert "tunnel.implementation" in _settings(wireguard), _explain(wireguard)
     # The run recorded what this kernel can do, and the advice follows it.
     (kernel,) = [a for a in wireguard.advice if a.suggestion.startswith("prefer kernel")]
-    probed = capabilities.link("wireguard")
+    probed = probing.link("wireguard")
     if probed.ok is False:
         assert kernel.available == "no", _explain(wireguard)
         assert kernel.phrased.startswith(

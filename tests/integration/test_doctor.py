@@ -116,9 +116,9 @@ def test_qdiscs_agree_with_the_kernel(root_report, qdisc):
 
 
 def test_kernel_wireguard_agrees_with_what_the_runner_uses(root_report):
-    from tunnelbench.bench import capabilities
+    from tunnelbench.system import probing
 
-    refusal = capabilities.kernel_link_type("wireguard")
+    refusal = probing.kernel_link_type("wireguard")
     found = root_report["tunnels"]["wireguard"]
     assert (found["status"] == "yes") == (refusal is None)
     if refusal is not None:

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import tb_namespaces
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.system import probing
+from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -68,9 +71,9 @@ def test_missing_userspace_wireguard_is_named(tmp_path):
 
 
 def test_kernel_wireguard_on_a_kernel_without_it_is_refused(tmp_path):
-    from tunnelbench.bench import capabilities
+    from tunnelbench.system import probing
 
-    refusal = capabilities.kernel_link_type("wireguard")
+    refusal = probing.kernel_link_type("wireguard")
     done = subprocess.run(
         [sys.executable, "-m", "tunnelbench", "run", "--wireguard-impl", "kernel",
          "--db", str(tmp_path / "r.db"), "--runs", "1", "--duration", "1", "--streams", "1",
@@ -93,9 +96,9 @@ def test_kernel_wireguard_on_a_kernel_without_it_is_refused(tmp_path):
 def test_a_kernel_tunnel_this_kernel_lacks_is_refused_before_anything_is_created(
     kind, verb, tmp_path
 ):
-    from tunnelbench.bench import capabilities
-
-    refusal = capabilities.kernel_link_type(kind)
+    probe = TUNNELS.get(TunnelKind(kind)).link_probe()
+    assert probe is not None
+    refusal = probing.kernel_link_type(*probe)
     if refusal is None:
         pytest.skip(f"this kernel has {kind} links: test_lab runs them")
     before = tb_namespaces()

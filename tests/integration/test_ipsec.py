@@ -15,6 +15,7 @@ from tunnelbench.bench.store import Store
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.model.plan import TrialConfig, TunnelSettings, expand
+from tunnelbench.system import probing
 from tunnelbench.tunnels import strongswan
 
 PLAN = """
@@ -183,7 +184,7 @@ def test_kernel_esp_is_used_when_the_kernel_has_it_else_skipped_with_the_probed_
         "kernel.toml",
     )
     resolutions, skipped = runner.check(expand(plan.experiment))
-    found = capabilities.esp("rfc4106(gcm(aes))")
+    found = probing.esp("rfc4106(gcm(aes))")
     kinds = {TrialConfig.from_dict(json.loads(k)).tunnel.kind: k for k in resolutions | skipped}
     if found.ok:
         assert resolutions[kinds[TunnelKind.IPSEC]].implementation == "kernel"

@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
-from tunnelbench.bench import capabilities
-from tunnelbench.bench.capabilities import Check
 from tunnelbench.bench.store import Store
 from tunnelbench.cli import main as cli
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.model.plan import LabSettings, TunnelSettings
+from tunnelbench.system import probing
+from tunnelbench.system.probing import Check
 from tunnelbench.tunnels import REGISTRY, openvpn, openvpn_pki
 
 pytestmark = pytest.mark.skipif(
-    capabilities.program("openvpn").ok is not True, reason="openvpn is not installed"
+    probing.program("openvpn").ok is not True, reason="openvpn is not installed"
 )
 
 # AES-256-GCM with IPv4 traffic, ChaCha20-Poly1305 with IPv6 (the tunnel is IPv4 outside).
@@ -63,7 +63,7 @@ def test_both_ciphers_carry_traffic_through_the_tunnel_and_are_recorded(tmp_path
         ("aes-256-gcm", 4),
         ("chacha20-poly1305", 6),
     ]
-    dco = capabilities.openvpn_dco()
+    dco = probing.openvpn_dco()
     for trial, name in zip(tunnels, ("AES-256-GCM", "CHACHA20-POLY1305"), strict=True):
         resolved = trial.resolved.to_dict()
         assert resolved["tunnel_implementation"] == "openvpn"
@@ -158,7 +158,7 @@ def test_key_material_stays_out_of_the_store_and_reports_and_goes_with_the_lab(
 def test_a_daemon_that_does_not_do_what_was_asked_fails_the_set_up(monkeypatch, fault):
     if fault == "dco fallback":
         # The kernel "has" DCO, so no --disable-dco: openvpn falls back to a TUN device.
-        monkeypatch.setattr(capabilities, "openvpn_dco", lambda: Check(True, "ovpn-dco (test)"))
+        monkeypatch.setattr(probing, "openvpn_dco", lambda: Check(True, "ovpn-dco (test)"))
         expected = r"openvpn on \w+ made a tun device, not ovpn-dco .*disabling data channel"
     else:
         real = openvpn.daemon_argv

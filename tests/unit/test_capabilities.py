@@ -14,7 +14,8 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tunnelbench.bench import capabilities as c
-from tunnelbench.bench.capabilities import CgroupCpu
+from tunnelbench.system import probing
+from tunnelbench.system.probing import CgroupCpu
 
 CAPTURED = FIXTURES / "capabilities"
 COMMANDS = json.loads((CAPTURED / "commands.json").read_text())
@@ -26,24 +27,30 @@ UNKNOWN_LINK = "Unknown device type"
 
 
 def test_link_probes_give_each_kind_what_it_requires():
-    assert c.link_probe_argv("wireguard") == ["ip", "link", "add", "tbprobe0", "type", "wireguard"]
-    assert c.link_probe_argv("vxlan")[-4:] == ["id", "1", "dstport", "4789"]
+    probes = c.link_probes()
+    argv = {kind: probing.link_probe_argv(kind, args) for kind, args in probes.items()}
+    assert argv["wireguard"] == ["ip", "link", "add", "tbprobe0", "type", "wireguard"]
+    assert argv["vxlan"][-4:] == ["id", "1", "dstport", "4789"]
     for kind in ("gre", "gretap", "ipip"):
-        assert c.link_probe_argv(kind)[4:] == [
+        assert argv[kind][4:] == [
             "type", kind, "remote", "198.18.0.2", "local", "198.18.0.1",
         ]  # fmt: skip
-    assert c.link_probe_argv("geneve")[4:] == ["type", "geneve", "id", "1", "remote", "198.18.0.2"]
-    assert c.link_probe_argv("veth")[-3:] == ["peer", "name", "tbprobe1"]
-    assert c.link_probe_argv("tun") == ["ip", "tuntap", "add", "dev", "tbprobe0", "mode", "tun"]
+    assert argv["geneve"][4:] == ["type", "geneve", "id", "1", "remote", "198.18.0.2"]
+    assert argv["veth"][4:] == ["type", "veth", "peer", "name", "tbprobe1"]
+    # Every kernel link a registered kind creates is probed, and the lab's own.
+    assert set(probes) == {
+        "wireguard", "vxlan", "gre", "gretap", "ipip", "geneve", "bridge", "ifb", "veth", "tun",
+    }  # fmt: skip
 
 
 def test_captured_commands_are_the_probes_commands():
     # The captures were made with these very commands, behind `unshare --net --`.
-    assert COMMANDS["link-wireguard-unknown"]["argv"][3:] == c.link_probe_argv("wireguard")
-    assert COMMANDS["link-vxlan-created"]["argv"][3:] == c.link_probe_argv("vxlan")
-    assert COMMANDS["qdisc-tbf-created"]["argv"][3:] == c.qdisc_probe_argv("tbf")
-    assert COMMANDS["qdisc-fq_codel-unknown"]["argv"][3:] == c.qdisc_probe_argv("fq_codel")
-    assert COMMANDS["esp-gcm-unknown"]["argv"][3:] == c.esp_probe_argv("rfc4106(gcm(aes))")
+    assert COMMANDS["link-wireguard-unknown"]["argv"][3:] == probing.link_probe_argv("wireguard")
+    vxlan = c.link_probes()["vxlan"]
+    assert COMMANDS["link-vxlan-created"]["argv"][3:] == probing.link_probe_argv("vxlan", vxlan)
+    assert COMMANDS["qdisc-tbf-created"]["argv"][3:] == probing.qdisc_probe_argv("tbf")
+    assert COMMANDS["qdisc-fq_codel-unknown"]["argv"][3:] == probing.qdisc_probe_argv("fq_codel")
+    assert COMMANDS["esp-gcm-unknown"]["argv"][3:] == probing.esp_probe_argv("rfc4106(gcm(aes))")
 
 
 def test_vxlan_without_a_port_succeeds_noisily_so_the_probe_names_one():
@@ -53,23 +60,31 @@ def test_vxlan_without_a_port_succeeds_noisily_so_the_probe_names_one():
 
 
 def test_qdisc_probes_are_valid_minimal_commands():
-    assert c.qdisc_probe_argv("tbf") == [
+    assert probing.qdisc_probe_argv("tbf") == [
         "tc", "qdisc", "add", "dev", "lo", "root", "tbf",
         "rate", "1mbit", "burst", "10kb", "limit", "10kb",
     ]  # fmt: skip
-    assert c.qdisc_probe_argv("fq_codel") == ["tc", "qdisc", "add", "dev", "lo", "root", "fq_codel"]
-    assert c.qdisc_probe_argv("ingress") == ["tc", "qdisc", "add", "dev", "lo", "ingress"]
-    assert c.qdisc_probe_argv("htb")[-2:] == ["default", "1"]
+    assert probing.qdisc_probe_argv("fq_codel") == [
+        "tc",
+        "qdisc",
+        "add",
+        "dev",
+        "lo",
+        "root",
+        "fq_codel",
+    ]
+    assert probing.qdisc_probe_argv("ingress") == ["tc", "qdisc", "add", "dev", "lo", "ingress"]
+    assert probing.qdisc_probe_argv("htb")[-2:] == ["default", "1"]
     # What a tbf without its mandatory parameters gets: a usage error, not the kernel's word.
     assert COMMANDS["qdisc-tbf-missing-burst"]["returncode"] == 1
 
 
 def test_esp_probes_use_correct_key_lengths():
-    gcm = c.esp_probe_argv("rfc4106(gcm(aes))")
+    gcm = probing.esp_probe_argv("rfc4106(gcm(aes))")
     assert gcm[-4:-2] == ["aead", "rfc4106(gcm(aes))"] and len(gcm[-2]) == 2 + 2 * 20
-    chacha = c.esp_probe_argv("rfc7539esp(chacha20,poly1305)")
+    chacha = probing.esp_probe_argv("rfc7539esp(chacha20,poly1305)")
     assert len(chacha[-2]) == 2 + 2 * 36 and chacha[-1] == "128"
-    cbc = c.esp_probe_argv("cbc(aes)+hmac(sha256)")
+    cbc = probing.esp_probe_argv("cbc(aes)+hmac(sha256)")
     assert cbc[cbc.index("enc") : cbc.index("enc") + 2] == ["enc", "cbc(aes)"]
     assert "auth-trunc" in cbc
 
@@ -87,7 +102,7 @@ def test_esp_probes_use_correct_key_lengths():
     ],
 )
 def test_refusal_is_the_kernels_reason(capture, reason):
-    assert c.refusal(COMMANDS[capture]["stderr"]) == reason
+    assert probing.refusal(COMMANDS[capture]["stderr"]) == reason
 
 
 # --- versions, CPU lists ---
@@ -95,15 +110,15 @@ def test_refusal_is_the_kernels_reason(capture, reason):
 
 def test_versions_from_captured_output():
     iperf3 = COMMANDS["iperf3-version"]
-    assert c.version_line(iperf3["stdout"], iperf3["stderr"]) == "iperf 3.12 (cJSON 1.7.15)"
+    assert probing.version_line(iperf3["stdout"], iperf3["stderr"]) == "iperf 3.12 (cJSON 1.7.15)"
     assert c.multithreaded("iperf 3.12 (cJSON 1.7.15)") is False
     iperf2 = COMMANDS["iperf2-version"]  # on stderr, exit 1
-    line = c.version_line(iperf2["stdout"], iperf2["stderr"])
+    line = probing.version_line(iperf2["stdout"], iperf2["stderr"])
     assert line == "iperf version 2.1.8 (12 August 2022) pthreads"
-    assert c.iperf2_version(line) == "2.1.8"
+    assert probing.iperf2_version(line) == "2.1.8"
     wg = COMMANDS["wireguard-go-version"]
-    assert c.version_line(wg["stdout"], wg["stderr"]) == "wireguard-go v0.0.20250522"
-    assert c.version_line("", "") == "unknown version"
+    assert probing.version_line(wg["stdout"], wg["stderr"]) == "wireguard-go v0.0.20250522"
+    assert probing.version_line("", "") == "unknown version"
 
 
 @pytest.mark.parametrize(
@@ -116,13 +131,13 @@ def test_multithreaded_from_3_16(line, threaded):
 
 
 def test_cpu_lists_and_masks():
-    assert c.cpu_list("0-1\n") == (0, 1)
-    assert c.cpu_list("0-2,4,6-7") == (0, 1, 2, 4, 6, 7)
-    assert c.mask_cpus("3") == {0, 1}
-    assert c.mask_cpus("0x4") == {2}
-    assert c.mask_cpus("1,00000000") == {32}
+    assert probing.cpu_list("0-1\n") == (0, 1)
+    assert probing.cpu_list("0-2,4,6-7") == (0, 1, 2, 4, 6, 7)
+    assert probing.mask_cpus("3") == {0, 1}
+    assert probing.mask_cpus("0x4") == {2}
+    assert probing.mask_cpus("1,00000000") == {32}
     with pytest.raises(ValueError):
-        c.mask_cpus("zz")
+        probing.mask_cpus("zz")
 
 
 # --- cgroup detection ---
@@ -139,12 +154,12 @@ def test_cgroup_v1_cpu_on_this_vm():
         "/sys/fs/cgroup/unified/cgroup.subtree_control": "",
         "/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n",
     }
-    found = c.cgroup_cpu(mountinfo, files.get)
+    found = probing.cgroup_cpu(mountinfo, files.get)
     assert found == CgroupCpu(
         True, "cgroup v1 at /sys/fs/cgroup/cpu", version=1, path="/sys/fs/cgroup/cpu"
     )
     del files["/sys/fs/cgroup/cpu/cpu.cfs_quota_us"]
-    assert c.cgroup_cpu(mountinfo, files.get) == CgroupCpu(
+    assert probing.cgroup_cpu(mountinfo, files.get) == CgroupCpu(
         False,
         "cgroup v2 at /sys/fs/cgroup/unified has hugetlb; "
         "cgroup v1 cpu at /sys/fs/cgroup/cpu has no cpu.cfs_quota_us",
@@ -154,22 +169,22 @@ def test_cgroup_v1_cpu_on_this_vm():
 def test_cgroup_v2_only():
     mountinfo = (CAPTURED / "mountinfo-v2-only.txt").read_text()
     captured = (CAPTURED / "cgroup.controllers").read_text()
-    assert c.cgroup_cpu(mountinfo, {"/sys/fs/cgroup/cgroup.controllers": captured}.get) == (
+    assert probing.cgroup_cpu(mountinfo, {"/sys/fs/cgroup/cgroup.controllers": captured}.get) == (
         CgroupCpu(False, "cgroup v2 at /sys/fs/cgroup has hugetlb")
     )
     # A v2 root with cpu available but not delegated is of no use without enabling it.
     listed = {"/sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n"}
-    assert c.cgroup_cpu(mountinfo, listed.get).detail == (
+    assert probing.cgroup_cpu(mountinfo, listed.get).detail == (
         "cgroup v2 at /sys/fs/cgroup does not delegate cpu"
     )
     delegated = {**listed, "/sys/fs/cgroup/cgroup.subtree_control": "cpu memory pids\n"}
-    assert c.cgroup_cpu(mountinfo, delegated.get) == CgroupCpu(
+    assert probing.cgroup_cpu(mountinfo, delegated.get) == CgroupCpu(
         True, "cgroup v2 at /sys/fs/cgroup", version=2, path="/sys/fs/cgroup"
     )
 
 
 def test_cgroup_none_and_escaped_mount_points():
-    assert c.cgroup_cpu("", _files()) == CgroupCpu(False, "no cgroup hierarchy is mounted")
+    assert probing.cgroup_cpu("", _files()) == CgroupCpu(False, "no cgroup hierarchy is mounted")
     line = "32 31 0:29 / /sys/fs/my\\040cgroups rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
-    found = c.cgroup_cpu(line, {"/sys/fs/my cgroups/cpu.cfs_quota_us": "-1"}.get)
+    found = probing.cgroup_cpu(line, {"/sys/fs/my cgroups/cpu.cfs_quota_us": "-1"}.get)
     assert found.ok and found.path == "/sys/fs/my cgroups"

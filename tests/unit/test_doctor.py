@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from tunnelbench.bench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
 from tunnelbench.cli import doctor
 from tunnelbench.system import programs
+from tunnelbench.system.probing import Capabilities, CgroupCpu, Check, Congestion, Program
 from tunnelbench.tunnels import strongswan
 
 DENIED = "cannot create a network namespace: unshare: unshare failed: Operation not permitted"

@@ -12,14 +12,13 @@ import pytest
 
 from tests.report_fixtures import resolved_for
 from tunnelbench.analysis.summary import ConfigSummary
-from tunnelbench.bench import capabilities
-from tunnelbench.bench.capabilities import Check
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.state import LabState, teardown
 from tunnelbench.model.plan import TrialConfig, TunnelSettings
 from tunnelbench.model.records import Resolved
-from tunnelbench.system import programs
+from tunnelbench.system import probing, programs
+from tunnelbench.system.probing import Check
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import TunnelSpec
@@ -33,7 +32,7 @@ REFUSED = Check(False, "Requested AEAD algorithm not found")
 def kernel(monkeypatch):
     """Which AEADs the kernel has, by algorithm name (default: none, as here)."""
     has: dict[str, bool] = {}
-    monkeypatch.setattr(capabilities, "esp", lambda name: Check(True) if has.get(name) else REFUSED)
+    monkeypatch.setattr(probing, "esp", lambda name: Check(True) if has.get(name) else REFUSED)
     monkeypatch.setattr(programs, "find", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(strongswan, "missing_plugins", lambda implementation: [])
     return has
@@ -200,7 +199,7 @@ def test_transport_with_libipsec_named_explicitly():
 
 def test_missing_plugins_are_named_with_their_packages(kernel, monkeypatch, tmp_path):
     monkeypatch.undo()  # the real missing_plugins, over an empty plugin directory
-    monkeypatch.setattr(capabilities, "esp", lambda name: REFUSED)
+    monkeypatch.setattr(probing, "esp", lambda name: REFUSED)
     monkeypatch.setattr(programs, "find", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(strongswan, "PLUGIN_DIR", tmp_path)
     with pytest.raises(UserError) as caught:

@@ -16,13 +16,14 @@ from tests.conftest import FIXTURES
 from tests.unit.probe_fixtures import lab_like
 from tunnelbench.bench import capabilities as c
 from tunnelbench.bench import skips
-from tunnelbench.bench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
 from tunnelbench.cli import doctor
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import EspMode, Protection, Topology, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model.encapsulation import default_tunnel_mtu, fields
 from tunnelbench.model.plan import LabSettings, TrafficSettings, TrialConfig, TunnelSettings
+from tunnelbench.system import probing
+from tunnelbench.system.probing import Capabilities, CgroupCpu, Check, Congestion, Program
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec
 from tunnelbench.tunnels.esp import Underlay, protected_ends, wan_underlay
@@ -304,9 +305,10 @@ def test_none_of_them_encrypts_and_only_gre_and_gretap_are_protectable():
 @pytest.mark.parametrize("kind", KERNEL_LINKS)
 def test_the_captured_probe_is_the_probes_command_and_refused(kind):
     captured = COMMANDS[f"link-{kind.value}-unknown"]
-    assert captured["argv"][3:] == c.link_probe_argv(kind.value)
+    args = c.link_probes()[kind.value]
+    assert captured["argv"][3:] == probing.link_probe_argv(kind.value, args)
     assert captured["returncode"] == 2
-    assert c.refusal(captured["stderr"]) == "Unknown device type"
+    assert probing.refusal(captured["stderr"]) == "Unknown device type"
 
 
 YES = Check(True)
@@ -315,9 +317,11 @@ VM = Capabilities(
     euid=0,
     netns=Check(True, "as root"),
     links={
-        **{kind: YES for kind in c.LINK_KINDS + c.INFO_LINK_KINDS},
+        **{kind: YES for kind in c.link_probes()},
         **{
-            kind.value: Check(False, c.refusal(COMMANDS[f"link-{kind.value}-unknown"]["stderr"]))
+            kind.value: Check(
+                False, probing.refusal(COMMANDS[f"link-{kind.value}-unknown"]["stderr"])
+            )
             for kind in KERNEL_LINKS
         },
     },
@@ -327,7 +331,7 @@ VM = Capabilities(
     cgroup=CgroupCpu(True, "cgroup v1 at /sys/fs/cgroup/cpu", version=1, path="/sys/fs/cgroup/cpu"),
     programs={
         name: Program(True, f"{name} 1.0", path=f"/usr/bin/{name}", version=f"{name} 1.0")
-        for name in c.PROGRAMS
+        for name in c.program_names()
     },
     cpus=(0, 1),
 )

@@ -20,15 +20,15 @@ from typing import Any, cast
 import pytest
 
 from tests.conftest import FIXTURES
-from tunnelbench.bench import capabilities, skips
-from tunnelbench.bench.capabilities import Check, Program
+from tunnelbench.bench import skips
 from tunnelbench.cli import doctor
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model.encapsulation import Encapsulation, default_tunnel_mtu
 from tunnelbench.model.plan import TunnelSettings
-from tunnelbench.system import programs
+from tunnelbench.system import probing, programs
+from tunnelbench.system.probing import Check, Program
 from tunnelbench.tunnels import REGISTRY
 from tunnelbench.tunnels import openvpn_pki as pki
 from tunnelbench.tunnels.openvpn import (
@@ -225,9 +225,9 @@ def test_no_dco_without_the_module_and_the_reason_says_why():
 
 
 def _probe_with(monkeypatch, captured: dict[str, Any]) -> Check:
-    """capabilities.openvpn_dco() as it runs when ``genl`` prints ``captured``."""
+    """probing.openvpn_dco() as it runs when ``genl`` prints ``captured``."""
     prefix = tuple(captured["argv"][:3])
-    monkeypatch.setattr(capabilities, "_namespace", lambda: (prefix, "as root"))
+    monkeypatch.setattr(probing, "namespace", lambda: (prefix, "as root"))
     monkeypatch.setattr(programs, "find", lambda name: f"/usr/sbin/{name}")
 
     def fake_run(argv, **_):
@@ -236,18 +236,18 @@ def _probe_with(monkeypatch, captured: dict[str, Any]) -> Check:
             argv, captured["returncode"], captured["stdout"], captured["stderr"]
         )
 
-    monkeypatch.setattr(capabilities, "run", fake_run)
-    capabilities.openvpn_dco.cache_clear()
+    monkeypatch.setattr(probing, "run", fake_run)
+    probing.openvpn_dco.cache_clear()
     try:
-        return capabilities.openvpn_dco()
+        return probing.openvpn_dco()
     finally:
-        capabilities.openvpn_dco.cache_clear()
+        probing.openvpn_dco.cache_clear()
 
 
 def test_the_dco_probe_asks_for_the_netlink_family_openvpn_uses(monkeypatch):
     genl = json.loads((CAPTURED / "genl.json").read_text())
     missing = genl["genl-ovpn-dco-v2-missing"]
-    assert missing["argv"][3:] == capabilities.openvpn_dco_argv()
+    assert missing["argv"][3:] == probing.openvpn_dco_argv()
     assert _probe_with(monkeypatch, missing) == Check(
         False,
         "no ovpn-dco-v2 netlink family in this kernel: the ovpn-dco module "
@@ -255,7 +255,7 @@ def test_the_dco_probe_asks_for_the_netlink_family_openvpn_uses(monkeypatch):
     )
     # A family that exists answers like this (nlctrl is in every kernel).
     found = dict(genl["genl-nlctrl-found"], argv=missing["argv"])
-    monkeypatch.setattr(capabilities, "_read", lambda path: "0.2.20231117\n")
+    monkeypatch.setattr(probing, "read", lambda path: "0.2.20231117\n")
     assert _probe_with(monkeypatch, found) == Check(True, "ovpn-dco 0.2.20231117")
 
 
@@ -309,7 +309,7 @@ def test_version_names_openvpn_and_its_crypto_library():
 # --- doctor ---
 
 
-def _caps(openvpn: Program, dco: Check) -> capabilities.Capabilities:
+def _caps(openvpn: Program, dco: Check) -> probing.Capabilities:
     from tests.unit.test_doctor import VM
 
     return replace(VM, programs={**VM.programs, "openvpn": openvpn}, openvpn_dco=dco)

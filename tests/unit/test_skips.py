@@ -8,7 +8,6 @@ import pytest
 
 from tunnelbench.bench import capabilities as c
 from tunnelbench.bench import skips
-from tunnelbench.bench.capabilities import Capabilities, CgroupCpu, Check, Congestion, Program
 from tunnelbench.kinds import Generator, Queue, Shaper, TunnelKind
 from tunnelbench.model.plan import (
     LabSettings,
@@ -18,6 +17,7 @@ from tunnelbench.model.plan import (
     TrialConfig,
     TunnelSettings,
 )
+from tunnelbench.system.probing import Capabilities, CgroupCpu, Check, Congestion, Program
 
 UNKNOWN_QDISC = "Specified qdisc kind is unknown"
 UNKNOWN_LINK = "Unknown device type"
@@ -30,14 +30,14 @@ FULL = Capabilities(
     kernel="6.1.0",
     euid=0,
     netns=Check(True, "as root"),
-    links={kind: YES for kind in c.LINK_KINDS + c.INFO_LINK_KINDS},
+    links={kind: YES for kind in c.link_probes()},
     qdiscs={kind: YES for kind in ("pfifo", "pfifo_fast", "fq_codel", "cake", "fq", "tbf", "htb")},
     esp={},
     congestion=Congestion(True, "reno bbr cubic", ("reno", "bbr", "cubic"), (), "cubic"),
     cgroup=CgroupCpu(True, "cgroup v2 at /sys/fs/cgroup", version=2, path="/sys/fs/cgroup"),
     programs={
         name: Program(True, f"{name} 1.0", path=f"/usr/bin/{name}", version=f"{name} 1.0")
-        for name in (*c.PROGRAMS, "wg")
+        for name in c.program_names()
     },
     cpus=(0, 1),
 )
@@ -216,7 +216,7 @@ def test_not_probed_is_never_a_reason_to_skip():
         qdiscs={kind: NOT_PROBED for kind in FULL.qdiscs},
         congestion=Congestion(None, "cannot read tcp_available_congestion_control"),
         cgroup=CgroupCpu(None, "not probed"),
-        programs={name: Program(None, "not probed") for name in c.PROGRAMS},
+        programs={name: Program(None, "not probed") for name in c.program_names()},
         cpus=(),
     )
     demanding = [

@@ -18,12 +18,12 @@ from tunnelbench.analysis.advice import Sibling, advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.bench import capabilities
-from tunnelbench.bench.capabilities import Program
 from tunnelbench.cli.main import parser
 from tunnelbench.cli.options import build_experiment
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.system import programs
+from tunnelbench.system import probing, programs
+from tunnelbench.system.probing import Program
 from tunnelbench.tunnels import REGISTRY
 from tunnelbench.tunnels import wireguard as wg
 
@@ -57,11 +57,11 @@ def prints(text: str) -> str:
 @pytest.fixture
 def fresh_probes():
     """Program and package probes are cached per process: start and end with none."""
-    capabilities.program.cache_clear()
-    capabilities.debian_package.cache_clear()
+    probing.program.cache_clear()
+    probing.debian_package.cache_clear()
     yield
-    capabilities.program.cache_clear()
-    capabilities.debian_package.cache_clear()
+    probing.program.cache_clear()
+    probing.debian_package.cache_clear()
 
 
 # --- names, programs, "auto" ---
@@ -72,7 +72,7 @@ def test_the_implementations_and_the_ones_auto_may_choose():
     assert WG.auto_order == ("kernel", "wireguard-go")
     # Advice and the capability probe know the tunnel's own names and programs.
     assert WG.userspace_implementations == tuple(wg.USERSPACE) == USERSPACE
-    probed = set(capabilities.PROGRAMS)
+    probed = set(capabilities.program_names())
     assert {daemon.program for daemon in wg.USERSPACE.values()} <= probed
 
 
@@ -109,14 +109,14 @@ def test_each_daemon_runs_in_the_foreground_and_boringtun_keeps_root():
 def test_auto_is_the_kernel_when_it_has_wireguard_else_the_pinned_wireguard_go(
     monkeypatch, refusal, auto
 ):
-    monkeypatch.setattr(capabilities, "kernel_link_type", lambda kind: refusal)
+    monkeypatch.setattr(probing, "kernel_link_type", lambda kind, args=(): refusal)
     assert WG.resolve_implementation("auto") == auto
     for name in USERSPACE:
         assert WG.resolve_implementation(name) == name  # a named one is kept
 
 
 def test_kernel_wireguard_on_a_kernel_without_it_is_refused_with_the_alternatives(monkeypatch):
-    monkeypatch.setattr(capabilities, "kernel_link_type", lambda kind: "Unknown device type")
+    monkeypatch.setattr(probing, "kernel_link_type", lambda kind, args=(): "Unknown device type")
     with pytest.raises(UserError) as refused:
         WG.resolve_implementation("kernel")
     assert str(refused.value) == (
@@ -187,7 +187,7 @@ def test_the_pinned_builds_record_what_they_were_built_from(tmp_path, monkeypatc
     assert WG.version("boringtun") == (
         f"boringtun 0.7.1, built from crates.io boringtun-cli {crate} ({tools}/boringtun-cli)"
     )
-    assert capabilities.program("boringtun-cli").pinned == crate
+    assert probing.program("boringtun-cli").pinned == crate
 
 
 def test_a_build_without_its_stamp_records_what_it_prints(tmp_path, monkeypatch, fresh_probes):
@@ -220,12 +220,12 @@ def test_debians_wireguard_go_records_the_package_version():
 def test_debian_package_version_from_dpkg(tmp_path, monkeypatch, fresh_probes, output, version):
     executable(tmp_path / "dpkg-query", f"#!/bin/sh\nprintf '%s' '{output}'\n")
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert capabilities.debian_package("wireguard-go") == version
+    assert probing.debian_package("wireguard-go") == version
 
 
 def test_no_dpkg_means_no_package_version(tmp_path, monkeypatch, fresh_probes):
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert capabilities.debian_package("wireguard-go") is None
+    assert probing.debian_package("wireguard-go") is None
 
 
 # --- the command line ---

@@ -14,8 +14,8 @@ from typing import Any
 
 from tunnelbench import __version__
 from tunnelbench.bench import capabilities
-from tunnelbench.bench.capabilities import Capabilities, Check
 from tunnelbench.system.command import run
+from tunnelbench.system.probing import Capabilities, Check
 
 #: The environment key holding :func:`capability_record`; runs stored before it lack it.
 CAPABILITIES = "capabilities"

@@ -5,12 +5,12 @@ Pure rules over the :class:`~tunnelbench.bench.capabilities.Capabilities` probed
 capability that could not be probed never causes a skip: the run meets the real error.
 """
 
-from tunnelbench.bench.capabilities import Capabilities, Check, mask_cpus
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.plan import TrialConfig, TunnelSettings
 from tunnelbench.system import programs
-
-_DISPLAY = {"wireguard": "WireGuard", "vxlan": "VXLAN"}
+from tunnelbench.system.probing import Capabilities, Check, mask_cpus
+from tunnelbench.traffic import REGISTRY as GENERATORS
+from tunnelbench.tunnels import REGISTRY
 
 
 def unmet(config: TrialConfig, caps: Capabilities) -> str | None:
@@ -26,8 +26,6 @@ def unmet(config: TrialConfig, caps: Capabilities) -> str | None:
 
 def _implementations(kind: TunnelKind, *, auto: bool = False) -> tuple[str, ...]:
     """A kind's implementations; with ``auto``, those "auto" may choose, in its order."""
-    # Imported here: the tunnel modules import this one to resolve "auto".
-    from tunnelbench.tunnels import REGISTRY
 
     tunnel = REGISTRY.get(kind)
     return (tunnel.auto_order or tunnel.implementations) if auto else tunnel.implementations
@@ -43,8 +41,6 @@ def _program(caps: Capabilities, name: str) -> bool | None:
 def _available(caps: Capabilities, kind: str, implementation: str) -> bool | None:
     """Whether an implementation exists here: the kernel's link type, or every program
     the userspace implementation needs; None when that was not probed."""
-    from tunnelbench.tunnels import REGISTRY
-
     if implementation == "kernel":
         return caps.links.get(kind, Check(None)).ok
     found = [
@@ -72,8 +68,6 @@ def resolve(tunnel: TunnelSettings, caps: Capabilities) -> str | None:
 def _family(config: TrialConfig, caps: Capabilities) -> str | None:
     """A tunnel that cannot carry the traffic's IP version (ipip: IPv4 only), on any
     machine: named first, as no kernel would help."""
-    from tunnelbench.tunnels import REGISTRY
-
     family, kind = config.traffic.family, config.tunnel.kind
     carried = REGISTRY.get(kind).families
     if family in carried:
@@ -105,12 +99,10 @@ def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:
     if impls == ("kernel",):
         return f"tunnel.kind: {kind} links cannot be created here ({refused})"
     if "kernel" not in impls:  # userspace only (openvpn): name the missing programs
-        from tunnelbench.tunnels import REGISTRY
-
         needed = REGISTRY.get(tunnel.kind).programs(wanted[0])
         missing = " and ".join(name for name, _ in needed if _program(caps, name) is False)
         return f"tunnel.kind: {kind} needs {missing}, not installed here"
-    kernel = f"kernel {_DISPLAY.get(kind, kind)}"
+    kernel = f"kernel {REGISTRY.get(tunnel.kind).display}"
     if tunnel.implementation == "kernel":
         return f"tunnel.implementation: {kernel} is not available ({refused})"
     if not auto:
@@ -125,8 +117,6 @@ def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:
 
 def _missing(caps: Capabilities, tunnel: TunnelSettings) -> list[tuple[str, str]]:
     """The programs an implementation needs that are not installed, with their purpose."""
-    from tunnelbench.tunnels import REGISTRY
-
     needed = REGISTRY.get(tunnel.kind).programs(tunnel.implementation)
     return [(name, purpose) for name, purpose in needed if _program(caps, name) is False]
 
@@ -143,18 +133,11 @@ def _cpu_budget(config: TrialConfig, caps: Capabilities) -> str | None:
     if resolve(tunnel, caps) == "kernel":
         how = "resolves to" if tunnel.implementation == "auto" else "is set to"
         return f"{needs}; {kind} {how} kernel here"
-    if tunnel.kind is TunnelKind.OPENVPN and _openvpn_dco(caps):
-        return f"{needs}; openvpn's data channel runs in the kernel here (DCO)"
+    if offload := REGISTRY.get(tunnel.kind).kernel_offload(caps):
+        return f"{needs}; {offload}"
     if caps.cgroup.ok is False:
         return f"tunnel.cpu_budget: no cgroup CPU controller ({caps.cgroup.detail})"
     return None
-
-
-def _openvpn_dco(caps: Capabilities) -> bool:
-    from tunnelbench.tunnels.openvpn import dco_choice
-
-    openvpn = caps.programs.get("openvpn")
-    return openvpn is not None and dco_choice(caps.openvpn_dco, openvpn.version).enabled
 
 
 def _qdiscs(config: TrialConfig, caps: Capabilities) -> str | None:
@@ -196,14 +179,12 @@ def _rps(config: TrialConfig, caps: Capabilities) -> str | None:
 
 
 def _tools(config: TrialConfig, caps: Capabilities) -> str | None:
-    from tunnelbench.traffic import REGISTRY
-
     if config.lab.offloads.changes() and _program(caps, "ethtool") is False:
         return "lab.offloads: needs ethtool"
     if config.lab.wan.rate is not None and _program(caps, "ethtool") is False:
         return "lab.wan.rate: needs ethtool (a shaped lab turns GSO/GRO/TSO off)"
     generator = config.traffic.generator
-    for name, _ in REGISTRY.get(generator).programs():
+    for name, _ in GENERATORS.get(generator).programs():
         if _program(caps, name) is False:
             what = "is" if name == generator.value else f"needs {name}, which is"
             return f"traffic.generator: {generator.value} {what} not installed"

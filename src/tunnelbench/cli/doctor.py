@@ -10,13 +10,14 @@ import json
 from typing import Any
 
 from tunnelbench.bench import capabilities, skips
-from tunnelbench.bench.capabilities import Capabilities, Check, Program
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.plan import TunnelSettings
-from tunnelbench.system import programs
+from tunnelbench.system import probing, programs
+from tunnelbench.system.probing import Capabilities, Check, Program
 from tunnelbench.traffic.iperf3 import THREADED_SINCE
 from tunnelbench.tunnels import strongswan
+from tunnelbench.tunnels.openvpn import dco_choice
 from tunnelbench.tunnels.wireguard import KERNEL, USERSPACE, WIREGUARD_GO, describe_version
 
 # Sections in the order they are printed, with the word that labels their rows.
@@ -96,8 +97,6 @@ def _esp(caps: Capabilities) -> dict[str, Any]:
 
 def _openvpn(caps: Capabilities) -> dict[str, Any]:
     """The openvpn program, and whether its data channel would run in the kernel (DCO)."""
-    from tunnelbench.tunnels.openvpn import dco_choice
-
     found = caps.programs.get("openvpn", Program(None, "not probed"))
     if not found.ok:
         return _program(found, dco=None)
@@ -129,7 +128,7 @@ def _wireguard(caps: Capabilities) -> dict[str, Any]:
 
 def _generators(caps: Capabilities) -> dict[str, Any]:
     iperf3, iperf2 = caps.programs["iperf3"], caps.programs["iperf"]
-    threaded = caps.iperf3_threaded
+    threaded = capabilities.iperf3_threaded(caps)
     since = ".".join(map(str, THREADED_SINCE))
     threads = {
         True: "multi-threaded",
@@ -146,7 +145,7 @@ def _generators(caps: Capabilities) -> dict[str, Any]:
         "iperf": _program(
             iperf2,
             detail=f"{iperf2.detail}; {IPERF2_NOTE}" if iperf2.ok else iperf2.detail,
-            release=capabilities.iperf2_version(iperf2.version),
+            release=probing.iperf2_version(iperf2.version),
             generator=GeneratorKind.IPERF2.value,
             multithreaded=True if iperf2.ok else None,
         ),

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunnelbench.bench import capabilities
 from tunnelbench.errors import LabError
 from tunnelbench.lab.state import LabState, ProcessRecord, is_alive
+from tunnelbench.system import probing
 
 log = logging.getLogger("tunnelbench.lab")
 
@@ -59,7 +59,7 @@ class CpuLimit:
 def controller() -> CpuController:
     """This machine's CPU controller, as the capability probe found it; a
     :class:`LabError` when there is none."""
-    found = capabilities.probe().cgroup
+    found = probing.cgroup()
     if not found.ok or found.version is None or found.path is None:
         raise LabError(f"tunnel.cpu_budget: no cgroup CPU controller ({found.detail})")
     return CpuController(found.version, Path(found.path))

@@ -16,6 +16,7 @@ from tunnelbench.model import encapsulation as model
 from tunnelbench.model.kindfacts import TunnelFacts, Wire
 from tunnelbench.model.plan import IPV6_MTU_MIN, TunnelSettings
 from tunnelbench.system import programs
+from tunnelbench.system.probing import Capabilities
 from tunnelbench.tunnels import strongswan
 
 #: What ESP offers, whether as the tunnel itself or around an unencrypted one.
@@ -83,17 +84,41 @@ class Tunnel(ABC):
     encapsulation: ClassVar[model.Encapsulation | None] = None
     #: The inner IP versions it carries; traffic of another is refused before any lab.
     families: ClassVar[tuple[int, ...]] = (4, 6)
-    #: The kind's name as people write it; the kind's value when empty.
-    display: ClassVar[str] = ""
+    #: The kind's name as people write it ("WireGuard", "VXLAN").
+    display: ClassVar[str]
+    #: Every kind that declares itself protectable, gathered as the kinds are defined
+    #: (an error message lists them; the registry is not importable from here).
+    protectable_kinds: ClassVar[set[TunnelKind]] = set()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__ and cls.protectable:
+            Tunnel.protectable_kinds.add(cls.kind)
     #: The implementations whose data path runs in a userspace process.
     userspace_implementations: ClassVar[tuple[str, ...]] = ()
+
+    def link_probe(self) -> tuple[str, tuple[str, ...]] | None:
+        """The kernel link type its kernel implementation creates, and the arguments a
+        probe must give ``ip link add ... type`` for the refusal to be the kernel's;
+        None when it creates none."""
+        return None
+
+    def debian_packages(self) -> tuple[str, ...]:
+        """Debian packages whose installed version its implementations record."""
+        return ()
+
+    def kernel_offload(self, caps: Capabilities) -> str | None:
+        """Why its userspace implementation's data path would run in the kernel on a
+        machine with ``caps`` (OpenVPN's DCO), or None: a CPU budget on its daemon then
+        throttles nothing."""
+        return None
 
     def facts(self, spec: TunnelSpec) -> TunnelFacts:
         """What analysis and reports need to know of this kind as ``spec`` resolved it,
         stored with each trial (they do not import the tunnels)."""
         esp = spec.esp_implementation
         return TunnelFacts(
-            display=self.display or self.kind.value,
+            display=self.display,
             encrypts=spec.cipher is not None,
             userspace=spec.implementation in self.userspace_implementations
             or esp == strongswan.LIBIPSEC,
@@ -114,9 +139,13 @@ class Tunnel(ABC):
         )
         return Wire(self.encapsulation, options, protection)
 
-    @abstractmethod
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
-        """Bytes of encapsulation added to each inner packet (outer IP header included)."""
+        """Bytes of encapsulation added to each inner packet (outer IP header included):
+        the wire model's fields for the kind's own encapsulation with its default options,
+        and ESP's around it; so the lab's default MTU and the ceiling cannot disagree."""
+        assert self.encapsulation is not None, f"{self.kind.value} declares no wire model"
+        own = sum(size for _, size in model.fields(self.encapsulation, outer_family))
+        return own + self.esp_overhead(spec, outer_family)
 
     def default_mtu(self, underlay_mtu: int, spec: TunnelSpec) -> int:
         if spec.esp and self.encapsulation is not None:
@@ -207,9 +236,7 @@ class Tunnel(ABC):
 
     def _check_protection(self, settings: TunnelSettings) -> Protection:
         if settings.protection is not Protection.NONE and not self.protectable:
-            from tunnelbench.tunnels import REGISTRY  # the registry imports this module
-
-            able = sorted(k.value for k in REGISTRY.kinds() if REGISTRY.get(k).protectable)
+            able = sorted(k.value for k in Tunnel.protectable_kinds)
             raise UserError(
                 f"tunnel.protection: {self.kind.value} cannot be wrapped in "
                 f"{settings.protection.value}; only {', '.join(able[:-1])} and {able[-1]} can"

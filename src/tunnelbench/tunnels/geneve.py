@@ -10,6 +10,7 @@ sent, so the header is its minimal 8 bytes.
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model.encapsulation import Encapsulation
+from tunnelbench.system.probing import PROBE_REMOTE
 from tunnelbench.tunnels.base import TunnelSpec
 from tunnelbench.tunnels.esp import Underlay, wan_underlay
 from tunnelbench.tunnels.kernel_link import KernelLinkTunnel
@@ -23,7 +24,9 @@ class Geneve(KernelLinkTunnel):
 
     kind = TunnelKind.GENEVE
     link_type = "geneve"
+    display = "Geneve"
     encapsulation = Encapsulation.GENEVE
+    probe_args = ("id", "1", "remote", PROBE_REMOTE)
     device_prefix = "gnv"
     layer2 = True
 

@@ -18,6 +18,7 @@ class Gre(KernelLinkTunnel):
 
     kind = TunnelKind.GRE
     link_type = "gre"
+    display = "GRE"
     encapsulation = Encapsulation.GRE
     device_prefix = "gre"
     protectable = True
@@ -29,6 +30,7 @@ class GreTap(KernelLinkTunnel):
 
     kind = TunnelKind.GRETAP
     link_type = "gretap"
+    display = "gretap"
     encapsulation = Encapsulation.GRETAP
     device_prefix = "gtap"
     layer2 = True

@@ -40,6 +40,7 @@ class Ipsec(Tunnel):
     implementations: ClassVar[tuple[str, ...]] = strongswan.IMPLEMENTATIONS
     ciphers: ClassVar[tuple[Cipher, ...]] = ESP_CIPHERS
     userspace_implementations: ClassVar[tuple[str, ...]] = (LIBIPSEC,)
+    display = "IPsec"
     # The lab's ipsec is tunnel mode (transport cannot carry routed traffic).
     encapsulation = model.Encapsulation.ESP_TUNNEL
 

@@ -12,7 +12,8 @@ import platform
 from typing import ClassVar
 
 from tunnelbench.lab.netns import Lab
-from tunnelbench.model.encapsulation import Encapsulation, fields
+from tunnelbench.model.encapsulation import Encapsulation
+from tunnelbench.system.probing import PROBE_LOCAL, PROBE_REMOTE
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
 from tunnelbench.tunnels.esp import Underlay, underlays, wan_underlay
 
@@ -33,12 +34,11 @@ class KernelLinkTunnel(Tunnel):
     #: The IP protocol of the tunnel's packets, which ESP protects in transport mode
     #: (protectable kinds only).
     protocol: ClassVar[str | None] = None
+    #: What ``ip link add ... type LINK_TYPE`` needs besides the type, for a probe.
+    probe_args: ClassVar[tuple[str, ...]] = ("remote", PROBE_REMOTE, "local", PROBE_LOCAL)
 
-    def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
-        # The ceiling model's fields with its default options: no GRE key, checksum or
-        # sequence number, no Geneve options (the lab sets none of them); and ESP's.
-        own = sum(size for _, size in fields(self.encapsulation, outer_family))
-        return own + self.esp_overhead(spec, outer_family)
+    def link_probe(self) -> tuple[str, tuple[str, ...]]:
+        return self.link_type, self.probe_args
 
     def version(self, implementation: str) -> str:
         return f"linux {platform.release()}"

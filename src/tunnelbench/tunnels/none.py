@@ -13,6 +13,7 @@ class NoTunnel(Tunnel):
     kind = TunnelKind.NONE
     implementations: ClassVar[tuple[str, ...]] = ("kernel",)
     encapsulation = Encapsulation.NONE
+    display = "no tunnel"
 
     def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
         return 0

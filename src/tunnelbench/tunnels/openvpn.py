@@ -40,15 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from tunnelbench.bench import capabilities
-from tunnelbench.bench.capabilities import Check
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
-from tunnelbench.model.encapsulation import Encapsulation, fields
-from tunnelbench.system import programs
+from tunnelbench.model.encapsulation import Encapsulation
+from tunnelbench.system import probing, programs
 from tunnelbench.system.command import run
+from tunnelbench.system.probing import Capabilities, Check
 from tunnelbench.tunnels import openvpn_pki as pki
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec, tail
 
@@ -177,12 +176,18 @@ class OpenVpn(Tunnel):
     kind = TunnelKind.OPENVPN
     implementations: ClassVar[tuple[str, ...]] = (OPENVPN,)
     # Both of its AEADs add the same bytes (no padding): the cipher does not matter here.
-    encapsulation = Encapsulation.OPENVPN
+    encapsulation = Encapsulation.OPENVPN  # outer IP + UDP 8 + opcode 4 + packet id 4 + tag 16
+    display = "OpenVPN"
+    # Its data channel runs in the openvpn process unless DCO moved it into the kernel,
+    # which only set-up finds out (``openvpn_dco`` in the trial's record).
+    userspace_implementations: ClassVar[tuple[str, ...]] = (OPENVPN,)
     ciphers: ClassVar[tuple[Cipher, ...]] = tuple(DATA_CIPHERS)
 
-    def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
-        # outer IP + UDP 8 + opcode/peer id 4 + packet id 4 + tag 16: the ceiling model's
-        return sum(size for _, size in fields(Encapsulation.OPENVPN, outer_family))
+    def kernel_offload(self, caps: Capabilities) -> str | None:
+        openvpn = caps.programs.get(OPENVPN)
+        if openvpn is not None and dco_choice(caps.openvpn_dco, openvpn.version).enabled:
+            return "openvpn's data channel runs in the kernel here (DCO)"
+        return None
 
     def programs(self, implementation: str) -> list[tuple[str, str]]:
         return [(OPENVPN, "OpenVPN"), ("openssl", "the lab's OpenVPN certificates")]
@@ -195,7 +200,7 @@ class OpenVpn(Tunnel):
         binary = programs.require(OPENVPN, "OpenVPN")
         openssl = programs.require("openssl", "the lab's OpenVPN certificates")
         cipher = data_cipher(spec)
-        dco = dco_choice(capabilities.openvpn_dco(), _version_output(binary))
+        dco = dco_choice(probing.openvpn_dco(), _version_output(binary))
         handle = TunnelHandle(self.kind, spec.implementation, self.version(OPENVPN), spec.mtu)
         handle.facts |= {"openvpn_dco": dco.enabled, "openvpn_dco_reason": dco.reason}
         credentials = pki.create(lab, openssl, binary)

@@ -21,13 +21,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tunnelbench.bench import capabilities
 from tunnelbench.echo import shown
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode
 from tunnelbench.model import encapsulation as model
+from tunnelbench.system import probing
 
-CHARON = capabilities.STRONGSWAN_CHARON
+#: strongSwan's IKE daemon, as Debian's strongswan-charon installs it (not on PATH).
+CHARON = "/usr/lib/ipsec/charon"
 PLUGIN_DIR = Path("/usr/lib/ipsec/plugins")
 KERNEL = "kernel"  # ESP in the kernel (XFRM), set up by charon's kernel-netlink plugin
 LIBIPSEC = "libipsec"  # strongSwan's userspace ESP, the kernel-libipsec plugin, over TUN
@@ -104,7 +105,7 @@ def kernel_refusal(cipher: Cipher) -> str | None:
     """None when this kernel can make ESP SAs with ``cipher`` (or that could not be
     probed: the run then meets the real error); else the kernel's refusal."""
     algorithm = KERNEL_ALGORITHMS[cipher]
-    found = capabilities.esp(algorithm)
+    found = probing.esp(algorithm)
     return f"{algorithm}: {found.detail}" if found.ok is False else None
 
 

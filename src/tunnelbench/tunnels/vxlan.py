@@ -24,13 +24,11 @@ class Vxlan(Tunnel):
     implementations: ClassVar[tuple[str, ...]] = ("kernel",)
     layer2 = True
     protectable = True
-    encapsulation = Encapsulation.VXLAN
+    encapsulation = Encapsulation.VXLAN  # outer IP + UDP 8 + VXLAN 8 + inner Ethernet 14
+    display = "VXLAN"
 
-    def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
-        # outer IP + UDP 8 + VXLAN 8 + inner Ethernet 14, and ESP's when protected
-        return (
-            (20 if outer_family == 4 else 40) + 8 + 8 + 14 + self.esp_overhead(spec, outer_family)
-        )
+    def link_probe(self) -> tuple[str, tuple[str, ...]]:
+        return "vxlan", ("id", "1", "dstport", "4789")
 
     def version(self, implementation: str) -> str:
         return f"linux {platform.release()}"

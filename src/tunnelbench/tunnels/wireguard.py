@@ -26,16 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from tunnelbench.bench import capabilities
-from tunnelbench.bench.capabilities import Program
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import remote_prefixes, tunnel_address
 from tunnelbench.model.encapsulation import Encapsulation
-from tunnelbench.system import programs
+from tunnelbench.system import probing, programs
 from tunnelbench.system.command import run
+from tunnelbench.system.probing import Program
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec, tail, wait_for_device
 
 log = logging.getLogger("tunnelbench.tunnels")
@@ -102,10 +101,13 @@ class WireGuard(Tunnel):
     ciphers: ClassVar[tuple[Cipher, ...]] = (Cipher.CHACHA20_POLY1305,)
     encapsulation = Encapsulation.WIREGUARD
     userspace_implementations: ClassVar[tuple[str, ...]] = tuple(USERSPACE)
+    display = "WireGuard"
 
-    def overhead(self, spec: TunnelSpec, outer_family: int = 4) -> int:
-        # outer IP + UDP 8 + WireGuard header 16 + Poly1305 tag 16 (plaintext padded to 16)
-        return (20 if outer_family == 4 else 40) + 8 + 16 + 16
+    def link_probe(self) -> tuple[str, tuple[str, ...]]:
+        return "wireguard", ()
+
+    def debian_packages(self) -> tuple[str, ...]:
+        return tuple(d.package for d in USERSPACE.values() if d.package)
 
     def default_mtu(self, underlay_mtu: int, spec: TunnelSpec) -> int:
         # As wg-quick: leave room for an IPv6 outer header, so 1500 gives 1420.
@@ -113,9 +115,9 @@ class WireGuard(Tunnel):
 
     def resolve_implementation(self, requested: str) -> str:
         if requested == "auto":
-            return KERNEL if capabilities.kernel_link_type("wireguard") is None else WIREGUARD_GO
+            return KERNEL if probing.kernel_link_type("wireguard") is None else WIREGUARD_GO
         resolved = super().resolve_implementation(requested)
-        if resolved == KERNEL and (refusal := capabilities.kernel_link_type("wireguard")):
+        if resolved == KERNEL and (refusal := probing.kernel_link_type("wireguard")):
             others = ", ".join(repr(name) for name in USERSPACE)
             raise UserError(
                 f"tunnel.implementation: this kernel cannot create a wireguard link ({refusal}); "
@@ -134,8 +136,8 @@ class WireGuard(Tunnel):
             return f"linux {platform.release()}"
         daemon = USERSPACE[implementation]
         programs.require(daemon.program, daemon.purpose)
-        package = capabilities.debian_package(daemon.package) if daemon.package else None
-        return describe_version(daemon, capabilities.program(daemon.program), package)
+        package = probing.debian_package(daemon.package) if daemon.package else None
+        return describe_version(daemon, probing.program(daemon.program), package)
 
     def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
         implementation, mtu = spec.implementation, spec.mtu
