@@ -94,6 +94,7 @@ class Tunnel(ABC):
         super().__init_subclass__(**kwargs)
         if "kind" in cls.__dict__ and cls.protectable:
             Tunnel.protectable_kinds.add(cls.kind)
+
     #: The implementations whose data path runs in a userspace process.
     userspace_implementations: ClassVar[tuple[str, ...]] = ()
 
