@@ -10,6 +10,7 @@ class TunnelKind(StrEnum):
     GRE = "gre"
     GRETAP = "gretap"
     IPIP = "ipip"
+    SIT = "sit"
     GENEVE = "geneve"
     OPENVPN = "openvpn"
     IPSEC = "ipsec"

@@ -25,19 +25,21 @@ def ping(lab: netns.Lab, target: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("kind", list(TunnelKind))
 def test_client_reaches_server_through_the_tunnel(topology, kind):
     tunnel = REGISTRY.get(kind)
-    if reason := skips.unmet(TrialConfig(tunnel=TunnelSettings(kind=kind)), capabilities.probe()):
+    family = tunnel.families[0]  # sit carries IPv6 only
+    config = TrialConfig.from_dict({"tunnel": {"kind": kind.value}, "traffic": {"family": family}})
+    if reason := skips.unmet(config, capabilities.probe()):
         pytest.skip(reason)
     spec = tunnel.resolve(TunnelSettings(kind=kind), 1500)
     lab = netns.build(LabSettings(topology=topology), tunnel=kind is not TunnelKind.NONE)
     try:
         handle = tunnel.setup(lab, spec)
         server = lab.chain.server
-        for family in tunnel.families:  # ipip carries IPv4 only
-            address = lab.address(server, lab.chain.roles[-2], family)
-            assert ping(lab, address).returncode == 0, f"IPv{family} ping to {address} failed"
+        for carried in tunnel.families:  # ipip carries IPv4 only, sit IPv6 only
+            address = lab.address(server, lab.chain.roles[-2], carried)
+            assert ping(lab, address).returncode == 0, f"IPv{carried} ping to {address} failed"
         if kind is not TunnelKind.NONE:
             left = lab.chain.tunnel_ends[0]
-            target = lab.address(server, lab.chain.roles[-2], 4)
+            target = lab.address(server, lab.chain.roles[-2], family)
             route = lab.exec(left, ["ip", "-j", "route", "get", target]).stdout
             assert json.loads(route)[0]["dev"] == handle.devices[left]
             mtu = lab.exec(left, ["cat", f"/sys/class/net/{handle.devices[left]}/mtu"]).stdout

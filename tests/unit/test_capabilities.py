@@ -39,7 +39,8 @@ def test_link_probes_give_each_kind_what_it_requires():
     assert argv["veth"][4:] == ["type", "veth", "peer", "name", "tbprobe1"]
     # Every kernel link a registered kind creates is probed, and the lab's own.
     assert set(probes) == {
-        "wireguard", "vxlan", "gre", "gretap", "ipip", "geneve", "bridge", "ifb", "veth", "tun",
+        "wireguard", "vxlan", "gre", "gretap", "ipip", "sit", "geneve", "bridge", "ifb", "veth",
+        "tun",
     }  # fmt: skip
 
 

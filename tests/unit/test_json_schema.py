@@ -16,6 +16,7 @@ import pytest
 from tests.report_fixtures import RECORDED, recorded, wide
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.report import json_report
+from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 SCHEMA_PATH = Path(__file__).parents[2] / "docs" / "report-schema.json"
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
@@ -159,3 +160,10 @@ def test_goodput_summaries_carry_the_median_interval_and_consistency(tmp_path):
     # 921.5; CV 6.9%: between 5% and 10%.
     assert none_1500["cv"] == pytest.approx(0.0691, abs=1e-4)
     assert none_1500["consistency"] == "variable"
+
+
+def test_the_schemas_tunnel_kinds_are_the_registrys():
+    """The published schema names every registered kind (it is a document for users,
+    so it is checked against the registry rather than generated at run time)."""
+    kinds = SCHEMA["$defs"]["config"]["properties"]["tunnel"]["properties"]["kind"]["enum"]
+    assert kinds == [k.value for k in TUNNELS.kinds()]

@@ -357,7 +357,7 @@ def test_a_kernel_without_the_link_type_skips_with_its_refusal(kind, topology):
 def test_ipv6_traffic_through_ipip_is_refused_on_any_machine_and_named_first():
     reason = (
         "traffic.family: ipip carries IPv4 only, not IPv6; use traffic.family = 4 or a "
-        "tunnel kind that carries IPv6 (wireguard, vxlan, gre, gretap, geneve, openvpn, ipsec)"
+        "tunnel kind that carries IPv6 (wireguard, vxlan, gre, gretap, sit, geneve, openvpn, ipsec)"
     )
     # Named before the missing link type: no kernel would make this configuration run.
     assert skips.unmet(trial(TunnelKind.IPIP, family=6), VM) == reason

@@ -27,6 +27,7 @@ from tunnelbench.cli.options import (
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import LabError, SystemFault, UserError
 from tunnelbench.model.records import TrialStatus
+from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 if TYPE_CHECKING:
     from tunnelbench.bench.runner import Prepared
@@ -217,7 +218,10 @@ def parser() -> argparse.ArgumentParser:
         "experiment (without a plan file)", argument_default=argparse.SUPPRESS
     )
     experiment.add_argument(
-        "--tunnels", type=comma_list, help=f"tunnel kinds to compare (default {DEFAULT_TUNNELS})"
+        "--tunnels",
+        type=comma_list,
+        help=f"tunnel kinds to compare: {', '.join(k.value for k in TUNNELS.kinds())}"
+        f" (default {DEFAULT_TUNNELS})",
     )
     experiment.add_argument("--streams", type=comma_list, help="stream counts (default 1,4)")
     experiment.add_argument(
@@ -308,7 +312,7 @@ def parser() -> argparse.ArgumentParser:
     lab = verbs.add_parser("lab", help="build, inspect and remove labs by hand")
     lab_verbs = lab.add_subparsers(dest="lab_verb", required=True, metavar="LAB_VERB")
     up = lab_verbs.add_parser("up", help="build a lab and leave it running")
-    up.add_argument("--tunnel", default="none", help="none | wireguard | vxlan")
+    up.add_argument("--tunnel", default="none", help=" | ".join(k.value for k in TUNNELS.kinds()))
     up.add_argument("--name", help="lab id: 1-6 lowercase letters or digits (default random)")
     add_lab_arguments(up)
     lab_verbs.add_parser("status", help="list labs and what they hold")

@@ -9,6 +9,7 @@ from tunnelbench.tunnels.ipip import Ipip
 from tunnelbench.tunnels.ipsec import Ipsec
 from tunnelbench.tunnels.none import NoTunnel
 from tunnelbench.tunnels.openvpn import OpenVpn
+from tunnelbench.tunnels.sit import Sit
 from tunnelbench.tunnels.vxlan import Vxlan
 from tunnelbench.tunnels.wireguard import WireGuard
 
@@ -20,6 +21,7 @@ for _tunnel in (
     Gre(),
     GreTap(),
     Ipip(),
+    Sit(),
     Geneve(),
     OpenVpn(),
     Ipsec(),
