@@ -21,7 +21,7 @@ import pytest
 from tests.report_fixtures import RECORDED, recorded, wide
 from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.bench.store import Store
-from tunnelbench.report import html
+from tunnelbench.report import html, view
 from tunnelbench.report.charts import charts_for_run
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -123,7 +123,7 @@ HEIGHTS = {"l2-tunnel-mtu": (3200, 5200), "queue-comparison": (4200, 6800), "wid
 @pytest.mark.parametrize("name", [*RECORDED, "wide"])
 def test_report_loads_offline_without_errors_with_every_chart(name, tmp_path):
     store = _store(name, tmp_path)
-    page = html.write(store, "latest", tmp_path / f"{name}.html")
+    page = html.write(view.load(store, "latest"), tmp_path / f"{name}.html")
     expected = [c.id for c in charts_for_run(summarize_run(store.trials(1)), store.artifact)]
 
     seen = visit(page, tmp_path)

@@ -17,7 +17,7 @@ from tests.conftest import FIXTURES
 from tests.report_fixtures import RUNS
 from tunnelbench.bench.store import Store
 from tunnelbench.cli import report as reportcmd
-from tunnelbench.report import html
+from tunnelbench.report import html, view
 
 GOLDEN = FIXTURES / "golden" / "reports"
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "report-schema.json").read_text())
@@ -166,7 +166,7 @@ def test_bad_input_is_one_line_and_writes_nothing(lab, args, error):
 
 def test_run_writes_html_and_markdown_next_to_the_database(lab, capsys):
     store = Store(lab / "l2-tunnel-mtu.db")
-    assert reportcmd.write_reports(store, 1, as_json=False)
+    assert reportcmd.write_reports(view.load(store, str(1)), as_json=False)
     stem = lab / "l2-tunnel-mtu-run1"
     assert capsys.readouterr().out == (
         f"reports: {stem}.html, {stem}.md (charts in {stem}-charts/)\n"
@@ -179,7 +179,7 @@ def test_run_writes_html_and_markdown_next_to_the_database(lab, capsys):
 def test_run_with_json_progress_writes_the_reports_and_keeps_its_event_stream(lab, capsys):
     """With --json the last line stays the run_finished event: nothing is printed."""
     store = Store(lab / "queue-comparison.db")
-    assert reportcmd.write_reports(store, 1, as_json=True)
+    assert reportcmd.write_reports(view.load(store, str(1)), as_json=True)
     assert capsys.readouterr().out == ""
     assert (lab / "queue-comparison-run1.html").is_file()
     assert (lab / "queue-comparison-run1.md").is_file()
@@ -192,7 +192,7 @@ def test_a_report_that_cannot_be_written_keeps_the_results(lab, capsys, monkeypa
 
     monkeypatch.setattr(html, "write", full_disk)
     store = Store(lab / "l2-tunnel-mtu.db")
-    assert not reportcmd.write_reports(store, 1, as_json=False)
+    assert not reportcmd.write_reports(view.load(store, str(1)), as_json=False)
     err = capsys.readouterr().err
     assert err.startswith("tunnelbench: could not write the reports ([Errno 28] No space left")
     assert "the results are stored: `tunnelbench report 1 --db " in err

@@ -10,7 +10,7 @@ import pytest
 
 from tests.report_fixtures import RECORDED, recorded
 from tunnelbench.model.plan import flatten
-from tunnelbench.report import csv_report
+from tunnelbench.report import csv_report, view
 
 
 def parse(text: str) -> list[dict[str, str]]:
@@ -37,7 +37,7 @@ def test_round_trip_gives_the_stored_numbers_exactly(name, tmp_path):
     store = recorded(name, tmp_path)
     run = store.run("latest")
     trials = store.trials(run.id)
-    rows = parse(csv_report.render(store, "latest"))
+    rows = parse(csv_report.render(view.load(store, "latest")))
     assert len(rows) == len(trials)
     for row, trial in zip(rows, trials, strict=True):
         assert int(row["run_id"]) == trial.run_id == run.id
@@ -59,7 +59,7 @@ def test_round_trip_gives_the_stored_numbers_exactly(name, tmp_path):
 
 
 def test_skipped_trials_are_rows_with_their_reason(tmp_path):
-    rows = parse(csv_report.render(recorded("queue-comparison", tmp_path), "1"))
+    rows = parse(csv_report.render(view.load(recorded("queue-comparison", tmp_path), "1")))
     skipped = [r for r in rows if r["status"] == "skipped"]
     assert len(skipped) == 24
     assert all("is not available in this kernel" in r["error"] for r in skipped)
@@ -68,7 +68,7 @@ def test_skipped_trials_are_rows_with_their_reason(tmp_path):
 
 
 def test_columns_fixed_then_config_then_resolved_then_metrics(tmp_path):
-    header = csv_report.render(recorded("l2-tunnel-mtu", tmp_path), "1").splitlines()[0]
+    header = csv_report.render(view.load(recorded("l2-tunnel-mtu", tmp_path), "1")).splitlines()[0]
     columns = header.split(",")
     assert columns[:6] == ["run_id", "trial_id", "seq", "repetition", "status", "error"]
     kinds = [c.split(".")[0] for c in columns[6:]]

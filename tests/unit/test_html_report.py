@@ -13,7 +13,7 @@ import pytest
 
 from tests.report_fixtures import RECORDED, recorded, wide
 from tunnelbench.analysis.summary import summarize_run
-from tunnelbench.report import html, svg
+from tunnelbench.report import html, svg, view
 from tunnelbench.report.charts import Chart, Reference, Series, charts_for_run
 
 VOID = {"meta", "br", "link", "img", "input", "hr", "col", "area", "base", "wbr"}
@@ -52,7 +52,7 @@ def _parse(page: str) -> _Balance:
 
 @pytest.mark.parametrize("name", RECORDED)
 def test_page_is_one_balanced_document_that_fetches_nothing(name, tmp_path):
-    page = html.render(recorded(name, tmp_path), "latest")
+    page = html.render(view.load(recorded(name, tmp_path), "latest"))
     parsed = _parse(page)
     assert parsed.errors == [] and parsed.stack == []
     # Nothing that could make a browser fetch: no script, link, image, frame, import, url().
@@ -73,7 +73,7 @@ def test_page_is_one_balanced_document_that_fetches_nothing(name, tmp_path):
 def test_every_chart_is_an_accessible_well_formed_svg(name, tmp_path):
     store = recorded(name, tmp_path)
     charts = charts_for_run(summarize_run(store.trials(1)), store.artifact)
-    page = html.render(store, "latest")
+    page = html.render(view.load(store, "latest"))
     for chart in charts:
         drawing = svg.render(chart)
         root = ET.fromstring(drawing)  # well-formed XML
@@ -84,7 +84,7 @@ def test_every_chart_is_an_accessible_well_formed_svg(name, tmp_path):
 
 
 def test_queue_comparison_page_content(tmp_path):
-    page = html.render(recorded("queue-comparison", tmp_path), "1")
+    page = html.render(view.load(recorded("queue-comparison", tmp_path), "1"))
     text = re.sub(r"<[^>]+>", " ", page)
     assert "tunnelbench run 1: queue-comparison" in text
     assert (
@@ -103,7 +103,7 @@ def test_queue_comparison_page_content(tmp_path):
 
 def test_diagnosis_and_advice_sections_come_from_the_analysis(tmp_path):
     store = recorded("l2-tunnel-mtu", tmp_path)
-    page = html.render(store, "latest")
+    page = html.render(view.load(store, "latest"))
     # The recorded single-stream baselines had their iperf3 sender at 90-98% of a core.
     assert '<section id="diagnosis"><h2>Diagnosis</h2><ul><li>none, LAN MTU 1500' in page
     assert "generator-bound: the load generator iperf3-client:5201 used" in page
@@ -121,13 +121,13 @@ def test_every_string_from_the_store_is_escaped(tmp_path):
     )
     db.execute("UPDATE trials SET error = ? WHERE status = 'skipped'", (evil,))
     db.commit()
-    page = html.render(store, "1")
+    page = html.render(view.load(store, "1"))
     assert "<script" not in page
     assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 4
 
 
 def test_write_returns_the_path(tmp_path):
-    path = html.write(recorded("l2-tunnel-mtu", tmp_path), "latest", tmp_path / "r.html")
+    path = html.write(view.load(recorded("l2-tunnel-mtu", tmp_path), "latest"), tmp_path / "r.html")
     assert path == tmp_path / "r.html"
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 

@@ -22,7 +22,7 @@ from tunnelbench.analysis.diagnosis import (
 )
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.kinds import Protocol
-from tunnelbench.report import charts, compare, html, markdown, table
+from tunnelbench.report import charts, compare, html, markdown, table, view
 from tunnelbench.report.table import GENERATOR_MARK, NOT_MEASURED, retransmits_cell
 
 NAME = "iperf2-vs-iperf3"
@@ -68,7 +68,7 @@ def test_udp_retransmits_stay_not_applicable(summaries):
 
 def test_markdown_names_each_generators_goodput_and_explains_not_measured(tmp_path):
     store = recorded(NAME, tmp_path)
-    text = markdown.render(store, "latest")
+    text = markdown.render(view.load(store, "latest"))
     assert "| not measured |" in text
     assert "iperf3 `end.sum_received`; iperf2: the receiving end's 1 s interval reports" in text
     assert "Retransmits not measured: the load generator (iperf2) does not report them" in text
@@ -76,7 +76,7 @@ def test_markdown_names_each_generators_goodput_and_explains_not_measured(tmp_pa
 
 def test_html_and_compare_say_not_measured(tmp_path):
     store = recorded(NAME, tmp_path)
-    page = html.render(store, "latest")
+    page = html.render(view.load(store, "latest"))
     assert '<td class="num">not measured</td>' in page
     assert "Retransmits not measured: the load generator (iperf2)" in page
     path = tmp_path / f"{NAME}.db"

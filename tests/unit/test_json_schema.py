@@ -15,7 +15,7 @@ import pytest
 
 from tests.report_fixtures import RECORDED, recorded, wide
 from tunnelbench.model.plan import TrialConfig
-from tunnelbench.report import json_report
+from tunnelbench.report import json_report, view
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 SCHEMA_PATH = Path(__file__).parents[2] / "docs" / "report-schema.json"
@@ -34,7 +34,7 @@ def test_the_schema_is_a_valid_draft_2020_12_schema():
 @pytest.mark.parametrize("name", RECORDED)
 def test_recorded_runs_validate(name, tmp_path):
     store = recorded(name, tmp_path)
-    document = json.loads(json_report.render(store, "latest"))
+    document = json.loads(json_report.render(view.load(store, "latest")))
     validate(document)
     # The numbers are the store's.
     trials = {t.id: t for t in store.trials(document["run"]["id"])}
@@ -63,7 +63,9 @@ def test_recorded_runs_validate(name, tmp_path):
 
 
 def test_skipped_configurations_carry_their_reason(tmp_path):
-    document = json.loads(json_report.render(recorded("queue-comparison", tmp_path), "1"))
+    document = json.loads(
+        json_report.render(view.load(recorded("queue-comparison", tmp_path), "1"))
+    )
     skipped = [c for c in document["configurations"] if c["status"] == "skipped"]
     assert len(skipped) == 8
     assert all("not available in this kernel" in c["skip_reason"] for c in skipped)
@@ -91,7 +93,7 @@ def test_failed_trials_and_partial_configurations_validate(tmp_path):
             db.execute("UPDATE trials SET status='failed', error='broke' WHERE id=?", (trial_id,))
             db.execute("DELETE FROM metrics WHERE trial_id = ?", (trial_id,))
     db.close()
-    document = json.loads(json_report.render(store, "1"))
+    document = json.loads(json_report.render(view.load(store, "1")))
     validate(document)
     statuses = [c["status"] for c in document["configurations"]]
     assert statuses == ["ok", "partial", "ok", "failed"]
@@ -99,7 +101,7 @@ def test_failed_trials_and_partial_configurations_validate(tmp_path):
 
 
 def test_a_fifty_configuration_run_validates(tmp_path):
-    validate(json.loads(json_report.render(wide(tmp_path), "1")))
+    validate(json.loads(json_report.render(view.load(wide(tmp_path), "1"))))
 
 
 def _schema_object(definition: dict[str, Any]) -> dict[str, Any]:
@@ -151,7 +153,7 @@ def test_every_property_is_described_and_strict_objects_require_all():
 
 
 def test_goodput_summaries_carry_the_median_interval_and_consistency(tmp_path):
-    document = json.loads(json_report.render(recorded("l2-tunnel-mtu", tmp_path), "1"))
+    document = json.loads(json_report.render(view.load(recorded("l2-tunnel-mtu", tmp_path), "1")))
     none_1500 = document["configurations"][0]["goodput_mbit"]
     # Runs: 12,419.5 14,262.0 13,304.1 Mbit/s. With 3 values a resampled median is the
     # smallest one with probability 7/27 (> 2.5%), so the 95% interval is the whole range.

@@ -18,7 +18,7 @@ from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.bench.store import Store
 from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.model.records import Resolved, RunStatus, TrialStatus
-from tunnelbench.report import markdown
+from tunnelbench.report import markdown, view
 from tunnelbench.report.charts import charts_for_run
 
 GOLDEN = FIXTURES / "golden" / "reports"
@@ -28,17 +28,17 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 @pytest.mark.parametrize("name", RECORDED)
 def test_tables_match_the_golden_file(name, tmp_path):
     store = recorded(name, tmp_path)
-    assert markdown.render(store, "latest") == (GOLDEN / f"{name}.md").read_text()
+    assert markdown.render(view.load(store, "latest")) == (GOLDEN / f"{name}.md").read_text()
 
 
 def test_write_puts_every_chart_beside_the_report_with_relative_links(tmp_path):
     store = recorded("queue-comparison", tmp_path)
     path = tmp_path / "out" / "queue.md"
     path.parent.mkdir()
-    written = markdown.write(store, "1", path)
+    written = markdown.write(view.load(store, "1"), path)
     text = path.read_text()
     # Everything the text version has, then the charts.
-    assert text.startswith(markdown.render(store, "1"))
+    assert text.startswith(markdown.render(view.load(store, "1")))
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     run = store.run("1")
     expected = charts_for_run(summarize_run(store.trials(run.id)), store.artifact)
@@ -64,7 +64,7 @@ def test_failed_trials_are_counted_and_explained(tmp_path):
         db.execute("UPDATE trials SET status = 'failed', error = 'iperf3 | exited 1' WHERE seq = 2")
         db.execute("DELETE FROM metrics WHERE trial_id = (SELECT id FROM trials WHERE seq = 2)")
     db.close()
-    text = markdown.render(store, "1")
+    text = markdown.render(view.load(store, "1"))
     assert "| vxlan (1 of 3 runs failed) |" in text
     assert "- trial 2 (vxlan, run 1): iperf3 | exited 1" in text
     assert "trials: 12 (11 ok, 1 failed)" in text
@@ -75,7 +75,7 @@ def test_failed_trials_are_counted_and_explained(tmp_path):
 def test_fifty_configurations_stay_one_row_each(tmp_path):
     store = wide(tmp_path)
     path = tmp_path / "wide.md"
-    markdown.write(store, "1", path)
+    markdown.write(view.load(store, "1"), path)
     text = path.read_text()
     rows = [line for line in text.splitlines() if line.startswith("| none") or "| vxlan" in line]
     assert len(rows) == 50
@@ -83,7 +83,7 @@ def test_fifty_configurations_stay_one_row_each(tmp_path):
 
 
 def test_skipped_configurations_say_so_in_the_table(tmp_path):
-    text = markdown.render(recorded("queue-comparison", tmp_path), "1")
+    text = markdown.render(view.load(recorded("queue-comparison", tmp_path), "1"))
     skipped = [line for line in text.splitlines() if re.search(r"\|\s+skipped \|", line)]
     assert len(skipped) == 8
     assert all(("fq_codel" in line) != ("cake" in line) for line in skipped)
@@ -104,7 +104,7 @@ def test_a_run_that_measured_nothing_has_no_charts(tmp_path):
         )  # fmt: skip
     store.finish_run(run_id, RunStatus.COMPLETE)
     path = tmp_path / "skipped.md"
-    assert markdown.write(store, "1", path) == [path]
+    assert markdown.write(view.load(store, "1"), path) == [path]
     assert not markdown.charts_dir(path).exists()
     text = path.read_text()
     assert "## Charts" not in text and "Nothing was measured." in text

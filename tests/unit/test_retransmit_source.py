@@ -21,7 +21,7 @@ from tunnelbench.analysis.summary import (
 )
 from tunnelbench.bench.store import Store
 from tunnelbench.kinds import Protocol
-from tunnelbench.report import charts, compare, csv_report, json_report, markdown, table
+from tunnelbench.report import charts, compare, csv_report, json_report, markdown, table, view
 from tunnelbench.report.compare import RunRef
 
 NAME = "window-retransmits"
@@ -57,7 +57,7 @@ def test_reports_say_where_the_figure_comes_from(tmp_path):
     assert "marked" not in note
     text = table.render(summaries)
     assert "*" not in text
-    assert note in markdown.render(store, "latest")
+    assert note in markdown.render(view.load(store, "latest"))
     chart = charts.losses_chart(summaries, charts.config_labels(summaries))
     assert chart is not None and chart.series[0].name == "TCP retransmits"
     assert chart.series[0].values[0] == 10842.0
@@ -66,9 +66,12 @@ def test_reports_say_where_the_figure_comes_from(tmp_path):
 def test_json_and_csv_name_the_source(tmp_path):
     store = recorded(NAME, tmp_path)
     tcp, udp = tcp_and_udp(store)
-    assert json_report.configuration(store, tcp)["retransmits_source"] == KERNEL_RETRANSMITS
-    assert json_report.configuration(store, udp)["retransmits_source"] is None
-    header = next(csv.reader(io.StringIO(csv_report.render(store, "latest"))))
+    assert (
+        json_report.configuration(view.load(store, "latest"), tcp)["retransmits_source"]
+        == KERNEL_RETRANSMITS
+    )
+    assert json_report.configuration(view.load(store, "latest"), udp)["retransmits_source"] is None
+    header = next(csv.reader(io.StringIO(csv_report.render(view.load(store, "latest")))))
     first = header.index("metric.tcp.window.retrans_segs")
     assert header[first + 1] == "metric.retransmits"  # the kernel's first, then iperf3's
 
@@ -106,6 +109,6 @@ def test_a_configuration_never_mixes_the_two_sources(tmp_path):
     assert tcp.retransmits_metric == GENERATOR_RETRANSMITS
     assert tcp.retransmits is not None and tcp.retransmits.values == (10597.0, 11072.0)
     assert table.retransmits_cell(tcp) == "10,834*"
-    out = json.loads(json_report.render(store, "latest"))
+    out = json.loads(json_report.render(view.load(store, "latest")))
     sources = [c["retransmits_source"] for c in out["configurations"]]
     assert sources == [GENERATOR_RETRANSMITS, None]

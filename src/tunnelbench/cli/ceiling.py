@@ -17,6 +17,7 @@ from tunnelbench.analysis.ceiling import (
     ceiling,
 )
 from tunnelbench.cli.options import whole_number
+from tunnelbench.cli.parsing import Verbs
 from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 from tunnelbench.model.encapsulation import (
@@ -28,6 +29,7 @@ from tunnelbench.model.encapsulation import (
     Encapsulation,
 )
 from tunnelbench.model.plan import check_choice
+from tunnelbench.report.table import aligned
 from tunnelbench.units import human_rate, parse_rate
 
 ALL = "all"
@@ -243,8 +245,6 @@ def render_one(result: Ceiling) -> str:
 
 
 def render_table(results: list[Ceiling]) -> str:
-    from tunnelbench.report.table import aligned
-
     first = results[0]
     title = (
         f"TCP goodput ceiling at {human_rate(first.rate_bps)}, link MTU {first.link_mtu}, "
@@ -276,3 +276,11 @@ def to_json(result: Ceiling) -> dict[str, Any]:
     data["fragment_sizes"] = list(result.fragment_sizes)
     data["explain"] = result.explain()
     return data
+
+
+def register(verbs: Verbs) -> None:
+    parser = verbs.add_parser(
+        "ceiling", help="the theoretical TCP goodput ceiling of a tunnel on a link of known rate"
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=main)

@@ -1,13 +1,13 @@
-"""The ``compare`` verb: two runs, or two sets of configurations, side by side with the
-ratio of medians, its interval, a rank test and a verdict (``report/compare.py``).
-
-Kept apart from ``cli.py`` so that adding the verb there is one call.
-"""
+"""``tunnelbench compare``: two runs, or two sets of configurations, side by side with the
+ratio of medians, its interval, a rank test and a verdict (``report/compare.py``)."""
 
 import argparse
 from pathlib import Path
 
 from tunnelbench.bench.store import DEFAULT_DB
+from tunnelbench.cli.parsing import Verbs
+from tunnelbench.cli.report import write_stdout
+from tunnelbench.report import compare
 
 SIDE_HELP = (
     "RUN, latest, DATABASE (its latest run) or DATABASE:RUN, optionally followed by "
@@ -16,21 +16,18 @@ SIDE_HELP = (
 )
 
 
-def add_parser(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    compare = verbs.add_parser(
+def register(verbs: Verbs) -> None:
+    parser = verbs.add_parser(
         "compare",
         help="is B faster than A? ratio of medians, 95%% interval, rank test, verdict",
     )
-    compare.add_argument("a", metavar="A", help=SIDE_HELP)
-    compare.add_argument("b", metavar="B", help="as A")
-    compare.add_argument("--db", default=str(DEFAULT_DB), help="results database for RUN")
-    compare.add_argument("--format", default="table", help="table | md | json (default table)")
-    compare.set_defaults(func=run)
+    parser.add_argument("a", metavar="A", help=SIDE_HELP)
+    parser.add_argument("b", metavar="B", help="as A")
+    parser.add_argument("--db", default=str(DEFAULT_DB), help="results database for RUN")
+    parser.add_argument("--format", default="table", help="table | md | json (default table)")
+    parser.set_defaults(func=handle)
 
 
-def run(args: argparse.Namespace) -> int:
-    from tunnelbench.cli.report import write_stdout
-    from tunnelbench.report import compare
-
+def handle(args: argparse.Namespace) -> int:
     write_stdout(compare.render(args.a, args.b, Path(args.db), args.format))
     return 0

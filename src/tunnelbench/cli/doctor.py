@@ -6,10 +6,12 @@ skips configurations with the same reasons. The report is data (:func:`collect`,
 printed as JSON) rendered as a plain table (:func:`render`).
 """
 
+import argparse
 import json
 from typing import Any
 
 from tunnelbench.bench import capabilities, skips
+from tunnelbench.cli.parsing import Verbs
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.plan import TunnelSettings
@@ -227,3 +229,13 @@ def main(as_json: bool) -> int:
     report = collect()
     print(json.dumps(report, indent=2) if as_json else render(report), end="\n" if as_json else "")
     return 0
+
+
+def register(verbs: Verbs) -> None:
+    doctor = verbs.add_parser("doctor", help="what this kernel and machine can test")
+    doctor.add_argument("--json", action="store_true", help="as JSON")
+    doctor.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    return main(as_json=args.json)

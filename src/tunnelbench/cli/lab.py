@@ -6,7 +6,8 @@ import subprocess
 
 from tunnelbench.bench import capabilities, skips
 from tunnelbench.bench.runner import require_root
-from tunnelbench.cli.options import lab_settings, tunnel_settings
+from tunnelbench.cli.options import add_lab_arguments, lab_settings, tunnel_settings
+from tunnelbench.cli.parsing import Verbs
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import netns
@@ -180,3 +181,34 @@ def _remove(labs: list[lab_state.LabState]) -> int:
         else:
             print(f"lab {st.lab_id} removed")
     return 1 if failed else 0
+
+
+def register(verbs: Verbs) -> None:
+    lab = verbs.add_parser("lab", help="build, inspect and remove labs by hand")
+    lab_verbs = lab.add_subparsers(dest="lab_verb", required=True, metavar="LAB_VERB")
+    built = lab_verbs.add_parser("up", help="build a lab and leave it running")
+    built.add_argument(
+        "--tunnel", default="none", help=" | ".join(k.value for k in TUNNELS.kinds())
+    )
+    built.add_argument("--name", help="lab id: 1-6 lowercase letters or digits (default random)")
+    add_lab_arguments(built)
+    built.set_defaults(func=up)
+    lab_verbs.add_parser("status", help="list labs and what they hold").set_defaults(func=status)
+    ex = lab_verbs.add_parser("exec", help="run a command in a lab namespace")
+    ex.add_argument("--lab", help="lab id (default: the only lab)")
+    ex.add_argument("role", help="client | gw | gwa | gwb | server")
+    ex.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ...")
+    ex.set_defaults(func=exec_)
+    removed = lab_verbs.add_parser("down", help="remove one lab")
+    removed.add_argument("lab_id")
+    removed.add_argument(
+        "--force", action="store_true", help="remove it even while a live process uses it"
+    )
+    removed.set_defaults(func=down)
+    cleaned = lab_verbs.add_parser(
+        "clean", help="remove every lab tunnelbench recorded whose owner process is gone"
+    )
+    cleaned.add_argument(
+        "--force", action="store_true", help="also remove labs that live runs are using"
+    )
+    cleaned.set_defaults(func=clean)

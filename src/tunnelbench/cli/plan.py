@@ -3,14 +3,17 @@
 Needs no root and changes nothing: capabilities are probed in anonymous namespaces.
 """
 
+import argparse
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
-from tunnelbench.bench import runner
+from tunnelbench.bench import planfile, runner
 from tunnelbench.bench.planfile import TRIAL_OVERHEAD_S, Plan, estimate_seconds
 from tunnelbench.bench.progress import format_duration
+from tunnelbench.cli.parsing import Verbs
 from tunnelbench.kinds import Order
 from tunnelbench.model.plan import expand, flatten, varying_paths
 
@@ -90,3 +93,19 @@ def _cell(value: object) -> str:
     if isinstance(value, list | tuple):
         return ",".join(str(v) for v in value) or "-"
     return str(value)
+
+
+def register(verbs: Verbs) -> None:
+    plan = verbs.add_parser("plan", help="inspect plan files")
+    plan_verbs = plan.add_subparsers(dest="plan_verb", required=True, metavar="PLAN_VERB")
+    show = plan_verbs.add_parser(
+        "show", help="the trials a plan expands to, what is skipped here, and how long it takes"
+    )
+    show.add_argument("plan", help="a plan file (TOML)")
+    show.add_argument("--quick", action="store_true", help="as `run --quick` would run it")
+    show.set_defaults(func=show_plan)
+
+
+def show_plan(args: argparse.Namespace) -> int:
+    print(render(planfile.load(Path(args.plan), quick=args.quick)))
+    return 0

@@ -1,4 +1,4 @@
-"""The ``report`` and ``runs`` verbs, and the reports ``run`` writes when it ends."""
+"""The ``report`` verb, and the reports ``run`` writes when it ends."""
 
 import argparse
 import errno
@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tunnelbench.analysis.summary import summarize_run
-from tunnelbench.bench.store import Store
+from tunnelbench.bench.store import DEFAULT_DB, Store
+from tunnelbench.cli.parsing import Verbs
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import SystemFault, UserError
-from tunnelbench.report import compare, csv_report, findings, html, json_report, markdown, table
-from tunnelbench.report import runs as run_list
+from tunnelbench.report import compare, csv_report, html, json_report, markdown, terminal, view
+from tunnelbench.report.view import RunView
 from tunnelbench.system import ownership
 
 REPORT_FORMATS = ("table", "md", "html", "json", "csv")
@@ -116,7 +116,35 @@ def _emit(text: str, output: Path | None) -> None:
         print(f"wrote {output}")
 
 
-def report(args: argparse.Namespace) -> int:
+def register(verbs: Verbs) -> None:
+    report = verbs.add_parser(
+        "report", help="a stored run as a table, Markdown, HTML, JSON or CSV; or two compared"
+    )
+    report.add_argument("run", nargs="?", help="run id or 'latest' (default latest)")
+    report.add_argument(
+        "--format",
+        default="table",
+        help="table | md | html | json | csv (default table); JSON follows "
+        "docs/report-schema.json, CSV has one row per trial",
+    )
+    report.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="write to PATH instead of standard output; Markdown also writes its charts "
+        "as PNG files into PATH's name without its suffix + '-charts/'",
+    )
+    report.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="the same as `tunnelbench compare A B` (format table, md or json)",
+    )
+    report.add_argument("--db", default=str(DEFAULT_DB), help="results database")
+    report.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
     if args.format not in REPORT_FORMATS:
         raise UserError(
             f"--format: unknown value {shown(args.format)}; allowed: {', '.join(REPORT_FORMATS)}"
@@ -129,37 +157,31 @@ def report(args: argparse.Namespace) -> int:
         raise UserError(f"run: {shown(ref)} is not a run id or 'latest'")
     store = Store.read(Path(args.db))
     try:
-        run = store.run(ref)  # an unknown run is an error before any output
-        _report(store, str(run.id), args.format, output)
+        # An unknown run is an error before any output.
+        _report(view.load(store, ref), args.format, output)
     finally:
         store.close()
     return 0
 
 
-def _report(store: Store, ref: str, fmt: str, output: Path | None) -> None:
+def _report(loaded: RunView, fmt: str, output: Path | None) -> None:
     if fmt == "md" and output is not None:
         charts_dir = markdown.charts_dir(output)
         with _writing(output, charts=charts_dir), ownership.created(output, charts_dir):
-            written = markdown.write(store, ref, output)
+            written = markdown.write(loaded, output)
         directory = markdown.charts_dir(output)
         charts = f" and {markdown.plural(len(written) - 1, 'chart')} in {directory}/"
         print(f"wrote {output}{charts if len(written) > 1 else ''}")
     elif fmt == "md":
-        _emit(markdown.render(store, ref), None)
+        _emit(markdown.render(loaded), None)
     elif fmt == "html":
-        _emit(html.render(store, ref), output)
+        _emit(html.render(loaded), output)
     elif fmt == "json":
-        _emit(json_report.render(store, ref), output)
+        _emit(json_report.render(loaded), output)
     elif fmt == "csv":
-        _emit(csv_report.render(store, ref), output)
+        _emit(csv_report.render(loaded), output)
     else:
-        run = store.run(ref)
-        heading = f"run {run.id} ({run.status}): {run.command_line}"
-        summaries = summarize_run(store.trials(run.id), run.environment)
-        text = heading + "\n" + table.render(summaries)
-        if verdicts := findings.terminal_lines(summaries):
-            text += "\n\ndiagnosis and advice:\n" + "\n".join(verdicts)
-        _emit(text, output)
+        _emit(terminal.render(loaded, heading=True), output)
 
 
 def _compare(args: argparse.Namespace, output: Path | None) -> int:
@@ -173,29 +195,21 @@ def _compare(args: argparse.Namespace, output: Path | None) -> int:
     return 0
 
 
-def runs(args: argparse.Namespace) -> int:
-    store = Store.read(Path(args.db))
-    try:
-        print(run_list.render(store))
-    finally:
-        store.close()
-    return 0
-
-
-def write_reports(store: Store, run_id: int, *, as_json: bool) -> bool:
+def write_reports(loaded: RunView, *, as_json: bool) -> bool:
     """Write the HTML and Markdown reports of a finished run next to its database and
     print their paths (except in JSON mode). A report that cannot be written leaves the
     stored results intact: say so and how to write it later, and return False."""
-    stem = f"{store.path.stem}-run{run_id}"
-    page, text = store.path.with_name(f"{stem}.html"), store.path.with_name(f"{stem}.md")
+    run_id, database = loaded.run.id, loaded.database
+    stem = f"{database.stem}-run{run_id}"
+    page, text = database.with_name(f"{stem}.html"), database.with_name(f"{stem}.md")
     try:
         with ownership.created(page, text, markdown.charts_dir(text)):  # theirs under sudo
-            html.write(store, str(run_id), page)
-            written = markdown.write(store, str(run_id), text)
+            html.write(loaded, page)
+            written = markdown.write(loaded, text)
     except OSError as exc:
         print(
             f"tunnelbench: could not write the reports ({exc}); the results are stored: "
-            f"`tunnelbench report {run_id} --db {store.path} --format html -o PATH`",
+            f"`tunnelbench report {run_id} --db {database} --format html -o PATH`",
             file=sys.stderr,
         )
         return False

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from tunnelbench.analysis import significance
-from tunnelbench.analysis.summary import ConfigSummary, summarize_run, varying_axes
+from tunnelbench.analysis.summary import ConfigSummary, varying_axes
 from tunnelbench.bench.store import Store
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import Experiment, flatten
 from tunnelbench.model.records import RunRecord
+from tunnelbench.report import view
 from tunnelbench.report.markdown import escape
 from tunnelbench.report.markdown import table as markdown_table
 from tunnelbench.report.runs import utc
@@ -172,10 +173,10 @@ def axis_values(s: ConfigSummary, path: str) -> Any:
 def load(ref: RunRef, selector: Selector | None = None, where: str = "--compare") -> Side:
     store = Store.read(ref.db)
     try:
-        run = store.run(ref.run)
-        summaries = summarize_run(store.trials(run.id))
+        loaded = view.load(store, ref.run)
     finally:
         store.close()
+    run, summaries = loaded.run, loaded.summaries
     if selector is not None:
         summaries = selector.select(summaries, where, f"run {run.id} in {ref.db}")
     return Side(ref.db, run, summaries, selector)

@@ -19,9 +19,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from tunnelbench.bench.store import Store
 from tunnelbench.model.plan import flatten
 from tunnelbench.model.records import TrialRecord
+from tunnelbench.report.view import RunView
 
 FIXED_COLUMNS = ("run_id", "trial_id", "seq", "repetition", "status", "error")
 # Read first; the other metrics follow in name order (cpu2 before cpu10). Retransmits:
@@ -86,9 +86,8 @@ def rows(trials: list[TrialRecord]) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
-def render(store: Store, ref: str) -> str:
-    run = store.run(ref)
-    header, body = rows(store.trials(run.id))
+def render(view: RunView) -> str:
+    header, body = rows(view.trials)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)

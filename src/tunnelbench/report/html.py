@@ -12,11 +12,11 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.bench.store import Store
+from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.records import RunRecord
 from tunnelbench.report import findings, svg, table
 from tunnelbench.report.charts import charts_for_run, config_labels
+from tunnelbench.report.view import RunView
 from tunnelbench.units import mbit
 
 # Medians closer than this ratio are reported as equal: no "fastest" among them.
@@ -209,11 +209,10 @@ def _header(run: RunRecord, summaries: Sequence[ConfigSummary]) -> str:
     )
 
 
-def render(store: Store, run_ref: str) -> str:
-    """The whole page for a run (an id or ``latest``), as one string."""
-    run = store.run(run_ref)
-    summaries = summarize_run(store.trials(run.id), run.environment)
-    charts = charts_for_run(summaries, store.artifact)
+def render(view: RunView) -> str:
+    """The whole page for a run, as one string."""
+    run, summaries = view.run, view.summaries
+    charts = charts_for_run(summaries, view.artifact)
     figures = "".join(
         f'<figure id="fig-{escape(c.id)}"><h3>{escape(c.title)}</h3>{svg.render(c)}'
         f"<figcaption>{escape(c.note)}</figcaption></figure>"
@@ -243,12 +242,12 @@ def render(store: Store, run_ref: str) -> str:
         + f'<section id="charts"><h2>Charts</h2>{figures}</section>'
         + f'<section id="environment"><h2>Environment</h2>{_environment(run.environment)}'
         "</section>" + '<footer class="muted"><p>Written by tunnelbench from the results database '
-        f"<code>{escape(str(store.path))}</code>.</p></footer>"
+        f"<code>{escape(str(view.database))}</code>.</p></footer>"
         "</body></html>\n"
     )
 
 
-def write(store: Store, run_ref: str, path: Path) -> Path:
+def write(view: RunView, path: Path) -> Path:
     """Write the page for a run to ``path`` and return the path."""
-    path.write_text(render(store, run_ref), encoding="utf-8")
+    path.write_text(render(view), encoding="utf-8")
     return path

@@ -12,11 +12,11 @@ from typing import Any
 from tunnelbench import __version__
 from tunnelbench.analysis.precision import Precision
 from tunnelbench.analysis.stats import Summary, consistency
-from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.bench.store import Store
+from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.plan import Experiment, with_baselines
-from tunnelbench.model.records import RunRecord, TrialRecord
+from tunnelbench.model.records import TrialRecord
 from tunnelbench.report import findings, precision
+from tunnelbench.report.view import RunView
 
 # 2: configurations gained a status, the reason they were skipped and the mean of each
 # statistic; the run its normalised experiment (order and seed always present) and its
@@ -50,7 +50,7 @@ def config_status(s: ConfigSummary) -> str:
     return "partial" if s.failed else "ok"
 
 
-def trial(store: Store, t: TrialRecord) -> dict[str, Any]:
+def trial(view: RunView, t: TrialRecord) -> dict[str, Any]:
     """One trial: what it resolved to, what it measured, or why it did not."""
     return {
         "trial_id": t.id,
@@ -62,7 +62,7 @@ def trial(store: Store, t: TrialRecord) -> dict[str, Any]:
         "retransmits": t.metrics.get("retransmits"),
         "resolved": t.resolved.to_dict(),
         "metrics": t.metrics,
-        "intervals_mbit": [v / 1e6 for v in store.artifact(t.id, "intervals") or []],
+        "intervals_mbit": [v / 1e6 for v in view.artifact(t.id, "intervals") or []],
     }
 
 
@@ -70,7 +70,7 @@ def _precision(p: Precision | None) -> dict[str, Any] | None:
     return None if p is None else {**p.to_dict(), "text": p.text()}
 
 
-def configuration(store: Store, s: ConfigSummary, p: Precision | None = None) -> dict[str, Any]:
+def configuration(view: RunView, s: ConfigSummary, p: Precision | None = None) -> dict[str, Any]:
     """One configuration; ``p`` its standing against an adaptive run's precision target."""
     return {
         "key": s.key,
@@ -86,7 +86,7 @@ def configuration(store: Store, s: ConfigSummary, p: Precision | None = None) ->
         "pct_of_baseline": s.pct_of_baseline,
         "busiest_core": None if s.busiest_core is None else vars(s.busiest_core),
         "process_cpu_pct": s.processes_cpu,
-        "runs": [trial(store, t) for t in s.trials],
+        "runs": [trial(view, t) for t in s.trials],
         "precision": _precision(p),
         **findings.configuration_json(s),
     }
@@ -98,9 +98,10 @@ def planned_trials(experiment: Experiment) -> int:
     return experiment.repetitions * len(with_baselines(experiment.configs))
 
 
-def run_section(store: Store, run: RunRecord) -> dict[str, Any]:
+def run_section(view: RunView) -> dict[str, Any]:
+    run = view.run
     experiment = Experiment.from_dict(run.experiment)
-    counts = store.trial_counts(run.id)
+    counts = view.trial_counts
     return {
         "id": run.id,
         "started_at": run.started_at,
@@ -117,20 +118,19 @@ def run_section(store: Store, run: RunRecord) -> dict[str, Any]:
     }
 
 
-def document(store: Store, ref: str) -> dict[str, Any]:
-    run = store.run(ref)
-    summaries = summarize_run(store.trials(run.id), run.environment)
+def document(view: RunView) -> dict[str, Any]:
+    run, summaries = view.run, view.summaries
     standing = precision.standing(run)
     return {
         "format_version": FORMAT_VERSION,
         "generator": {"name": "tunnelbench", "version": __version__},
-        "run": run_section(store, run),
+        "run": run_section(view),
         "environment": run.environment,
-        "configurations": [configuration(store, s, standing.get(s.key)) for s in summaries],
+        "configurations": [configuration(view, s, standing.get(s.key)) for s in summaries],
         # Diagnosis (what limits each configuration) is not implemented yet.
         "findings": findings.run_json(summaries),
     }
 
 
-def render(store: Store, ref: str) -> str:
-    return json.dumps(document(store, ref), indent=2)
+def render(view: RunView) -> str:
+    return json.dumps(document(view), indent=2)

@@ -10,13 +10,12 @@ from urllib.parse import quote
 
 from tunnelbench.analysis.precision import repetitions_phrase
 from tunnelbench.analysis.stats import consistency
-from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, summarize_run, varying_axes
+from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, varying_axes
 from tunnelbench.bench.progress import format_duration
-from tunnelbench.bench.store import Store
 from tunnelbench.kinds import Generator, StreamMode
 from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.model.records import Resolved, RunRecord, TrialRecord
-from tunnelbench.report import findings, precision
+from tunnelbench.report import findings, png, precision
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
@@ -26,6 +25,7 @@ from tunnelbench.report.table import (
     retransmits_cell,
     retransmits_note,
 )
+from tunnelbench.report.view import RunView
 from tunnelbench.units import mbit
 
 STATUSES = ("ok", "failed", "skipped")
@@ -301,9 +301,9 @@ def chart_lines(charts: Sequence[ChartFile]) -> list[str]:
     return out
 
 
-def document(run: RunRecord, trials: list[TrialRecord], charts: Sequence[ChartFile] = ()) -> str:
+def document(view: RunView, charts: Sequence[ChartFile] = ()) -> str:
     """The Markdown text; ``charts`` are linked at the end."""
-    summaries = summarize_run(trials, run.environment)
+    run, trials, summaries = view.run, view.trials, view.summaries
     lines = header_lines(run, trials, summaries)
     lines += ["", "## Results", "", *results_table(summaries), "", explanation(summaries)]
     if precise := precision.lines(run, trials):
@@ -315,10 +315,9 @@ def document(run: RunRecord, trials: list[TrialRecord], charts: Sequence[ChartFi
     return "\n".join(lines) + "\n"
 
 
-def render(store: Store, ref: str) -> str:
+def render(view: RunView) -> str:
     """The report without charts (for standard output)."""
-    run = store.run(ref)
-    return document(run, store.trials(run.id))
+    return document(view)
 
 
 def charts_dir(path: Path) -> Path:
@@ -326,19 +325,15 @@ def charts_dir(path: Path) -> Path:
     return path.with_name(f"{path.stem}-charts")
 
 
-def charts(store: Store, trials: list[TrialRecord]) -> list[Chart]:
-    return charts_for_run(summarize_run(trials), store.artifact)
+def charts(view: RunView) -> list[Chart]:
+    return charts_for_run(view.summaries, view.artifact)
 
 
-def write(store: Store, ref: str, path: Path) -> list[Path]:
+def write(view: RunView, path: Path) -> list[Path]:
     """Write the report to ``path`` and its charts as PNG files into ``charts_dir(path)``;
     return the paths written, the report first."""
-    from tunnelbench.report import png
-
-    run = store.run(ref)
-    trials = store.trials(run.id)
     directory = charts_dir(path)
-    files = png.write_charts(charts(store, trials), directory)
+    files = png.write_charts(charts(view), directory)
     linked = [ChartFile(c, f"{directory.name}/{f.name}") for c, f in files]
-    path.write_text(document(run, trials, linked))
+    path.write_text(document(view, linked))
     return [path, *(f for _, f in files)]

@@ -1,0 +1,160 @@
+"""``tunnelbench run``: a plan file or the experiment options, measured and stored, then
+the terminal report and the HTML and Markdown reports beside the database."""
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from tunnelbench.bench import measurement_lock, planfile, progress, runner
+from tunnelbench.bench.store import DEFAULT_DB, Store
+from tunnelbench.cli import report as reportcmd
+from tunnelbench.cli.options import (
+    DEFAULT_TUNNELS,
+    add_lab_arguments,
+    build_experiment,
+    comma_list,
+    given,
+    whole_number,
+)
+from tunnelbench.cli.parsing import Verbs
+from tunnelbench.echo import capped
+from tunnelbench.errors import UserError
+from tunnelbench.model.plan import Experiment
+from tunnelbench.model.records import TrialStatus
+from tunnelbench.report import terminal, view
+from tunnelbench.tunnels import REGISTRY as TUNNELS
+
+
+def register(verbs: Verbs) -> None:
+    run = verbs.add_parser(
+        "run",
+        help="run a benchmark (a plan file, or the options below) and print a table",
+    )
+    run.add_argument("plan", nargs="?", help="a plan file (TOML); see docs/plans.md")
+    run.add_argument("--resume", metavar="RUN", help="run the trials a stopped run lacks")
+    run.add_argument(
+        "--quick", action="store_true", help="one repetition of 1 s trials, for a first look"
+    )
+    run.add_argument(
+        "--db", default=str(DEFAULT_DB), help="results database (default ./tunnelbench.db)"
+    )
+    run.add_argument(
+        "--allow-concurrent",
+        action="store_true",
+        help="run even while another tunnelbench measurement runs on this machine (both"
+        " runs' figures are then false; recorded with the run)",
+    )
+    shown = run.add_mutually_exclusive_group()
+    shown.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    shown.add_argument("--json", action="store_true", help="progress as JSON lines, no table")
+    experiment = run.add_argument_group(
+        "experiment (without a plan file)", argument_default=argparse.SUPPRESS
+    )
+    experiment.add_argument(
+        "--tunnels",
+        type=comma_list,
+        help=f"tunnel kinds to compare: {', '.join(k.value for k in TUNNELS.kinds())}"
+        f" (default {DEFAULT_TUNNELS})",
+    )
+    experiment.add_argument("--streams", type=comma_list, help="stream counts (default 1,4)")
+    experiment.add_argument(
+        "--runs", type=whole_number, help="repetitions of each configuration (default 3)"
+    )
+    experiment.add_argument(
+        "--target-ci",
+        metavar="PCT",
+        help="adaptive repetitions: after --runs (then the minimum), repeat a configuration"
+        " until its median's 95%% interval is within ±PCT%% (e.g. 2%%)",
+    )
+    experiment.add_argument(
+        "--max-runs",
+        type=whole_number,
+        help="with --target-ci: the most runs of a configuration (default 10)",
+    )
+    experiment.add_argument(
+        "--duration", type=whole_number, help="measured seconds per trial (default 5)"
+    )
+    experiment.add_argument(
+        "--warmup", type=whole_number, help="seconds excluded at the start (default 1)"
+    )
+    experiment.add_argument("--direction", help="upload | download | bidir (default upload)")
+    experiment.add_argument("--stream-mode", help="auto | single | processes (default auto)")
+    experiment.add_argument(
+        "--family", type=whole_number, help="IP version of the traffic: 4 or 6 (default 4)"
+    )
+    add_lab_arguments(run)
+    run.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.resume is not None:
+        return _resume(args)
+    experiment, strict = _requested_experiment(args)
+    runner.preflight()
+    # Every check happens before the database is touched: bad input creates nothing.
+    prepared = runner.prepare(experiment, strict=strict)
+    lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
+    try:
+        store = Store(Path(args.db))
+        try:
+            run_id = runner.start(
+                prepared, store, command_line=shlex.join(sys.argv), lock=lock.record()
+            )
+            return _execute(args, prepared, store, run_id)
+        finally:
+            store.close()
+    finally:
+        lock.release()
+
+
+def _requested_experiment(args: argparse.Namespace) -> tuple[Experiment, bool]:
+    """The experiment of a plan file (lenient: what this machine lacks is skipped) or of
+    the command-line options (strict: what it lacks is an error)."""
+    if args.plan is None:
+        experiment = build_experiment(args)
+        return (planfile.quicken(experiment) if args.quick else experiment), True
+    if options := given(args):
+        raise UserError(
+            f"{options[0]}: cannot be combined with a plan file; set it in {capped(args.plan, 300)}"
+        )
+    return planfile.load(Path(args.plan), quick=args.quick).experiment, False
+
+
+def _resume(args: argparse.Namespace) -> int:
+    if args.plan is not None or args.quick or given(args):
+        raise UserError("--resume: takes no plan or experiment options; the run has its own")
+    runner.preflight()
+    lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
+    try:
+        store = Store.open_existing(Path(args.db))
+        try:
+            run_id, experiment = runner.resumable(store, args.resume)
+            prepared = runner.prepare(experiment, strict=False)
+            store.reopen_run(run_id, runner.owner())
+            return _execute(args, prepared, store, run_id)
+        finally:
+            store.close()
+    finally:
+        lock.release()
+
+
+def _execute(args: argparse.Namespace, prepared: runner.Prepared, store: Store, run_id: int) -> int:
+    display: progress.Progress
+    if args.json:
+        display = progress.JsonProgress()
+    elif args.quiet:
+        display = progress.Progress()
+    else:
+        display = progress.LineProgress()
+    runner.execute(prepared, store, run_id, progress=display)
+    loaded = view.load(store, str(run_id))
+    failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
+    if not args.json:
+        print()
+        print(terminal.render(loaded, heading=False))
+        print(
+            f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`"
+        )
+    reported = reportcmd.write_reports(loaded, as_json=args.json)
+    return 1 if failed or not reported else 0
