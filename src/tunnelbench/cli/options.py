@@ -11,11 +11,11 @@ from typing import Any
 from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, Shaper, StreamMode, Topology, TunnelKind
+from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import (
     ADAPTIVE_MAX,
     ADAPTIVE_MIN,
     REPETITIONS_MAX,
-    STREAMS_MAX,
     AdaptiveRepetitions,
     Experiment,
     LabSettings,
@@ -23,7 +23,6 @@ from tunnelbench.model.plan import (
     TrafficSettings,
     TrialConfig,
     TunnelSettings,
-    check_choice,
     check_family,
     check_int,
     check_mtu,
@@ -120,14 +119,14 @@ def lab_settings(args: argparse.Namespace) -> LabSettings:
     rate_text = option(args, "rate")
     rate = parse_rate(rate_text, key="--rate") if rate_text is not None else None
     return LabSettings(
-        topology=check_choice("--topology", option(args, "topology"), Topology),
+        topology=_field("lab.topology", "--topology", option(args, "topology")),
         wan=LinkSettings(
-            mtu=check_mtu("--wan-mtu", option(args, "wan_mtu")),
+            mtu=_field("lab.wan.mtu", "--wan-mtu", option(args, "wan_mtu")),
             rate=rate,
-            shaper=check_choice("--shaper", option(args, "shaper"), Shaper),
-            queue_limit=check_int("--queue-limit", option(args, "queue_limit"), 1, 100_000),
+            shaper=_field("lab.wan.shaper", "--shaper", option(args, "shaper")),
+            queue_limit=_field("lab.wan.queue_limit", "--queue-limit", option(args, "queue_limit")),
         ),
-        lan_mtu=check_mtu("--lan-mtu", option(args, "lan_mtu")),
+        lan_mtu=_field("lab.lan_mtu", "--lan-mtu", option(args, "lan_mtu")),
     )
 
 
@@ -158,22 +157,28 @@ def tunnel_settings(
     return TunnelSettings(kind=kind, implementation=implementation, mtu=mtu)
 
 
+def _field(path: str, key: str, value: Any) -> Any:
+    """``value`` of option ``key`` checked by the plan field table's parser for ``path``:
+    an option and its plan setting accept the same values with the same limits."""
+    return SETTINGS[path].parse(key, value)
+
+
 def build_experiment(args: argparse.Namespace) -> Experiment:
     """The experiment of ``tunnelbench run``'s options; every value checked."""
     family = check_family("--family", option(args, "family"))
-    kinds = [check_choice("--tunnels", k, TunnelKind) for k in option(args, "tunnels")]
+    kinds = [_field("tunnel.kind", "--tunnels", k) for k in option(args, "tunnels")]
     streams = [
-        check_int("--streams", _as_int("--streams", s), 1, STREAMS_MAX)
+        _field("traffic.streams", "--streams", _as_int("--streams", s))
         for s in option(args, "streams")
     ]
     base = TrialConfig(
         lab=lab_settings(args),
         traffic=TrafficSettings(
             streams=1,
-            stream_mode=check_choice("--stream-mode", option(args, "stream_mode"), StreamMode),
-            direction=check_choice("--direction", option(args, "direction"), Direction),
-            duration=check_int("--duration", option(args, "duration"), 1, 3600),
-            warmup=check_int("--warmup", option(args, "warmup"), 0, 60),
+            stream_mode=_field("traffic.stream_mode", "--stream-mode", option(args, "stream_mode")),
+            direction=_field("traffic.direction", "--direction", option(args, "direction")),
+            duration=_field("traffic.duration", "--duration", option(args, "duration")),
+            warmup=_field("traffic.warmup", "--warmup", option(args, "warmup")),
             family=family,
         ),
     )
