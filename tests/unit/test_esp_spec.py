@@ -14,6 +14,7 @@ from tests.report_fixtures import resolved_for
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
+from tunnelbench.lab.host import NetnsHost
 from tunnelbench.lab.state import LabState, teardown
 from tunnelbench.model.plan import TrialConfig, TunnelSettings
 from tunnelbench.model.records import Resolved
@@ -22,7 +23,7 @@ from tunnelbench.system.probing import Check
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import TunnelSpec
-from tunnelbench.tunnels.esp import Session, esp_device_mtu, write_secret
+from tunnelbench.tunnels.esp import Session, esp_device_mtu
 from tunnelbench.tunnels.strongswan import KERNEL, LIBIPSEC, ChildSa
 
 REFUSED = Check(False, "Requested AEAD algorithm not found")
@@ -263,13 +264,23 @@ def test_what_establishing_found_is_recorded(monkeypatch):
     }
 
 
-def test_the_psk_file_is_root_only_from_the_start(tmp_path):
-    path = tmp_path / "swanctl-gw.conf"
+def test_the_psk_file_is_root_only_from_the_start(tmp_path, monkeypatch):
+    monkeypatch.setattr("tunnelbench.lab.state.STATE_ROOT", tmp_path)
+    state = LabState(lab_id="ab12cd")
+    state.save()
+    host = NetnsHost("tb-ab12cd-gw", state)
+    path = state.directory / "swanctl-gw.conf"
     os.umask(0o022)
-    write_secret(path, "secret = 0x00\n")
+    host.write(path, "secret = 0x00\n", mode=0o600)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert str(path) in state.files  # teardown removes it
     with pytest.raises(FileExistsError):  # never reuses (or widens) an existing file
-        write_secret(path, "other\n")
+        host.write(path, "other\n", mode=0o600)
+    link = state.directory / "link.conf"
+    link.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError):  # never through a symlink
+        host.write(link, "x\n")
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_teardown_removes_recorded_directories(tmp_path, monkeypatch):

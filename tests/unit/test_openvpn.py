@@ -23,8 +23,11 @@ from tests.conftest import FIXTURES
 from tunnelbench.bench import skips
 from tunnelbench.cli import doctor
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
+from tunnelbench.kinds import Cipher, EspMode, Protection, Topology, TunnelKind
+from tunnelbench.lab.host import NetnsHost
 from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.state import LabState
+from tunnelbench.lab.topology import CHAINS
 from tunnelbench.model.encapsulation import Encapsulation, default_tunnel_mtu
 from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.system import probing, programs
@@ -178,8 +181,16 @@ class _RecordingState:
 
 
 class _FakeLab:
+    """A lab with the real namespace host over a recording state (no namespace is
+    needed: writing a file is the host's own work)."""
+
+    chain = CHAINS[Topology.ROAD_WARRIOR]
+
     def __init__(self) -> None:
         self.state = _RecordingState()
+
+    def host(self, role: str) -> NetnsHost:
+        return NetnsHost(f"tb-test-{role}", cast(LabState, self.state))
 
 
 def test_private_files_are_recorded_first_created_0600_and_never_reused(tmp_path):

@@ -15,14 +15,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab import state as lab_state
+from tunnelbench.lab.host import Host, NetnsHost
 from tunnelbench.lab.shaping import device_commands, queue_commands, shaping_commands
 from tunnelbench.lab.topology import CHAINS, Chain, link_address, plen, routes_for
 from tunnelbench.model.plan import LabSettings, Offloads
-from tunnelbench.system.command import CommandError, in_netns, run, spawn
+from tunnelbench.system.command import CommandError, run
 
 log = logging.getLogger("tunnelbench.lab")
 
@@ -97,6 +97,11 @@ class Lab:
     def directory(self) -> Path:
         return self.state.directory
 
+    def host(self, role: str) -> Host:
+        """Where ``role`` runs: every command, process and file of the role goes through
+        it (:mod:`tunnelbench.lab.host`)."""
+        return NetnsHost(self.ns(role), self.state)
+
     def exec(
         self,
         role: str,
@@ -106,9 +111,7 @@ class Lab:
         timeout: float = 30.0,
         input_text: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        return run(
-            in_netns(self.ns(role), argv), check=check, timeout=timeout, input_text=input_text
-        )
+        return self.host(role).run(argv, check=check, timeout=timeout, input_text=input_text)
 
     def ip_batch(self, role: str, commands: list[list[str]]) -> None:
         """Several ``ip`` commands in one process; the first failure is an error."""
@@ -124,7 +127,7 @@ class Lab:
             return
         text = "\n".join(" ".join(c) for c in commands) + "\n"
         try:
-            run([tool, "-n", self.ns(role), "-batch", "-"], input_text=text)
+            self.host(role).run([tool, "-batch", "-"], input_text=text)
         except CommandError as exc:
             raise LabError(batch_failure(tool, self.ns(role), commands, exc.stderr)) from exc
 
@@ -133,18 +136,16 @@ class Lab:
         role: str,
         argv: Sequence[str],
         *,
-        stdout: int | IO[bytes] | None = subprocess.DEVNULL,
-        stderr: int | IO[bytes] | None = subprocess.PIPE,
+        stdout: Path | None = None,
+        stderr: Path | str | None = None,
     ) -> "subprocess.Popen[bytes]":
-        """Start a process in a lab namespace and record it for teardown.
+        """Start a process as ``role``, its output into the host's files, recorded for
+        teardown (see :meth:`tunnelbench.lab.host.Host.spawn`).
 
         It is recorded just after it starts; should tunnelbench die in between, teardown
         still finds it inside the lab's namespace (see :mod:`tunnelbench.lab.state`).
         """
-        full = in_netns(self.ns(role), argv)
-        proc = spawn(full, stdout=stdout, stderr=stderr)
-        self.state.add_process(proc.pid, full)
-        return proc
+        return self.host(role).spawn(argv, stdout=stdout, stderr=stderr)
 
     def teardown(self) -> None:
         problems = lab_state.teardown(self.state)
@@ -187,7 +188,7 @@ def _wait_for_carrier(lab: Lab, timeout: float = 5.0) -> None:
     pending = set(lab.chain.roles)
     while pending:
         for role in sorted(pending):
-            links = json.loads(run(["ip", "-n", lab.ns(role), "-j", "link", "show"]).stdout)
+            links = json.loads(lab.exec(role, ["ip", "-j", "link", "show"]).stdout)
             if all(link["operstate"] == "UP" for link in links if link["ifname"] != "lo"):
                 pending.discard(role)
         if pending and time.monotonic() > deadline:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping
 
 from tunnelbench.errors import LabError
+from tunnelbench.lab.host import Host
 from tunnelbench.lab.netns import Lab
 from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.probes.trial import (
@@ -23,7 +24,6 @@ from tunnelbench.probes.trial import (
     TrialProbe,
     read_each,
 )
-from tunnelbench.system.command import run
 
 LINK_FIELDS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors")
 TUNNEL_FIELDS = tuple(f"{d}_{f}" for d in ("rx", "tx") for f in ("bytes", "packets", "dropped"))
@@ -72,8 +72,8 @@ def tunnel_metrics(
     return {f"tunnel.{role}.{n}": after[device][n] - before[device][n] for n in TUNNEL_FIELDS}
 
 
-def read(namespace: str) -> str:
-    return run(["ip", "-n", namespace, "-j", "-s", "link", "show"]).stdout
+def read(host: Host) -> str:
+    return host.run(["ip", "-j", "-s", "link", "show"]).stdout
 
 
 class LinkProbe(TrialProbe):
@@ -83,10 +83,10 @@ class LinkProbe(TrialProbe):
         self.lab = lab
         self.tunnel_devices = context.tunnel_devices
         self.names = DeviceNames.of(lab, context.tunnel_devices)
-        self.before_text = read_each(lab.chain.roles, lambda role: read(lab.ns(role)))
+        self.before_text = read_each(lab.chain.roles, lambda role: read(lab.host(role)))
 
     def after(self) -> ProbeReading:
-        after_text = read_each(self.lab.chain.roles, lambda role: read(self.lab.ns(role)))
+        after_text = read_each(self.lab.chain.roles, lambda role: read(self.lab.host(role)))
         metrics: dict[str, float] = {}
         for role in self.lab.chain.roles:
             before, after = parse_links(self.before_text[role]), parse_links(after_text[role])

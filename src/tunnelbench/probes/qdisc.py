@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunnelbench.errors import LabError
+from tunnelbench.lab.host import Host
 from tunnelbench.lab.netns import Lab
 from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.probes.trial import (
@@ -36,7 +37,6 @@ from tunnelbench.probes.trial import (
     TrialProbe,
     read_each,
 )
-from tunnelbench.system.command import run
 
 #: Counter fields: metric name -> key in tc's JSON.
 COUNTERS = {
@@ -118,8 +118,8 @@ def _describe(qdisc: RootQdisc | None) -> str:
     return "none" if qdisc is None else f"{qdisc.kind} {qdisc.handle}"
 
 
-def read(namespace: str) -> str:
-    return run(["tc", "-n", namespace, "-s", "-j", "qdisc", "show"]).stdout
+def read(host: Host) -> str:
+    return host.run(["tc", "-s", "-j", "qdisc", "show"]).stdout
 
 
 class QdiscProbe(TrialProbe):
@@ -128,10 +128,10 @@ class QdiscProbe(TrialProbe):
     def before(self, lab: Lab, context: ProbeContext) -> None:
         self.lab = lab
         self.names = DeviceNames.of(lab, context.tunnel_devices)
-        self.before_text = read_each(lab.chain.roles, lambda role: read(lab.ns(role)))
+        self.before_text = read_each(lab.chain.roles, lambda role: read(lab.host(role)))
 
     def after(self) -> ProbeReading:
-        after_text = read_each(self.lab.chain.roles, lambda role: read(self.lab.ns(role)))
+        after_text = read_each(self.lab.chain.roles, lambda role: read(self.lab.host(role)))
         metrics: dict[str, float] = {}
         for role in self.lab.chain.roles:
             before, after = parse_qdiscs(self.before_text[role]), parse_qdiscs(after_text[role])

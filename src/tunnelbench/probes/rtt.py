@@ -176,11 +176,11 @@ class RttProbe(TrialProbe):
         self.idle_text = idle.stdout
         self.output = lab.directory / "ping-loaded.txt"
         self.errors = lab.directory / "ping-loaded.err"
-        with self.output.open("wb") as out, self.errors.open("wb") as err:
-            argv = ping_argv(self.target, traffic.family, LOADED_INTERVAL_S)
-            self.first_sent = time.time()
-            # Recorded in the lab's state: teardown ends it by PID if the trial fails.
-            self.process = lab.start(client, argv, stdout=out, stderr=err)
+        self.host = lab.host(client)
+        argv = ping_argv(self.target, traffic.family, LOADED_INTERVAL_S)
+        self.first_sent = time.time()
+        # Recorded in the lab's state: teardown ends it by PID if the trial fails.
+        self.process = lab.start(client, argv, stdout=self.output, stderr=self.errors)
 
     def started(self, t0: float) -> None:
         wall_t0 = t0 + (time.time() - time.monotonic())
@@ -201,7 +201,7 @@ class RttProbe(TrialProbe):
             raise LabError(f"ping failed (exit {code}): {self._stderr()}")
         if self.window is None:
             raise LabError("rtt probe: the traffic never reported its start")
-        loaded_text = self.output.read_text()
+        loaded_text = self.host.read(self.output)
         metrics = idle_metrics(parse_ping(self.idle_text))
         metrics |= loaded_metrics(
             parse_ping(loaded_text),
@@ -221,5 +221,5 @@ class RttProbe(TrialProbe):
         return ProbeReading(metrics, raw)
 
     def _stderr(self) -> str:
-        lines = self.errors.read_text(errors="replace").strip().splitlines()
+        lines = self.host.read(self.errors).strip().splitlines()
         return lines[-1] if lines else "no error output"

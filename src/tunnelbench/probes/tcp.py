@@ -40,6 +40,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from tunnelbench.errors import LabError
+from tunnelbench.lab.host import Host
 from tunnelbench.lab.netns import Lab
 from tunnelbench.probes.load import netns_inode
 from tunnelbench.probes.trial import (
@@ -49,7 +50,6 @@ from tunnelbench.probes.trial import (
     TrialProbe,
     read_each,
 )
-from tunnelbench.system.command import in_netns, run
 
 Counter = tuple[str, str]  # (section, name), e.g. ("Tcp", "RetransSegs")
 
@@ -198,8 +198,8 @@ def _pread_all(fd: int) -> str:
     return b"".join(chunks).decode()
 
 
-def read(namespace: str) -> str:
-    return run(in_netns(namespace, ["cat", *FILES])).stdout
+def read(host: Host) -> str:
+    return host.run(["cat", *FILES]).stdout
 
 
 class TcpProbe(TrialProbe):
@@ -208,10 +208,10 @@ class TcpProbe(TrialProbe):
     def before(self, lab: Lab, context: ProbeContext) -> None:
         self.lab = lab
         self.roles = (lab.chain.client, lab.chain.server)
-        self.before_text = read_each(self.roles, lambda role: read(lab.ns(role)))
+        self.before_text = read_each(self.roles, lambda role: read(lab.host(role)))
 
     def after(self) -> ProbeReading:
-        after_text = read_each(self.roles, lambda role: read(self.lab.ns(role)))
+        after_text = read_each(self.roles, lambda role: read(self.lab.host(role)))
         metrics: dict[str, float] = {}
         raw: dict[str, dict[str, dict[str, int]]] = {"before": {}, "after": {}}
         for role in self.roles:

@@ -249,12 +249,12 @@ class _Process:
         self.out = lab.directory / f"iperf2-{role}-{PORT}.csv"
         self.err = lab.directory / f"iperf2-{role}-{PORT}.err"
         namespace_role = lab.chain.client if role == "client" else lab.chain.server
-        with self.out.open("wb") as stdout, self.err.open("wb") as stderr:
-            self.started = time.monotonic()
-            self.proc = lab.start(namespace_role, argv, stdout=stdout, stderr=stderr)
+        self.host = lab.host(namespace_role)
+        self.started = time.monotonic()
+        self.proc = lab.start(namespace_role, argv, stdout=self.out, stderr=self.err)
 
     def check(self) -> None:
-        check_exit(self.role, self.proc.returncode, self.err.read_text(errors="replace"))
+        check_exit(self.role, self.proc.returncode, self.host.read(self.err))
 
     def record(self) -> dict[str, Any]:
         """What is stored with the trial: the command line and everything it printed."""
@@ -262,8 +262,8 @@ class _Process:
             "role": self.role,
             "argv": self.argv,
             "returncode": self.proc.returncode,
-            "stdout": self.out.read_text(errors="replace"),
-            "stderr": self.err.read_text(errors="replace"),
+            "stdout": self.host.read(self.out),
+            "stderr": self.host.read(self.err),
         }
 
 

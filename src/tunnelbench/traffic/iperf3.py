@@ -119,8 +119,7 @@ class Iperf3(Generator):
         servers = {}
         for port in ports:
             log = lab.directory / f"iperf3-server-{port}.log"
-            with log.open("wb") as err:
-                proc = lab.start(server, server_argv(binary, port, windowed=windowed), stderr=err)
+            proc = lab.start(server, server_argv(binary, port, windowed=windowed), stderr=log)
             servers[port] = waiting.Server(f"iperf3 server on port {port}", proc, port, log)
         waiting.wait_listening(list(servers.values()))
         outputs: list[Path] = []
@@ -128,9 +127,11 @@ class Iperf3(Generator):
         for port in ports:
             out = lab.directory / f"iperf3-client-{port}.json"
             outputs.append(out)
-            with out.open("wb") as stdout:
-                argv = client_argv(binary, target, port, settings, per_process, windowed=windowed)
-                clients.append(lab.start(client, argv, stdout=stdout))
+            argv = client_argv(binary, target, port, settings, per_process, windowed=windowed)
+            # Its errors are in its JSON; anything else it prints goes to a file (a pipe
+            # nobody reads could fill and stall it).
+            err = lab.directory / f"iperf3-client-{port}.err"
+            clients.append(lab.start(client, argv, stdout=out, stderr=err))
         watched = {f"iperf3-server:{port}": s.proc.pid for port, s in servers.items()}
         watched |= {f"iperf3-client:{port}": c.pid for port, c in zip(ports, clients, strict=True)}
         # Each client's test (and its --omit warm-up) starts once its connections are

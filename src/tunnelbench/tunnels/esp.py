@@ -24,9 +24,7 @@ between them.
 """
 
 import functools
-import os
 import secrets
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from typing import Any
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, EspMode
+from tunnelbench.lab.host import SAME_AS_STDOUT
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.model import encapsulation as model
@@ -123,22 +122,17 @@ class Session:
         self.devices[role] = device
 
     def _start(self, role: str) -> None:
-        lab, directory = self.lab, self.directory(role)
-        lab.state.add_directory(directory)
-        directory.mkdir(mode=0o700)
-        for name in (strongswan.CONF, strongswan.PIDFILE, strongswan.VICI):
-            lab.state.add_file(directory / name)
-        (directory / strongswan.CONF).write_text(strongswan.strongswan_conf(self.implementation))
+        lab, directory, host = self.lab, self.directory(role), self.lab.host(role)
+        host.make_directory(directory, mode=0o700)
+        for name in (strongswan.PIDFILE, strongswan.VICI):  # the daemon's own files
+            host.record(directory / name, kind="file")
+        host.write(directory / strongswan.CONF, strongswan.strongswan_conf(self.implementation))
         log = self.log(role)
-        lab.state.add_file(log)
+        host.record(log, kind="file")
         charon = programs.require(strongswan.CHARON, "strongSwan's IKE daemon")
-        with log.open("wb") as out:
-            proc = lab.start(
-                role,
-                strongswan.daemon_argv(directory, charon),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+        proc = lab.start(
+            role, strongswan.daemon_argv(directory, charon), stdout=log, stderr=SAME_AS_STDOUT
+        )
         self.daemons[role] = next(r for r in lab.state.processes if r.pid == proc.pid)
         self.logs.append(log)
 
@@ -171,8 +165,8 @@ class Session:
         left = self.ends[0]
         for role in self.ends:
             path = self.lab.directory / f"swanctl-{role}.conf"
-            self.lab.state.add_file(path)
-            write_secret(path, strongswan.swanctl_conf(self.connection(role, children[role]), psk))
+            text = strongswan.swanctl_conf(self.connection(role, children[role]), psk)
+            self.lab.host(role).write(path, text, mode=0o600)  # it holds the PSK
             self._swanctl(role, "--load-all", "--file", str(path))
         for child in children[left]:
             self._swanctl(
@@ -263,13 +257,6 @@ class Session:
 def xfrm_interface_command(device: str, wan_device: str) -> list[str]:
     """The XFRM interface kernel tunnel mode routes into (its SAs carry ``IF_ID``)."""
     return ["link", "add", device, "type", "xfrm", "dev", wan_device, "if_id", str(IF_ID)]
-
-
-def write_secret(path: Path, text: str) -> None:
-    """Create ``path`` readable by root only from the start (never wider, even briefly)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
 
 
 @functools.cache

@@ -34,7 +34,6 @@ Everything else is OpenVPN's default (socket buffers, ``--txqueuelen``, no
 import functools
 import json
 import re
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,7 @@ from typing import ClassVar
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, TunnelKind
+from tunnelbench.lab.host import SAME_AS_STDOUT
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.model.encapsulation import Encapsulation
@@ -217,8 +217,7 @@ class OpenVpn(Tunnel):
             )
             argv = daemon_argv(binary, peer, credentials, spec.mtu, cipher, dco)
             logs[role] = lab.directory / f"{device}.log"
-            with logs[role].open("wb") as out:
-                proc = lab.start(role, argv, stdout=out, stderr=subprocess.STDOUT)
+            proc = lab.start(role, argv, stdout=logs[role], stderr=SAME_AS_STDOUT)
             handle.daemons[role] = next(r for r in lab.state.processes if r.pid == proc.pid)
             handle.devices[role] = device
             handle.logs.append(logs[role])

@@ -10,7 +10,6 @@ both certificates are signed. The tunnel passes only the paths to openvpn; none 
 reaches the store or a report.
 """
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,12 +71,12 @@ def tls_crypt_argv(openvpn: str) -> list[str]:
 
 
 def write_private(lab: Lab, path: Path, text: str) -> None:
-    """Record ``path`` for teardown, create it 0600 (never an existing file or a
-    symlink), then write ``text``."""
-    lab.state.add_file(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    with os.fdopen(os.open(path, flags, 0o600), "w") as out:
-        out.write(text)
+    """Write ``text`` to ``path`` readable by root alone (never through a symlink), on
+    the host of the lab's tunnel ends, recorded for teardown.
+
+    The credentials are made where the run is controlled (openssl needs no network
+    context); both tunnel ends read them from the lab's directory."""
+    lab.host(lab.chain.tunnel_ends[0]).write(path, text, mode=0o600)
 
 
 def create(lab: Lab, openssl: str, openvpn: str) -> Credentials:

@@ -19,7 +19,6 @@ import contextlib
 import logging
 import os
 import platform
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import ClassVar
 
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, TunnelKind
+from tunnelbench.lab.host import SAME_AS_STDOUT
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import remote_prefixes, tunnel_address
@@ -176,12 +176,11 @@ class WireGuard(Tunnel):
         spec = USERSPACE[implementation]
         binary = programs.require(spec.program, spec.purpose)
         socket = UAPI_DIR / f"{device}.sock"
-        lab.state.add_file(socket)  # a killed daemon leaves its socket behind
+        lab.host(role).record(socket, kind="file")  # a killed daemon leaves its socket behind
         output = lab.directory / f"{device}.log"
         with _owner_kept(UAPI_DIR):
-            with output.open("wb") as out:
-                argv = spec.argv(binary, device)
-                proc = lab.start(role, argv, stdout=out, stderr=subprocess.STDOUT)
+            argv = spec.argv(binary, device)
+            proc = lab.start(role, argv, stdout=output, stderr=SAME_AS_STDOUT)
             daemon = next(r for r in lab.state.processes if r.pid == proc.pid)
             wait_for_device(daemon, implementation, device, output)
             _wait_for_socket(daemon, implementation, socket, output)
@@ -223,13 +222,14 @@ def _wait_for_socket(daemon: ProcessRecord, name: str, socket: Path, log: Path) 
 
 
 def _keypair(lab: Lab, role: str) -> tuple[Path, str]:
-    """A fresh private key in a root-only file of the lab, and its public key."""
+    """A fresh private key in a root-only file of the role's host, and its public key.
+
+    The key pair is made where the run is controlled (``wg genkey`` needs no network
+    context) and handed to the role's host, which keeps it readable by root alone."""
     private = run(["wg", "genkey"]).stdout.strip()
     public = run(["wg", "pubkey"], input_text=private + "\n").stdout.strip()
     path = lab.directory / f"{role}.key"
-    lab.state.add_file(path)
-    path.touch(mode=0o600)
-    path.write_text(private + "\n")
+    lab.host(role).write(path, private + "\n", mode=0o600)
     return path, public
 
 

@@ -1,0 +1,165 @@
+"""The seam between a lab role and the machine it runs on.
+
+Everything a role does — every command it runs, every process it starts, every file it
+writes or reads back — goes through one :class:`Host`. Tunnels, traffic generators and
+probes talk to ``lab.host(role)`` (or the :class:`~tunnelbench.lab.netns.Lab` methods
+that delegate to it) and never to a namespace, a shell or a path of their own, so that a
+role can live somewhere else without them changing: today in a network namespace of
+this machine (:class:`NetnsHost`); later in a VM guest or on a real router over SSH.
+
+Contract (what every implementation guarantees, and all it must provide):
+
+- :meth:`Host.run` runs ``argv`` in the role's network context to completion within
+  ``timeout`` seconds and returns its exit code and text output. With ``check`` a
+  non-zero exit raises :class:`~tunnelbench.system.command.CommandError` naming the
+  command and its error output; a missing program raises
+  :class:`~tunnelbench.errors.UserError`; a timeout raises
+  :class:`~tunnelbench.errors.LabError`. ``input_text`` is the command's standard input.
+- :meth:`Host.spawn` starts ``argv`` in the role's network context, in a session of its
+  own (so Ctrl-C in the terminal reaches tunnelbench, which ends it in order), with its
+  standard output and error written to files of the host's own (``None``: discarded;
+  :data:`SAME_AS_STDOUT` for stderr: into the stdout file). The process is recorded
+  before ``spawn`` returns, so teardown ends it even if tunnelbench dies right after.
+- :meth:`Host.write` creates (or replaces) a file with ``text`` and ``mode`` on the host
+  and records it for teardown; a file private to its owner (no group or other bits) is
+  always created new and never readable by others, not even while it is written.
+  :meth:`Host.read` returns a file's text (files the role's processes wrote, e.g. a
+  generator's output). Paths are the host's own: for this
+  machine, under the lab's directory.
+- :meth:`Host.record` adds a resource the role created by other means (a cgroup, a
+  directory) to what teardown removes. Teardown removes exactly what was recorded, on
+  success, failure and Ctrl-C alike, and nothing else.
+- Nothing here may change the machine outside what is recorded: a host never touches
+  interfaces, routes, sysctls or firewall rules of any namespace it did not create.
+"""
+
+import os
+import subprocess
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import IO, Final
+
+from tunnelbench.lab.state import LabState
+from tunnelbench.system.command import in_netns, run, spawn
+
+#: ``stderr`` for :meth:`Host.spawn`: into the same file as standard output.
+SAME_AS_STDOUT: Final = "stdout"
+
+
+class Host(ABC):
+    """Where one role of a lab runs (see the module's contract)."""
+
+    #: How this host is named in messages: a namespace, an SSH destination.
+    name: str
+
+    @abstractmethod
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float = 30.0,
+        input_text: str | None = None,
+    ) -> subprocess.CompletedProcess[str]: ...
+
+    @abstractmethod
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        stdout: Path | None = None,
+        stderr: Path | str | None = None,
+    ) -> "subprocess.Popen[bytes]": ...
+
+    @abstractmethod
+    def write(self, path: Path, text: str, *, mode: int = 0o644) -> None: ...
+
+    @abstractmethod
+    def make_directory(self, path: Path, *, mode: int = 0o700) -> None:
+        """Create a directory (its parent exists; it does not) and record it."""
+
+    @abstractmethod
+    def read(self, path: Path) -> str: ...
+
+    @abstractmethod
+    def record(self, path: Path, *, kind: str) -> None:
+        """``kind``: ``"file"``, ``"directory"`` or ``"cgroup"``."""
+
+
+class NetnsHost(Host):
+    """A role in a network namespace of this machine; its files live in the lab's
+    directory on this machine's file system, its processes are this machine's."""
+
+    def __init__(self, namespace: str, state: LabState) -> None:
+        self.name = namespace
+        self.state = state
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float = 30.0,
+        input_text: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return run(self.command(argv), check=check, timeout=timeout, input_text=input_text)
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` as it runs in the namespace. ``ip`` and ``tc`` are pointed at it with
+        ``-n`` (they enter it themselves, without ``ip netns exec``'s private mount of
+        /sys: a probe reading counters ten times a second pays for that)."""
+        if argv and argv[0] in ("ip", "tc") and "-n" not in argv[1:2]:
+            return [argv[0], "-n", self.name, *argv[1:]]
+        return in_netns(self.name, argv)
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        stdout: Path | None = None,
+        stderr: Path | str | None = None,
+    ) -> "subprocess.Popen[bytes]":
+        full = in_netns(self.name, argv)
+        with ExitStack() as files:
+            out = files.enter_context(stdout.open("wb")) if stdout else subprocess.DEVNULL
+            err: int | IO[bytes]
+            if stderr == SAME_AS_STDOUT:
+                err = subprocess.STDOUT
+            elif isinstance(stderr, Path):
+                err = files.enter_context(stderr.open("wb"))
+            else:
+                err = subprocess.DEVNULL
+            proc = spawn(full, stdout=out, stderr=err)
+        self.state.add_process(proc.pid, full)
+        return proc
+
+    def write(self, path: Path, text: str, *, mode: int = 0o644) -> None:
+        if str(path) not in self.state.files:
+            self.state.add_file(path)  # recorded first: teardown finds even a half-written one
+        # Never through a symlink; the mode is set before the text is: a private key is
+        # never readable by others, not even for a moment. A private file is always a new
+        # one (never a file someone else created and could still open).
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        if not mode & 0o077:
+            flags |= os.O_EXCL
+        fd = os.open(path, flags, mode)
+        with os.fdopen(fd, "w") as out:
+            os.fchmod(fd, mode)
+            out.write(text)
+
+    def make_directory(self, path: Path, *, mode: int = 0o700) -> None:
+        self.state.add_directory(path)
+        path.mkdir(mode=mode)
+
+    def read(self, path: Path) -> str:
+        return path.read_text(errors="replace")
+
+    def record(self, path: Path, *, kind: str) -> None:
+        adders = {
+            "file": self.state.add_file,
+            "directory": self.state.add_directory,
+            "cgroup": self.state.add_cgroup,
+        }
+        adders[kind](path)
