@@ -117,7 +117,7 @@ def _trial(evidence, kind: str, cipher: str | None = None, protection: str = "no
 def test_traffic_crossed_the_tunnel_in_esp(evidence, kind, cipher, protection, algorithm):
     store, trial, held = _trial(evidence, kind, cipher, protection)
     assert trial.status == "ok", trial.error
-    resolved, m = trial.resolved, trial.metrics
+    resolved, m = trial.resolved.to_dict(), trial.metrics
     assert resolved["esp_implementation"] == "libipsec"
     assert resolved["esp_algorithm"] == algorithm
     assert resolved["esp_cipher"] == (cipher or "aes-256-gcm")

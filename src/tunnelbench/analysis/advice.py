@@ -37,6 +37,7 @@ from tunnelbench.analysis.significance import (
     repetitions_needed,
 )
 from tunnelbench.kinds import Cipher, Queue, StreamMode, TunnelKind
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig, flatten
 from tunnelbench.model.records import Resolved
 
@@ -389,8 +390,8 @@ def spread_softirq(c: Context) -> Advice | None:
     if c.finding(Bound.CPU) is None or not s.cores or s.config.lab.rps_cpus is not None:
         return None
     hot = max(s.cores, key=s.busy)
-    softirq = s.metrics.get(f"cpu{hot}.softirq", 0.0)
-    idle = {core: s.metrics[f"cpu{core}.idle"] for core in s.cores if core != hot}
+    softirq = s.metrics.get(metric.cpu(hot, "softirq"), 0.0)
+    idle = {core: s.metrics[metric.cpu(core, "idle")] for core in s.cores if core != hot}
     spare = [core for core, pct in idle.items() if pct >= RPS_IDLE_PCT]
     if s.busy(hot) < SATURATED_PCT or softirq < RPS_SOFTIRQ_PCT or not spare:
         return None

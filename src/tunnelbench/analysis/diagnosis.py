@@ -30,6 +30,7 @@ from enum import StrEnum
 from typing import Any
 
 from tunnelbench.kinds import Direction, Protocol
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import Resolved
 
@@ -120,13 +121,17 @@ class Subject:
 
     @property
     def cores(self) -> list[int]:
-        return sorted({int(n[3:].split(".")[0]) for n in self.names("cpu", ".idle")})
+        return metric.cores(n for n in self.metrics if n.endswith(".idle"))
 
     def busy(self, core: int) -> float:
-        return 100.0 - self.metrics[f"cpu{core}.idle"]
+        return 100.0 - self.metrics[metric.cpu(core, "idle")]
 
     def processes(self) -> dict[str, float]:
-        return {n[len("proc.") :]: self.metrics[n] for n in self.names("proc.")}
+        return {
+            label: value
+            for n, value in sorted(self.metrics.items())
+            if (label := metric.process_label(n)) is not None
+        }
 
     def per_run(self, name: str) -> list[float]:
         """``name`` in each run that recorded it (the median alone without runs)."""
@@ -377,7 +382,7 @@ def cpu_bound(s: Subject) -> Finding | None:
     if not saturated:
         return None
     core = max(saturated, key=s.busy)
-    split = {p: s.metrics.get(f"cpu{core}.{p}", 0.0) for p in ("user", "system", "softirq")}
+    split = {p: s.metrics.get(metric.cpu(core, p), 0.0) for p in ("user", "system", "softirq")}
     lab_share = sum(s.processes().values())
     attribution = _lab_share(s)
     filled = len(saturated)
@@ -412,7 +417,7 @@ def cpu_bound(s: Subject) -> Finding | None:
         who += "; outside load not recorded in this run"
     else:
         lab_work, lab_procs, outside = attribution
-        softirq = sum(s.metrics.get(f"cpu{c}.softirq", 0.0) for c in cores)
+        softirq = sum(s.metrics.get(metric.cpu(c, "softirq"), 0.0) for c in cores)
         evidence += [
             Evidence("lab's work (all cores)", lab_work, "%"),
             Evidence("lab processes CPU", lab_procs, "%"),

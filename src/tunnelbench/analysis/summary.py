@@ -8,6 +8,7 @@ from tunnelbench.analysis.ceiling import Ceiling, for_config
 from tunnelbench.analysis.diagnosis import Diagnosis, Subject, diagnose, medians
 from tunnelbench.analysis.stats import Summary, summarize
 from tunnelbench.kinds import Protection, Protocol
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig, varying_paths
 from tunnelbench.model.records import Resolved, TrialRecord, TrialStatus
 
@@ -75,7 +76,7 @@ class ConfigSummary:
 
 #: The kernel's count: RetransSegs of the client's and the server's namespaces over the
 #: measured window (tunnelbench.probes.tcp).
-KERNEL_RETRANSMITS = "tcp.window.retrans_segs"
+KERNEL_RETRANSMITS = metric.KERNEL_RETRANSMITS.name
 #: The load generator's own count over its measured window (iperf3's; iperf2 has none).
 GENERATOR_RETRANSMITS = "retransmits"
 
@@ -88,28 +89,26 @@ def retransmits_per_run(
     kernel's counters), never a mix of the two. None for UDP."""
     if config.traffic.protocol is Protocol.UDP:
         return None, None
-    for metric in (KERNEL_RETRANSMITS, GENERATOR_RETRANSMITS):
-        if ok and all(metric in t.metrics for t in ok):
-            return summarize([t.metrics[metric] for t in ok]), metric
-    for metric in (GENERATOR_RETRANSMITS, KERNEL_RETRANSMITS):  # a run resumed across versions
-        values = [t.metrics[metric] for t in ok if metric in t.metrics]
+    for name in (KERNEL_RETRANSMITS, GENERATOR_RETRANSMITS):
+        if ok and all(name in t.metrics for t in ok):
+            return summarize([t.metrics[name] for t in ok]), name
+    for name in (GENERATOR_RETRANSMITS, KERNEL_RETRANSMITS):  # a run resumed across versions
+        values = [t.metrics[name] for t in ok if name in t.metrics]
         if values:
-            return summarize(values), metric
+            return summarize(values), name
     return None, None
 
 
 def _busiest(metrics: dict[str, float]) -> BusiestCore | None:
     """The core with the highest median busy share, and its median split."""
-    cores = sorted(
-        {int(n[3:].split(".")[0]) for n in metrics if n.startswith("cpu") and n.endswith(".idle")}
-    )
+    cores = metric.cores(n for n in metrics if n.endswith(".idle"))
     found = [
         BusiestCore(
             c,
-            100.0 - metrics[f"cpu{c}.idle"],
-            metrics[f"cpu{c}.user"],
-            metrics[f"cpu{c}.system"],
-            metrics[f"cpu{c}.softirq"],
+            100.0 - metrics[metric.cpu(c, "idle")],
+            metrics[metric.cpu(c, "user")],
+            metrics[metric.cpu(c, "system")],
+            metrics[metric.cpu(c, "softirq")],
         )
         for c in cores
     ]
@@ -145,9 +144,9 @@ def summarize_run(
                 metrics=metrics,
                 busiest_core=_busiest(metrics),
                 processes_cpu={
-                    name[len("proc.") :]: value
+                    label: value
                     for name, value in sorted(metrics.items())
-                    if name.startswith("proc.")
+                    if (label := metric.process_label(name)) is not None
                 },
             )
         )

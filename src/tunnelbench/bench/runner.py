@@ -18,11 +18,12 @@ from typing import Any, cast
 from tunnelbench.analysis import precision
 from tunnelbench.bench import capabilities, environment, skips
 from tunnelbench.bench.progress import Progress
+from tunnelbench.bench.session import LabSession
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, StorageError, UserError
 from tunnelbench.kinds import Order, StreamMode, TunnelKind
-from tunnelbench.lab import cgroup, netns
 from tunnelbench.lab.state import is_alive, process_start_time
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, expand
 from tunnelbench.model.records import Resolved, RunStatus, TrialStatus
 from tunnelbench.probes import load, new_probe_set
@@ -109,7 +110,7 @@ def check(trials: list[Trial]) -> tuple[dict[str, Resolution], dict[str, str]]:
         if key in resolutions or key in skipped:
             continue
         try:
-            resolution = _resolve(trial.config)
+            resolution = resolve(trial.config)
             reason = skips.unmet(trial.config, caps)
         except UserError as exc:
             reason = str(exc)
@@ -120,9 +121,25 @@ def check(trials: list[Trial]) -> tuple[dict[str, Resolution], dict[str, str]]:
     return resolutions, skipped
 
 
-def _resolve(config: TrialConfig) -> Resolution:
+def resolve(config: TrialConfig) -> Resolution:
+    """How ``config`` runs here: its tunnel's "auto" settings resolved and every program
+    it needs found; a :class:`UserError` names what is missing."""
     tunnel = TUNNELS.get(config.tunnel.kind)
     generator = GENERATORS.get(config.traffic.generator)
+    spec = resolve_tunnel(config)
+    for program, purpose in generator.programs():
+        programs.require(program, purpose)
+    return Resolution(
+        tunnel=spec,
+        version=tunnel.version(spec.implementation),
+        stream_mode=generator.resolve_mode(config.traffic),
+    )
+
+
+def resolve_tunnel(config: TrialConfig) -> TunnelSpec:
+    """The tunnel of ``config`` as it runs here (a run's and ``lab up``'s): "auto"
+    resolved, the traffic's family carried, its programs found."""
+    tunnel = TUNNELS.get(config.tunnel.kind)
     spec = tunnel.resolve(config.tunnel, config.lab.wan.mtu)
     family = config.traffic.family
     carried = tunnel.carried_families(config.lab.families, spec.mtu or 0)
@@ -132,13 +149,9 @@ def _resolve(config: TrialConfig) -> Resolution:
             f" least 1280 on every link and in the tunnel (links {config.lab.wan.mtu}"
             f"/{config.lab.lan_mtu}, tunnel {spec.mtu})"
         )
-    for program, purpose in tunnel.programs(spec.implementation) + generator.programs():
+    for program, purpose in tunnel.programs(spec.implementation):
         programs.require(program, purpose)
-    return Resolution(
-        tunnel=spec,
-        version=tunnel.version(spec.implementation),
-        stream_mode=generator.resolve_mode(config.traffic),
-    )
+    return spec
 
 
 def preflight() -> None:
@@ -220,7 +233,7 @@ def _run_trials(
         progress.trial_started(trial)
         outcome = run_trial(store, run_id, trial, prepared.resolutions[key])
         progress.trial_finished(
-            trial, outcome.status, outcome.error or "", outcome.metrics.get("goodput_bps")
+            trial, outcome.status, outcome.error or "", outcome.metrics.get(metric.GOODPUT.name)
         )
 
 
@@ -350,100 +363,93 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
 def _measure(
     config: TrialConfig, resolution: Resolution, resolved: Resolved
 ) -> tuple[TrafficResult, ProbeResult | None, ProbeReadings]:
-    tunnel = TUNNELS.get(config.tunnel.kind)
     generator = GENERATORS.get(config.traffic.generator)
-    lab = netns.build(config.lab, tunnel=config.tunnel.kind is not TunnelKind.NONE)
-    resolved.lab_id = lab.lab_id
-    resolved.lab_families = config.lab.families
-    if offloads := lab.state.info.get("offloads"):
-        resolved.offloads = cast(
-            dict[str, dict[str, bool]], offloads
-        )  # netns.role_offloads  # role -> feature -> on (see netns.role_offloads)
-    sampler = Sampler()
-    try:
-        namespaces = load.namespace_inodes({role: lab.ns(role) for role in lab.chain.roles})
-        sampler.lab(namespaces, tcp_roles=(lab.chain.client, lab.chain.server))
-        handle = tunnel.setup(lab, resolution.tunnel)
-        resolved.update(handle.facts)
-        if config.tunnel.cpu_budget is not None:
-            limit = cgroup.limit_cpu(lab.state, handle.daemons, config.tunnel.cpu_budget)
-            resolved.update(limit.resolved())
-        sampler.add({f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()})
-        sampler.start()
-        warmup, duration = config.traffic.warmup, config.traffic.duration
-        probe_set = new_probe_set()
-
-        def on_started(processes: dict[str, int], t0: float) -> None:
-            sampler.watch(processes, t0 + warmup, t0 + warmup + duration)
-            probe_set.started(t0)
-
-        def dead_daemon() -> str | None:
-            for role, daemon in handle.daemons.items():
-                if not is_alive(daemon):
-                    return (
-                        f"tunnel daemon {handle.implementation} on {role} (pid {daemon.pid})"
-                        " died during the trial"
-                    )
-            return None
-
-        probe_set.before(lab, ProbeContext(handle.devices, config.traffic))
-        traffic = generator.run(
-            lab, config.traffic, resolution.stream_mode, on_started, dead_daemon
-        )
-        probes = sampler.result()
-        if (reason := dead_daemon()) is not None:
-            raise LabError(reason)
-        readings = probe_set.after()
-        resolved.processes = traffic.processes
-        if traffic.congestion is not None:
-            resolved.congestion = traffic.congestion
-            requested = config.traffic.congestion
-            if requested is not None and traffic.congestion != requested:
-                raise LabError(
-                    f"traffic.congestion: {requested!r} was set, but the senders used"
-                    f" {traffic.congestion!r}"
-                )
-        return traffic, probes, readings
-    finally:
+    with LabSession(config, resolution.tunnel) as session:
+        lab = session.build()
+        resolved.lab_id = lab.lab_id
+        resolved.lab_families = config.lab.families
+        if offloads := lab.state.info.get("offloads"):
+            # role -> feature -> on (see netns.role_offloads)
+            resolved.offloads = cast(dict[str, dict[str, bool]], offloads)
+        sampler = Sampler()
         try:
-            sampler.stop()
+            namespaces = load.namespace_inodes({role: lab.ns(role) for role in lab.chain.roles})
+            sampler.lab(namespaces, tcp_roles=(lab.chain.client, lab.chain.server))
+            handle = session.tunnel_up()
+            resolved.update(session.facts)
+            sampler.add({f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()})
+            sampler.start()
+            warmup, duration = config.traffic.warmup, config.traffic.duration
+            probe_set = new_probe_set()
+
+            def on_started(processes: dict[str, int], t0: float) -> None:
+                sampler.watch(processes, t0 + warmup, t0 + warmup + duration)
+                probe_set.started(t0)
+
+            def dead_daemon() -> str | None:
+                for role, daemon in handle.daemons.items():
+                    if not is_alive(daemon):
+                        return (
+                            f"tunnel daemon {handle.implementation} on {role} (pid {daemon.pid})"
+                            " died during the trial"
+                        )
+                return None
+
+            probe_set.before(lab, ProbeContext(handle.devices, config.traffic))
+            traffic = generator.run(
+                lab, config.traffic, resolution.stream_mode, on_started, dead_daemon
+            )
+            probes = sampler.result()
+            if (reason := dead_daemon()) is not None:
+                raise LabError(reason)
+            readings = probe_set.after()
+            resolved.processes = traffic.processes
+            if traffic.congestion is not None:
+                resolved.congestion = traffic.congestion
+                requested = config.traffic.congestion
+                if requested is not None and traffic.congestion != requested:
+                    raise LabError(
+                        f"traffic.congestion: {requested!r} was set, but the senders used"
+                        f" {traffic.congestion!r}"
+                    )
+            return traffic, probes, readings
         finally:
-            lab.teardown()
+            sampler.stop()
 
 
 def trial_metrics(
     traffic: TrafficResult, probes: ProbeResult | None, readings: ProbeReadings
 ) -> dict[str, float]:
     """The numbers stored for one trial; names are stable, reports read them by name."""
-    metrics: dict[str, float] = {"goodput_bps": traffic.goodput_bps}
+    metrics: dict[str, float] = {metric.GOODPUT.name: traffic.goodput_bps}
     metrics |= readings.metrics
     if traffic.upload_bps is not None:
-        metrics["upload_bps"] = traffic.upload_bps
+        metrics[metric.UPLOAD.name] = traffic.upload_bps
     if traffic.download_bps is not None:
-        metrics["download_bps"] = traffic.download_bps
+        metrics[metric.DOWNLOAD.name] = traffic.download_bps
     if traffic.retransmits is not None:
-        metrics["retransmits"] = traffic.retransmits
+        metrics[metric.RETRANSMITS.name] = traffic.retransmits
     if traffic.lost_packets is not None:
-        metrics["udp.lost_packets"] = traffic.lost_packets
+        metrics[metric.UDP_LOST_PACKETS.name] = traffic.lost_packets
     if traffic.lost_pct is not None:
-        metrics["udp.lost_pct"] = traffic.lost_pct
+        metrics[metric.UDP_LOST_PCT.name] = traffic.lost_pct
     if traffic.jitter_ms is not None:
-        metrics["udp.jitter_ms"] = traffic.jitter_ms
-    metrics["generator_processes"] = traffic.processes
+        metrics[metric.UDP_JITTER.name] = traffic.jitter_ms
+    metrics[metric.GENERATOR_PROCESSES.name] = traffic.processes
     if probes is None:
         return metrics
     for core in probes.cores:
-        for part in ("user", "system", "softirq", "irq", "idle"):
-            metrics[f"cpu{core.core}.{part}"] = round(getattr(core, part), 2)
+        for part in metric.CPU_PARTS:
+            metrics[metric.cpu(core.core, part)] = round(getattr(core, part), 2)
     for label, percent in probes.processes.items():
-        metrics[f"proc.{label}"] = percent
-    metrics["sampler.cpu_pct"] = probes.sampler_cpu_pct
-    metrics["sampler.samples"] = probes.samples
-    metrics["sampler.window_s"] = probes.window_s
+        metrics[metric.process(label)] = percent
+    metrics[metric.SAMPLER_CPU.name] = probes.sampler_cpu_pct
+    metrics[metric.SAMPLER_SAMPLES.name] = probes.samples
+    metrics[metric.SAMPLER_WINDOW.name] = probes.window_s
     metrics |= probes.tcp_metrics  # tcp.window.*: the endpoints' counters over the window
     if probes.cpu_load is not None:
-        metrics["load.lab_pct"] = probes.cpu_load.lab_pct
-        metrics["load.outside_pct"] = probes.cpu_load.outside_pct
+        metrics[metric.LOAD_LAB.name] = probes.cpu_load.lab_pct
+        metrics[metric.LOAD_OUTSIDE.name] = probes.cpu_load.outside_pct
     if probes.load_scan_ms is not None:
-        metrics["load.scan_ms"] = probes.load_scan_ms
+        metrics[metric.LOAD_SCAN.name] = probes.load_scan_ms
     return metrics

@@ -4,17 +4,16 @@ import argparse
 import re
 import subprocess
 
-from tunnelbench.bench import capabilities, skips
+from tunnelbench.bench import capabilities, runner, skips
 from tunnelbench.bench.runner import require_root
+from tunnelbench.bench.session import LabSession
 from tunnelbench.cli.options import add_lab_arguments, lab_settings, tunnel_settings
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.lab import netns
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.topology import CHAINS, Chain, link_address, tunnel_address
-from tunnelbench.model.plan import TrialConfig, check_choice
-from tunnelbench.system import programs
+from tunnelbench.model.plan import TrafficSettings, TrialConfig, check_choice
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 
@@ -25,20 +24,19 @@ def up(args: argparse.Namespace) -> int:
     if args.name is not None and not re.fullmatch(r"[a-z0-9]{1,6}", args.name):
         raise UserError(f"--name: {args.name!r} must be 1-6 lowercase letters or digits")
     require_root("tunnelbench lab up")
-    # The same refusals as a run's (a link type this kernel lacks, say), before building.
-    if reason := skips.unmet(TrialConfig(lab=settings, tunnel=requested), capabilities.probe()):
+    # Traffic a lab by hand may carry: IPv4, or IPv6 through a kind that carries only it.
+    family = 4 if 4 in TUNNELS.get(kind).families else 6
+    config = TrialConfig(lab=settings, tunnel=requested, traffic=TrafficSettings(family=family))
+    # The same refusals and the same resolution as a run's (a link type this kernel
+    # lacks, a missing program), before anything is built; then the same bring-up.
+    if reason := skips.unmet(config, capabilities.probe()):
         raise UserError(reason)
-    tunnel = TUNNELS.get(kind)
-    spec = tunnel.resolve(requested, settings.wan.mtu)
+    spec = runner.resolve_tunnel(config)
     implementation, mtu = spec.implementation, spec.mtu
-    for program, purpose in tunnel.programs(implementation):
-        programs.require(program, purpose)
-    lab = netns.build(settings, lab_id=args.name, tunnel=kind is not TunnelKind.NONE)
-    try:
-        handle = tunnel.setup(lab, spec)
-    except BaseException:
-        lab.teardown()
-        raise
+    with LabSession(config, spec, lab_id=args.name) as session:
+        lab = session.build()
+        handle = session.tunnel_up()
+        session.keep()
     lab.state.info |= {
         "tunnel": kind.value,
         "implementation": implementation,

@@ -1,0 +1,81 @@
+"""One lab's life, the same for a trial and for ``lab up``: the underlay (namespaces,
+links, addresses, routes), its shaping, queues and offloads, the tunnel, its CPU budget,
+and the teardown — in that order, undone on any failure or Ctrl-C.
+
+The runner measures inside a session (its probes attach between the steps); ``lab up``
+opens one and keeps it, so a lab built by hand is built exactly as a trial's is.
+"""
+
+from types import TracebackType
+from typing import Any
+
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.lab import cgroup, netns
+from tunnelbench.lab.netns import Lab
+from tunnelbench.model.plan import TrialConfig
+from tunnelbench.tunnels import REGISTRY as TUNNELS
+from tunnelbench.tunnels.base import TunnelHandle, TunnelSpec
+
+
+class LabSession:
+    """``with LabSession(config, spec) as session``: :meth:`build`, then
+    :meth:`tunnel_up`; the lab is torn down when the block ends, however it ends,
+    unless :meth:`keep` was called."""
+
+    def __init__(self, config: TrialConfig, spec: TunnelSpec, *, lab_id: str | None = None):
+        self.config, self.spec, self.lab_id = config, spec, lab_id
+        self._lab: Lab | None = None
+        self._handle: TunnelHandle | None = None
+        self._kept = False
+        #: What set-up found out and the trial records (the tunnel's facts, the budget).
+        self.facts: dict[str, Any] = {}
+
+    @property
+    def lab(self) -> Lab:
+        assert self._lab is not None, "build() first"
+        return self._lab
+
+    @property
+    def handle(self) -> TunnelHandle:
+        assert self._handle is not None, "tunnel_up() first"
+        return self._handle
+
+    def build(self) -> Lab:
+        """The underlay with its shaping, queues and offloads (removed again if any
+        step fails)."""
+        tunnel = self.config.tunnel.kind is not TunnelKind.NONE
+        self._lab = netns.build(self.config.lab, lab_id=self.lab_id, tunnel=tunnel)
+        return self._lab
+
+    def tunnel_up(self) -> TunnelHandle:
+        """The tunnel between the lab's tunnel ends, routed, with its CPU budget."""
+        lab, settings = self.lab, self.config.tunnel
+        self._handle = TUNNELS.get(settings.kind).setup(lab, self.spec)
+        self.facts |= self._handle.facts
+        if settings.cpu_budget is not None:
+            limit = cgroup.limit_cpu(lab.state, self._handle.daemons, settings.cpu_budget)
+            self.facts |= limit.resolved()
+        return self._handle
+
+    def keep(self) -> None:
+        """Leave the lab running when the block ends (``lab up``; ``lab down`` removes
+        it from its saved state)."""
+        self._kept = True
+
+    def teardown(self) -> None:
+        if self._lab is not None and not self._kept:
+            lab, self._lab = self._lab, None
+            lab.teardown()
+
+    def __enter__(self) -> "LabSession":
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if error is not None:
+            self._kept = False  # a lab that failed half-way is never left behind
+        self.teardown()

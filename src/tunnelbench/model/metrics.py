@@ -1,0 +1,65 @@
+"""The names of the metrics a trial stores, with their units, in one place.
+
+Stored names never change (old databases are read by today's reports). Fixed names are
+constants; the patterned ones (one per core, process, qdisc or link) are built and read
+back with the functions here, never by slicing strings where they are used.
+"""
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+
+
+GOODPUT: Final = Metric("goodput_bps", "bit/s")  # all directions together, at the receivers
+UPLOAD: Final = Metric("upload_bps", "bit/s")
+DOWNLOAD: Final = Metric("download_bps", "bit/s")
+RETRANSMITS: Final = Metric("retransmits", "segments")  # the generator's own count
+KERNEL_RETRANSMITS: Final = Metric("tcp.window.retrans_segs", "segments")
+UDP_LOST_PACKETS: Final = Metric("udp.lost_packets", "packets")
+UDP_LOST_PCT: Final = Metric("udp.lost_pct", "%")
+UDP_JITTER: Final = Metric("udp.jitter_ms", "ms")
+GENERATOR_PROCESSES: Final = Metric("generator_processes", "processes")
+SAMPLER_CPU: Final = Metric("sampler.cpu_pct", "% of one core")
+SAMPLER_SAMPLES: Final = Metric("sampler.samples", "samples")
+SAMPLER_WINDOW: Final = Metric("sampler.window_s", "s")
+LOAD_LAB: Final = Metric("load.lab_pct", "% of all cores")
+LOAD_OUTSIDE: Final = Metric("load.outside_pct", "% of all cores")
+LOAD_SCAN: Final = Metric("load.scan_ms", "ms")
+
+#: The parts of a core's time the sampler records (each in % of that core).
+CPU_PARTS: Final = ("user", "system", "softirq", "irq", "idle")
+_CPU = re.compile(r"cpu(\d+)\.([a-z]+)")
+PROCESS_PREFIX: Final = "proc."  # proc.<label>: % of one core
+
+
+def cpu(core: int, part: str) -> str:
+    """``cpu<N>.<part>``: % of core N spent in ``part`` over the measured window."""
+    return f"cpu{core}.{part}"
+
+
+def parse_cpu(name: str) -> tuple[int, str] | None:
+    """(core, part) of a per-core metric's name; None for any other name."""
+    match = _CPU.fullmatch(name)
+    return (int(match[1]), match[2]) if match else None
+
+
+def cores(names: Iterable[str]) -> list[int]:
+    """The cores that per-core metrics name, in order."""
+    return sorted({found[0] for name in names if (found := parse_cpu(name)) is not None})
+
+
+def process(label: str) -> str:
+    """``proc.<label>``: a process's CPU in % of one core (``wireguard-go@client``)."""
+    return PROCESS_PREFIX + label
+
+
+def process_label(name: str) -> str | None:
+    """The label of a process metric's name; None for any other name."""
+    return name.removeprefix(PROCESS_PREFIX) if name.startswith(PROCESS_PREFIX) else None
