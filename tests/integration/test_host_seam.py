@@ -67,7 +67,7 @@ def watch(monkeypatch):
     "plan",
     [
         {"tunnel": {"kind": "wireguard", "implementation": "wireguard-go"}},
-        {"tunnel": {"kind": "vxlan"}, "lab": {"wan": {"rate": "200mbit"}}},
+        {"tunnel": {"kind": "vxlan"}, "lab": {"wan": {"rate": 200_000_000}}},
     ],
     ids=["wireguard-go", "vxlan-shaped"],
 )

@@ -54,6 +54,31 @@ def run_plan(tmp_path: Path, name: str, traffic: str, matrix: str) -> tuple[Stor
     return store, trials
 
 
+def sent(store: Store, trial: TrialRecord) -> int:
+    """Bytes iperf2's client reported sending upstream over the whole test."""
+    settings = TrialConfig.from_dict(trial.config).traffic
+    target = ("198.18.1.2" if settings.family == 4 else "2001:2:0:1::2", iperf2.PORT)
+    outputs = {r["role"]: r["stdout"] for r in store.artifact(trial.id, "iperf2")}
+    lines = iperf2_csv.parse(outputs["client"], "client", settings.protocol)
+    reports = iperf2_csv.stream_reports(lines, "client")
+    ours = [r for r in reports if iperf2_csv.direction_of(r, target) is Direction.UPLOAD]
+    assert ours, "the client reported no upstream stream"
+    return sum(r.total.bytes for r in ours)
+
+
+def whole_test_loss(store: Store, trial: TrialRecord) -> float:
+    """The server's lost datagrams over the whole test, in % of those it expected (its
+    final lines: warm-up included, as the byte counts are)."""
+    settings = TrialConfig.from_dict(trial.config).traffic
+    outputs = {r["role"]: r["stdout"] for r in store.artifact(trial.id, "iperf2")}
+    lines = iperf2_csv.parse(outputs["server"], "server", settings.protocol)
+    finals = [r.total.udp for r in iperf2_csv.stream_reports(lines, "server")]
+    lost = sum(u.lost for u in finals if u is not None)
+    expected = sum(u.total for u in finals if u is not None)
+    assert expected > 0
+    return 100 * lost / expected
+
+
 def received(store: Store, trial: TrialRecord) -> dict[Direction, int]:
     """Bytes iperf2's receivers counted over the whole test (their final lines), per
     direction: the server's for upload, the client's for download."""
@@ -126,12 +151,17 @@ def test_udp_rate_per_stream_loss_and_jitter_from_the_receiver(tmp_path):
             assert m["upload_bps"] == pytest.approx(200e6, rel=0.05)  # 2 streams of 100 Mbit/s
             assert m["udp.lost_pct"] < 5
         else:
-            # wireguard-go drops UDP at this rate here (11-33% seen): no more arrives than
-            # the 2 x 100 Mbit/s sent, and the receiver's loss explains the shortfall (to
-            # 10 points: its lost count is from sequence gaps, its goodput from bytes).
+            # wireguard-go drops UDP at this rate here (11-33% seen), or holds the sender
+            # back (its TUN queue blocks the socket: 20% under the rate, 0.4% lost, seen):
+            # no more arrives than the 2 x 100 Mbit/s offered, nothing arrives that the
+            # client did not send, and over the whole test the receiver's loss (by
+            # sequence gaps) is what the client sent and the server did not get (by
+            # bytes), to 2 points: two instruments, one figure.
             assert 0.3 * 200e6 < m["upload_bps"] <= 1.05 * 200e6
-            shortfall_pct = 100 * (1 - m["upload_bps"] / 200e6)
-            assert m["udp.lost_pct"] >= shortfall_pct - 10
+            (arrived,) = received(store, trial).values()
+            sent_bytes = sent(store, trial)
+            assert 0 < arrived <= sent_bytes
+            assert abs(100 * (1 - arrived / sent_bytes) - whole_test_loss(store, trial)) <= 2
         # 2 s of traffic (1 s warm-up + 1 s measured), only the last second counted: the
         # whole test holds it, and at a steady rate (no tunnel) twice it; wireguard-go's
         # loss varies from second to second.
