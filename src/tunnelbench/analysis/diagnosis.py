@@ -474,14 +474,16 @@ def outside_load(s: Subject) -> Finding | None:
 def queue_drops(s: Subject) -> Finding | None:
     dropped: list[tuple[str, float, float]] = []  # where, drops, packets sent
     for name in s.names("qdisc.", ".drops"):
-        where = name[len("qdisc.") : -len(".drops")]
-        sent = s.metrics.get(f"qdisc.{where}.sent_packets", 0.0)
-        dropped.append((f"qdisc on {where}", s.metrics[name], sent))
+        if (found := metric.parse_device(name, "qdisc")) is not None:
+            where = found[0]
+            sent = s.metrics.get(f"qdisc.{where}.sent_packets", 0.0)
+            dropped.append((f"qdisc on {where}", s.metrics[name], sent))
     for name in s.names("link.", "_dropped"):
-        where = name[len("link.") :].rsplit(".", 1)[0]
-        direction = name.rsplit(".", 1)[1].split("_")[0]
-        sent = s.metrics.get(f"link.{where}.{direction}_packets", 0.0)
-        dropped.append((f"{direction} of {where}", s.metrics[name], sent))
+        if (found := metric.parse_device(name, "link")) is not None:
+            where, field = found
+            direction = field.removesuffix("_dropped")
+            sent = s.metrics.get(f"link.{where}.{direction}_packets", 0.0)
+            dropped.append((f"{direction} of {where}", s.metrics[name], sent))
     # share, where, drops, offered; the first place with the highest share
     worst = max(
         (

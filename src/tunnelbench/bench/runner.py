@@ -377,6 +377,10 @@ def _measure(
             sampler.lab(namespaces, tcp_roles=(lab.chain.client, lab.chain.server))
             handle = session.tunnel_up()
             resolved.update(session.facts)
+            # What only set-up could tell (OpenVPN's data channel in the kernel or not).
+            resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(
+                resolution.tunnel, session.facts
+            )
             sampler.add({f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()})
             sampler.start()
             warmup, duration = config.traffic.warmup, config.traffic.duration

@@ -181,7 +181,7 @@ def _report(loaded: RunView, fmt: str, output: Path | None) -> None:
     elif fmt == "csv":
         _emit(csv_report.render(loaded), output)
     else:
-        _emit(terminal.render(loaded, heading=True), output)
+        _emit(terminal.render(loaded, after_run=False), output)
 
 
 def _compare(args: argparse.Namespace, output: Path | None) -> int:

@@ -152,7 +152,7 @@ def _execute(args: argparse.Namespace, prepared: runner.Prepared, store: Store, 
     failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
     if not args.json:
         print()
-        print(terminal.render(loaded, heading=False))
+        print(terminal.render(loaded, after_run=True))
         print(
             f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`"
         )

@@ -63,3 +63,28 @@ def process(label: str) -> str:
 def process_label(name: str) -> str | None:
     """The label of a process metric's name; None for any other name."""
     return name.removeprefix(PROCESS_PREFIX) if name.startswith(PROCESS_PREFIX) else None
+
+
+def qdisc(role: str, link: str, field: str) -> str:
+    """``qdisc.<role>.<link>.<field>``: a queue discipline's counter over the window."""
+    return f"qdisc.{role}.{link}.{field}"
+
+
+def link(role: str, link_name: str, field: str) -> str:
+    """``link.<role>.<link>.<field>``: a lab link's counter over the window (e.g.
+    ``tx_dropped``)."""
+    return f"link.{role}.{link_name}.{field}"
+
+
+def tunnel_device(role: str, field: str) -> str:
+    """``tunnel.<role>.<field>``: the tunnel device's counter over the window."""
+    return f"tunnel.{role}.{field}"
+
+
+def parse_device(name: str, family: str) -> tuple[str, str] | None:
+    """(``<role>.<link>``, field) of a ``qdisc.`` or ``link.`` metric (``family``); None
+    for any other name."""
+    head, dot, field = name.rpartition(".")
+    if not dot or not head.startswith(family + "."):
+        return None
+    return head.removeprefix(family + "."), field

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
 from tunnelbench.lab.netns import Lab
+from tunnelbench.model import metrics as metric
 from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.probes.trial import (
     ProbeContext,
@@ -59,7 +60,7 @@ def link_metrics(
         if device not in before:
             raise LabError(f"device {device} in {role} appeared during the trial")
         for name in LINK_FIELDS:
-            metrics[f"link.{role}.{link}.{name}"] = after[device][name] - before[device][name]
+            metrics[metric.link(role, link, name)] = after[device][name] - before[device][name]
     return metrics
 
 
@@ -69,7 +70,9 @@ def tunnel_metrics(
     """``tunnel.<role>.<field>`` deltas of the tunnel device ``device``."""
     if device not in before or device not in after:
         raise LabError(f"tunnel device {device} in {role} vanished during the trial")
-    return {f"tunnel.{role}.{n}": after[device][n] - before[device][n] for n in TUNNEL_FIELDS}
+    return {
+        metric.tunnel_device(role, n): after[device][n] - before[device][n] for n in TUNNEL_FIELDS
+    }
 
 
 def read(host: Host) -> str:

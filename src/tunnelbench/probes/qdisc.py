@@ -29,6 +29,7 @@ from typing import Any
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
 from tunnelbench.lab.netns import Lab
+from tunnelbench.model import metrics as metric
 from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.probes.trial import (
     ProbeContext,
@@ -104,13 +105,12 @@ def qdisc_metrics(
                 f"qdisc of {device} in {role} changed during the trial: "
                 f"{_describe(old)} before, {_describe(new)} after"
             )
-        prefix = f"qdisc.{role}.{link}"
         for name in COUNTERS:
-            metrics[f"{prefix}.{name}"] = new.values[name] - old.values[name]
+            metrics[metric.qdisc(role, link, name)] = new.values[name] - old.values[name]
         for name in GAUGES:
-            metrics[f"{prefix}.{name}"] = new.values[name]
+            metrics[metric.qdisc(role, link, name)] = new.values[name]
         if old.leaf_drops is not None and new.leaf_drops is not None:
-            metrics[f"{prefix}.leaf_drops"] = new.leaf_drops - old.leaf_drops
+            metrics[metric.qdisc(role, link, "leaf_drops")] = new.leaf_drops - old.leaf_drops
     return metrics
 
 

@@ -10,12 +10,13 @@ state, no display needed.
 import math
 from collections.abc import Sequence
 from pathlib import Path
-
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from tunnelbench.report.charts import Chart, Reference, Series
+
+if TYPE_CHECKING:  # matplotlib itself is imported when a chart is drawn (see figure)
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 WIDTH_IN = 9.0
 DPI = 110
@@ -40,7 +41,7 @@ def _errors(series: Series) -> list[list[float]] | None:
     return [below, above]
 
 
-def _references(ax: Axes, chart: Chart, *, horizontal: bool, positions: dict[str, float]) -> None:
+def _references(ax: "Axes", chart: Chart, *, horizontal: bool, positions: dict[str, float]) -> None:
     """Dashed lines: across the chart, or over one category's bar only."""
     labelled: set[str] = set()
     styles = ["#444444", "#b22222", "#2e8b57"]
@@ -53,7 +54,7 @@ def _references(ax: Axes, chart: Chart, *, horizontal: bool, positions: dict[str
 
 
 def _reference(
-    ax: Axes,
+    ax: "Axes",
     ref: Reference,
     color: str,
     label: str | None,
@@ -77,7 +78,7 @@ def _reference(
         ax.plot([at - 0.45, at + 0.45], [ref.value, ref.value], **style)  # type: ignore[arg-type]
 
 
-def _bars(ax: Axes, chart: Chart) -> None:
+def _bars(ax: "Axes", chart: Chart) -> None:
     """Horizontal bars: side by side (``bar``) or stacked (``stacked``) per category."""
     n = len(chart.categories)
     rows = list(range(n))
@@ -110,7 +111,7 @@ def _bars(ax: Axes, chart: Chart) -> None:
     _references(ax, chart, horizontal=True, positions=positions)
 
 
-def _lines(ax: Axes, chart: Chart) -> None:
+def _lines(ax: "Axes", chart: Chart) -> None:
     """One line per series over the categories, left to right, with whiskers."""
     xs = list(range(len(chart.categories)))
     for series in chart.series:
@@ -144,11 +145,17 @@ def _short(label: str, limit: int = 70) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
-def figure(chart: Chart) -> Figure:
+def figure(chart: Chart) -> "Figure":
     """The chart drawn on a new figure."""
     horizontal = chart.kind in ("bar", "stacked")
     rows = len(chart.categories) * (1 if chart.kind == "stacked" else max(1, len(chart.series)))
     height = max(3.0, 1.6 + ROW_IN * rows) if horizontal else 4.5
+    # Imported here, not with the module: matplotlib takes a quarter of a second and
+    # writes a cache under $HOME when imported, which every `tunnelbench` command (even
+    # one run by a user whose HOME is not writable) would otherwise pay for.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(WIDTH_IN, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()

@@ -2,6 +2,7 @@
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -86,6 +87,8 @@ class Tunnel(ABC):
     families: ClassVar[tuple[int, ...]] = (4, 6)
     #: The kind's name as people write it ("WireGuard", "VXLAN").
     display: ClassVar[str]
+    #: The implementations whose data path runs in a userspace process.
+    userspace_implementations: ClassVar[tuple[str, ...]] = ()
     #: Every kind that declares itself protectable, gathered as the kinds are defined
     #: (an error message lists them; the registry is not importable from here).
     protectable_kinds: ClassVar[set[TunnelKind]] = set()
@@ -94,9 +97,6 @@ class Tunnel(ABC):
         super().__init_subclass__(**kwargs)
         if "kind" in cls.__dict__ and cls.protectable:
             Tunnel.protectable_kinds.add(cls.kind)
-
-    #: The implementations whose data path runs in a userspace process.
-    userspace_implementations: ClassVar[tuple[str, ...]] = ()
 
     def link_probe(self) -> tuple[str, tuple[str, ...]] | None:
         """The kernel link type its kernel implementation creates, and the arguments a
@@ -114,9 +114,10 @@ class Tunnel(ABC):
         throttles nothing."""
         return None
 
-    def facts(self, spec: TunnelSpec) -> TunnelFacts:
+    def facts(self, spec: TunnelSpec, found: Mapping[str, Any] | None = None) -> TunnelFacts:
         """What analysis and reports need to know of this kind as ``spec`` resolved it,
-        stored with each trial (they do not import the tunnels)."""
+        stored with each trial (they do not import the tunnels); ``found``: what set-up
+        reported (a handle's ``facts``), for what only set-up can tell."""
         esp = spec.esp_implementation
         return TunnelFacts(
             display=self.display,

@@ -35,9 +35,10 @@ import functools
 import json
 import re
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, TunnelKind
@@ -45,6 +46,7 @@ from tunnelbench.lab.host import SAME_AS_STDOUT
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.model.encapsulation import Encapsulation
+from tunnelbench.model.kindfacts import TunnelFacts
 from tunnelbench.system import probing, programs
 from tunnelbench.system.command import run
 from tunnelbench.system.probing import Capabilities, Check
@@ -182,6 +184,13 @@ class OpenVpn(Tunnel):
     # which only set-up finds out (``openvpn_dco`` in the trial's record).
     userspace_implementations: ClassVar[tuple[str, ...]] = (OPENVPN,)
     ciphers: ClassVar[tuple[Cipher, ...]] = tuple(DATA_CIPHERS)
+
+    def facts(self, spec: TunnelSpec, found: Mapping[str, Any] | None = None) -> TunnelFacts:
+        """As every kind's; the data channel is the kernel's when set-up found DCO on."""
+        facts = super().facts(spec, found)
+        if found is not None and found.get("openvpn_dco") is True:
+            return replace(facts, userspace=False)
+        return facts
 
     def kernel_offload(self, caps: Capabilities) -> str | None:
         openvpn = caps.programs.get(OPENVPN)
