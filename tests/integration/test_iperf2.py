@@ -152,15 +152,16 @@ def test_udp_rate_per_stream_loss_and_jitter_from_the_receiver(tmp_path):
             assert m["udp.lost_pct"] < 5
         else:
             # wireguard-go drops UDP at this rate here (11-33% seen), or holds the sender
-            # back (its TUN queue blocks the socket: 20% under the rate, 0.4% lost, seen):
-            # no more arrives than the 2 x 100 Mbit/s offered, nothing arrives that the
-            # client did not send, and over the whole test the receiver's loss (by
+            # back (its TUN queue blocks the socket: 20% under the rate, 0.4% lost, seen),
+            # and then iperf2 catches up: one second may carry more than the rate (215
+            # Mbit/s seen). Over the whole 2 s test the client sent no more than 2 x 100
+            # Mbit/s, nothing arrived that it did not send, and the receiver's loss (by
             # sequence gaps) is what the client sent and the server did not get (by
             # bytes), to 2 points: two instruments, one figure.
-            assert 0.3 * 200e6 < m["upload_bps"] <= 1.05 * 200e6
+            assert m["upload_bps"] > 0.3 * 200e6
             (arrived,) = received(store, trial).values()
             sent_bytes = sent(store, trial)
-            assert 0 < arrived <= sent_bytes
+            assert 0 < arrived <= sent_bytes <= 2 * 1.05 * 200e6 / 8
             assert abs(100 * (1 - arrived / sent_bytes) - whole_test_loss(store, trial)) <= 2
         # 2 s of traffic (1 s warm-up + 1 s measured), only the last second counted: the
         # whole test holds it, and at a steady rate (no tunnel) twice it; wireguard-go's
