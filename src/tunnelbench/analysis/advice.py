@@ -38,7 +38,13 @@ from tunnelbench.analysis.significance import (
 )
 from tunnelbench.kinds import Cipher, Queue, StreamMode, TunnelKind
 from tunnelbench.model import metrics as metric
-from tunnelbench.model.plan import TrialConfig, flatten
+from tunnelbench.model.plan import (
+    CPU_BUDGET_MAX,
+    QUEUE_LIMIT_MAX,
+    STREAMS_MAX,
+    TrialConfig,
+    flatten,
+)
 from tunnelbench.model.records import Resolved
 
 FIFOS = (None, Queue.PFIFO.value, Queue.PFIFO_FAST.value)
@@ -182,6 +188,9 @@ class Advice:
     measured: Measured | None = None
     #: Whether this machine can follow it, for suggestions that need a kernel feature.
     availability: Availability | None = None
+    #: The values of ``setting`` worth measuring, most promising first (what
+    #: ``tunnelbench tune`` tries); empty when the advice names no value to set.
+    candidates: tuple[Any, ...] = ()
 
     @property
     def available(self) -> State | None:
@@ -216,6 +225,11 @@ class Sibling:
     config: TrialConfig
     goodput_bps: float
     goodputs: tuple[float, ...] = ()
+
+
+def more_streams(streams: int) -> tuple[int, ...]:
+    """Twice and four times as many streams, within what a plan allows."""
+    return tuple(sorted({min(streams * f, STREAMS_MAX) for f in (2, 4)} - {streams}))
 
 
 def _show(value: Any) -> str:
@@ -292,6 +306,7 @@ def kernel_wireguard(c: Context) -> Advice | None:
         f"{cpu.summary}; {implementation} copies every packet between the kernel and userspace",
         c.measured("tunnel.implementation", lambda v: v == "kernel"),
         c.available("links", "wireguard", "kernel WireGuard"),
+        ("kernel",),
     )
 
 
@@ -317,6 +332,7 @@ def kernel_esp(c: Context) -> Advice | None:
         f"{cpu.summary}; libipsec copies every packet between the kernel and userspace",
         c.measured("tunnel.implementation", lambda v: v == "kernel") if ipsec else None,
         can,
+        ("kernel",) if ipsec else (),
     )
 
 
@@ -367,6 +383,7 @@ def faster_wireguard(c: Context) -> Advice | None:
         f"{c.diagnosis.verdict.summary}; userspace implementations differ in CPU cost per"
         " packet and in how they queue and drop packets",
         measured,
+        candidates=(measured.value,),
     )
 
 
@@ -382,6 +399,8 @@ def raise_cpu_budget(c: Context) -> Advice | None:
         "give the tunnel endpoint more CPU time",
         cpu.summary,
         c.measured("tunnel.cpu_budget", lambda v: v is None or v > budget),
+        # Twice the time, and none at all: how much of the limit was the budget.
+        candidates=(min(round(2 * budget, 4), CPU_BUDGET_MAX), None),
     )
 
 
@@ -402,6 +421,7 @@ def spread_softirq(c: Context) -> Advice | None:
         f"cpu{hot} spends {softirq:.0f}% in softirq while cpu{spare[0]} is"
         f" {idle[spare[0]]:.0f}% idle",
         c.measured("lab.rps_cpus", lambda v: v is not None),
+        candidates=(mask,),
     )
 
 
@@ -456,6 +476,7 @@ def generator_processes(c: Context) -> Advice | None:
             "spread the load over more streams (iperf2 runs each in a thread of its own)",
             generator.summary,
             c.measured("traffic.streams", lambda v: v > s.config.traffic.streams),
+            candidates=more_streams(s.config.traffic.streams),
         )
     if s.config.traffic.streams > 1 and s.resolved.single_process:
         return Advice(
@@ -463,12 +484,14 @@ def generator_processes(c: Context) -> Advice | None:
             "run one generator process per stream (stream_mode = processes)",
             generator.summary,
             c.measured("traffic.stream_mode", lambda v: v == StreamMode.PROCESSES.value),
+            candidates=(StreamMode.PROCESSES.value,),
         )
     return Advice(
         "traffic.streams",
         "spread the load over several streams, each in its own generator process",
         generator.summary,
         c.measured("traffic.streams", lambda v: v > s.config.traffic.streams),
+        candidates=more_streams(s.config.traffic.streams),
     )
 
 
@@ -484,6 +507,7 @@ def several_flows(c: Context) -> Advice | None:
         "use several flows: one flow is processed on one core at a time",
         c.diagnosis.verdict.summary,
         c.measured("traffic.streams", lambda v: v > 1),
+        candidates=more_streams(1),
     )
 
 
@@ -516,6 +540,7 @@ def fair_queue(c: Context) -> Advice | None:
         finding.summary,
         c.measured("lab.wan.queue", lambda v: v in FAIR_QUEUES),
         can,
+        ADVISED_QUEUES,
     )
 
 
@@ -529,6 +554,9 @@ def larger_queue(c: Context) -> Advice | None:
         f"a queue of {wan.queue_limit} packets is too small for this many flows; raise it",
         finding.summary,
         c.measured("lab.wan.queue_limit", lambda v: v > wan.queue_limit),
+        candidates=tuple(
+            sorted({min(wan.queue_limit * f, QUEUE_LIMIT_MAX) for f in (4, 16)} - {wan.queue_limit})
+        ),
     )
 
 

@@ -40,6 +40,7 @@ from tunnelbench.model.plan import (
     check_int,
     check_size,
     check_target_pct,
+    flatten,
 )
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY as TUNNELS
@@ -258,6 +259,17 @@ def estimate_seconds(trials: list[Trial]) -> float:
     return sum(
         t.config.traffic.duration + t.config.traffic.warmup + TRIAL_OVERHEAD_S for t in trials
     )
+
+
+def derive(config: TrialConfig, changes: dict[str, Any]) -> TrialConfig:
+    """``config`` with the settings ``changes`` names (setting path -> typed value, None
+    to unset) set, checked as a plan's configuration is; :class:`UserError` names the
+    first conflict."""
+    problems = _Problems()
+    derived = _config(problems, flatten(config.to_dict()) | changes, changes)
+    if derived is None:
+        raise UserError(problems.items[0])
+    return derived
 
 
 # --- sections ---

@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -25,7 +26,7 @@ from tunnelbench.kinds import Order, StreamMode, TunnelKind
 from tunnelbench.lab.state import is_alive, process_start_time
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, expand
-from tunnelbench.model.records import Resolved, RunStatus, TrialStatus
+from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialStatus
 from tunnelbench.probes import load, new_probe_set
 from tunnelbench.probes.sampler import ProbeResult, Sampler
 from tunnelbench.probes.trial import ProbeContext, ProbeReadings
@@ -196,28 +197,40 @@ def execute(
     planned = {t.seq for t in prepared.trials}
     total = len(prepared.trials) + len(stored - planned)  # + rounds already added
     adaptive = prepared.experiment.adaptive is not None
-    progress = progress or Progress()
-    progress.run_started(run_id, total, pending, growing=adaptive)
-    try:
-        _run_trials(prepared, store, run_id, pending, progress)
+    shown = progress or Progress()
+    shown.run_started(run_id, total, pending, growing=adaptive)
+
+    def body() -> None:
+        _run_trials(prepared, store, run_id, pending, shown)
         if adaptive:
-            _run_extra_rounds(prepared, store, run_id, progress)
+            _run_extra_rounds(prepared, store, run_id, shown)
+
+    return guarded(store, run_id, body, lambda status: shown.run_finished(run_id, status))
+
+
+def guarded(
+    store: Store, run_id: int, body: Callable[[], None], ended: Callable[[RunStatus], None]
+) -> RunStatus:
+    """Run ``body`` (a run's trials) and mark the run with how it ended: complete,
+    interrupted (Ctrl-C) or failed; ``ended`` is told before the exception goes on."""
+    try:
+        body()
     except KeyboardInterrupt:
         store.finish_run(run_id, RunStatus.INTERRUPTED)
-        progress.run_finished(run_id, RunStatus.INTERRUPTED)
+        ended(RunStatus.INTERRUPTED)
         raise
     except StorageError as exc:
         # The store takes no more: the run stops, marked failed (when it still can be)
         # with the fault as its reason; the error says what is kept and what to do.
         fault = store.abandon_run(run_id, exc)
-        progress.run_finished(run_id, RunStatus.FAILED)
+        ended(RunStatus.FAILED)
         raise fault from None
     except BaseException:
         store.finish_run(run_id, RunStatus.FAILED)
-        progress.run_finished(run_id, RunStatus.FAILED)
+        ended(RunStatus.FAILED)
         raise
     store.finish_run(run_id, RunStatus.COMPLETE)
-    progress.run_finished(run_id, RunStatus.COMPLETE)
+    ended(RunStatus.COMPLETE)
     return RunStatus.COMPLETE
 
 
@@ -270,11 +283,12 @@ def resumable(store: Store, ref: str) -> tuple[int, Experiment]:
     run, trials after the planned ones are the added rounds' and only need to be of the
     experiment's configurations.
     """
-    run = store.run(ref)
-    if run.status is RunStatus.COMPLETE:
-        raise UserError(f"--resume: run {run.id} is complete; there is nothing to resume")
-    if run.status is RunStatus.RUNNING and run.owner and _owner_alive(run.owner):
-        raise UserError(f"--resume: run {run.id} is still running (pid {run.owner['pid']})")
+    run = stopped(store, ref)
+    if run.tune is not None:
+        raise UserError(
+            f"--resume: run {run.id} is a tuning session; `tunnelbench tune --resume {run.id}`"
+            " continues it"
+        )
     experiment = Experiment.from_dict(run.experiment)
     planned = expand(experiment)
     expected = {t.seq: t.config.key() for t in planned}
@@ -289,6 +303,16 @@ def resumable(store: Store, ref: str) -> tuple[int, Experiment]:
                 " experiment (stored by another tunnelbench version?); start a new run"
             )
     return run.id, experiment
+
+
+def stopped(store: Store, ref: str) -> RunRecord:
+    """The run ``ref``, checked to have stopped before it was complete."""
+    run = store.run(ref)
+    if run.status is RunStatus.COMPLETE:
+        raise UserError(f"--resume: run {run.id} is complete; there is nothing to resume")
+    if run.status is RunStatus.RUNNING and run.owner and _owner_alive(run.owner):
+        raise UserError(f"--resume: run {run.id} is still running (pid {run.owner['pid']})")
+    return run
 
 
 def _owner_alive(record: dict[str, int]) -> bool:

@@ -30,7 +30,7 @@ from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.system import ownership
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SIDE_FILES = ("-wal", "-shm", "-journal")
 # Room kept beside a database being written, freed to record a run's end on a full disk.
@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS runs (
     environment TEXT NOT NULL,       -- JSON: kernel, CPU, versions
     owner TEXT,                      -- JSON: pid and start time of the process running it
     precision TEXT,                  -- JSON, adaptive runs: config key -> standing vs target
-    error TEXT                       -- why a run stopped early (a storage fault, say)
+    error TEXT,                      -- why a run stopped early (a storage fault, say)
+    tune TEXT                        -- JSON, tuning sessions: model.tuning.TuneRecord
 );
 CREATE TABLE IF NOT EXISTS trials (
     id INTEGER PRIMARY KEY,
@@ -84,7 +85,7 @@ CREATE INDEX IF NOT EXISTS trials_by_run ON trials(run_id, config_key);
 # schema, read without upgrading it, lacks the later ones (read as NULL).
 RUN_COLUMNS = (
     "id", "started_at", "ended_at", "status", "command_line", "experiment", "environment",
-    "owner", "precision", "error",
+    "owner", "precision", "error", "tune",
 )  # fmt: skip
 
 
@@ -96,6 +97,7 @@ def _run_record(row: Any) -> RunRecord:
         owner=json.loads(row[7]) if row[7] else None,
         precision=json.loads(row[8]) if row[8] else None,
         error=row[9],
+        tune=json.loads(row[10]) if row[10] else None,
     )  # fmt: skip
 
 
@@ -337,6 +339,8 @@ class Store:
                 db.execute("ALTER TABLE runs ADD COLUMN precision TEXT")
             if version < 4 and "error" not in columns:
                 db.execute("ALTER TABLE runs ADD COLUMN error TEXT")
+            if version < 5 and "tune" not in columns:
+                db.execute("ALTER TABLE runs ADD COLUMN tune TEXT")
             # Written even when unchanged: a database that cannot be written (an
             # immutable file, which SQLite silently opens read-only) fails here, before
             # anything runs.
@@ -408,6 +412,11 @@ class Store:
             db.execute(
                 "UPDATE runs SET precision = ? WHERE id = ?", (json.dumps(precision), run_id)
             )
+
+    def set_tune(self, run_id: int, record: dict[str, Any]) -> None:
+        """Record where a tuning session stands (its path so far and how it ended)."""
+        with self._transaction() as db:
+            db.execute("UPDATE runs SET tune = ? WHERE id = ?", (json.dumps(record), run_id))
 
     def add_trial(
         self,

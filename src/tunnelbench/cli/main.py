@@ -12,13 +12,13 @@ from types import FrameType
 from typing import Any, TextIO, cast
 
 from tunnelbench import __version__
-from tunnelbench.cli import ceiling, compare, doctor, lab, plan, report, run, runs
+from tunnelbench.cli import ceiling, compare, doctor, lab, plan, report, run, runs, tune
 from tunnelbench.cli.parsing import CappedParser
 from tunnelbench.echo import capped
 from tunnelbench.errors import LabError, SystemFault, UserError
 
 #: Every verb, in the order ``--help`` lists them; each module registers its own parser.
-VERBS = (run, plan, doctor, ceiling, report, compare, runs, lab)
+VERBS = (run, tune, plan, doctor, ceiling, report, compare, runs, lab)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -73,7 +73,7 @@ def _call(args: argparse.Namespace) -> int:
         print(f"tunnelbench: lab error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        torn = "; the lab was torn down" if args.verb in ("run", "lab") else ""
+        torn = "; the lab was torn down" if args.verb in ("run", "tune", "lab") else ""
         print(f"\ntunnelbench: interrupted{torn}", file=sys.stderr)
         return 130
     except BrokenPipeError:

@@ -28,8 +28,10 @@ from tunnelbench.kinds import (
     TunnelKind,
 )
 from tunnelbench.model.plan import (
+    CPU_BUDGET_MAX,
     MTU_MAX,
     MTU_MIN,
+    QUEUE_LIMIT_MAX,
     ROLES,
     STREAMS_MAX,
     check_choice,
@@ -108,8 +110,10 @@ def _cpu_budget(key: str, value: Any) -> float:
         number = float(value)
     if number is None:
         raise UserError(f"{key}: {shown(value)} is not a share of one core such as 0.25 or '25%'")
-    if not 0.01 <= number <= 64:
-        raise UserError(f"{key}: {shown(value)} is out of range; allowed 0.01..64 cores")
+    if not 0.01 <= number <= CPU_BUDGET_MAX:
+        raise UserError(
+            f"{key}: {shown(value)} is out of range; allowed 0.01..{CPU_BUDGET_MAX:g} cores"
+        )
     return number
 
 
@@ -141,7 +145,7 @@ _TABLE = [
     Setting("lab.wan.rate", _optional_rate, "a rate such as '1gbit' or '250mbit', or 'none'"),
     Setting("lab.wan.shaper", _choice(Shaper), _names(Shaper)),
     Setting("lab.wan.queue", _choice(Queue), _names(Queue)),
-    Setting("lab.wan.queue_limit", _int(1, 100_000), "1..100000 packets"),
+    Setting("lab.wan.queue_limit", _int(1, QUEUE_LIMIT_MAX), f"1..{QUEUE_LIMIT_MAX} packets"),
     Setting("lab.offloads.gro", _switch, "true, false"),
     Setting("lab.offloads.gso", _switch, "true, false"),
     Setting("lab.offloads.tso", _switch, "true, false"),

@@ -41,6 +41,8 @@ D = TypeVar("D")
 MTU_MIN, MTU_MAX = 576, 65535
 IPV6_MTU_MIN = 1280
 STREAMS_MAX = 128
+QUEUE_LIMIT_MAX = 100_000  # packets
+CPU_BUDGET_MAX = 64.0  # cores
 #: The most trials one experiment may hold (every repetition and added baseline counted;
 #: an adaptive one at its most repetitions): over a day and a half at 1 s per trial plus
 #: overhead, and a bound on the memory and time that expanding it takes.

@@ -170,3 +170,5 @@ class RunRecord:
     precision: dict[str, dict[str, Any]] | None = None
     # Why the run stopped early, when it was recorded (a storage fault, say).
     error: str | None = None
+    # A tuning session's model.tuning.TuneRecord.to_dict(); None for a run of a plan.
+    tune: dict[str, Any] | None = None

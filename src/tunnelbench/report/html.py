@@ -14,7 +14,7 @@ from typing import Any
 
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.records import RunRecord
-from tunnelbench.report import findings, svg, table
+from tunnelbench.report import findings, svg, table, tune
 from tunnelbench.report.charts import charts_for_run, config_labels
 from tunnelbench.report.view import RunView
 from tunnelbench.units import mbit
@@ -201,11 +201,32 @@ def _header(run: RunRecord, summaries: Sequence[ConfigSummary]) -> str:
     design = f"{len(summaries)} configurations \u00d7 {repetitions} runs" if repetitions else ""
     design += f", {order} order" if order else ""
     design += f" (seed {seed})" if seed is not None else ""
+    if (record := tune.record_of(run)) is not None:
+        design = tune.design(record)
     return (
         f"<header><h1>{escape(title)}</h1>"
         f'<p class="meta">Started {escape(_when(run.started_at))}{escape(duration)} · '
         f"status {escape(run.status)} · {trials} trials · {escape(design)}<br>"
         f"<code>{escape(run.command_line)}</code></p></header>"
+    )
+
+
+def _findings(run: RunRecord, summaries: list[ConfigSummary]) -> str:
+    """The diagnosis and advice; a tuning session's path instead, which holds them."""
+    if (record := tune.record_of(run)) is not None:
+        steps = "".join(
+            f"<li><strong>{escape(step[0])}</strong><ul>"
+            + "".join(f"<li>{escape(line)}</li>" for line in step[1:])
+            + "</ul></li>"
+            for step in tune.step_lines(record)
+        )
+        return (
+            f'<section id="tuning"><h2>Tuning path</h2><p>{escape(tune.headline(record))}</p>'
+            f"<ol>{steps}</ol><p>Final configuration, as a plan:</p>"
+            f"<pre>{escape(tune.final_plan(record))}</pre></section>"
+        )
+    return _list("Diagnosis", findings.findings(summaries), "diagnosis") + _list(
+        "Advice", findings.advice(summaries), "advice"
     )
 
 
@@ -236,8 +257,7 @@ def render(view: RunView) -> str:
         "divides by the median of the same lab and traffic without a tunnel, measured in "
         f"the same run.{_note(table.retransmits_note(list(summaries)))}</p>"
         "</section>"
-        + _list("Diagnosis", findings.findings(summaries), "diagnosis")
-        + _list("Advice", findings.advice(summaries), "advice")
+        + _findings(run, summaries)
         + f'<section id="results"><h2>Results</h2>{_results(summaries)}</section>'
         + f'<section id="charts"><h2>Charts</h2>{figures}</section>'
         + f'<section id="environment"><h2>Environment</h2>{_environment(run.environment)}'

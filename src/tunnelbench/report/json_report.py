@@ -15,7 +15,7 @@ from tunnelbench.analysis.stats import Summary, consistency
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.plan import Experiment, with_baselines
 from tunnelbench.model.records import TrialRecord
-from tunnelbench.report import findings, precision
+from tunnelbench.report import findings, precision, tune
 from tunnelbench.report.view import RunView
 
 # 2: configurations gained a status, the reason they were skipped and the mean of each
@@ -102,6 +102,7 @@ def run_section(view: RunView) -> dict[str, Any]:
     run = view.run
     experiment = Experiment.from_dict(run.experiment)
     counts = view.trial_counts
+    stored = sum(counts.get(status, 0) for status in ("ok", "failed", "skipped"))
     return {
         "id": run.id,
         "started_at": run.started_at,
@@ -110,7 +111,8 @@ def run_section(view: RunView) -> dict[str, Any]:
         "command_line": run.command_line,
         "experiment": experiment.to_dict(),
         "trial_counts": {
-            "planned": planned_trials(experiment),
+            # A tuning session plans no trials: each step's rounds follow its measurements.
+            "planned": stored if run.tune is not None else planned_trials(experiment),
             "ok": counts.get("ok", 0),
             "failed": counts.get("failed", 0),
             "skipped": counts.get("skipped", 0),
@@ -129,7 +131,7 @@ def document(view: RunView) -> dict[str, Any]:
         "configurations": [configuration(view, s, standing.get(s.key)) for s in summaries],
         # Diagnosis (what limits each configuration) is not implemented yet.
         "findings": findings.run_json(summaries),
-    }
+    } | ({} if (record := tune.record_of(run)) is None else {"tune": tune.json_section(record)})
 
 
 def render(view: RunView) -> str:

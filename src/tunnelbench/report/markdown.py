@@ -15,7 +15,8 @@ from tunnelbench.bench.progress import format_duration
 from tunnelbench.kinds import Generator, StreamMode
 from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.model.records import Resolved, RunRecord, TrialRecord
-from tunnelbench.report import findings, png, precision
+from tunnelbench.model.tuning import TuneRecord
+from tunnelbench.report import findings, png, precision, tune
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
@@ -213,13 +214,16 @@ def header_lines(
     env = run.environment
     governor = env.get("cpu_governor") or "not exposed"
     counts = {status: sum(1 for t in trials if t.status == status) for status in STATUSES}
+    design = f"{repetitions_phrase(experiment)} of each configuration, {order} order"
+    planned = planned_trials(experiment)
+    if (record := tune.record_of(run)) is not None:
+        design, planned = tune.design(record), len(trials)  # a session plans no trials
     return [
         f"# {escape(title)}: tunnelbench run {run.id}",
         "",
-        f"- **Run:** {run.id}, {run.status}; {when}; "
-        f"trials: {trials_cell(counts, planned_trials(experiment))}",
+        f"- **Run:** {run.id}, {run.status}; {when}; trials: {trials_cell(counts, planned)}",
         f"- **Command:** `{run.command_line}`",
-        f"- **Experiment:** {repetitions_phrase(experiment)} of each configuration, {order} order",
+        f"- **Experiment:** {design}",
         f"- **Common settings:** {common_settings(summaries) or 'none'}",
         f"- **Machine:** {env.get('cpu_model', '?')}, {env.get('cores', '?')} cores; "
         f"kernel {env.get('kernel', '?')}; CPU frequency governor: {governor}",
@@ -291,6 +295,17 @@ def diagnosis_lines(summaries: list[ConfigSummary]) -> list[str]:
     return out
 
 
+def tuning_lines(record: TuneRecord) -> list[str]:
+    """A tuning session's path: each step's start, diagnosis and verdicts, then the final
+    configuration as a plan."""
+    out = ["", "## Tuning path", "", escape(tune.headline(record)), ""]
+    for step in tune.step_lines(record):
+        out.append(f"- **{escape(step[0])}**")
+        out += [f"  - {escape(line)}" for line in step[1:]]
+    plan = tune.final_plan(record).rstrip("\n")
+    return out + ["", "Final configuration, as a plan:", "", "```toml", plan, "```"]
+
+
 def chart_lines(charts: Sequence[ChartFile]) -> list[str]:
     out = ["", "## Charts"]
     for item in charts:
@@ -309,7 +324,10 @@ def document(view: RunView, charts: Sequence[ChartFile] = ()) -> str:
     if precise := precision.lines(run, trials):
         lines += ["", *(f"- {line.strip()}" if line.startswith(" ") else line for line in precise)]
     lines += not_measured(summaries)
-    lines += diagnosis_lines(summaries)
+    if (record := tune.record_of(run)) is not None:
+        lines += tuning_lines(record)  # each step's diagnosis included
+    else:
+        lines += diagnosis_lines(summaries)
     if charts:
         lines += chart_lines(charts)
     return "\n".join(lines) + "\n"

@@ -1,4 +1,5 @@
-"""A run as the terminal shows it: the results table and the diagnosis with its advice;
+"""A run as the terminal shows it: the results table and the diagnosis with its advice
+(a tuning session's path instead, which holds them step by step);
 after a run, also what failed or was skipped and the precision an adaptive run reached.
 
 One text for both places that show it: the end of ``tunnelbench run`` and ``tunnelbench
@@ -7,7 +8,7 @@ so they cannot drift apart.
 """
 
 from tunnelbench.model.records import TrialStatus
-from tunnelbench.report import findings, table
+from tunnelbench.report import findings, table, tune
 from tunnelbench.report import precision as precision_report
 from tunnelbench.report.view import RunView
 
@@ -26,6 +27,9 @@ def render(view: RunView, *, after_run: bool) -> str:
         for reason in sorted({t.error or "" for t in skipped}):
             count = sum(1 for t in skipped if t.error == reason)
             lines.append(f"skipped {count} trial(s): {reason}")
-    if verdicts := findings.terminal_lines(view.summaries):
+    if (record := tune.record_of(run)) is not None:
+        # A tuning session's path holds each step's diagnosis and what its advice gave.
+        lines += ["", tune.terminal(record)]
+    elif verdicts := findings.terminal_lines(view.summaries):
         lines += ["", "diagnosis and advice:", *verdicts]
     return "\n".join(lines)

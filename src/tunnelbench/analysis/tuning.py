@@ -1,0 +1,182 @@
+"""The decisions of a tuning session, as pure functions of measured runs.
+
+A candidate change is judged against the best configuration on the runs both got in the
+same step (interleaved, so that drift falls on both): the two-sided rank test and the
+bootstrap interval of the ratio of medians of :mod:`.significance`, at the step's level
+(:data:`~.significance.ALPHA` divided among the step's candidates, Bonferroni, so that
+trying four changes does not find a "gain" one time in five by chance). A change is
+
+- **better** when the test is significant, the whole interval lies on the improving side
+  and the median improves by at least the minimum gain; with the target
+  ``throughput-keeping-latency`` its loaded round trip must also not be significantly
+  longer (else **raised latency**);
+- **too small** when it is significantly better by less than the minimum gain;
+- **worse** when it is significantly worse;
+- **no difference** when the interval lies within ± the minimum gain (equivalent), or
+  when both sides reached the most runs without a verdict;
+- **undecided** otherwise: more runs are needed.
+
+No verdict is given on fewer runs a side than the rank test needs to reach the step's
+level at all (:func:`~.significance.repetitions_needed`).
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tunnelbench.analysis.advice import Advice
+from tunnelbench.analysis.significance import ALPHA, compare, format_p, repetitions_needed
+from tunnelbench.model.plan import flatten
+from tunnelbench.model.tuning import LOADED_P95, Candidate, Outcome, Step, Target, show
+
+Runs = Sequence[dict[str, float]]
+
+
+def step_level(candidates: int) -> float:
+    """The significance level of each of a step's comparisons."""
+    return ALPHA / max(candidates, 1)
+
+
+def runs_needed(candidates: int) -> int:
+    """The fewest runs a side with which a comparison of the step can be significant."""
+    return repetitions_needed(step_level(candidates))
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A value the advice proposes for a setting."""
+
+    setting: str
+    value: object
+    suggestion: str
+
+
+def proposals(advice: Iterable[Advice], current: dict[str, object]) -> list[Proposal]:
+    """Every (setting, value) the advice proposes, in the advice's order, once each,
+    leaving out the values ``current`` (the configuration's flattened settings) has."""
+    found: list[Proposal] = []
+    seen: set[tuple[str, str]] = set()
+    for item in advice:
+        if item.setting is None or item.refuted:
+            continue
+        for value in item.candidates:
+            mark = (item.setting, repr(value))
+            if mark in seen or current.get(item.setting) == value:
+                continue
+            seen.add(mark)
+            found.append(Proposal(item.setting, value, item.suggestion))
+    return found
+
+
+def values(runs: Runs, name: str) -> list[float]:
+    return [run[name] for run in runs if name in run]
+
+
+def judge(
+    candidate: Candidate,
+    best: Runs,
+    mine: Runs,
+    *,
+    target: Target,
+    alpha: float,
+    need: int,
+    max_runs: int,
+    min_gain_pct: float,
+) -> Candidate:
+    """``candidate`` with its figures and outcome from the best's and its own runs."""
+    a, b = values(best, target.metric), values(mine, target.metric)
+    candidate.runs, candidate.best_runs = len(b), len(a)
+    candidate.median = float(np.median(b)) if b else None
+    candidate.best_median = float(np.median(a)) if a else None
+    latency = values(best, LOADED_P95), values(mine, LOADED_P95)
+    if latency[0] and latency[1]:
+        candidate.loaded_p95_ms = [float(np.median(latency[0])), float(np.median(latency[1]))]
+    if min(len(a), len(b)) < need:
+        candidate.outcome, candidate.note = Outcome.UNDECIDED, ""
+        return candidate
+    c = compare(a, b)
+    candidate.p = c.p
+    candidate.ratio_ci = list(c.ratio_ci) if c.ratio_ci else None
+    gain = 1 + min_gain_pct / 100
+    low, high = c.ratio_ci or (0.0, float("inf"))
+    improving = (low > 1) if target.higher_is_better else (high < 1)
+    worsening = (high < 1) if target.higher_is_better else (low > 1)
+    ratio = c.ratio or 1.0
+    improvement = ratio if target.higher_is_better else 1 / ratio
+    outcome, note = Outcome.UNDECIDED, ""
+    if c.p < alpha and improving:
+        outcome = Outcome.BETTER if improvement >= gain else Outcome.TOO_SMALL
+        if outcome is Outcome.TOO_SMALL:
+            note = f"significant, but below the minimum gain of {min_gain_pct:g}%"
+        elif target is Target.THROUGHPUT_KEEPING_LATENCY:
+            outcome, note = _latency_kept(latency[0], latency[1], alpha, need)
+    elif c.p < alpha and worsening:
+        outcome = Outcome.WORSE
+    elif 1 / gain < low and high < gain:
+        outcome = Outcome.NO_DIFFERENCE
+        note = f"95% CI within ±{min_gain_pct:g}%"
+    elif min(len(a), len(b)) >= max_runs:
+        outcome = Outcome.NO_DIFFERENCE
+        note = f"no verdict after {max_runs} runs each ({format_p(c.p)}, level {alpha:.3g})"
+    candidate.outcome, candidate.note = outcome, note
+    return candidate
+
+
+def _latency_kept(
+    best: Sequence[float], mine: Sequence[float], alpha: float, need: int
+) -> tuple[Outcome, str]:
+    """A throughput gain is kept unless it lengthens the loaded round trip."""
+    if min(len(best), len(mine)) < need:
+        return Outcome.NO_DIFFERENCE, "faster, but its loaded round trip was not measured"
+    c = compare(best, mine)
+    if c.p < alpha and c.ratio_ci is not None and c.ratio_ci[0] > 1:
+        return (
+            Outcome.LATENCY,
+            f"loaded RTT p95 {np.median(best):.1f} → {np.median(mine):.1f} ms ({format_p(c.p)})",
+        )
+    return Outcome.BETTER, ""
+
+
+def winner(candidates: Iterable[Candidate], target: Target) -> Candidate | None:
+    """The better candidate that improves the target most, if any."""
+    better = [c for c in candidates if c.outcome is Outcome.BETTER and c.median is not None]
+    if not better:
+        return None
+    sign = 1 if target.higher_is_better else -1
+    return max(better, key=lambda c: sign * (c.median or 0.0))
+
+
+def figure(value: float | None, target: Target) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f} ms" if target is Target.LATENCY else f"{value / 1e6:,.0f} Mbit/s"
+
+
+def describe(step: Step, candidate: Candidate, target: Target) -> str:
+    """``lab.wan.queue_limit 4 → 64: +33% (95% CI +26..+36%, p = 0.008), loaded RTT p95
+    21.0 → 4.1 ms: better``: the change, its effect and the verdict."""
+    before = show(flatten(step.best_config).get(candidate.setting))
+    head = f"{candidate.setting} {before} → {show(candidate.value)}"
+    if candidate.outcome is Outcome.FAILED:
+        return f"{head}: failed ({candidate.note})"
+    if candidate.median is None or candidate.best_median is None:
+        return f"{head}: {candidate.outcome} (not measured)"
+    figures = f"{figure(candidate.best_median, target)} → {figure(candidate.median, target)}"
+    if (change := candidate.change_pct) is not None:
+        figures += f" ({change:+.0f}%"
+        if candidate.ratio_ci is not None:
+            low, high = (100 * (end - 1) for end in candidate.ratio_ci)
+            figures += f", 95% CI {low:+.0f}..{high:+.0f}%"
+        if candidate.p is not None:
+            figures += f", {format_p(candidate.p)}"
+        figures += f", {candidate.best_runs} vs {candidate.runs} runs)"
+    if candidate.loaded_p95_ms is not None and target is not Target.LATENCY:
+        was, now = candidate.loaded_p95_ms
+        figures += f", loaded RTT p95 {was:.1f} → {now:.1f} ms"
+    verdict = str(candidate.outcome)
+    if candidate.outcome is Outcome.UNDECIDED:
+        verdict = "undecided: the budget ended first"
+    if candidate.note:
+        verdict += f" ({candidate.note})"
+    return f"{head}: {figures}: {verdict}"

@@ -1,0 +1,218 @@
+"""``tunnelbench tune``: from one configuration (a plan without a matrix, or the options),
+find the settings that improve it by experiment, keep only significant gains, and print
+the path taken and the final configuration as a plan."""
+
+import argparse
+import re
+import shlex
+import sys
+from pathlib import Path
+
+from tunnelbench.bench import measurement_lock, planfile, runner
+from tunnelbench.bench import tune as tuning
+from tunnelbench.bench.store import DEFAULT_DB, Store
+from tunnelbench.bench.tune_progress import TuneJson, TuneLines, TuneProgress
+from tunnelbench.cli import report as reportcmd
+from tunnelbench.cli.options import add_lab_arguments, build_experiment, given, whole_number
+from tunnelbench.cli.parsing import Verbs
+from tunnelbench.echo import capped, shown
+from tunnelbench.errors import UserError
+from tunnelbench.kinds import choices
+from tunnelbench.model.plan import REPETITIONS_MAX, TrialConfig, check_int
+from tunnelbench.model.records import RunStatus
+from tunnelbench.model.tuning import Target, TuneRecord
+from tunnelbench.report import terminal, view
+from tunnelbench.tunnels import REGISTRY as TUNNELS
+
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+BUDGET_MAX_S = 7 * 24 * 3600.0
+MAX_STEPS_LIMIT = 100
+
+
+def register(verbs: Verbs) -> None:
+    tune = verbs.add_parser(
+        "tune",
+        help="find the settings that improve one configuration, by experiment",
+        description="Measure one configuration, turn its advice into candidate changes,"
+        " measure each against it (interleaved, repeated until a rank test decides), keep"
+        " the largest significant gain and go on until nothing more helps.",
+    )
+    tune.add_argument("plan", nargs="?", help="a plan file with one configuration (no matrix)")
+    tune.add_argument("--resume", metavar="RUN", help="go on with a stopped tuning session")
+    tune.add_argument(
+        "--budget",
+        default="15m",
+        help="wall time for the session's trials, e.g. 900s, 15m, 1h (default 15m)",
+    )
+    tune.add_argument(
+        "--target",
+        default=Target.THROUGHPUT.value,
+        help=f"{choices(Target)} (default throughput): what to improve; latency is the"
+        " loaded round trip's 95th percentile",
+    )
+    tune.add_argument(
+        "--min-gain",
+        metavar="PCT",
+        default="2%",
+        help="the smallest gain worth keeping (default 2%%): a significant but smaller"
+        " one is reported as too small",
+    )
+    tune.add_argument(
+        "--max-runs",
+        dest="runs_a_side",
+        metavar="N",
+        type=whole_number,
+        default=tuning.DEFAULT_MAX_RUNS,
+        help=f"the most runs a side in one comparison (default {tuning.DEFAULT_MAX_RUNS})",
+    )
+    tune.add_argument(
+        "--max-steps",
+        metavar="N",
+        type=whole_number,
+        default=tuning.DEFAULT_MAX_STEPS,
+        help=f"the most changes to try in turn (default {tuning.DEFAULT_MAX_STEPS})",
+    )
+    tune.add_argument("--db", default=str(DEFAULT_DB), help="results database")
+    tune.add_argument(
+        "--allow-concurrent",
+        action="store_true",
+        help="run even while another tunnelbench measurement runs (figures are then false)",
+    )
+    shown_ = tune.add_mutually_exclusive_group()
+    shown_.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    shown_.add_argument("--json", action="store_true", help="progress as JSON lines, no table")
+    start = tune.add_argument_group(
+        "start configuration (without a plan file)", argument_default=argparse.SUPPRESS
+    )
+    start.add_argument(
+        "--tunnel",
+        help=f"tunnel kind: {', '.join(k.value for k in TUNNELS.kinds())} (default wireguard)",
+    )
+    start.add_argument("--streams", help="stream count (default 1)")
+    start.add_argument("--duration", type=whole_number, help="measured seconds per trial (5)")
+    start.add_argument("--warmup", type=whole_number, help="seconds excluded at the start (1)")
+    start.add_argument("--direction", help="upload | download | bidir (default upload)")
+    start.add_argument("--stream-mode", help="auto | single | processes (default auto)")
+    start.add_argument("--family", type=whole_number, help="IP version: 4 or 6 (default 4)")
+    add_lab_arguments(tune)
+    tune.set_defaults(func=handle)
+
+
+def parse_budget(text: str) -> float:
+    match = re.fullmatch(r"\s*(\d{1,9}(?:\.\d{1,3})?)\s*([smh]?)\s*", text)
+    if match is None:
+        raise UserError(f"--budget: {shown(text)} is not a duration such as 900s, 15m or 1h")
+    seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if not 1 <= seconds <= BUDGET_MAX_S:
+        raise UserError(f"--budget: {shown(text)} is out of range; allowed 1 s to 7 days")
+    return seconds
+
+
+def parse_gain(text: str) -> float:
+    match = re.fullmatch(r"\s*(\d{1,3}(?:\.\d{1,3})?)\s*%?\s*", text)
+    value = float(match.group(1)) if match else -1.0
+    if not 0 <= value <= 100:
+        raise UserError(f"--min-gain: {shown(text)} is not a percentage from 0 to 100, e.g. 2%")
+    return value
+
+
+def _target(text: str) -> Target:
+    try:
+        return Target(text)
+    except ValueError:
+        raise UserError(
+            f"--target: unknown value {shown(text)}; allowed: {choices(Target)}"
+        ) from None
+
+
+def _start(args: argparse.Namespace) -> TrialConfig:
+    """The start configuration: the plan's only one, or the options'."""
+    if args.plan is not None:
+        if options := given(args) or _given_start(args):
+            raise UserError(
+                f"{options[0]}: cannot be combined with a plan file; set it in"
+                f" {capped(args.plan, 300)}"
+            )
+        plan = planfile.load(Path(args.plan))
+        if len(plan.experiment.configs) != 1:
+            raise UserError(
+                f"{capped(args.plan, 300)}: tune starts from one configuration; this plan has"
+                f" {len(plan.experiment.configs)} (remove its [matrix])"
+            )
+        return plan.experiment.configs[0]
+    args.tunnels = [getattr(args, "tunnel", "wireguard")]
+    args.streams = [getattr(args, "streams", "1")]
+    (config,) = build_experiment(args).configs
+    return config
+
+
+def _given_start(args: argparse.Namespace) -> list[str]:
+    return [f"--{name}" for name in ("tunnel", "streams") if hasattr(args, name)]
+
+
+def _request(args: argparse.Namespace) -> tuning.Request:
+    return tuning.Request(
+        start=_start(args),
+        target=_target(args.target),
+        budget_s=parse_budget(args.budget),
+        max_runs=check_int("--max-runs", args.runs_a_side, 4, REPETITIONS_MAX),
+        min_gain_pct=parse_gain(args.min_gain),
+        max_steps=check_int("--max-steps", args.max_steps, 1, MAX_STEPS_LIMIT),
+    )
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.resume is not None:
+        return _resume(args)
+    request = _request(args)
+    runner.preflight()
+    prepared = tuning.prepare(request)  # before the database is touched
+    lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
+    try:
+        store = Store(Path(args.db))
+        try:
+            run_id, record = tuning.begin(
+                request, prepared, store, command_line=shlex.join(sys.argv), lock=lock.record()
+            )
+            return _execute(args, store, run_id, record)
+        finally:
+            store.close()
+    finally:
+        lock.release()
+
+
+def _resume(args: argparse.Namespace) -> int:
+    if args.plan is not None or given(args) or _given_start(args):
+        raise UserError("--resume: takes no plan or start options; the session has its own")
+    runner.preflight()
+    lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
+    try:
+        store = Store.open_existing(Path(args.db))
+        try:
+            run_id, record = tuning.resumable(store, args.resume)
+            store.reopen_run(run_id, runner.owner())
+            return _execute(args, store, run_id, record)
+        finally:
+            store.close()
+    finally:
+        lock.release()
+
+
+def _execute(args: argparse.Namespace, store: Store, run_id: int, record: TuneRecord) -> int:
+    display: TuneProgress
+    if args.json:
+        display = TuneJson()
+    elif args.quiet:
+        display = TuneProgress()
+    else:
+        display = TuneLines()
+    status = tuning.Session(store, run_id, record, display).execute()
+    loaded = view.load(store, str(run_id))
+    if not args.json:
+        print()
+        print(terminal.render(loaded, after_run=True))
+        print(
+            f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`"
+        )
+    reported = reportcmd.write_reports(loaded, as_json=args.json)
+    return 0 if status is RunStatus.COMPLETE and reported else 1

@@ -1,0 +1,91 @@
+"""A tuning session's path for the reports: where it started, what each step tried and
+what the measurements decided, how it ended, and the final configuration as a plan."""
+
+from typing import Any
+
+from tunnelbench.analysis.tuning import describe, figure
+from tunnelbench.bench.progress import describe as label
+from tunnelbench.bench.progress import format_duration
+from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.records import RunRecord
+from tunnelbench.model.tuning import TuneRecord, plan_snippet, show
+
+
+def record_of(run: RunRecord) -> TuneRecord | None:
+    return None if run.tune is None else TuneRecord.from_dict(run.tune)
+
+
+def design(record: TuneRecord) -> str:
+    """How the session measured, for a report's header."""
+    return (
+        f"tuning session for {record.target}: each step's candidates against the best"
+        f" configuration in interleaved rounds, up to {record.max_runs} runs a side, gains"
+        f" under {record.min_gain_pct:g}% not kept; budget {format_duration(record.budget_s)}"
+    )
+
+
+def headline(record: TuneRecord) -> str:
+    """``throughput 251 Mbit/s → 1,412 Mbit/s (+463%) in 1 kept change; ended: nothing
+    helped (1m 40s of 15m)``."""
+    target = record.target
+    start = record.steps[0].best_median
+    kept = record.kept()
+    spent = f"{format_duration(record.spent_s)} of {format_duration(record.budget_s)}"
+    ended = f"ended: {record.end}" if record.end else "not finished"
+    if not kept:
+        return f"{target} {figure(start, target)}: no change kept; {ended} ({spent})"
+    final = kept[-1][1].median
+    change = f" ({100 * (final / start - 1):+.0f}%)" if start and final else ""
+    changes = f"{len(kept)} kept change{'s' if len(kept) > 1 else ''}"
+    return (
+        f"{target} {figure(start, target)} → {figure(final, target)}{change} in {changes};"
+        f" {ended} ({spent})"
+    )
+
+
+def step_lines(record: TuneRecord) -> list[list[str]]:
+    """Per step, its lines: what it started from, its candidates' verdicts (the kept one
+    marked) and what it could not try."""
+    steps = []
+    for step in record.steps:
+        config = TrialConfig.from_dict(step.best_config)
+        if step.number == 0:
+            runs = f" ({step.best_runs} runs)" if step.best_runs else ""
+            head = (
+                f"step 0: start: {label(config)}, {figure(step.best_median, record.target)}{runs}"
+            )
+        else:
+            head = f"step {step.number}: from {label(config)}"
+        lines = [head]
+        if step.diagnosis:
+            lines.append(f"diagnosis: {step.diagnosis}")
+        for candidate in step.candidates:
+            mark = "kept: " if candidate.key == step.winner else ""
+            lines.append(mark + describe(step, candidate, record.target))
+        for excluded in step.excluded:
+            lines.append(
+                f"not tried: {excluded.setting} = {show(excluded.value)}: {excluded.reason}"
+            )
+        if step.number > 0 and not step.candidates:
+            lines.append("no candidate this machine can run")
+        steps.append(lines)
+    return steps
+
+
+def final_plan(record: TuneRecord) -> str:
+    kept = record.kept()
+    config = TrialConfig.from_dict(kept[-1][1].config) if kept else record.start
+    return plan_snippet(config)
+
+
+def terminal(record: TuneRecord) -> str:
+    lines = [f"tuning: {headline(record)}"]
+    for step in step_lines(record):
+        lines.append(f"  {step[0]}")
+        lines += [f"      {line}" for line in step[1:]]
+    lines += ["final configuration, as a plan:", *final_plan(record).splitlines()]
+    return "\n".join(lines)
+
+
+def json_section(record: TuneRecord) -> dict[str, Any]:
+    return record.to_dict() | {"headline": headline(record), "plan": final_plan(record)}
