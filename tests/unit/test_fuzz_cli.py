@@ -117,7 +117,7 @@ def command_lines(draw: st.DrawFn, data: dict[str, str]) -> list[str]:
             args += ["--format", draw(st.sampled_from(["table", "md", "json"]) | odd)]
     else:  # anything at all, as long as it asks for no help and runs nothing
         args = draw(st.lists(odd, max_size=5))
-        if args and args[0] in ("run", "lab", "doctor"):
+        if args and args[0] in ("run", "tune", "lab", "doctor"):
             args[0] = "x" + args[0]
     return args
 

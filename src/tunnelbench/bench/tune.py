@@ -30,7 +30,16 @@ from tunnelbench.bench.tune_progress import TuneProgress
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, flatten
 from tunnelbench.model.records import RunStatus, TrialRecord, TrialStatus
-from tunnelbench.model.tuning import Candidate, End, Excluded, Outcome, Step, Target, TuneRecord
+from tunnelbench.model.tuning import (
+    Candidate,
+    End,
+    Excluded,
+    Outcome,
+    Step,
+    Target,
+    TuneRecord,
+    plain,
+)
 
 DEFAULT_BUDGET_S = 15 * 60.0
 DEFAULT_MAX_RUNS = 10
@@ -64,17 +73,17 @@ def prepare(request: Request) -> runner.Prepared:
     lacks) and the budget against the start's own measurement."""
     need = tuning.runs_needed(1)
     start = request.start
-    experiment = Experiment(configs=(start,), repetitions=need, name="tune")
-    trials = [Trial(seq=i, repetition=i, config=start) for i in range(1, need + 1)]
-    resolutions, skipped = runner.check(trials[:1])
-    if skipped:
-        raise UserError(next(iter(skipped.values())))
     least = need * trial_seconds(start)
     if request.budget_s < least:
         raise UserError(
             f"--budget: {request.budget_s:g} s cannot even measure the start configuration"
             f" ({need} runs take about {least:.0f} s); give at least {least:.0f} s"
         )
+    experiment = Experiment(configs=(start,), repetitions=need, name="tune")
+    trials = [Trial(seq=i, repetition=i, config=start) for i in range(1, need + 1)]
+    resolutions, skipped = runner.check(trials[:1])
+    if skipped:
+        raise UserError(next(iter(skipped.values())))
     return runner.Prepared(experiment, trials, resolutions, {})
 
 
@@ -96,7 +105,7 @@ def begin(
         min_gain_pct=request.min_gain_pct,
         max_steps=request.max_steps,
         seed=secrets.randbelow(2**32),
-        steps=[Step(0, start.key(), start.to_dict(), 1, runs_needed=len(prepared.trials))],
+        steps=[Step(0, start.key(), plain(start), 1, runs_needed=len(prepared.trials))],
     )
     store.set_tune(run_id, record.to_dict())
     return run_id, record
@@ -261,7 +270,7 @@ class Session:
         following = Step(
             step.number + 1,
             best.key(),
-            best.to_dict(),
+            plain(best),
             first_seq=max(t.seq for t in self.store.trials(self.run_id)) + 1,
             diagnosis=summary.diagnosis.verdict.summary if summary.diagnosis else "",
         )
@@ -303,7 +312,7 @@ class Session:
             return
         self.resolutions |= resolutions
         step.candidates.append(
-            Candidate(proposal.setting, proposal.value, key, config.to_dict(), proposal.suggestion)
+            Candidate(proposal.setting, proposal.value, key, plain(config), proposal.suggestion)
         )
 
 

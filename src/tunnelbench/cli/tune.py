@@ -18,6 +18,7 @@ from tunnelbench.cli.parsing import Verbs
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import choices
+from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import REPETITIONS_MAX, TrialConfig, check_int
 from tunnelbench.model.records import RunStatus
 from tunnelbench.model.tuning import Target, TuneRecord
@@ -140,7 +141,8 @@ def _start(args: argparse.Namespace) -> TrialConfig:
                 f" {len(plan.experiment.configs)} (remove its [matrix])"
             )
         return plan.experiment.configs[0]
-    args.tunnels = [getattr(args, "tunnel", "wireguard")]
+    kind = SETTINGS["tunnel.kind"].parse("--tunnel", getattr(args, "tunnel", "wireguard"))
+    args.tunnels = [kind.value]
     args.streams = [getattr(args, "streams", "1")]
     (config,) = build_experiment(args).configs
     return config

@@ -169,6 +169,13 @@ class TuneRecord:
         )
 
 
+def plain(config: TrialConfig) -> dict[str, Any]:
+    """A configuration as the record holds it: plain JSON values (enums as their values,
+    tuples as lists), equal after a trip through the store."""
+    data: dict[str, Any] = json.loads(config.key())
+    return data
+
+
 def show(value: Any) -> str:
     if value is None:
         return "none"

@@ -1,0 +1,248 @@
+"""A tuning session's decisions, candidates and records, on real recorded runs and on
+goodput figures of the shape this machine measures (link-bound: tight; CPU-bound: ~10%
+run to run). The sessions themselves run in tests/integration/test_tune.py."""
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.report_fixtures import recorded
+from tunnelbench.analysis import tuning
+from tunnelbench.analysis.summary import summarize_run
+from tunnelbench.bench import planfile
+from tunnelbench.errors import UserError
+from tunnelbench.kinds import Queue, StreamMode, TunnelKind
+from tunnelbench.model.plan import TrialConfig, flatten
+from tunnelbench.model.tuning import (
+    Candidate,
+    End,
+    Excluded,
+    Outcome,
+    Step,
+    Target,
+    TuneRecord,
+    plain,
+    plan_snippet,
+)
+
+MBIT = 1e6
+
+
+def runs(values: Sequence[float], p95: Sequence[float] | None = None) -> list[dict[str, float]]:
+    out = [{"goodput_bps": v * MBIT} for v in values]
+    for run, latency in zip(out, p95 or [], strict=False):
+        run["rtt.loaded_p95_ms"] = latency
+    return out
+
+
+def candidate(setting: str = "lab.wan.queue_limit", value: object = 64) -> Candidate:
+    return Candidate(setting, value, "key", {}, "raise it")
+
+
+def judged(
+    best: list[dict[str, float]],
+    mine: list[dict[str, float]],
+    *,
+    target: Target = Target.THROUGHPUT,
+    alpha: float = 0.05,
+    need: int = 4,
+    max_runs: int = 10,
+    gain: float = 2.0,
+) -> Candidate:
+    return tuning.judge(
+        candidate(),
+        best,
+        mine,
+        target=target,
+        alpha=alpha,
+        need=need,
+        max_runs=max_runs,
+        min_gain_pct=gain,
+    )
+
+
+def test_the_level_is_divided_among_a_steps_candidates_and_sets_the_runs_needed():
+    assert [tuning.step_level(k) for k in (1, 2, 4)] == [0.05, 0.025, 0.0125]
+    # 4 runs a side reach 2/70 = 0.029 < 0.05; with two candidates it takes 5 (2/252).
+    assert [tuning.runs_needed(k) for k in (1, 2, 3, 4, 8)] == [4, 5, 5, 5, 6]
+
+
+def test_a_clear_gain_is_better_with_its_interval_and_p():
+    c = judged(runs([73, 70, 76, 72, 74]), runs([94, 93, 95, 92, 96]), alpha=0.025, need=5)
+    assert c.outcome is Outcome.BETTER
+    assert c.p is not None and c.p < 0.025
+    assert c.ratio_ci is not None and c.ratio_ci[0] > 1
+    assert c.change_pct == pytest.approx(100 * (94 / 73 - 1))
+    assert (c.runs, c.best_runs) == (5, 5)
+
+
+def test_no_verdict_on_fewer_runs_than_the_test_needs_however_large_the_gain():
+    c = judged(runs([70, 71, 72, 73]), runs([140, 141, 142, 143]), alpha=0.025, need=5)
+    assert c.outcome is Outcome.UNDECIDED
+    assert c.p is None  # not even computed: 4 a side cannot reach 0.025
+
+
+def test_a_significant_loss_is_worse():
+    c = judged(runs([96, 95, 96, 97]), runs([80, 81, 79, 82]))
+    assert c.outcome is Outcome.WORSE
+
+
+def test_a_significant_gain_under_the_minimum_is_too_small():
+    # Link-bound figures are exact to 0.1%: +0.5% is significant, and worth nothing.
+    c = judged(runs([95.6, 95.61, 95.62, 95.6]), runs([96.1, 96.1, 96.12, 96.11]))
+    assert c.outcome is Outcome.TOO_SMALL
+    assert "below the minimum gain of 2%" in c.note
+    assert judged(runs([95.6, 95.61, 95.62, 95.6]), runs([96.1, 96.1, 96.12, 96.11]), gain=0)
+
+
+def test_an_interval_within_the_minimum_gain_is_no_difference_before_the_most_runs():
+    c = judged(runs([95.6, 95.7, 95.5, 95.6]), runs([95.7, 95.5, 95.6, 95.6]))
+    assert c.outcome is Outcome.NO_DIFFERENCE
+    assert c.note == "95% CI within ±2%"
+
+
+def test_overlapping_noisy_runs_stay_undecided_until_the_most_runs():
+    best = [2200, 2450, 2100, 2390, 2300]
+    mine = [2380, 2150, 2460, 2230, 2310]
+    assert judged(runs(best), runs(mine), max_runs=6).outcome is Outcome.UNDECIDED
+    c = judged(runs(best), runs(mine), max_runs=5)
+    assert c.outcome is Outcome.NO_DIFFERENCE
+    assert c.note.startswith("no verdict after 5 runs each (p = ")
+
+
+def test_latency_is_better_when_lower():
+    best = runs([95] * 4, p95=[21.0, 22.0, 20.5, 21.5])
+    mine = runs([95] * 4, p95=[4.0, 4.2, 3.9, 4.1])
+    c = judged(best, mine, target=Target.LATENCY)
+    assert c.outcome is Outcome.BETTER
+    assert c.median == pytest.approx(4.05) and c.best_median == pytest.approx(21.25)
+    assert judged(mine, best, target=Target.LATENCY).outcome is Outcome.WORSE
+
+
+def test_throughput_keeping_latency_refuses_a_gain_that_lengthens_the_loaded_round_trip():
+    best = runs([93, 92, 94, 93], p95=[4.4, 4.5, 4.3, 4.6])
+    bloated = runs([96, 96, 96, 96.1], p95=[47.0, 46.5, 48.0, 47.2])
+    c = judged(best, bloated, target=Target.THROUGHPUT_KEEPING_LATENCY)
+    assert c.outcome is Outcome.LATENCY
+    assert c.note.startswith("loaded RTT p95 4.5 → 47.1 ms (p = ")
+    assert judged(best, bloated).outcome is Outcome.BETTER  # throughput alone keeps it
+    steady = runs([96, 96, 96, 96.1], p95=[4.5, 4.4, 4.6, 4.3])
+    kept = judged(best, steady, target=Target.THROUGHPUT_KEEPING_LATENCY)
+    assert kept.outcome is Outcome.BETTER
+
+
+def test_the_winner_is_the_better_candidate_that_improves_the_target_most():
+    a, b, c = candidate(value=16), candidate(value=64), candidate(value=256)
+    a.outcome, a.median = Outcome.BETTER, 94e6
+    b.outcome, b.median = Outcome.BETTER, 92e6
+    c.outcome, c.median = Outcome.NO_DIFFERENCE, 99e6
+    assert tuning.winner([a, b, c], Target.THROUGHPUT) is a
+    a.median, b.median = 4.7, 15.7  # as loaded round trips
+    assert tuning.winner([a, b, c], Target.LATENCY) is a
+    assert tuning.winner([c], Target.THROUGHPUT) is None
+
+
+def test_proposals_are_the_advices_values_once_each_without_refuted_advice(tmp_path: Path):
+    """streams-5-runs.db: wireguard-go CPU-bound, and 1 vs 4 streams measured; the small
+    FIFO of window-retransmits.db: a queue of 5 packets dropping."""
+    store = recorded("streams-5-runs", tmp_path)
+    run = store.run("latest")
+    summaries = {
+        (s.config.tunnel.kind, s.config.traffic.streams): s
+        for s in summarize_run(store.trials(run.id), run.environment)
+    }
+    one = summaries[(TunnelKind.WIREGUARD, 1)]
+    flat = flatten(one.config.to_dict())
+    # "several flows" was measured in this run and refuted (no difference at 4 streams).
+    assert any(a.setting == "traffic.streams" and a.refuted for a in one.advice)
+    found = [(p.setting, p.value) for p in tuning.proposals(one.advice, flat)]
+    assert found == [("tunnel.implementation", "kernel")]
+    baseline = summaries[(TunnelKind.NONE, 1)]
+    found = [(p.setting, p.value) for p in tuning.proposals(baseline.advice, {})]
+    assert found == [("traffic.streams", 2), ("traffic.streams", 4)]
+    # A value the configuration already has is no change.
+    assert tuning.proposals(baseline.advice, {"traffic.streams": 2})[0].value == 4
+
+    store = recorded("window-retransmits", tmp_path)
+    run = store.run("latest")
+    fifo = next(
+        s
+        for s in summarize_run(store.trials(run.id), run.environment)
+        if s.config.lab.wan.queue_limit == 5
+    )
+    found = [(p.setting, p.value) for p in tuning.proposals(fifo.advice, {})]
+    assert found == [
+        ("lab.wan.queue", "fq_codel"),
+        ("lab.wan.queue", "cake"),
+        ("lab.wan.queue_limit", 20),
+        ("lab.wan.queue_limit", 80),
+    ]
+
+
+def test_a_derived_configuration_is_checked_and_normalized_as_a_plans():
+    start = TrialConfig()
+    derived = planfile.derive(start, {"lab.wan.queue_limit": 64, "lab.wan.queue": "pfifo"})
+    assert (derived.lab.wan.queue_limit, derived.lab.wan.queue) == (64, Queue.PFIFO)
+    # One stream needs no stream mode: the same configuration as the start.
+    assert planfile.derive(start, {"traffic.stream_mode": "processes"}).key() == start.key()
+    wireguard = planfile.derive(start, {"tunnel.kind": "wireguard"})
+    with pytest.raises(UserError, match=r"tunnel\.implementation: 'nope' is not an implementation"):
+        planfile.derive(wireguard, {"tunnel.implementation": "nope"})
+    budget = planfile.derive(wireguard, {"tunnel.cpu_budget": 0.1})
+    assert planfile.derive(budget, {"tunnel.cpu_budget": None}).tunnel.cpu_budget is None
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"lab.wan.rate": 100_000_000, "lab.wan.queue": "pfifo", "lab.wan.queue_limit": 4},
+        {"tunnel.kind": "wireguard", "tunnel.cpu_budget": 0.1, "traffic.streams": 4},
+        {"traffic.streams": 4, "traffic.stream_mode": StreamMode.PROCESSES.value},
+        {"lab.lan_mtu": 65535, "lab.wan.mtu": 65535, "lab.offloads.gro": False},
+        {"lab.offloads.roles": ("gw",), "lab.offloads.tso": True, "lab.rps_cpus": "3"},
+    ],
+)
+def test_the_final_plan_snippet_runs_the_same_configuration(changes):
+    config = planfile.derive(TrialConfig(), changes)
+    snippet = plan_snippet(config)
+    (parsed,) = planfile.parse(snippet, "snippet").experiment.configs
+    assert parsed.key() == config.key(), snippet
+
+
+def test_the_record_survives_the_store_as_json():
+    step = Step(
+        1,
+        "best",
+        plain(TrialConfig()),
+        5,
+        diagnosis="queue drops",
+        candidates=[candidate()],
+        excluded=[Excluded("lab.wan.queue", "cake", "cake is not available")],
+        alpha=0.025,
+        runs_needed=5,
+        winner="key",
+        done=True,
+        best_median=73e6,
+        best_runs=5,
+    )
+    step.candidates[0].outcome = Outcome.BETTER
+    record = TuneRecord(Target.LATENCY, 900.0, 10, 2.0, 8, 7, [step], 61.5, End.NOTHING_HELPED)
+    again = TuneRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again == record
+    assert again.kept() == [(step, step.candidates[0])]
+
+
+def test_a_candidate_is_described_with_its_effect_and_verdict():
+    step = Step(1, "best", plain(planfile.derive(TrialConfig(), {"lab.wan.queue_limit": 4})), 5)
+    c = judged(runs([73, 70, 76, 72, 74]), runs([94, 93, 95, 92, 96]), alpha=0.025, need=5)
+    c.loaded_p95_ms = [0.9, 4.7]
+    text = tuning.describe(step, c, Target.THROUGHPUT)
+    assert text.startswith("lab.wan.queue_limit 4 → 64: 73 Mbit/s → 94 Mbit/s (+29%, 95% CI +")
+    assert text.endswith(", 5 vs 5 runs), loaded RTT p95 0.9 → 4.7 ms: better")
+    c.outcome = Outcome.UNDECIDED
+    assert tuning.describe(step, c, Target.THROUGHPUT).endswith(
+        ": undecided: the budget ended first"
+    )
