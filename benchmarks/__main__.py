@@ -2,9 +2,14 @@
 
 import sys
 
-from benchmarks import fidelity, lab_setup, sampler_cost
+from benchmarks import fidelity, lab_setup, sampler_cost, tune_vs_matrix
 
-ALL = {"fidelity": fidelity.main, "lab_setup": lab_setup.main, "sampler_cost": sampler_cost.main}
+ALL = {
+    "fidelity": fidelity.main,
+    "lab_setup": lab_setup.main,
+    "sampler_cost": sampler_cost.main,
+    "tune_vs_matrix": tune_vs_matrix.main,
+}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or list(ALL):

@@ -69,7 +69,7 @@ class TuneLines(TuneProgress):
                 f" {step.runs_needed} runs a side)"
             )
         elif step.done:
-            self._say("  no candidate this machine can run: nothing to improve")
+            self._say(f"  {step.why_no_candidate}: nothing to improve")
 
     def trial_started(self, trial: Trial, step: Step) -> None:
         what = _candidate_of(step, trial)

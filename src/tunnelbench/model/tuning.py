@@ -111,6 +111,12 @@ class Step:
     best_median: float | None = None  # the best's median of the target's metric here
     best_runs: int = 0  # its successful runs in the step
 
+    @property
+    def why_no_candidate(self) -> str:
+        if self.excluded:
+            return "no candidate this machine can run"
+        return "no advice names a setting to change"
+
     def candidate(self, key: str) -> Candidate:
         return next(c for c in self.candidates if c.key == key)
 

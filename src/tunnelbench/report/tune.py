@@ -67,7 +67,7 @@ def step_lines(record: TuneRecord) -> list[list[str]]:
                 f"not tried: {excluded.setting} = {show(excluded.value)}: {excluded.reason}"
             )
         if step.number > 0 and not step.candidates:
-            lines.append("no candidate this machine can run")
+            lines.append(step.why_no_candidate)
         steps.append(lines)
     return steps
 

@@ -1,0 +1,158 @@
+"""``tunnelbench tune`` on real labs with a known fix: it must find the fix and prove a
+significant gain, leave a configuration at its ceiling unchanged, stop at its budget,
+and resume after Ctrl-C. 1 s trials; each session is limited to its first step."""
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from tests.integration.helpers import tunnelbench
+from tests.integration.test_plans import _run_status, _stored, _trials
+from tunnelbench.bench import planfile
+from tunnelbench.model.tuning import TuneRecord
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "report-schema.json").read_text())
+SHORT = "[base.traffic]\nduration = 1\nwarmup = 0\n"
+TINY_FIFO = """
+[base.lab.wan]
+rate = "100mbit"
+queue = "pfifo"
+queue_limit = 4
+[base.traffic]
+streams = 4
+stream_mode = "single"
+duration = 1
+warmup = 0
+"""
+
+
+def _tune(tmp_path: Path, plan_text: str, *options: str) -> tuple[dict[str, Any], TuneRecord]:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(plan_text)
+    db = tmp_path / "tune.db"
+    done = tunnelbench("tune", str(plan), "--db", str(db), *options, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    report = tunnelbench("report", "1", "--format", "json", "--db", str(db))
+    document = json.loads(report.stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(document)
+    return document, TuneRecord.from_dict(_tune_column(db))
+
+
+def _tune_column(db: Path) -> dict[str, Any]:
+    with sqlite3.connect(db) as conn:
+        value: dict[str, Any] = json.loads(conn.execute("SELECT tune FROM runs").fetchone()[0])
+    return value
+
+
+def _kept_significant(record: TuneRecord, setting: str) -> Any:
+    """The change step 1 kept, checked to be a significant gain on enough runs."""
+    step = record.steps[1]
+    (_, kept), *_ = record.kept()
+    assert kept.setting == setting, [c.change for c in step.candidates]
+    assert kept.outcome == "better"
+    assert kept.p is not None and kept.p < step.alpha
+    assert kept.ratio_ci is not None and kept.ratio_ci[0] > 1.02
+    assert min(kept.runs, kept.best_runs) >= step.runs_needed
+    return kept
+
+
+def test_a_tiny_fifo_is_fixed_by_a_larger_queue(tmp_path):
+    document, record = _tune(tmp_path, TINY_FIFO, "--max-steps", "1")
+    assert [s.number for s in record.steps] == [0, 1]
+    assert "dropped" in record.steps[1].diagnosis  # the queue-drop verdict gave the advice
+    kept = _kept_significant(record, "lab.wan.queue_limit")
+    assert kept.value in (16, 64)
+    # fq_codel and cake: measured where the kernel has them, else not tried, with why.
+    tried = {c.value for c in record.steps[1].candidates if c.setting == "lab.wan.queue"}
+    for excluded in record.steps[1].excluded:
+        assert excluded.setting == "lab.wan.queue" and "not available" in excluded.reason
+        tried.add(excluded.value)
+    assert tried == {"fq_codel", "cake"}
+    assert record.end == "step limit reached" and record.final_key == kept.key
+    # The final plan runs exactly the kept configuration.
+    (final,) = planfile.parse(document["tune"]["plan"], "final").experiment.configs
+    assert final.key() == kept.key
+    # Every trial of the session is in the run, with its configuration.
+    counted = sum(len(c["runs"]) for c in document["configurations"])
+    assert counted == document["run"]["trial_counts"]["ok"] == len(_trials(tmp_path / "tune.db"))
+    markdown = tunnelbench("report", "1", "--format", "md", "--db", str(tmp_path / "tune.db"))
+    assert (
+        "## Tuning path" in markdown.stdout and "kept: lab.wan.queue_limit 4 →" in markdown.stdout
+    )
+
+
+def test_one_process_for_many_streams_is_fixed_by_a_process_per_stream(tmp_path):
+    jumbo = "[base.lab]\nlan_mtu = 65535\n[base.lab.wan]\nmtu = 65535\n" + SHORT
+    plan = jumbo + 'streams = 4\nstream_mode = "single"\n'
+    _, record = _tune(tmp_path, plan, "--max-steps", "1")
+    assert "generator is the limit" in record.steps[1].diagnosis
+    kept = _kept_significant(record, "traffic.stream_mode")
+    assert kept.value == "processes"
+
+
+def test_a_cpu_budget_is_fixed_by_more_cpu_time(tmp_path):
+    plan = (
+        '[base.tunnel]\nkind = "wireguard"\nimplementation = "wireguard-go"\ncpu_budget = "10%"\n'
+        + SHORT
+        + 'streams = 4\nstream_mode = "processes"\n'
+    )
+    _, record = _tune(tmp_path, plan, "--max-steps", "1")
+    assert "against its CPU budget of 10%" in record.steps[1].diagnosis
+    kept = _kept_significant(record, "tunnel.cpu_budget")
+    assert kept.value in (0.2, None)
+    budgets = {c.value: c for c in record.steps[1].candidates if c.setting == "tunnel.cpu_budget"}
+    assert set(budgets) == {0.2, None}
+    assert all(c.outcome == "better" for c in budgets.values())  # both beat 10%
+
+
+def test_a_link_at_its_ceiling_has_nothing_to_improve_and_an_interrupted_session_resumes(
+    tmp_path,
+):
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[base.lab.wan]\nrate = "100mbit"\n' + SHORT)
+    db = tmp_path / "tune.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunnelbench", "tune", str(plan), "--db", str(db), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and _stored(db) < 2:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    assert _run_status(db) == "interrupted" and 2 <= len(_trials(db)) < 4
+    refused = tunnelbench("run", "--resume", "1", "--db", str(db))
+    assert refused.returncode == 2
+    assert "is a tuning session; `tunnelbench tune --resume 1` continues it" in refused.stderr
+    done = tunnelbench("tune", "--resume", "1", "--db", str(db), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _run_status(db) == "complete"
+    assert len(_trials(db)) == 4  # the start's runs, then nothing to try
+    record = TuneRecord.from_dict(_tune_column(db))
+    assert record.end == "nothing to improve" and record.kept() == []
+    assert "link is the limit" in record.steps[-1].diagnosis
+    assert record.steps[-1].candidates == [] and record.steps[-1].excluded == []
+    assert "no change kept; ended: nothing to improve" in done.stdout
+
+
+def test_the_budget_ends_a_session_with_its_candidates_undecided(tmp_path):
+    _, record = _tune(tmp_path, TINY_FIFO, "--budget", "20s")
+    assert record.end == "budget ended"
+    assert record.spent_s < 25  # a round is started only when its estimate fits
+    step = record.steps[-1]
+    assert step.number == 1 and not step.done and step.winner is None
+    assert step.candidates and all(c.outcome == "undecided" for c in step.candidates)
