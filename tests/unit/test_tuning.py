@@ -10,6 +10,8 @@ import pytest
 
 from tests.report_fixtures import recorded
 from tunnelbench.analysis import tuning
+from tunnelbench.analysis.advice import advise
+from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.bench import planfile
 from tunnelbench.errors import UserError
@@ -157,13 +159,15 @@ def test_proposals_are_the_advices_values_once_each_without_refuted_advice(tmp_p
     flat = flatten(one.config.to_dict())
     # "several flows" was measured in this run and refuted (no difference at 4 streams).
     assert any(a.setting == "traffic.streams" and a.refuted for a in one.advice)
-    found = [(p.setting, p.value) for p in tuning.proposals(one.advice, flat)]
+    found = [(p.setting, p.value) for p in tuning.proposals(one.advice, flat, Target.THROUGHPUT)]
     assert found == [("tunnel.implementation", "kernel")]
     baseline = summaries[(TunnelKind.NONE, 1)]
-    found = [(p.setting, p.value) for p in tuning.proposals(baseline.advice, {})]
+    found = [(p.setting, p.value) for p in tuning.proposals(baseline.advice, {}, Target.THROUGHPUT)]
     assert found == [("traffic.streams", 2), ("traffic.streams", 4)]
     # A value the configuration already has is no change.
-    assert tuning.proposals(baseline.advice, {"traffic.streams": 2})[0].value == 4
+    assert (
+        tuning.proposals(baseline.advice, {"traffic.streams": 2}, Target.THROUGHPUT)[0].value == 4
+    )
 
     store = recorded("window-retransmits", tmp_path)
     run = store.run("latest")
@@ -172,7 +176,7 @@ def test_proposals_are_the_advices_values_once_each_without_refuted_advice(tmp_p
         for s in summarize_run(store.trials(run.id), run.environment)
         if s.config.lab.wan.queue_limit == 5
     )
-    found = [(p.setting, p.value) for p in tuning.proposals(fifo.advice, {})]
+    found = [(p.setting, p.value) for p in tuning.proposals(fifo.advice, {}, Target.THROUGHPUT)]
     assert found == [
         ("lab.wan.queue", "fq_codel"),
         ("lab.wan.queue", "cake"),
@@ -246,3 +250,51 @@ def test_a_candidate_is_described_with_its_effect_and_verdict():
     assert tuning.describe(step, c, Target.THROUGHPUT).endswith(
         ": undecided: the budget ended first"
     )
+
+
+def test_a_bloated_fifo_is_advised_shorter_for_the_latency_target_only(tmp_path: Path):
+    """The recorded 1-stream baseline of streams-5-runs.db, put behind a 10 Mbit/s FIFO of
+    1000 packets whose loaded round trip is 120 ms (a bufferbloat finding)."""
+    store = recorded("streams-5-runs", tmp_path)
+    run = store.run("latest")
+    s = next(
+        s
+        for s in summarize_run(store.trials(run.id), run.environment)
+        if s.config.tunnel.kind is TunnelKind.NONE and s.config.traffic.streams == 1
+    )
+    shaped = planfile.derive(
+        s.config,
+        {"lab.wan.rate": 10_000_000, "lab.wan.queue": "pfifo", "lab.wan.queue_limit": 1000},
+    )
+    runs = tuple(
+        t.metrics | {"rtt.idle_ms": 0.05, "rtt.loaded_ms": 120.0, "rtt.loaded_p95_ms": 131.0}
+        for t in s.trials
+    )
+    subject = Subject(shaped, s.resolved, medians(bloated), None, run.environment, runs=bloated)
+    diagnosis = diagnose(subject)
+    assert Bound.LATENCY in {f.bound for f in diagnosis.findings}
+    advice = advise(subject, diagnosis, [])
+    (shorter,) = [a for a in advice if a.goal == "latency"]
+    assert shorter.setting == "lab.wan.queue_limit" and shorter.candidates == (250, 62)
+    assert shorter.suggestion == (
+        "shorten the queue: 1000 packets of up to 1500 bytes wait up to 1,200 ms at 10 Mbit/s"
+    )
+    assert shorter.measured is None  # a goodput comparison cannot judge a latency advice
+    flat = flatten(shaped.to_dict())
+    latency = [(p.setting, p.value) for p in tuning.proposals(advice, flat, Target.LATENCY)]
+    assert latency == [
+        ("lab.wan.queue", "fq_codel"),
+        ("lab.wan.queue", "cake"),
+        ("lab.wan.queue_limit", 250),
+        ("lab.wan.queue_limit", 62),
+    ]
+    throughput = tuning.proposals(advice, flat, Target.THROUGHPUT)
+    assert ("lab.wan.queue_limit", 250) not in [(p.setting, p.value) for p in throughput]
+
+
+def test_a_latency_gain_that_costs_goodput_is_not_kept():
+    best = runs([95, 95.2, 94.9, 95.1], p95=[21.0, 22.0, 20.5, 21.5])
+    starved = runs([60, 61, 59, 60.5], p95=[3.0, 3.1, 2.9, 3.2])
+    c = judged(best, starved, target=Target.LATENCY)
+    assert c.outcome is Outcome.LOST_THROUGHPUT
+    assert c.note.startswith("goodput 95 → 60 Mbit/s (p = ")

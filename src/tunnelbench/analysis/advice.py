@@ -46,6 +46,7 @@ from tunnelbench.model.plan import (
     flatten,
 )
 from tunnelbench.model.records import Resolved
+from tunnelbench.units import human_rate
 
 FIFOS = (None, Queue.PFIFO.value, Queue.PFIFO_FAST.value)
 FAIR_QUEUES = (Queue.FQ_CODEL.value, Queue.CAKE.value, Queue.FQ.value)
@@ -59,6 +60,7 @@ KERNEL_ESP = {
 # Another userspace implementation this much faster is worth switching to (CPU-bound
 # results vary ~10% run to run here).
 FASTER_PCT = 10.0
+QUEUE_LIMIT_MIN = 2  # packets: the shortest queue advice proposes
 RPS_IDLE_PCT = 25.0  # another core at least this idle can take receive processing
 RPS_SOFTIRQ_PCT = 25.0  # softirq share on the saturated core worth spreading
 # Crypto-relevant CPU flags, as /proc/cpuinfo names them, and what they accelerate.
@@ -79,6 +81,7 @@ CIPHER_FLAGS = {
 ANY_CIPHER = (("aes", "pclmulqdq", "avx2"), ("vaes", "avx512f"))
 
 Outcome = Literal["gain", "slower", "no difference", "too few runs"]
+Goal = Literal["throughput", "latency", "both"]
 State = Literal["yes", "no", "not probed", "not recorded"]
 
 
@@ -191,6 +194,8 @@ class Advice:
     #: The values of ``setting`` worth measuring, most promising first (what
     #: ``tunnelbench tune`` tries); empty when the advice names no value to set.
     candidates: tuple[Any, ...] = ()
+    #: What following it improves: goodput, the loaded round trip, or both.
+    goal: Goal = "throughput"
 
     @property
     def available(self) -> State | None:
@@ -541,6 +546,7 @@ def fair_queue(c: Context) -> Advice | None:
         c.measured("lab.wan.queue", lambda v: v in FAIR_QUEUES),
         can,
         ADVISED_QUEUES,
+        goal="both",
     )
 
 
@@ -560,6 +566,29 @@ def larger_queue(c: Context) -> Advice | None:
     )
 
 
+def shorter_queue(c: Context) -> Advice | None:
+    """Packets wait in a FIFO up to its limit times their size over the rate: a shorter
+    one bounds the delay, at a risk to goodput with few flows (the measurement decides;
+    a goodput comparison cannot judge it, so none is cited)."""
+    latency = c.finding(Bound.LATENCY)
+    wan = c.subject.config.lab.wan
+    if latency is None or wan.rate is None or (wan.queue.value if wan.queue else None) not in FIFOS:
+        return None
+    limit = wan.queue_limit
+    shorter = tuple(sorted({max(limit // f, QUEUE_LIMIT_MIN) for f in (4, 16)} - {limit}))
+    if not shorter:
+        return None
+    wait_ms = limit * wan.mtu * 8 / wan.rate * 1000
+    return Advice(
+        "lab.wan.queue_limit",
+        f"shorten the queue: {limit} packets of up to {wan.mtu} bytes wait up to"
+        f" {wait_ms:,.0f} ms at {human_rate(wan.rate)}",
+        latency.summary,
+        candidates=tuple(reversed(shorter)),
+        goal="latency",
+    )
+
+
 RULES: tuple[AdviceRule, ...] = (
     kernel_wireguard,
     kernel_esp,
@@ -571,6 +600,7 @@ RULES: tuple[AdviceRule, ...] = (
     spread_softirq,
     fair_queue,
     larger_queue,
+    shorter_queue,
     accelerated_crypto,
     frequency_scaling,
 )

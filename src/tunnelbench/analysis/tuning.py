@@ -52,13 +52,18 @@ class Proposal:
     suggestion: str
 
 
-def proposals(advice: Iterable[Advice], current: dict[str, object]) -> list[Proposal]:
-    """Every (setting, value) the advice proposes, in the advice's order, once each,
-    leaving out the values ``current`` (the configuration's flattened settings) has."""
+def proposals(
+    advice: Iterable[Advice], current: dict[str, object], target: Target
+) -> list[Proposal]:
+    """Every (setting, value) the advice proposes for ``target``, in the advice's order,
+    once each, leaving out the values ``current`` (the configuration's flattened
+    settings) has. Advice for the loaded round trip alone (a shorter queue) is for the
+    latency target; advice for goodput alone is not."""
+    goals = {"latency", "both"} if target is Target.LATENCY else {"throughput", "both"}
     found: list[Proposal] = []
     seen: set[tuple[str, str]] = set()
     for item in advice:
-        if item.setting is None or item.refuted:
+        if item.setting is None or item.refuted or item.goal not in goals:
             continue
         for value in item.candidates:
             mark = (item.setting, repr(value))
@@ -109,8 +114,8 @@ def judge(
         outcome = Outcome.BETTER if improvement >= gain else Outcome.TOO_SMALL
         if outcome is Outcome.TOO_SMALL:
             note = f"significant, but below the minimum gain of {min_gain_pct:g}%"
-        elif target is Target.THROUGHPUT_KEEPING_LATENCY:
-            outcome, note = _latency_kept(latency[0], latency[1], alpha, need)
+        elif target.guard is not None:
+            outcome, note = _guarded(best, mine, target.guard, alpha, need, gain)
     elif c.p < alpha and worsening:
         outcome = Outcome.WORSE
     elif 1 / gain < low and high < gain:
@@ -123,18 +128,25 @@ def judge(
     return candidate
 
 
-def _latency_kept(
-    best: Sequence[float], mine: Sequence[float], alpha: float, need: int
+def _guarded(
+    best: Runs, mine: Runs, guard: str, alpha: float, need: int, gain: float
 ) -> tuple[Outcome, str]:
-    """A throughput gain is kept unless it lengthens the loaded round trip."""
-    if min(len(best), len(mine)) < need:
-        return Outcome.NO_DIFFERENCE, "faster, but its loaded round trip was not measured"
-    c = compare(best, mine)
-    if c.p < alpha and c.ratio_ci is not None and c.ratio_ci[0] > 1:
-        return (
-            Outcome.LATENCY,
-            f"loaded RTT p95 {np.median(best):.1f} → {np.median(mine):.1f} ms ({format_p(c.p)})",
-        )
+    """A gain is kept unless it worsens the guarded metric (the loaded round trip of a
+    throughput gain, the goodput of a latency gain) significantly and by more than the
+    minimum gain."""
+    a, b = values(best, guard), values(mine, guard)
+    latency = guard == LOADED_P95
+    if min(len(a), len(b)) < need:
+        missing = "loaded round trip" if latency else "goodput"
+        return Outcome.NO_DIFFERENCE, f"better, but its {missing} was not measured"
+    c = compare(a, b)
+    ratio, ci = c.ratio or 1.0, c.ratio_ci
+    if latency and c.p < alpha and ci is not None and ci[0] > 1 and ratio > gain:
+        figures = f"{np.median(a):.1f} → {np.median(b):.1f} ms"
+        return Outcome.LATENCY, f"loaded RTT p95 {figures} ({format_p(c.p)})"
+    if not latency and c.p < alpha and ci is not None and ci[1] < 1 and 1 / ratio > gain:
+        figures = f"{np.median(a) / 1e6:,.0f} → {np.median(b) / 1e6:,.0f} Mbit/s"
+        return Outcome.LOST_THROUGHPUT, f"goodput {figures} ({format_p(c.p)})"
     return Outcome.BETTER, ""
 
 

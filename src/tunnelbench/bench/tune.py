@@ -266,7 +266,7 @@ class Session:
             return
         runs = self._step_trials(step).get(best.key(), [])
         (summary,) = summarize_run(_ok(runs), self.environment)
-        proposals = tuning.proposals(summary.advice, flatten(best.to_dict()))
+        proposals = tuning.proposals(summary.advice, flatten(best.to_dict()), record.target)
         following = Step(
             step.number + 1,
             best.key(),

@@ -18,11 +18,12 @@ from tunnelbench.units import format_rate
 
 
 class Target(StrEnum):
-    """What a tuning session improves."""
+    """What a tuning session improves, and what it must not worsen on the way."""
 
     THROUGHPUT = "throughput"  # the goodput's median, higher is better
-    LATENCY = "latency"  # the loaded round trip's 95th percentile, lower is better
-    # A goodput gain that does not raise the loaded round trip significantly.
+    # The loaded round trip's 95th percentile, lower is better, without losing goodput.
+    LATENCY = "latency"
+    # A goodput gain that does not lengthen the loaded round trip.
     THROUGHPUT_KEEPING_LATENCY = "throughput-keeping-latency"
 
     @property
@@ -32,6 +33,15 @@ class Target(StrEnum):
     @property
     def higher_is_better(self) -> bool:
         return self is not Target.LATENCY
+
+    @property
+    def guard(self) -> str | None:
+        """The metric a kept change must not significantly worsen."""
+        return {
+            Target.THROUGHPUT: None,
+            Target.LATENCY: metric.GOODPUT.name,
+            Target.THROUGHPUT_KEEPING_LATENCY: LOADED_P95,
+        }[self]
 
 
 LOADED_P95 = "rtt.loaded_p95_ms"
@@ -46,6 +56,7 @@ class Outcome(StrEnum):
     NO_DIFFERENCE = "no difference"
     TOO_SMALL = "too small"  # significant, but a smaller gain than asked for
     LATENCY = "raised latency"  # faster, but its loaded round trip is significantly longer
+    LOST_THROUGHPUT = "lost throughput"  # a shorter round trip, but significantly less goodput
     FAILED = "failed"  # its trials failed
 
 
