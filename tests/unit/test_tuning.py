@@ -266,7 +266,7 @@ def test_a_bloated_fifo_is_advised_shorter_for_the_latency_target_only(tmp_path:
         s.config,
         {"lab.wan.rate": 10_000_000, "lab.wan.queue": "pfifo", "lab.wan.queue_limit": 1000},
     )
-    runs = tuple(
+    bloated = tuple(
         t.metrics | {"rtt.idle_ms": 0.05, "rtt.loaded_ms": 120.0, "rtt.loaded_p95_ms": 131.0}
         for t in s.trials
     )
