@@ -15,6 +15,15 @@ import pytest
 
 from tests.report_fixtures import RECORDED, recorded, wide
 from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.tuning import (
+    Candidate,
+    End,
+    Excluded,
+    Outcome,
+    Step,
+    Target,
+    TuneRecord,
+)
 from tunnelbench.report import json_report, view
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
@@ -169,3 +178,18 @@ def test_the_schemas_tunnel_kinds_are_the_registrys():
     so it is checked against the registry rather than generated at run time)."""
     kinds = SCHEMA["$defs"]["config"]["properties"]["tunnel"]["properties"]["kind"]["enum"]
     assert kinds == [k.value for k in TUNNELS.kinds()]
+
+
+def test_the_schema_documents_every_field_of_a_tuning_sessions_record():
+    """A field added to the tuning record must be added to the schema's tune section."""
+    parts: list[tuple[type, str]] = [(Step, "tune_step"), (Candidate, "tune_candidate")]
+    for cls, name in [*parts, (Excluded, "tune_excluded")]:
+        definition = SCHEMA["$defs"][name]
+        assert set(definition["properties"]) == {f.name for f in dataclasses.fields(cls)}
+        assert set(definition["required"]) == set(definition["properties"])
+    outcome = SCHEMA["$defs"]["tune_candidate"]["properties"]["outcome"]
+    assert outcome["enum"] == [o.value for o in Outcome]
+    fields = {f.name for f in dataclasses.fields(TuneRecord)} | {"headline", "plan"}
+    assert set(SCHEMA["$defs"]["tune"]["properties"]) == fields
+    assert SCHEMA["$defs"]["tune"]["properties"]["target"]["enum"] == [t.value for t in Target]
+    assert SCHEMA["$defs"]["tune"]["properties"]["end"]["enum"] == [e.value for e in End] + [None]

@@ -140,10 +140,19 @@ def test_the_winner_is_the_better_candidate_that_improves_the_target_most():
     a.outcome, a.median = Outcome.BETTER, 94e6
     b.outcome, b.median = Outcome.BETTER, 92e6
     c.outcome, c.median = Outcome.NO_DIFFERENCE, 99e6
-    assert tuning.winner([a, b, c], Target.THROUGHPUT) is a
+    assert tuning.winner([a, b, c], Target.THROUGHPUT, 1.0) is a
     a.median, b.median = 4.7, 15.7  # as loaded round trips
-    assert tuning.winner([a, b, c], Target.LATENCY) is a
-    assert tuning.winner([c], Target.THROUGHPUT) is None
+    assert tuning.winner([a, b, c], Target.LATENCY, 1.0) is a
+    assert tuning.winner([c], Target.THROUGHPUT, 1.0) is None
+
+
+def test_a_tie_within_the_minimum_gain_goes_to_the_shorter_loaded_round_trip():
+    """The tiny-FIFO session: 16 and 64 packets both gave 93 Mbit/s, at 5.0 and 13.9 ms."""
+    small, large = candidate(value=16), candidate(value=64)
+    small.outcome, small.median, small.loaded_p95_ms = Outcome.BETTER, 92.6e6, [0.4, 5.0]
+    large.outcome, large.median, large.loaded_p95_ms = Outcome.BETTER, 93.4e6, [0.4, 13.9]
+    assert tuning.winner([large, small], Target.THROUGHPUT, 2.0) is small
+    assert tuning.winner([large, small], Target.THROUGHPUT, 0.5) is large  # not a tie
 
 
 def test_proposals_are_the_advices_values_once_each_without_refuted_advice(tmp_path: Path):

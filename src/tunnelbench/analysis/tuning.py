@@ -150,13 +150,24 @@ def _guarded(
     return Outcome.BETTER, ""
 
 
-def winner(candidates: Iterable[Candidate], target: Target) -> Candidate | None:
-    """The better candidate that improves the target most, if any."""
+def winner(
+    candidates: Iterable[Candidate], target: Target, min_gain_pct: float
+) -> Candidate | None:
+    """The better candidate that improves the target most, if any. Candidates whose
+    medians are within the minimum gain of the best one are a tie (one run cannot tell
+    them apart): for a throughput target the one with the shortest loaded round trip
+    wins it (a queue of 16 packets rather than 64 at the same goodput)."""
     better = [c for c in candidates if c.outcome is Outcome.BETTER and c.median is not None]
     if not better:
         return None
     sign = 1 if target.higher_is_better else -1
-    return max(better, key=lambda c: sign * (c.median or 0.0))
+    top = max(better, key=lambda c: sign * (c.median or 0.0))
+    if target is Target.LATENCY:
+        return top
+    least = (top.median or 0.0) / (1 + min_gain_pct / 100)
+    tied = [c for c in better if (c.median or 0.0) >= least]
+    timed = [c for c in tied if c.loaded_p95_ms is not None]
+    return min(timed, key=lambda c: (c.loaded_p95_ms or [0, 0])[1]) if timed else top
 
 
 def figure(value: float | None, target: Target) -> str:

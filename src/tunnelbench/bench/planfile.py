@@ -255,10 +255,13 @@ def quicken(experiment: Experiment) -> Experiment:
     return replace(experiment, configs=configs, repetitions=1, adaptive=None)
 
 
+def trial_seconds(config: TrialConfig) -> float:
+    """A trial's expected wall time before any has been measured."""
+    return config.traffic.duration + config.traffic.warmup + TRIAL_OVERHEAD_S
+
+
 def estimate_seconds(trials: list[Trial]) -> float:
-    return sum(
-        t.config.traffic.duration + t.config.traffic.warmup + TRIAL_OVERHEAD_S for t in trials
-    )
+    return sum(trial_seconds(t.config) for t in trials)
 
 
 def derive(config: TrialConfig, changes: dict[str, Any]) -> TrialConfig:

@@ -63,17 +63,12 @@ class Request:
     max_steps: int = DEFAULT_MAX_STEPS
 
 
-def trial_seconds(config: TrialConfig) -> float:
-    """A trial's expected wall time before any has been measured."""
-    return config.traffic.duration + config.traffic.warmup + planfile.TRIAL_OVERHEAD_S
-
-
 def prepare(request: Request) -> runner.Prepared:
     """The start configuration checked against this machine (an error names what it
     lacks) and the budget against the start's own measurement."""
     need = tuning.runs_needed(1)
     start = request.start
-    least = need * trial_seconds(start)
+    least = need * planfile.trial_seconds(start)
     if request.budget_s < least:
         raise UserError(
             f"--budget: {request.budget_s:g} s cannot even measure the start configuration"
@@ -159,7 +154,7 @@ class Session:
         """Run rounds until every candidate of ``step`` is decided (or, in step 0, the
         start has its runs), or the budget ends the session."""
         if step.number > 0 and not any(c.runs or c.best_runs for c in step.candidates):
-            self.progress.step_started(step, self.record.target)
+            self.progress.step_started(step, self.record)
         while True:
             groups = self._step_trials(step)
             best = groups.get(step.best_key, [])
@@ -186,7 +181,7 @@ class Session:
         step.best_runs = len(figures)
         step.best_median = float(statistics.median(figures)) if figures else None
         if step.number > 0:
-            found = tuning.winner(step.candidates, self.record.target)
+            found = tuning.winner(step.candidates, self.record.target, self.record.min_gain_pct)
             step.winner = found.key if found else None
             self.progress.step_decided(step, self.record.target)
         step.done = True
@@ -219,7 +214,9 @@ class Session:
         return undecided
 
     def _affordable(self, round_: list[TrialConfig]) -> bool:
-        each = sum(self.walls) / len(self.walls) if self.walls else trial_seconds(round_[0])
+        each = (
+            sum(self.walls) / len(self.walls) if self.walls else planfile.trial_seconds(round_[0])
+        )
         return self.record.spent_s + each * len(round_) <= self.record.budget_s
 
     def _run_round(
@@ -281,7 +278,7 @@ class Session:
             following.done = True
             record.steps.append(following)
             record.end = End.NOTHING_TO_IMPROVE
-            self.progress.step_started(following, record.target)
+            self.progress.step_started(following, record)
             self._save()
             return
         following.alpha = tuning.step_level(len(following.candidates))

@@ -3,10 +3,13 @@ each trial with the budget spent, and each step's verdicts. Lines for a person, 
 lines for a program (``--json``), or nothing (``--quiet``), as ``run``'s progress."""
 
 import json
+import statistics
 import sys
+import time
 from typing import Any, TextIO
 
 from tunnelbench.analysis.tuning import describe, figure
+from tunnelbench.bench.planfile import trial_seconds
 from tunnelbench.bench.progress import describe as label
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.bench.runner import TrialOutcome
@@ -28,7 +31,7 @@ class TuneProgress:
 
     def started(self, run_id: int, record: TuneRecord) -> None: ...
 
-    def step_started(self, step: Step, target: Target) -> None: ...
+    def step_started(self, step: Step, record: TuneRecord) -> None: ...
 
     def trial_started(self, trial: Trial, step: Step) -> None: ...
 
@@ -40,8 +43,16 @@ class TuneProgress:
 
 
 class TuneLines(TuneProgress):
+    """One line per trial with the budget spent; each step's diagnosis, candidates and
+    the trials it will take (between the rounds the test needs and the most)."""
+
     def __init__(self, out: TextIO = sys.stdout) -> None:
         self.out = out
+        self.walls: list[float] = []  # the trials' wall times seen so far
+        self.began = 0.0
+
+    def _each(self, config: TrialConfig) -> float:
+        return statistics.mean(self.walls) if self.walls else trial_seconds(config)
 
     def _say(self, text: str, end: str = "\n") -> None:
         print(text, end=end, file=self.out, flush=True)
@@ -53,8 +64,15 @@ class TuneLines(TuneProgress):
             f" {format_duration(record.budget_s)}{spent}, at most {record.max_runs} runs a"
             f" side, gains under {record.min_gain_pct:g}% not kept"
         )
+        start = record.steps[0]
+        if len(record.steps) == 1 and not start.done:
+            each = self._each(record.start)
+            self._say(
+                f"step 0: {start.runs_needed} runs of the start configuration, about"
+                f" {format_duration(start.runs_needed * each)}"
+            )
 
-    def step_started(self, step: Step, target: Target) -> None:
+    def step_started(self, step: Step, record: TuneRecord) -> None:
         self._say(f"step {step.number}: {label(TrialConfig.from_dict(step.best_config))}")
         if step.diagnosis:
             self._say(f"  diagnosis: {step.diagnosis}")
@@ -68,14 +86,26 @@ class TuneLines(TuneProgress):
                 f"  candidates: {changes} (each at p < {step.alpha:.3g}, at least"
                 f" {step.runs_needed} runs a side)"
             )
+            configs = 1 + len(step.candidates)
+            least, most = (
+                configs * step.runs_needed,
+                configs * max(record.max_runs, step.runs_needed),
+            )
+            each = self._each(TrialConfig.from_dict(step.best_config))
+            self._say(
+                f"  this step: {least}-{most} trials, about {format_duration(least * each)} to"
+                f" {format_duration(most * each)}"
+            )
         elif step.done:
             self._say(f"  {step.why_no_candidate}: nothing to improve")
 
     def trial_started(self, trial: Trial, step: Step) -> None:
+        self.began = time.monotonic()
         what = _candidate_of(step, trial)
         self._say(f"[{trial.seq}] step {step.number}, {what}, run {trial.repetition} ...", end="")
 
     def trial_finished(self, trial: Trial, outcome: TrialOutcome, record: TuneRecord) -> None:
+        self.walls.append(time.monotonic() - self.began)
         if outcome.status is not TrialStatus.OK:
             self._say(f" FAILED: {outcome.error}")
             return
@@ -106,7 +136,7 @@ class TuneJson(TuneProgress):
     def started(self, run_id: int, record: TuneRecord) -> None:
         self._emit("tune_started", run_id=run_id, target=record.target, budget_s=record.budget_s)
 
-    def step_started(self, step: Step, target: Target) -> None:
+    def step_started(self, step: Step, record: TuneRecord) -> None:
         self._emit(
             "step_started",
             step=step.number,
