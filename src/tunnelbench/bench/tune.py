@@ -3,12 +3,17 @@ measure each against it until the statistics decide, keep the largest significan
 and go on from the new best until nothing more helps, no advice is left, or the budget
 ends.
 
-Each step measures in rounds: one run of the best configuration and one of every
-undecided candidate, in an order shuffled with the session's seed, so that drift (heat,
-background work) falls on all of them alike. After each round every candidate is judged
-on the runs of that step (:func:`tunnelbench.analysis.tuning.judge`); decided ones
-leave the rounds. Candidates come only from the advice, and only those this machine can
-run (a candidate that a run would skip is listed with the reason, never measured).
+Each step measures in rounds: one run of every undecided candidate and, while it has no
+more runs than they do, one of the best configuration, in an order shuffled with the
+session's seed, so that drift (heat, background work) falls on all of them alike. The
+best configuration's runs of the step before count too (the start's measurement, or the
+runs that made it the winner): they were taken moments before, interleaved with that
+step's rounds, and reusing them saves a round of the control per step (as the winner's
+best runs, they are if anything high, which makes a later gain harder to show, not
+easier). After each round every candidate is judged on these runs and its own
+(:func:`tunnelbench.analysis.tuning.judge`); decided ones leave the rounds.
+Candidates come only from the advice, and only those this machine can run (a candidate
+that a run would skip is listed with the reason, never measured).
 
 The session is a run in the store: its trials as any run's, and its path (the
 :class:`~tunnelbench.model.tuning.TuneRecord`) rewritten after every trial, so that
@@ -144,9 +149,14 @@ class Session:
     # --- measuring a step ---
 
     def _step_trials(self, step: Step) -> dict[str, list[TrialRecord]]:
+        """The step's trials by configuration; the best configuration's from the step
+        before on (see the module's docstring)."""
+        since = self.record.steps[step.number - 1].first_seq if step.number else step.first_seq
         groups: dict[str, list[TrialRecord]] = {}
         for trial in self.store.trials(self.run_id):
-            if trial.seq >= step.first_seq:
+            if trial.seq >= step.first_seq or (
+                trial.seq >= since and trial.config_key == step.best_key
+            ):
                 groups.setdefault(trial.config_key, []).append(trial)
         return groups
 
@@ -167,9 +177,12 @@ class Session:
                 undecided = self._judge(step, _ok(best), groups)
                 if not undecided:
                     break
-                round_ = [TrialConfig.from_dict(step.best_config)]
-                round_ += [TrialConfig.from_dict(c.config) for c in undecided]
-                random.Random(f"{self.record.seed}/{step.number}/{len(best)}").shuffle(round_)
+                round_ = [TrialConfig.from_dict(c.config) for c in undecided]
+                most = max(len(_ok(groups.get(c.key, []))) for c in undecided)
+                if len(_ok(best)) <= most:
+                    round_.append(TrialConfig.from_dict(step.best_config))
+                seed = f"{self.record.seed}/{step.number}/{len(groups.get(undecided[0].key, []))}"
+                random.Random(seed).shuffle(round_)
             self._save()
             if not self._affordable(round_):
                 self.record.end = End.BUDGET
@@ -214,9 +227,7 @@ class Session:
         return undecided
 
     def _affordable(self, round_: list[TrialConfig]) -> bool:
-        each = (
-            sum(self.walls) / len(self.walls) if self.walls else planfile.trial_seconds(round_[0])
-        )
+        each = statistics.mean(self.walls) if self.walls else planfile.trial_seconds(round_[0])
         return self.record.spent_s + each * len(round_) <= self.record.budget_s
 
     def _run_round(
@@ -261,7 +272,7 @@ class Session:
         if record.end is not None:
             self._save()
             return
-        runs = self._step_trials(step).get(best.key(), [])
+        runs = [t for t in self._step_trials(step).get(best.key(), []) if t.seq >= step.first_seq]
         (summary,) = summarize_run(_ok(runs), self.environment)
         proposals = tuning.proposals(summary.advice, flatten(best.to_dict()), record.target)
         following = Step(
@@ -299,7 +310,7 @@ class Session:
         if key in measured or any(c.key == key for c in step.candidates):
             return  # measured already in this session: its verdict stands
         if len(step.candidates) >= MAX_CANDIDATES:
-            reason = f"not tried: at most {MAX_CANDIDATES} candidates a step"
+            reason = f"at most {MAX_CANDIDATES} candidates a step"
             step.excluded.append(Excluded(proposal.setting, proposal.value, reason))
             return
         resolutions, skipped = runner.check([Trial(0, 0, config)])

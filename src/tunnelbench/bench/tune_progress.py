@@ -86,11 +86,10 @@ class TuneLines(TuneProgress):
                 f"  candidates: {changes} (each at p < {step.alpha:.3g}, at least"
                 f" {step.runs_needed} runs a side)"
             )
-            configs = 1 + len(step.candidates)
-            least, most = (
-                configs * step.runs_needed,
-                configs * max(record.max_runs, step.runs_needed),
-            )
+            k, carried = len(step.candidates), record.carried_runs(step)
+            need, most_runs = step.runs_needed, max(record.max_runs, step.runs_needed)
+            least = k * need + max(0, need - carried)
+            most = k * most_runs + max(0, most_runs - carried)
             each = self._each(TrialConfig.from_dict(step.best_config))
             self._say(
                 f"  this step: {least}-{most} trials, about {format_duration(least * each)} to"

@@ -157,6 +157,13 @@ class TuneRecord:
         """The changes kept, in order."""
         return [(s, s.candidate(s.winner)) for s in self.steps if s.winner is not None]
 
+    def carried_runs(self, step: Step) -> int:
+        """The runs of ``step``'s starting configuration that the step before took."""
+        if step.number == 0:
+            return 0
+        before = self.steps[step.number - 1]
+        return before.candidate(before.winner).runs if before.winner else before.best_runs
+
     def measured_keys(self) -> set[str]:
         keys = {s.best_key for s in self.steps}
         return keys | {c.key for s in self.steps for c in s.candidates}
