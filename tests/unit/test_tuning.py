@@ -254,7 +254,7 @@ def test_a_candidate_is_described_with_its_effect_and_verdict():
     c.loaded_p95_ms = [0.9, 4.7]
     text = tuning.describe(step, c, Target.THROUGHPUT)
     assert text.startswith("lab.wan.queue_limit 4 → 64: 73 Mbit/s → 94 Mbit/s (+29%, 95% CI +")
-    assert text.endswith(", 5 vs 5 runs), loaded RTT p95 0.9 → 4.7 ms: better")
+    assert text.endswith(", 5 vs 5 runs), loaded RTT p95 0.90 → 4.7 ms: better")
     c.outcome = Outcome.UNDECIDED
     assert tuning.describe(step, c, Target.THROUGHPUT).endswith(
         ": undecided: the budget ended first"

@@ -142,7 +142,7 @@ def _guarded(
     c = compare(a, b)
     ratio, ci = c.ratio or 1.0, c.ratio_ci
     if latency and c.p < alpha and ci is not None and ci[0] > 1 and ratio > gain:
-        figures = f"{np.median(a):.1f} → {np.median(b):.1f} ms"
+        figures = f"{ms(float(np.median(a)))} → {ms(float(np.median(b)))} ms"
         return Outcome.LATENCY, f"loaded RTT p95 {figures} ({format_p(c.p)})"
     if not latency and c.p < alpha and ci is not None and ci[1] < 1 and 1 / ratio > gain:
         figures = f"{np.median(a) / 1e6:,.0f} → {np.median(b) / 1e6:,.0f} Mbit/s"
@@ -170,10 +170,16 @@ def winner(
     return min(timed, key=lambda c: (c.loaded_p95_ms or [0, 0])[1]) if timed else top
 
 
+def ms(value: float) -> str:
+    """A round trip in ms: 0.1 ms resolution, and two digits below 1 ms (a veth lab's
+    round trips are tens of microseconds)."""
+    return f"{value:.2f}" if value < 1 else f"{value:,.1f}"
+
+
 def figure(value: float | None, target: Target) -> str:
     if value is None:
         return "-"
-    return f"{value:.1f} ms" if target is Target.LATENCY else f"{value / 1e6:,.0f} Mbit/s"
+    return f"{ms(value)} ms" if target is Target.LATENCY else f"{value / 1e6:,.0f} Mbit/s"
 
 
 def describe(step: Step, candidate: Candidate, target: Target) -> str:
@@ -196,7 +202,7 @@ def describe(step: Step, candidate: Candidate, target: Target) -> str:
         figures += f", {candidate.best_runs} vs {candidate.runs} runs)"
     if candidate.loaded_p95_ms is not None and target is not Target.LATENCY:
         was, now = candidate.loaded_p95_ms
-        figures += f", loaded RTT p95 {was:.1f} → {now:.1f} ms"
+        figures += f", loaded RTT p95 {ms(was)} → {ms(now)} ms"
     verdict = str(candidate.outcome)
     if candidate.outcome is Outcome.UNDECIDED:
         verdict = "undecided: the budget ended first"
