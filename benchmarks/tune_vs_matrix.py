@@ -22,6 +22,7 @@ from tunnelbench.bench.store import Store
 from tunnelbench.bench.tune_progress import TuneProgress
 from tunnelbench.model.plan import Experiment, TrialConfig, flatten
 from tunnelbench.model.tuning import TuneRecord
+from tunnelbench.report import tune as tune_report
 
 CASES = {
     "tiny FIFO (100 Mbit/s, pfifo 4, 4 streams)": """
@@ -35,13 +36,13 @@ stream_mode = "single"
 duration = 1
 warmup = 0
 """,
-    "one iperf3 process, 4 streams, MTU 65535": """
+    "one iperf3 process, 8 streams, MTU 65535": """
 [base.lab]
 lan_mtu = 65535
 [base.lab.wan]
 mtu = 65535
 [base.traffic]
-streams = 4
+streams = 8
 stream_mode = "single"
 duration = 1
 warmup = 0
@@ -125,6 +126,7 @@ def main() -> None:
             f" ({matrix_trials} trials): ratio {tune_wall / matrix_wall:.2f};"
             f" the matrix's fastest is tune's final: {same}"
         )
+        print("\n".join("    " + line for line in tune_report.terminal(record).splitlines()))
 
 
 if __name__ == "__main__":
