@@ -20,7 +20,7 @@ from tunnelbench.bench import planfile, runner
 from tunnelbench.bench import tune as tuning
 from tunnelbench.bench.store import Store
 from tunnelbench.bench.tune_progress import TuneProgress
-from tunnelbench.model.plan import Experiment, TrialConfig, flatten
+from tunnelbench.model.plan import Experiment, Trial, TrialConfig, flatten
 from tunnelbench.model.tuning import TuneRecord
 from tunnelbench.report import tune as tune_report
 
@@ -95,15 +95,23 @@ def _run_matrix(configs: list[TrialConfig], repetitions: int, db: Path) -> tuple
     experiment = Experiment(configs=tuple(configs), repetitions=repetitions)
     store = Store(db)
     began = time.monotonic()
-    prepared = runner.prepare(experiment, strict=False)
+    # Interleaved rounds of exactly these configurations: without the no-tunnel baseline
+    # that `run` adds, which the session did not measure either.
+    trials = [
+        Trial(seq=round_ * len(configs) + i + 1, repetition=round_ + 1, config=config)
+        for round_ in range(repetitions)
+        for i, config in enumerate(configs)
+    ]
+    resolutions, skipped = runner.check(trials)
+    prepared = runner.Prepared(experiment, trials, resolutions, skipped)
     run_id = runner.start(prepared, store, command_line="benchmark")
     runner.execute(prepared, store, run_id)
     wall = time.monotonic() - began
-    trials = store.trials(run_id)
-    summaries = [s for s in summarize_run(trials, {}) if s.goodput]
+    stored = store.trials(run_id)
+    summaries = [s for s in summarize_run(stored, {}) if s.goodput]
     fastest = max(summaries, key=lambda s: s.goodput.median if s.goodput else 0.0)
     store.close()
-    return wall, fastest.key, len(trials)
+    return wall, fastest.key, len(stored)
 
 
 def main() -> None:
