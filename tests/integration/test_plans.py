@@ -99,14 +99,17 @@ def test_plan_show_marks_what_this_kernel_lacks_without_root(user, tmp_path):
 
 
 @contextlib.contextmanager
-def background_run(tmp_path: Path, plan_text: str) -> Iterator[tuple[subprocess.Popen[str], Path]]:
-    """``tunnelbench run PLAN`` started in the background; stopped with Ctrl-C on the way
-    out if the test left it going (a failed test must not leave a run building labs)."""
+def background_run(
+    tmp_path: Path, plan_text: str, verb: str = "run"
+) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """``tunnelbench run PLAN`` (or ``tune PLAN``) started in the background; stopped with
+    Ctrl-C on the way out if the test left it going (a failed test must not leave a run
+    building labs)."""
     plan = tmp_path / "plan.toml"
     plan.write_text(plan_text)
     db = tmp_path / "results.db"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tunnelbench", "run", str(plan), "--db", str(db), "--quiet"],
+        [sys.executable, "-m", "tunnelbench", verb, str(plan), "--db", str(db), "--quiet"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

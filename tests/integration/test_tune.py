@@ -5,8 +5,6 @@ and resume after Ctrl-C. 1 s trials; each session is limited to its first step."
 import json
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +12,7 @@ from typing import Any
 import jsonschema
 
 from tests.integration.helpers import tunnelbench
-from tests.integration.test_plans import _run_status, _stored, _trials
+from tests.integration.test_plans import _run_status, _stored, _trials, background_run
 from tunnelbench.bench import planfile
 from tunnelbench.model.tuning import TuneRecord
 
@@ -117,24 +115,13 @@ def test_a_cpu_budget_is_fixed_by_more_cpu_time(tmp_path):
 def test_a_link_at_its_ceiling_has_nothing_to_improve_and_an_interrupted_session_resumes(
     tmp_path,
 ):
-    plan = tmp_path / "plan.toml"
-    plan.write_text('[base.lab.wan]\nrate = "100mbit"\n' + SHORT)
-    db = tmp_path / "tune.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tunnelbench", "tune", str(plan), "--db", str(db), "-q"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    plan = '[base.lab.wan]\nrate = "100mbit"\n' + SHORT
+    with background_run(tmp_path, plan, "tune") as (proc, db):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and _stored(db) < 2:
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 130, out + err
     assert _run_status(db) == "interrupted" and 2 <= len(_trials(db)) < 4
     refused = tunnelbench("run", "--resume", "1", "--db", str(db))

@@ -12,6 +12,7 @@ from tunnelbench.cli import report as reportcmd
 from tunnelbench.cli.options import (
     DEFAULT_TUNNELS,
     add_lab_arguments,
+    add_measuring_arguments,
     build_experiment,
     comma_list,
     given,
@@ -22,7 +23,7 @@ from tunnelbench.echo import capped
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import TrialStatus
-from tunnelbench.report import terminal, view
+from tunnelbench.report import view
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 
@@ -36,18 +37,7 @@ def register(verbs: Verbs) -> None:
     run.add_argument(
         "--quick", action="store_true", help="one repetition of 1 s trials, for a first look"
     )
-    run.add_argument(
-        "--db", default=str(DEFAULT_DB), help="results database (default ./tunnelbench.db)"
-    )
-    run.add_argument(
-        "--allow-concurrent",
-        action="store_true",
-        help="run even while another tunnelbench measurement runs on this machine (both"
-        " runs' figures are then false; recorded with the run)",
-    )
-    shown = run.add_mutually_exclusive_group()
-    shown.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    shown.add_argument("--json", action="store_true", help="progress as JSON lines, no table")
+    add_measuring_arguments(run, str(DEFAULT_DB))
     experiment = run.add_argument_group(
         "experiment (without a plan file)", argument_default=argparse.SUPPRESS
     )
@@ -150,11 +140,5 @@ def _execute(args: argparse.Namespace, prepared: runner.Prepared, store: Store, 
     runner.execute(prepared, store, run_id, progress=display)
     loaded = view.load(store, str(run_id))
     failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
-    if not args.json:
-        print()
-        print(terminal.render(loaded, after_run=True))
-        print(
-            f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`"
-        )
-    reported = reportcmd.write_reports(loaded, as_json=args.json)
+    reported = reportcmd.finished(loaded, args.db, as_json=args.json)
     return 1 if failed or not reported else 0

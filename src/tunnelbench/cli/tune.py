@@ -13,7 +13,13 @@ from tunnelbench.bench import tune as tuning
 from tunnelbench.bench.store import DEFAULT_DB, Store
 from tunnelbench.bench.tune_progress import TuneJson, TuneLines, TuneProgress
 from tunnelbench.cli import report as reportcmd
-from tunnelbench.cli.options import add_lab_arguments, build_experiment, given, whole_number
+from tunnelbench.cli.options import (
+    add_lab_arguments,
+    add_measuring_arguments,
+    build_experiment,
+    given,
+    whole_number,
+)
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import UserError
@@ -22,7 +28,7 @@ from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import REPETITIONS_MAX, TrialConfig, check_int
 from tunnelbench.model.records import RunStatus
 from tunnelbench.model.tuning import Target, TuneRecord
-from tunnelbench.report import terminal, view
+from tunnelbench.report import view
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 _UNITS = {"s": 1, "m": 60, "h": 3600}
@@ -73,15 +79,7 @@ def register(verbs: Verbs) -> None:
         default=tuning.DEFAULT_MAX_STEPS,
         help=f"the most changes to try in turn (default {tuning.DEFAULT_MAX_STEPS})",
     )
-    tune.add_argument("--db", default=str(DEFAULT_DB), help="results database")
-    tune.add_argument(
-        "--allow-concurrent",
-        action="store_true",
-        help="run even while another tunnelbench measurement runs (figures are then false)",
-    )
-    shown_ = tune.add_mutually_exclusive_group()
-    shown_.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    shown_.add_argument("--json", action="store_true", help="progress as JSON lines, no table")
+    add_measuring_arguments(tune, str(DEFAULT_DB))
     start = tune.add_argument_group(
         "start configuration (without a plan file)", argument_default=argparse.SUPPRESS
     )
@@ -209,12 +207,6 @@ def _execute(args: argparse.Namespace, store: Store, run_id: int, record: TuneRe
     else:
         display = TuneLines()
     status = tuning.Session(store, run_id, record, display).execute()
-    loaded = view.load(store, str(run_id))
-    if not args.json:
-        print()
-        print(terminal.render(loaded, after_run=True))
-        print(
-            f"\nstored as run {run_id} in {args.db}; `tunnelbench report {run_id} --db {args.db}`"
-        )
-    reported = reportcmd.write_reports(loaded, as_json=args.json)
+    # A failed candidate's trials are a verdict on it, not a failure of the session.
+    reported = reportcmd.finished(view.load(store, str(run_id)), args.db, as_json=args.json)
     return 0 if status is RunStatus.COMPLETE and reported else 1
