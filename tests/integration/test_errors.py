@@ -16,17 +16,18 @@ from tunnelbench.tunnels import REGISTRY as TUNNELS
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def test_not_root_is_one_clear_line(tmp_path):
+@pytest.mark.parametrize("verb", ["run", "tune"])
+def test_not_root_is_one_clear_line(tmp_path, verb):
     tmp_path.chmod(0o777)
     done = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-         sys.executable, "-m", "tunnelbench", "run", "--db", str(tmp_path / "r.db")],
+         sys.executable, "-m", "tunnelbench", verb, "--db", str(tmp_path / "r.db")],
         capture_output=True, text=True, timeout=60, cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")},
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
-        "tunnelbench: error: tunnelbench run needs root (it creates network namespaces);"
+        f"tunnelbench: error: tunnelbench {verb} needs root (it creates network namespaces);"
         " run it as root\n"
     )
     assert list(tmp_path.iterdir()) == []

@@ -155,9 +155,9 @@ def resolve_tunnel(config: TrialConfig) -> TunnelSpec:
     return spec
 
 
-def preflight() -> None:
-    """Privileges and the programs every lab needs."""
-    require_root("tunnelbench run")
+def preflight(verb: str = "run") -> None:
+    """Privileges and the programs every lab needs (``verb``: what the error names)."""
+    require_root(f"tunnelbench {verb}")
     for program in ("ip", "tc", "sysctl"):
         programs.require(program, "building the lab")
     programs.require("ping", "the round-trip probe")

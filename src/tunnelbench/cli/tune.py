@@ -165,7 +165,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.resume is not None:
         return _resume(args)
     request = _request(args)
-    runner.preflight()
+    runner.preflight("tune")
     prepared = tuning.prepare(request)  # before the database is touched
     lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
     try:
@@ -184,7 +184,7 @@ def handle(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     if args.plan is not None or given(args) or _given_start(args):
         raise UserError("--resume: takes no plan or start options; the session has its own")
-    runner.preflight()
+    runner.preflight("tune")
     lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
     try:
         store = Store.open_existing(Path(args.db))
