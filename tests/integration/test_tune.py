@@ -145,3 +145,36 @@ def test_the_budget_ends_a_session_with_its_candidates_undecided(tmp_path):
     step = record.steps[-1]
     assert step.number == 1 and not step.done and step.winner is None
     assert step.candidates and all(c.outcome == "undecided" for c in step.candidates)
+
+
+def test_a_queue_that_buys_goodput_with_latency_is_refused_when_latency_must_be_kept(tmp_path):
+    """The tiny FIFO again: a longer queue is faster, and its loaded round trip is longer
+    (0.8 → 5-14 ms here), so throughput-keeping-latency keeps neither."""
+    _, record = _tune(
+        tmp_path, TINY_FIFO, "--target", "throughput-keeping-latency", "--max-steps", "1"
+    )
+    step = record.steps[1]
+    limits = [c for c in step.candidates if c.setting == "lab.wan.queue_limit"]
+    assert {c.value for c in limits} == {16, 64}
+    for candidate in limits:
+        assert candidate.outcome == "raised latency", candidate
+        assert candidate.note.startswith("loaded RTT p95 ")
+        assert candidate.loaded_p95_ms is not None
+        assert candidate.loaded_p95_ms[1] > candidate.loaded_p95_ms[0]
+        assert candidate.ratio_ci is not None and candidate.ratio_ci[0] > 1  # it was faster
+    assert record.kept() == [] and record.end == "nothing helped"
+
+
+def test_the_latency_target_tries_only_advice_for_the_round_trip(tmp_path):
+    """On the tiny FIFO the advice is a larger queue (for goodput) and fq_codel or cake
+    (for both): the latency target measures only the fair queues, where the kernel has
+    them."""
+    _, record = _tune(tmp_path, TINY_FIFO, "--target", "latency", "--max-steps", "1")
+    step = record.steps[1]
+    assert all(c.setting == "lab.wan.queue" for c in step.candidates)
+    assert {c.value for c in step.candidates} | {e.value for e in step.excluded} == {
+        "fq_codel",
+        "cake",
+    }
+    if not step.candidates:  # this kernel has neither
+        assert record.end == "nothing to improve" and len(record.steps) == 2
