@@ -124,6 +124,8 @@ def test_the_json_advice_carries_the_outcome_and_the_test(tmp_path):
     assert streams["measured"]["p"] < 0.05
     low, high = streams["measured"]["ratio_ci95"]
     assert 1 < low <= high
+    # The values `tune` would try, and what they are for.
+    assert (streams["candidates"], streams["goal"]) == ([2, 4], "throughput")
 
 
 # --- B.5: what this machine can do ---

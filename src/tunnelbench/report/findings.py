@@ -96,6 +96,8 @@ def _advice_json(a: Advice) -> dict[str, Any]:
             "ratio_ci95": None if c is None or c.ratio_ci is None else list(c.ratio_ci),
             "runs": None if c is None else [c.n1, c.n2],
         },
+        "candidates": list(a.candidates),
+        "goal": a.goal,
         "text": a.text(),
     }
 
