@@ -256,8 +256,11 @@ def test_a_candidate_is_described_with_its_effect_and_verdict():
     assert text.startswith("lab.wan.queue_limit 4 → 64: 73 Mbit/s → 94 Mbit/s (+29%, 95% CI +")
     assert text.endswith(", 5 vs 5 runs), loaded RTT p95 0.90 → 4.7 ms: better")
     c.outcome = Outcome.UNDECIDED
-    assert tuning.describe(step, c, Target.THROUGHPUT).endswith(
+    assert tuning.describe(step, c, Target.THROUGHPUT, End.BUDGET).endswith(
         ": undecided: the budget ended first"
+    )
+    assert tuning.describe(step, c, Target.THROUGHPUT).endswith(  # interrupted, say
+        ": undecided: not measured to a verdict"
     )
 
 

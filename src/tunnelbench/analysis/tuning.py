@@ -28,7 +28,7 @@ import numpy as np
 from tunnelbench.analysis.advice import Advice
 from tunnelbench.analysis.significance import ALPHA, compare, format_p, repetitions_needed
 from tunnelbench.model.plan import flatten
-from tunnelbench.model.tuning import LOADED_P95, Candidate, Outcome, Step, Target, show
+from tunnelbench.model.tuning import LOADED_P95, Candidate, End, Outcome, Step, Target, show
 
 Runs = Sequence[dict[str, float]]
 
@@ -182,7 +182,7 @@ def figure(value: float | None, target: Target) -> str:
     return f"{ms(value)} ms" if target is Target.LATENCY else f"{value / 1e6:,.0f} Mbit/s"
 
 
-def describe(step: Step, candidate: Candidate, target: Target) -> str:
+def describe(step: Step, candidate: Candidate, target: Target, end: End | None = None) -> str:
     """``lab.wan.queue_limit 4 → 64: +33% (95% CI +26..+36%, p = 0.008), loaded RTT p95
     21.0 → 4.1 ms: better``: the change, its effect and the verdict."""
     before = show(flatten(step.best_config).get(candidate.setting))
@@ -205,7 +205,9 @@ def describe(step: Step, candidate: Candidate, target: Target) -> str:
         figures += f", loaded RTT p95 {ms(was)} → {ms(now)} ms"
     verdict = str(candidate.outcome)
     if candidate.outcome is Outcome.UNDECIDED:
-        verdict = "undecided: the budget ended first"
+        verdict += (
+            ": the budget ended first" if end is End.BUDGET else ": not measured to a verdict"
+        )
     if candidate.note:
         verdict += f" ({candidate.note})"
     return f"{head}: {figures}: {verdict}"

@@ -61,7 +61,7 @@ def step_lines(record: TuneRecord) -> list[list[str]]:
             lines.append(f"diagnosis: {step.diagnosis}")
         for candidate in step.candidates:
             mark = "kept: " if candidate.key == step.winner else ""
-            lines.append(mark + describe(step, candidate, record.target))
+            lines.append(mark + describe(step, candidate, record.target, record.end))
         for excluded in step.excluded:
             lines.append(
                 f"not tried: {excluded.setting} = {show(excluded.value)}: {excluded.reason}"
