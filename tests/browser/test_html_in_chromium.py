@@ -168,3 +168,18 @@ def test_the_report_policy_blocks_a_fetch_that_slipped_in(tmp_path):
     seen = visit(page, tmp_path)
     assert seen.page_requests == []
     assert any("Content Security Policy" in m for m in seen.console)
+
+
+def test_a_tuning_sessions_report_shows_its_path_offline(tmp_path):
+    """tests/fixtures/runs/tune-tiny-fifo.db: the README's tune session."""
+    store = recorded("tune-tiny-fifo", tmp_path)
+    page = html.write(view.load(store, "1"), tmp_path / "tune.html")
+    seen = visit(page, tmp_path)
+    assert seen.console == []
+    assert seen.page_requests == []
+    assert '<section id="tuning"><h2>Tuning path</h2>' in seen.dom
+    assert "kept: lab.wan.queue_limit 4 → 64" in seen.dom
+    for width in (1280, 390):
+        shot = screenshot(page, tmp_path, "tune-tiny-fifo", width, 4000)
+        assert _png_size(shot) == (width, 4000)
+        assert shot.stat().st_size > 20_000
