@@ -92,21 +92,6 @@ def comma_list(text: str) -> list[str]:
     return items
 
 
-def add_measuring_arguments(parser: argparse.ArgumentParser, default_db: str) -> None:
-    """What every verb that measures takes: the database, the concurrency override and
-    how progress is shown."""
-    parser.add_argument("--db", default=default_db, help=f"results database (default {default_db})")
-    parser.add_argument(
-        "--allow-concurrent",
-        action="store_true",
-        help="run even while another tunnelbench measurement runs on this machine (both"
-        " runs' figures are then false; recorded with the run)",
-    )
-    shown = parser.add_mutually_exclusive_group()
-    shown.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    shown.add_argument("--json", action="store_true", help="progress as JSON lines, no table")
-
-
 def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     lab = parser.add_argument_group("lab", argument_default=argparse.SUPPRESS)
     lab.add_argument("--topology", help="road-warrior | site-to-site")

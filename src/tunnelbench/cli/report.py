@@ -195,18 +195,6 @@ def _compare(args: argparse.Namespace, output: Path | None) -> int:
     return 0
 
 
-def finished(loaded: RunView, db: str, *, as_json: bool) -> bool:
-    """The end of a verb that measured: the run's table and findings (not in JSON mode,
-    whose event stream has said everything), where it is stored, and the reports beside
-    the database; whether the reports could be written."""
-    if not as_json:
-        run_id = loaded.run.id
-        print()
-        print(terminal.render(loaded, after_run=True))
-        print(f"\nstored as run {run_id} in {db}; `tunnelbench report {run_id} --db {db}`")
-    return write_reports(loaded, as_json=as_json)
-
-
 def write_reports(loaded: RunView, *, as_json: bool) -> bool:
     """Write the HTML and Markdown reports of a finished run next to its database and
     print their paths (except in JSON mode). A report that cannot be written leaves the

@@ -6,13 +6,12 @@ import shlex
 import sys
 from pathlib import Path
 
-from tunnelbench.bench import measurement_lock, planfile, progress, runner
+from tunnelbench.bench import planfile, progress, runner
 from tunnelbench.bench.store import DEFAULT_DB, Store
-from tunnelbench.cli import report as reportcmd
+from tunnelbench.cli.measuring import add_measuring_arguments, finished, holding
 from tunnelbench.cli.options import (
     DEFAULT_TUNNELS,
     add_lab_arguments,
-    add_measuring_arguments,
     build_experiment,
     comma_list,
     given,
@@ -84,18 +83,9 @@ def handle(args: argparse.Namespace) -> int:
     runner.preflight()
     # Every check happens before the database is touched: bad input creates nothing.
     prepared = runner.prepare(experiment, strict=strict)
-    lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
-    try:
-        store = Store(Path(args.db))
-        try:
-            run_id = runner.start(
-                prepared, store, command_line=shlex.join(sys.argv), lock=lock.record()
-            )
-            return _execute(args, prepared, store, run_id)
-        finally:
-            store.close()
-    finally:
-        lock.release()
+    with holding(args, existing=False) as (store, lock):
+        run_id = runner.start(prepared, store, command_line=shlex.join(sys.argv), lock=lock)
+        return _execute(args, prepared, store, run_id)
 
 
 def _requested_experiment(args: argparse.Namespace) -> tuple[Experiment, bool]:
@@ -115,18 +105,11 @@ def _resume(args: argparse.Namespace) -> int:
     if args.plan is not None or args.quick or given(args):
         raise UserError("--resume: takes no plan or experiment options; the run has its own")
     runner.preflight()
-    lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
-    try:
-        store = Store.open_existing(Path(args.db))
-        try:
-            run_id, experiment = runner.resumable(store, args.resume)
-            prepared = runner.prepare(experiment, strict=False)
-            store.reopen_run(run_id, runner.owner())
-            return _execute(args, prepared, store, run_id)
-        finally:
-            store.close()
-    finally:
-        lock.release()
+    with holding(args, existing=True) as (store, _):
+        run_id, experiment = runner.resumable(store, args.resume)
+        prepared = runner.prepare(experiment, strict=False)
+        store.reopen_run(run_id, runner.owner())
+        return _execute(args, prepared, store, run_id)
 
 
 def _execute(args: argparse.Namespace, prepared: runner.Prepared, store: Store, run_id: int) -> int:
@@ -140,5 +123,5 @@ def _execute(args: argparse.Namespace, prepared: runner.Prepared, store: Store, 
     runner.execute(prepared, store, run_id, progress=display)
     loaded = view.load(store, str(run_id))
     failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
-    reported = reportcmd.finished(loaded, args.db, as_json=args.json)
+    reported = finished(loaded, args.db, as_json=args.json)
     return 1 if failed or not reported else 0

@@ -8,14 +8,13 @@ import shlex
 import sys
 from pathlib import Path
 
-from tunnelbench.bench import measurement_lock, planfile, runner
+from tunnelbench.bench import planfile, runner
 from tunnelbench.bench import tune as tuning
 from tunnelbench.bench.store import DEFAULT_DB, Store
 from tunnelbench.bench.tune_progress import TuneJson, TuneLines, TuneProgress
-from tunnelbench.cli import report as reportcmd
+from tunnelbench.cli.measuring import add_measuring_arguments, finished, holding
 from tunnelbench.cli.options import (
     add_lab_arguments,
-    add_measuring_arguments,
     build_experiment,
     given,
     whole_number,
@@ -167,35 +166,22 @@ def handle(args: argparse.Namespace) -> int:
     request = _request(args)
     runner.preflight("tune")
     prepared = tuning.prepare(request)  # before the database is touched
-    lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
-    try:
-        store = Store(Path(args.db))
-        try:
-            run_id, record = tuning.begin(
-                request, prepared, store, command_line=shlex.join(sys.argv), lock=lock.record()
-            )
-            return _execute(args, store, run_id, record)
-        finally:
-            store.close()
-    finally:
-        lock.release()
+    with holding(args, existing=False) as (store, lock):
+        command_line = shlex.join(sys.argv)
+        run_id, record = tuning.begin(
+            request, prepared, store, command_line=command_line, lock=lock
+        )
+        return _execute(args, store, run_id, record)
 
 
 def _resume(args: argparse.Namespace) -> int:
     if args.plan is not None or given(args) or _given_start(args):
         raise UserError("--resume: takes no plan or start options; the session has its own")
     runner.preflight("tune")
-    lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
-    try:
-        store = Store.open_existing(Path(args.db))
-        try:
-            run_id, record = tuning.resumable(store, args.resume)
-            store.reopen_run(run_id, runner.owner())
-            return _execute(args, store, run_id, record)
-        finally:
-            store.close()
-    finally:
-        lock.release()
+    with holding(args, existing=True) as (store, _):
+        run_id, record = tuning.resumable(store, args.resume)
+        store.reopen_run(run_id, runner.owner())
+        return _execute(args, store, run_id, record)
 
 
 def _execute(args: argparse.Namespace, store: Store, run_id: int, record: TuneRecord) -> int:
@@ -208,5 +194,5 @@ def _execute(args: argparse.Namespace, store: Store, run_id: int, record: TuneRe
         display = TuneLines()
     status = tuning.Session(store, run_id, record, display).execute()
     # A failed candidate's trials are a verdict on it, not a failure of the session.
-    reported = reportcmd.finished(view.load(store, str(run_id)), args.db, as_json=args.json)
+    reported = finished(view.load(store, str(run_id)), args.db, as_json=args.json)
     return 0 if status is RunStatus.COMPLETE and reported else 1

@@ -1,0 +1,56 @@
+"""What the verbs that measure (``run``, ``tune``) share: their output options, the
+measurement lock and the store they hold while they measure, and how they end."""
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tunnelbench.bench import measurement_lock
+from tunnelbench.bench.store import Store
+from tunnelbench.cli.report import write_reports
+from tunnelbench.report import terminal
+from tunnelbench.report.view import RunView
+
+
+def add_measuring_arguments(parser: argparse.ArgumentParser, default_db: str) -> None:
+    """The database, the concurrency override and how progress is shown."""
+    parser.add_argument("--db", default=default_db, help=f"results database (default {default_db})")
+    parser.add_argument(
+        "--allow-concurrent",
+        action="store_true",
+        help="run even while another tunnelbench measurement runs on this machine (both"
+        " runs' figures are then false; recorded with the run)",
+    )
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    shown.add_argument("--json", action="store_true", help="progress as JSON lines, no table")
+
+
+@contextmanager
+def holding(args: argparse.Namespace, *, existing: bool) -> Iterator[tuple[Store, dict[str, Any]]]:
+    """The measurement lock, then the store (``existing``: one to resume a run in), both
+    released however the block ends; yields the store and how the lock is held, for the
+    run's environment. Call it after every check of the input: it creates the database."""
+    lock = measurement_lock.acquire(allow_concurrent=args.allow_concurrent)
+    try:
+        store = Store.open_existing(Path(args.db)) if existing else Store(Path(args.db))
+        try:
+            yield store, lock.record()
+        finally:
+            store.close()
+    finally:
+        lock.release()
+
+
+def finished(loaded: RunView, db: str, *, as_json: bool) -> bool:
+    """The end of a verb that measured: the run's table and findings (not in JSON mode,
+    whose event stream has said everything), where it is stored, and the reports beside
+    the database; whether the reports could be written."""
+    if not as_json:
+        run_id = loaded.run.id
+        print()
+        print(terminal.render(loaded, after_run=True))
+        print(f"\nstored as run {run_id} in {db}; `tunnelbench report {run_id} --db {db}`")
+    return write_reports(loaded, as_json=as_json)
