@@ -24,9 +24,11 @@ import pytest
 from tests.integration.helpers import tunnelbench
 from tunnelbench.bench import capabilities, skips
 from tunnelbench.bench.store import Store
+from tunnelbench.errors import LabError
 from tunnelbench.kinds import TunnelKind
+from tunnelbench.lab import netns
 from tunnelbench.lab import state as lab_state
-from tunnelbench.model.plan import TrialConfig, TunnelSettings
+from tunnelbench.model.plan import LabSettings, TrialConfig, TunnelSettings
 
 
 def _start_run(*args: str) -> "subprocess.Popen[str]":
@@ -155,3 +157,22 @@ def test_a_daemon_whose_pid_was_never_recorded_is_ended_by_lab_clean(tmp_path: P
     second = tunnelbench("lab", "clean")
     assert second.returncode == 0, second.stdout + second.stderr
     assert st.lab_id not in second.stdout
+
+
+def test_a_lab_removed_under_its_user_is_the_labs_failure_and_a_standing_labs_fault_is_not():
+    # The race `lab clean --force` opens: the run reads a generator's output file after
+    # the cleaner removed the lab. That must fail the trial (a LabError, stored), not
+    # escape as an unexpected FileNotFoundError that leaves the run without its trial.
+    lab = netns.build(LabSettings())
+    try:
+        missing = lab.directory / "iperf3-client.json"
+        with pytest.raises(FileNotFoundError), lab.standing():
+            missing.read_text()  # the lab stands: a fault of the code, passed on as it is
+        lab_state.teardown(lab_state.LabState.load(lab.lab_id))  # what `clean --force` does
+        with pytest.raises(LabError) as failure, lab.standing():
+            missing.read_text()
+        assert str(failure.value).startswith(f"lab {lab.lab_id} was removed while in use (")
+        assert lab.ns("client") in str(failure.value)
+    finally:
+        lab.teardown()
+    assert not [n for n in lab_state.list_namespaces() if n.startswith(f"tb-{lab.lab_id}-")]

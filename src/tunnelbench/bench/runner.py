@@ -397,50 +397,53 @@ def _measure(
             resolved.offloads = cast(dict[str, dict[str, bool]], offloads)
         sampler = Sampler()
         try:
-            namespaces = load.namespace_inodes({role: lab.ns(role) for role in lab.chain.roles})
-            sampler.lab(namespaces, tcp_roles=(lab.chain.client, lab.chain.server))
-            handle = session.tunnel_up()
-            resolved.update(session.facts)
-            # What only set-up could tell (OpenVPN's data channel in the kernel or not).
-            resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(
-                resolution.tunnel, session.facts
-            )
-            sampler.add({f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()})
-            sampler.start()
-            warmup, duration = config.traffic.warmup, config.traffic.duration
-            probe_set = new_probe_set()
+            with lab.standing():
+                namespaces = load.namespace_inodes({role: lab.ns(role) for role in lab.chain.roles})
+                sampler.lab(namespaces, tcp_roles=(lab.chain.client, lab.chain.server))
+                handle = session.tunnel_up()
+                resolved.update(session.facts)
+                # What only set-up could tell (OpenVPN's data channel in the kernel or not).
+                resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(
+                    resolution.tunnel, session.facts
+                )
+                sampler.add(
+                    {f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()}
+                )
+                sampler.start()
+                warmup, duration = config.traffic.warmup, config.traffic.duration
+                probe_set = new_probe_set()
 
-            def on_started(processes: dict[str, int], t0: float) -> None:
-                sampler.watch(processes, t0 + warmup, t0 + warmup + duration)
-                probe_set.started(t0)
+                def on_started(processes: dict[str, int], t0: float) -> None:
+                    sampler.watch(processes, t0 + warmup, t0 + warmup + duration)
+                    probe_set.started(t0)
 
-            def dead_daemon() -> str | None:
-                for role, daemon in handle.daemons.items():
-                    if not is_alive(daemon):
-                        return (
-                            f"tunnel daemon {handle.implementation} on {role} (pid {daemon.pid})"
-                            " died during the trial"
+                def dead_daemon() -> str | None:
+                    for role, daemon in handle.daemons.items():
+                        if not is_alive(daemon):
+                            return (
+                                f"tunnel daemon {handle.implementation} on {role}"
+                                f" (pid {daemon.pid}) died during the trial"
+                            )
+                    return None
+
+                probe_set.before(lab, ProbeContext(handle.devices, config.traffic))
+                traffic = generator.run(
+                    lab, config.traffic, resolution.stream_mode, on_started, dead_daemon
+                )
+                probes = sampler.result()
+                if (reason := dead_daemon()) is not None:
+                    raise LabError(reason)
+                readings = probe_set.after()
+                resolved.processes = traffic.processes
+                if traffic.congestion is not None:
+                    resolved.congestion = traffic.congestion
+                    requested = config.traffic.congestion
+                    if requested is not None and traffic.congestion != requested:
+                        raise LabError(
+                            f"traffic.congestion: {requested!r} was set, but the senders used"
+                            f" {traffic.congestion!r}"
                         )
-                return None
-
-            probe_set.before(lab, ProbeContext(handle.devices, config.traffic))
-            traffic = generator.run(
-                lab, config.traffic, resolution.stream_mode, on_started, dead_daemon
-            )
-            probes = sampler.result()
-            if (reason := dead_daemon()) is not None:
-                raise LabError(reason)
-            readings = probe_set.after()
-            resolved.processes = traffic.processes
-            if traffic.congestion is not None:
-                resolved.congestion = traffic.congestion
-                requested = config.traffic.congestion
-                if requested is not None and traffic.congestion != requested:
-                    raise LabError(
-                        f"traffic.congestion: {requested!r} was set, but the senders used"
-                        f" {traffic.congestion!r}"
-                    )
-            return traffic, probes, readings
+                return traffic, probes, readings
         finally:
             sampler.stop()
 

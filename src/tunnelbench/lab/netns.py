@@ -6,13 +6,14 @@ packet steering are set per namespace (``ip netns exec`` gives each command the
 namespace's own ``/sys``).
 """
 
+import contextlib
 import json
 import logging
 import re
 import secrets
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,6 +70,26 @@ class Lab:
 
     def ns(self, role: str) -> str:
         return f"tb-{self.lab_id}-{role}"
+
+    @contextlib.contextmanager
+    def standing(self) -> Iterator[None]:
+        """Inside this block, an OSError met while the lab's namespaces are gone is the
+        lab's failure (a LabError saying so), not a fault of the code.
+
+        A lab removed under its user (``lab clean --force``) takes its files with it:
+        reading a generator's output then fails with FileNotFoundError. Teardown removes
+        namespaces before files, so a missing file of this lab implies missing namespaces.
+        An OSError in a lab that still stands goes on as it is.
+        """
+        try:
+            yield
+        except OSError as exc:
+            present = set(lab_state.list_namespaces())
+            if gone := [name for name in self.state.namespaces if name not in present]:
+                raise LabError(
+                    f"lab {self.lab_id} was removed while in use ({', '.join(gone)} gone): {exc}"
+                ) from exc
+            raise
 
     def ifname(self, suffix: str) -> str:
         """A link name owned by this lab; at most 15 characters, unique on the host."""

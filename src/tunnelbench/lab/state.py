@@ -164,9 +164,9 @@ def is_alive(record: ProcessRecord) -> bool:
     started = process_start_time(record.pid)
     if started is None or started != record.start_time:
         return False
-    # A zombie is dead for our purposes; it only waits for its parent to reap it.
-    state = Path(f"/proc/{record.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    return state != "Z"
+    # A zombie is dead for our purposes; it only waits for its parent to reap it. Reaped
+    # since the first read: dead too.
+    return not _zombie(record.pid)
 
 
 def stop_process(record: ProcessRecord, grace: float = 2.0) -> None:
