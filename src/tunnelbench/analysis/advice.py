@@ -110,6 +110,18 @@ class Measured:
             return "no difference"
         return "gain" if self.goodput_bps > self.here_bps else "slower"
 
+    def brief(self) -> str:
+        """What the measurement said, in a few words: ``streams = 4: +129%, too few runs
+        to tell``; :meth:`text` gives the figures and the test."""
+        change = f"{self.setting} = {_show(self.value)}: {self.change_pct:+.0f}%"
+        if self.outcome == "too few runs":
+            return f"{change}, too few runs to tell"
+        assert self.comparison is not None
+        if self.outcome == "no difference":
+            return f"{self.setting} = {_show(self.value)}: no measurable difference"
+        verdict = "gain" if self.outcome == "gain" else "slower"
+        return f"{change} ({format_p(self.comparison.p)}): {verdict}"
+
     def text(self) -> str:
         c = self.comparison
         head = (

@@ -22,6 +22,23 @@ class BusiestCore:
     softirq: float
 
 
+@dataclass(frozen=True)
+class Latency:
+    """Round trips of one configuration: idle (before the traffic) and under load (over
+    the measured window), each the median over the runs; ``p95_runs`` holds each run's
+    loaded 95th percentile, in run order, for the spread."""
+
+    idle_ms: float
+    loaded_ms: float | None
+    loaded_p95_ms: float | None
+    p95_runs: tuple[float, ...]
+
+    @property
+    def increase_ms(self) -> float | None:
+        """What the load added to the median round trip."""
+        return None if self.loaded_ms is None else self.loaded_ms - self.idle_ms
+
+
 @dataclass
 class ConfigSummary:
     key: str
@@ -42,6 +59,24 @@ class ConfigSummary:
     # The metric ``retransmits`` summarizes: KERNEL_RETRANSMITS, or GENERATOR_RETRANSMITS
     # for runs recorded before the kernel's window counters; None with no figure.
     retransmits_metric: str | None = None
+
+    @property
+    def latency(self) -> Latency | None:
+        """None when the runs recorded no round trips (runs before the RTT probe)."""
+        idle = self.metrics.get(metric.RTT_IDLE.name)
+        if idle is None:
+            return None
+        ok = [t for t in self.trials if t.status is TrialStatus.OK]
+        return Latency(
+            idle_ms=idle,
+            loaded_ms=self.metrics.get(metric.RTT_LOADED.name),
+            loaded_p95_ms=self.metrics.get(metric.RTT_LOADED_P95.name),
+            p95_runs=tuple(
+                t.metrics[metric.RTT_LOADED_P95.name]
+                for t in ok
+                if metric.RTT_LOADED_P95.name in t.metrics
+            ),
+        )
 
     @property
     def failed(self) -> list[TrialRecord]:

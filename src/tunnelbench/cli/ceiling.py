@@ -29,7 +29,7 @@ from tunnelbench.model.encapsulation import (
     Encapsulation,
 )
 from tunnelbench.model.plan import check_choice
-from tunnelbench.report.table import aligned
+from tunnelbench.report.fit import aligned
 from tunnelbench.units import human_rate, parse_rate
 
 ALL = "all"

@@ -2,6 +2,7 @@
 measurement lock and the store they hold while they measure, and how they end."""
 
 import argparse
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 from tunnelbench.bench import measurement_lock
 from tunnelbench.bench.store import Store
 from tunnelbench.cli.report import write_reports
-from tunnelbench.report import terminal
+from tunnelbench.report import fit, terminal
 from tunnelbench.report.view import RunView
 
 
@@ -51,6 +52,7 @@ def finished(loaded: RunView, db: str, *, as_json: bool) -> bool:
     if not as_json:
         run_id = loaded.run.id
         print()
-        print(terminal.render(loaded, after_run=True))
+        colour = fit.colour_wanted(sys.stdout)
+        print(terminal.render(loaded, after_run=True, width=fit.width(), colour=colour))
         print(f"\nstored as run {run_id} in {db}; `tunnelbench report {run_id} --db {db}`")
     return write_reports(loaded, as_json=as_json)

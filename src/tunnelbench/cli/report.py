@@ -13,7 +13,7 @@ from tunnelbench.bench.store import DEFAULT_DB, Store
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import SystemFault, UserError
-from tunnelbench.report import compare, csv_report, html, json_report, markdown, terminal, view
+from tunnelbench.report import compare, csv_report, fit, html, json_report, markdown, terminal, view
 from tunnelbench.report.view import RunView
 from tunnelbench.system import ownership
 
@@ -181,7 +181,15 @@ def _report(loaded: RunView, fmt: str, output: Path | None) -> None:
     elif fmt == "csv":
         _emit(csv_report.render(loaded), output)
     else:
-        _emit(terminal.render(loaded, after_run=False), output)
+        # On the terminal: its width and (where wanted) colour; into a file: every column.
+        shown_here = output is None
+        text = terminal.render(
+            loaded,
+            after_run=False,
+            width=fit.width() if shown_here else None,
+            colour=shown_here and fit.colour_wanted(sys.stdout),
+        )
+        _emit(text, output)
 
 
 def _compare(args: argparse.Namespace, output: Path | None) -> int:

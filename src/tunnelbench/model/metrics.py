@@ -32,6 +32,13 @@ SAMPLER_WINDOW: Final = Metric("sampler.window_s", "s")
 LOAD_LAB: Final = Metric("load.lab_pct", "% of all cores")
 LOAD_OUTSIDE: Final = Metric("load.outside_pct", "% of all cores")
 LOAD_SCAN: Final = Metric("load.scan_ms", "ms")
+# Round trips from the client to the server (tunnelbench.probes.rtt): before the traffic,
+# and over the measured window while it runs.
+RTT_IDLE: Final = Metric("rtt.idle_ms", "ms")
+RTT_LOADED: Final = Metric("rtt.loaded_ms", "ms")
+RTT_LOADED_P95: Final = Metric("rtt.loaded_p95_ms", "ms")
+RTT_LOADED_MAX: Final = Metric("rtt.loaded_max_ms", "ms")
+RTT_LOST: Final = Metric("rtt.lost", "requests")
 
 #: The parts of a core's time the sampler records (each in % of that core).
 CPU_PARTS: Final = ("user", "system", "softirq", "irq", "idle")

@@ -29,13 +29,13 @@ from tunnelbench.errors import UserError
 from tunnelbench.model.plan import Experiment, flatten
 from tunnelbench.model.records import RunRecord
 from tunnelbench.report import view
+from tunnelbench.report.fit import aligned
 from tunnelbench.report.markdown import escape
 from tunnelbench.report.markdown import table as markdown_table
 from tunnelbench.report.runs import utc
 from tunnelbench.report.selector import Selector
 from tunnelbench.report.table import (
     AXIS_HEADINGS,
-    aligned,
     axis_value,
     retransmits_cell,
     retransmits_note,

@@ -9,8 +9,8 @@ from typing import Any
 
 from tunnelbench.analysis.advice import Advice
 from tunnelbench.analysis.diagnosis import Finding
-from tunnelbench.analysis.summary import ConfigSummary, varying_axes
-from tunnelbench.report.table import AXIS_HEADINGS, axis_value
+from tunnelbench.analysis.summary import ConfigSummary
+from tunnelbench.report.table import AXIS_HEADINGS, axis_value, table_axes
 
 
 def config_name(s: ConfigSummary, axes: list[str]) -> str:
@@ -21,7 +21,7 @@ def config_name(s: ConfigSummary, axes: list[str]) -> str:
 
 
 def _axes(summaries: list[ConfigSummary]) -> list[str]:
-    return [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a != "tunnel.kind"]
+    return table_axes(summaries)
 
 
 def diagnosed(summaries: list[ConfigSummary]) -> list[tuple[str, ConfigSummary]]:
@@ -53,17 +53,28 @@ def advice(summaries: list[ConfigSummary]) -> list[str]:
     return [f"{name}: {a.text()}" for name, s in diagnosed(summaries) for a in s.advice]
 
 
-def terminal_lines(summaries: list[ConfigSummary], *, per_config: int = 2) -> list[str]:
-    """The block under the terminal table: verdicts and the first suggestions of each."""
+def terminal_verdicts(summaries: list[ConfigSummary]) -> list[str]:
+    """One line per configuration: its name and its verdict (the reports add the
+    evidence and the further findings)."""
     out = []
     for name, s in diagnosed(summaries):
         assert s.diagnosis is not None
-        out.append(f"{name}: {finding_text(s.diagnosis.verdict)}")
-        out += [f"    also {finding_text(f)}" for f in s.diagnosis.others]
-        out += [f"    → {a.text()}" for a in s.advice[:per_config]]
-        if len(s.advice) > per_config:
-            out.append(f"    ({len(s.advice) - per_config} more suggestion(s) in the report)")
+        others = len(s.diagnosis.others)
+        more = f" (+{others} more finding{'s' if others > 1 else ''})" if others else ""
+        out.append(f"{name}: {finding_text(s.diagnosis.verdict)}{more}")
     return out
+
+
+def terminal_advice(summaries: list[ConfigSummary]) -> list[str]:
+    """Each suggestion once, with the configurations it is for and, where the run
+    measured it, what it gave there; the evidence is in the verdicts above."""
+    grouped: dict[str, list[str]] = {}
+    for name, s in diagnosed(summaries):
+        for a in s.advice:
+            head = f"{a.phrased} (`{a.setting}`)" if a.setting else a.phrased
+            where = f"{name} ({a.measured.brief()})" if a.measured is not None else name
+            grouped.setdefault(head, []).append(where)
+    return [f"→ {head} — for {'; '.join(where)}" for head, where in grouped.items()]
 
 
 def _finding_json(f: Finding) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from tunnelbench.bench.progress import format_duration
 from tunnelbench.bench.store import Store
 from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import RunRecord
+from tunnelbench.report.fit import aligned
 from tunnelbench.report.json_report import planned_trials
-from tunnelbench.report.table import aligned
 
 HEADER = ["id", "started", "took", "plan", "trials", "status"]
 NUMERIC = {0, 2}

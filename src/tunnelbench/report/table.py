@@ -5,9 +5,12 @@ from tunnelbench.analysis.summary import (
     GENERATOR_RETRANSMITS,
     KERNEL_RETRANSMITS,
     ConfigSummary,
+    Latency,
     varying_axes,
 )
+from tunnelbench.analysis.tuning import ms
 from tunnelbench.kinds import Protocol
+from tunnelbench.report.fit import aligned, fitted
 from tunnelbench.units import mbit
 
 # Axes shown as their own columns when they vary, with a short heading.
@@ -39,6 +42,9 @@ AXIS_HEADINGS = {
     "lab.offloads.roles": "offload roles",
     "lab.rps_cpus": "RPS",
 }
+# The round-trip columns: one compact cell in the terminal, three in the reports.
+RTT_COLUMN = "RTT ms idle→p95"
+RTT_COLUMNS = ("idle RTT ms", "loaded RTT ms (median/p95)", "RTT increase ms")
 TEXT_COLUMNS = {
     "tunnel", "generator", "direction", "mode", "topology", "shaper", "impl", "queue", "proto",
     "cc", "offload roles", "busiest core u/s/si", "consistency", "limited by", "cipher",
@@ -135,6 +141,36 @@ def retransmits_note(summaries: list[ConfigSummary], *, marked_as: str | None = 
     return " ".join(notes)
 
 
+def table_axes(summaries: list[ConfigSummary]) -> list[str]:
+    """The varying settings a table shows as columns; the kind and the implementation
+    are in the row's label already."""
+    skip = ("tunnel.kind", "tunnel.implementation")
+    return [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a not in skip]
+
+
+def rtt_cell(latency: Latency | None) -> str:
+    """``0.05→4.2``: the idle round trip and the loaded 95th percentile, in ms."""
+    if latency is None or latency.loaded_p95_ms is None:
+        return "-" if latency is None else f"{ms(latency.idle_ms)}→-"
+    return f"{ms(latency.idle_ms)}→{ms(latency.loaded_p95_ms)}"
+
+
+def rtt_cells(latency: Latency | None) -> list[str]:
+    """The cells of :data:`RTT_COLUMNS`: idle, loaded median/p95, and the increase."""
+    if latency is None:
+        return ["-", "-", "-"]
+    loaded = "-"
+    if latency.loaded_ms is not None:
+        p95 = "-" if latency.loaded_p95_ms is None else ms(latency.loaded_p95_ms)
+        loaded = f"{ms(latency.loaded_ms)} / {p95}"
+    increase = latency.increase_ms
+    return [
+        ms(latency.idle_ms),
+        loaded,
+        "-" if increase is None else f"{'+' if increase >= 0 else '-'}{ms(abs(increase))}",
+    ]
+
+
 def median_with_ci(g: Summary) -> str:
     """``2,366 (2,344-2,388)``: the median and its bootstrap 95% interval, in Mbit/s."""
     if g.ci is None:
@@ -142,14 +178,21 @@ def median_with_ci(g: Summary) -> str:
     return f"{mbit(g.median):,.0f} ({mbit(g.ci[0]):,.0f}-{mbit(g.ci[1]):,.0f})"
 
 
-def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
-    axes = [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a != "tunnel.kind"]
+def rows(
+    summaries: list[ConfigSummary], *, detailed: bool = False
+) -> tuple[list[str], list[list[str]]]:
+    """The header and one row per configuration; ``detailed`` (the HTML report) spells
+    the round trips out in :data:`RTT_COLUMNS`, the terminal has :data:`RTT_COLUMN`."""
+    axes = table_axes(summaries)
     header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes)]
     header += ["median Mbit/s (95% CI)", "consistency"]  # the statistics of the runs
     header += ["retrans", "% base"]
     ceilings = any(s.ceiling is not None for s in summaries)
     if ceilings:
         header.append("% ceil")
+    latency = any(s.latency is not None for s in summaries)
+    if latency:
+        header += list(RTT_COLUMNS) if detailed else [RTT_COLUMN]
     header += ["busiest core u/s/si", "limited by"]
     body = []
     for s in summaries:
@@ -164,6 +207,8 @@ def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
             row.append(f"{s.pct_of_baseline:.0f}%" if s.pct_of_baseline is not None else "-")
             if ceilings:
                 row.append("-" if s.pct_of_ceiling is None else f"{s.pct_of_ceiling:.1f}%")
+            if latency:
+                row += rtt_cells(s.latency) if detailed else [rtt_cell(s.latency)]
             c = s.busiest_core
             row.append(
                 f"cpu{c.core} {c.busy:.0f}% ({c.user:.0f}/{c.system:.0f}/{c.softirq:.0f})"
@@ -177,26 +222,26 @@ def rows(summaries: list[ConfigSummary]) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
-def aligned(header: list[str], body: list[list[str]], numeric: set[int]) -> list[str]:
-    """A plain-text table: the header, a rule, the rows; ``numeric`` columns (by index)
-    right-aligned, the others left-aligned."""
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in numeric else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in body)]
+#: What the terminal leaves out first when the table is wider than the terminal: the
+#: reports (Markdown, HTML, JSON) have every column.
+DROPPABLE = ("consistency", "retrans", "busiest core u/s/si", "% ceil", RTT_COLUMN, "% base")
 
 
-def render(summaries: list[ConfigSummary]) -> str:
+def render(summaries: list[ConfigSummary], width: int | None = None) -> str:
+    """The table; with ``width``, in at most that many characters a line, saying which
+    columns it left out to get there."""
     header, body = rows(summaries)
     numeric = {i for i, h in enumerate(header) if h not in TEXT_COLUMNS}
-    lines = aligned(header, body, numeric)
-    if any(row[header.index("retrans")].endswith(GENERATOR_MARK) for row in body):
+    if width is None:
+        lines, left_out = aligned(header, body, numeric), list[str]()
+    else:
+        lines, left_out = fitted(header, body, numeric, width, DROPPABLE)
+    if "retrans" not in left_out and any(
+        row[header.index("retrans")].endswith(GENERATOR_MARK) for row in body
+    ):
         lines.append(f"{GENERATOR_MARK} {generator_retransmits_legend(summaries)}")
+    if left_out:
+        lines.append(f"(left out to fit {width} columns: {', '.join(left_out)})")
     return "\n".join(lines)
 
 

@@ -1,24 +1,36 @@
-"""A run as the terminal shows it: the results table and the diagnosis with its advice
-(a tuning session's path instead, which holds them step by step);
+"""A run as the terminal shows it: the results table, one verdict line per
+configuration, and each suggestion once (a tuning session's path instead of those two);
 after a run, also what failed or was skipped and the precision an adaptive run reached.
 
+Terse by design: every line fits the width it is given (the table leaves out columns,
+verdicts are cut, the rest wraps), and the evidence behind each verdict and suggestion
+is in the reports (``report --format md|html|json``), not repeated here.
+
 One text for both places that show it: the end of ``tunnelbench run`` and ``tunnelbench
-report`` (which heads it with the run's line and shows only the table and the findings),
-so they cannot drift apart.
+report`` (which heads it with the run's line), so they cannot drift apart.
 """
 
 from tunnelbench.model.records import TrialStatus
-from tunnelbench.report import findings, table, tune
+from tunnelbench.report import findings, fit, table, tune
 from tunnelbench.report import precision as precision_report
 from tunnelbench.report.view import RunView
 
+# Verdicts that say the figure itself is suspect: shown in red where colour is wanted.
+WARNINGS = (table.LIMITED_BY["above-ceiling"], table.LIMITED_BY["outside-load"])
 
-def render(view: RunView, *, after_run: bool) -> str:
+
+def render(
+    view: RunView, *, after_run: bool, width: int | None = None, colour: bool = False
+) -> str:
     """``after_run``: the end of ``tunnelbench run`` (no heading; the run's failures,
-    skips and precision, which the user has just watched happen); otherwise ``report``."""
+    skips and precision, which the user has just watched happen); otherwise ``report``.
+    ``width``: the most characters a line may have (None: no limit)."""
     run, trials = view.run, view.trials
-    lines = [] if after_run else [f"run {run.id} ({run.status}): {run.command_line}"]
-    lines.append(table.render(view.summaries))
+    limit = width or 10**6
+    lines = (
+        [] if after_run else [fit.cut(f"run {run.id} ({run.status}): {run.command_line}", limit)]
+    )
+    lines += table.render(view.summaries, width).splitlines()
     if after_run:
         failed = [t for t in trials if t.status is TrialStatus.FAILED]
         lines += [f"trial {t.seq} failed: {t.error}" for t in failed]
@@ -29,7 +41,26 @@ def render(view: RunView, *, after_run: bool) -> str:
             lines.append(f"skipped {count} trial(s): {reason}")
     if (record := tune.record_of(run)) is not None:
         # A tuning session's path holds each step's diagnosis and what its advice gave.
-        lines += ["", tune.terminal(record)]
-    elif verdicts := findings.terminal_lines(view.summaries):
-        lines += ["", "diagnosis and advice:", *verdicts]
-    return "\n".join(lines)
+        lines += ["", *tune.terminal(record).splitlines()]
+    elif verdicts := findings.terminal_verdicts(view.summaries):
+        lines += ["", "limited by:", *(fit.cut(f"  {v}", limit) for v in verdicts)]
+        if advice := findings.terminal_advice(view.summaries):
+            lines += ["", "advice:", *(f"  {a}" for a in advice)]
+        lines.append(f"(evidence: `tunnelbench report {run.id} --format md`)")
+    lines = fit.wrapped(lines, limit)
+    return "\n".join(_painted(lines) if colour else lines)
+
+
+def _painted(lines: list[str]) -> list[str]:
+    """Bold headings, red suspect verdicts, green arrows: on the finished lines, so the
+    escape codes never count against the width."""
+    out = []
+    for line in lines:
+        if line in ("limited by:", "advice:") or line.startswith("tunnel "):
+            line = fit.paint(line, fit.BOLD, True)
+        for word in WARNINGS:
+            line = line.replace(word, fit.paint(word, fit.RED, True))
+        if line.lstrip().startswith("→"):
+            line = line.replace("→", fit.paint("→", fit.GREEN, True), 1)
+        out.append(line)
+    return out
