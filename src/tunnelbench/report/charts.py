@@ -14,6 +14,9 @@ follows:
   ``line`` joins each series' points in category order.
 - The CPU chart's categories read ``<configuration label> · cpu<N>``, consecutive for
   one configuration; a renderer may show the configuration once as a heading.
+- ``scatter``: each category is one point (a configuration), numbered in the legend;
+  the one series gives its vertical value and ``x`` its horizontal one, each with
+  whiskers; ``x_label`` then names the horizontal value axis.
 - A :class:`Reference` with ``category=None`` is a dashed line across the whole chart;
   with a category it marks only that category's bar (e.g. the baseline of one
   configuration).
@@ -30,6 +33,7 @@ from tunnelbench.analysis.summary import (
     ConfigSummary,
     varying_axes,
 )
+from tunnelbench.model.metrics import RTT_LOADED_P95
 from tunnelbench.model.records import TrialRecord, TrialStatus
 from tunnelbench.report.table import (
     AXIS_HEADINGS,
@@ -39,7 +43,7 @@ from tunnelbench.report.table import (
 )
 from tunnelbench.units import mbit
 
-ChartKind = Literal["bar", "line", "stacked"]
+ChartKind = Literal["bar", "line", "stacked", "scatter"]
 ArtifactLookup = Callable[
     [int, str], Any
 ]  # (trial id, artifact name) -> content, e.g. Store.artifact
@@ -78,6 +82,7 @@ class Chart:
     reference_lines: tuple[Reference, ...] = ()
     note: str = ""  # one or two sentences shown under the chart
     value_max: float | None = None  # fixed top of the value axis (100 for CPU %), else auto
+    x: Series | None = None  # a scatter's horizontal values, one per category
 
 
 # --- configuration labels ---
@@ -349,6 +354,36 @@ def timeseries_chart(
     )
 
 
+def latency_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart | None:
+    """Goodput against the round trip under load, a point per configuration (Flent's
+    RRUL view): what each configuration's throughput costs in latency."""
+    points = [s for s in _measured(summaries) if s.latency is not None and s.latency.p95_runs]
+    if not points:
+        return None
+    goodput, goodput_low, goodput_high = _spread(points, lambda t: mbit(t.metrics["goodput_bps"]))
+    rtt, rtt_low, rtt_high = _spread(points, lambda t: t.metrics.get(RTT_LOADED_P95.name))
+    return Chart(
+        id="latency",
+        title="Throughput against latency under load",
+        kind="scatter",
+        x_label="round trip under load, 95th percentile (ms)",
+        y_label="goodput (Mbit/s)",
+        categories=tuple(labels[s.key] for s in points),
+        series=(Series("goodput", goodput, goodput_low, goodput_high),),
+        x=Series("loaded RTT p95", rtt, rtt_low, rtt_high),
+        note=" ".join(
+            part
+            for part in (
+                "Each point is a configuration: the median of its runs, whiskers min-max."
+                " Up is faster, left is a shorter wait: pings every 100 ms from the client"
+                " to the server while the traffic ran.",
+                _not_measured(summaries),
+            )
+            if part
+        ),
+    )
+
+
 def cpu_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart | None:
     """Per-core CPU of each configuration, stacked user/system/softirq/irq (medians)."""
     rows: list[tuple[str, dict[str, float]]] = []
@@ -471,6 +506,7 @@ def charts_for_run(summaries: Sequence[ConfigSummary], artifact: ArtifactLookup)
                 swept=[a for a in MTU_AXES if a in axes],
             )
         )
+    charts.append(latency_chart(summaries, labels))
     charts.append(timeseries_chart(summaries, labels, artifact))
     charts.append(cpu_chart(summaries, labels))
     charts.append(losses_chart(summaries, labels))

@@ -139,7 +139,7 @@ def _daemons(s: ConfigSummary) -> str:
 
 
 def _results(summaries: Sequence[ConfigSummary]) -> str:
-    header, body = table.rows(list(summaries))
+    header, body = table.rows(list(summaries), detailed=True)
     daemons = any(_daemons(s) != "-" for s in summaries)
     if daemons:
         header = [*header, "tunnel daemons % of a core"]

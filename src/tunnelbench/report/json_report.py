@@ -12,7 +12,7 @@ from typing import Any
 from tunnelbench import __version__
 from tunnelbench.analysis.precision import Precision
 from tunnelbench.analysis.stats import Summary, consistency
-from tunnelbench.analysis.summary import ConfigSummary
+from tunnelbench.analysis.summary import ConfigSummary, Latency
 from tunnelbench.model.plan import Experiment, with_baselines
 from tunnelbench.model.records import TrialRecord
 from tunnelbench.report import findings, precision, tune
@@ -66,6 +66,20 @@ def trial(view: RunView, t: TrialRecord) -> dict[str, Any]:
     }
 
 
+def _latency(latency: Latency | None) -> dict[str, Any] | None:
+    """Round trips in ms: idle and under load (medians over the runs), what the load
+    added, and each run's loaded 95th percentile; None for runs recorded without them."""
+    if latency is None:
+        return None
+    return {
+        "idle_ms": latency.idle_ms,
+        "loaded_ms": latency.loaded_ms,
+        "loaded_p95_ms": latency.loaded_p95_ms,
+        "increase_ms": latency.increase_ms,
+        "loaded_p95_runs_ms": list(latency.p95_runs),
+    }
+
+
 def _precision(p: Precision | None) -> dict[str, Any] | None:
     return None if p is None else {**p.to_dict(), "text": p.text()}
 
@@ -86,6 +100,7 @@ def configuration(view: RunView, s: ConfigSummary, p: Precision | None = None) -
         "pct_of_baseline": s.pct_of_baseline,
         "busiest_core": None if s.busiest_core is None else vars(s.busiest_core),
         "process_cpu_pct": s.processes_cpu,
+        "latency": _latency(s.latency),
         "runs": [trial(view, t) for t in s.trials],
         "precision": _precision(p),
         **findings.configuration_json(s),

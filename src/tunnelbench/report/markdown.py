@@ -22,9 +22,11 @@ from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
 from tunnelbench.report.table import (
     AXIS_HEADINGS,
+    RTT_COLUMNS,
     axis_value,
     retransmits_cell,
     retransmits_note,
+    rtt_cells,
 )
 from tunnelbench.report.view import RunView
 from tunnelbench.units import mbit
@@ -33,7 +35,7 @@ STATUSES = ("ok", "failed", "skipped")
 NUMERIC_HEADINGS = {
     "streams", "IP", "tun MTU", "LAN MTU", "WAN MTU", "limit", "WAN rate", "UDP rate",
     "CPU budget", "median Mbit/s", "95% CI Mbit/s", "min-max Mbit/s", "CV", "retransmits",
-    "% of baseline", "% of ceiling",
+    "% of baseline", "% of ceiling", *RTT_COLUMNS,
 }  # fmt: skip
 
 
@@ -72,8 +74,8 @@ def busiest(c: BusiestCore | None) -> str:
     return f"cpu{c.core} {c.busy:.0f}% ({c.user:.0f}/{c.system:.0f}/{c.softirq:.0f})"
 
 
-def _result_cells(s: ConfigSummary, ceilings: bool) -> list[str]:
-    width = 10 if ceilings else 9
+def _result_cells(s: ConfigSummary, ceilings: bool, latency: bool) -> list[str]:
+    width = 9 + ceilings + (len(RTT_COLUMNS) if latency else 0)
     if s.skipped is not None:
         return ["skipped", *["-"] * (width - 1)]
     g = s.goodput
@@ -90,6 +92,7 @@ def _result_cells(s: ConfigSummary, ceilings: bool) -> list[str]:
         retransmits_cell(s),
         "-" if s.pct_of_baseline is None else f"{s.pct_of_baseline:.0f}%",
         *(ceiling if ceilings else []),
+        *(rtt_cells(s.latency) if latency else []),
         busiest(c),
         s.diagnosis.verdict.bound.value if s.diagnosis else "-",
     ]
@@ -104,13 +107,17 @@ def results_table(summaries: list[ConfigSummary]) -> list[str]:
     ceilings = any(s.ceiling is not None for s in summaries)
     if ceilings:
         header.append("% of ceiling")
+    latency = any(s.latency is not None for s in summaries)
+    if latency:
+        header += list(RTT_COLUMNS)
     header += ["busiest core (usr/sys/soft %)", "verdict"]
     body = []
     for s in summaries:
         label = s.label
         if s.failed and s.skipped is None:
             label += f" ({len(s.failed)} of {len(s.trials)} runs failed)"
-        body.append([label, *(axis_value(s, a) for a in axes), *_result_cells(s, ceilings)])
+        cells = _result_cells(s, ceilings, latency)
+        body.append([label, *(axis_value(s, a) for a in axes), *cells])
     numeric = {i for i, h in enumerate(header) if h in NUMERIC_HEADINGS}
     return table(header, body, numeric)
 
@@ -235,6 +242,17 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def _latency_note(summaries: list[ConfigSummary]) -> str:
+    if not any(s.latency is not None for s in summaries):
+        return ""
+    return (
+        " Idle RTT is the median round trip of pings from the client to the server before"
+        " the traffic; loaded RTT the median and 95th percentile of pings every 100 ms over"
+        " the measured window, while the traffic ran; the increase is what the load added to"
+        " the median (each a median over the runs)."
+    )
+
+
 def explanation(summaries: list[ConfigSummary]) -> str:
     counts = sorted({s.goodput.n for s in summaries if s.goodput})
     if not counts:
@@ -260,7 +278,8 @@ def explanation(summaries: list[ConfigSummary]) -> str:
         "inconsistent; see docs/statistics.md); retransmits are the median per run. "
         "% of baseline divides a tunnel's median by the median of the same traffic over no "
         "tunnel in this run. The busiest core is the one with the least idle time over the "
-        f"measured window, split into user / system / softirq %.{ceiling} The verdict is"
+        f"measured window, split into user / system / softirq %.{ceiling}{_latency_note(summaries)}"
+        " The verdict is"
         " what limited the configuration, with its evidence under Diagnosis"
         f" (docs/diagnosis.md).{' ' + note if note else ''}"
     )

@@ -127,6 +127,36 @@ def _lines(ax: "Axes", chart: Chart) -> None:
     _references(ax, chart, horizontal=False, positions=positions)
 
 
+def _whisker(s: Series, i: int, at: float) -> list[list[float]] | None:
+    """Matplotlib's error bar of value ``i`` of ``s`` (its distance to min and max)."""
+    low = s.low[i] if s.low is not None else None
+    high = s.high[i] if s.high is not None else None
+    if low is None or high is None:
+        return None
+    return [[at - low], [high - at]]
+
+
+def _scatter(ax: "Axes", chart: Chart) -> None:
+    """A numbered point per category with min-max whiskers both ways."""
+    assert chart.x is not None
+    ys, xs = chart.series[0], chart.x
+    n = 0
+    for i, label in enumerate(chart.categories):
+        x, y = xs.values[i], ys.values[i]
+        if x is None or y is None:
+            continue
+        n += 1
+
+        ax.errorbar([x], [y], xerr=_whisker(xs, i, x), yerr=_whisker(ys, i, y), fmt="o", capsize=3,
+                    label=_short(f"{n}  {label}"))  # fmt: skip
+        ax.annotate(str(n), (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax.set_xlabel(chart.x_label)
+    ax.set_ylabel(chart.y_label)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+
+
 def _top(chart: Chart) -> float:
     """The end of the value axis: the chart's own, else a margin above everything drawn
     (stacked bars end at their sum)."""
@@ -162,6 +192,8 @@ def figure(chart: Chart) -> "Figure":
     ax.set_title(chart.title, fontsize=11)
     if horizontal:
         _bars(ax, chart)
+    elif chart.kind == "scatter":
+        _scatter(ax, chart)
     else:
         _lines(ax, chart)
     handles, labels = ax.get_legend_handles_labels()

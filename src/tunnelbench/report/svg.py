@@ -327,9 +327,77 @@ def _line(chart: Chart) -> tuple[list[str], float]:
     return [*out, *body], plot_bottom + 44
 
 
+def _scatter(chart: Chart) -> tuple[list[str], float]:
+    """A point per category, numbered, with whiskers both ways; the legend names each
+    number (colours repeat after seven points, the numbers do not)."""
+    assert chart.x is not None and len(chart.series) == 1
+    ys, xs = chart.series[0], chart.x
+    points = [
+        (i, x, y)
+        for i, (x, y) in enumerate(zip(xs.values, ys.values, strict=True))
+        if x is not None and y is not None
+    ]
+    y_ticks = nice_ticks(max([*(v for v in ys.high or ys.values if v is not None), 0.0]), 4)
+    x_ticks = nice_ticks(max([*(v for v in xs.high or xs.values if v is not None), 0.0]), 4)
+    out: list[str] = []
+    y = 0.0
+    for n, (i, _, _) in enumerate(points):
+        out.append(f'<circle cx="8" cy="{y + 9}" r="5" fill="{_colour(n)}"/>')
+        lines = wrap(f"{n + 1}  {chart.categories[i]}")
+        for k, line in enumerate(lines):
+            out.append(_text("28", y + 13 + k * LINE_H, line))
+        y += LEGEND_H + LINE_H * (len(lines) - 1)
+    out.append(_text("0", y + 18, chart.y_label, font_weight="bold"))
+    y += LINE_H + 16
+    plot_bottom = y + PLOT_H
+
+    def xpos(v: float) -> str:
+        return f"{2 + (SPAN_GUTTER - 4) * v / x_ticks[-1]:.3f}%"
+
+    def ypos(v: float) -> float:
+        return plot_bottom - PLOT_H * v / y_ticks[-1]
+
+    body = [f'<g transform="translate({GUTTER},0)">']
+    for t in y_ticks:
+        body.append(
+            f'<line x1="0" x2="{SPAN_GUTTER}%" y1="{ypos(t):.1f}" y2="{ypos(t):.1f}" '
+            'stroke="#d0d0d0" stroke-width="1"/>'
+        )
+    for t in x_ticks:
+        body.append(
+            f'<line x1="{xpos(t)}" x2="{xpos(t)}" y1="{ypos(y_ticks[-1]):.1f}" '
+            f'y2="{plot_bottom:.1f}" stroke="#e4e4e4" stroke-width="1"/>'
+        )
+        body.append(_text(xpos(t), plot_bottom + 16, fmt(t), text_anchor="middle", fill="#333"))
+    for n, (i, x, v) in enumerate(points):
+        colour = _colour(n)
+        tip = f"{n + 1} {chart.categories[i]}: {fmt(v)} {ys.name}, {fmt(x)} {xs.name}"
+        if ys.low and ys.high and (lo := ys.low[i]) is not None and (hi := ys.high[i]) is not None:
+            body.append(
+                f'<line x1="{xpos(x)}" x2="{xpos(x)}" y1="{ypos(hi):.1f}" y2="{ypos(lo):.1f}" '
+                f'stroke="{colour}" stroke-width="1.5"/>'
+            )
+        if xs.low and xs.high and (lo := xs.low[i]) is not None and (hi := xs.high[i]) is not None:
+            body.append(
+                f'<line x1="{xpos(lo)}" x2="{xpos(hi)}" y1="{ypos(v):.1f}" y2="{ypos(v):.1f}" '
+                f'stroke="{colour}" stroke-width="1.5"/>'
+            )
+        body.append(
+            f'<circle cx="{xpos(x)}" cy="{ypos(v):.1f}" r="5" fill="{colour}">'
+            f"<title>{escape(tip)}</title></circle>"
+        )
+        body.append(_text(xpos(x), ypos(v) - 8, str(n + 1), dx="6", fill="#222"))
+    body.append("</g>")
+    for t in y_ticks:
+        body.append(_text(str(GUTTER - 6), ypos(t) + 4, fmt(t), text_anchor="end", fill="#555"))
+    body.append(_text(f"{GUTTER}", plot_bottom + 36, chart.x_label, font_weight="bold"))
+    return [*out, *body], plot_bottom + 44
+
+
 def render(chart: Chart) -> str:
     """The chart as one ``<svg>`` element, ``id="chart-<chart id>"``."""
-    parts, height = _line(chart) if chart.kind == "line" else _bars(chart)
+    drawers = {"line": _line, "scatter": _scatter}
+    parts, height = drawers.get(chart.kind, _bars)(chart)
     cid = f"chart-{escape(chart.id)}"
     return (
         f'<svg id="{cid}" class="chart" width="100%" '

@@ -10,7 +10,7 @@ from tunnelbench.analysis.summary import (
 )
 from tunnelbench.analysis.tuning import ms
 from tunnelbench.kinds import Protocol
-from tunnelbench.report.fit import aligned, fitted
+from tunnelbench.report.fit import aligned, fitted, wrap
 from tunnelbench.units import mbit
 
 # Axes shown as their own columns when they vary, with a short heading.
@@ -240,8 +240,9 @@ def render(summaries: list[ConfigSummary], width: int | None = None) -> str:
         row[header.index("retrans")].endswith(GENERATOR_MARK) for row in body
     ):
         lines.append(f"{GENERATOR_MARK} {generator_retransmits_legend(summaries)}")
-    if left_out:
-        lines.append(f"(left out to fit {width} columns: {', '.join(left_out)})")
+    if left_out and width is not None:
+        note = f"(left out to fit {width} columns: {', '.join(left_out)})"
+        lines += wrap(note, width, hanging=" ")
     return "\n".join(lines)
 
 

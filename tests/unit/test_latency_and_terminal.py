@@ -1,0 +1,183 @@
+"""Latency under load in every report, and the terse terminal (issue 16, items 1 and 5),
+on recorded runs.
+
+The figures are checked against the stored trials (a second path to the same number),
+the terminal against golden files at two widths and against its width limit.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tests.report_fixtures import RUNS, recorded
+from tunnelbench.analysis.summary import ConfigSummary
+from tunnelbench.model.records import TrialRecord
+from tunnelbench.report import charts, fit, json_report, markdown, svg, table, terminal, view
+
+GOLDEN = FIXTURES / "golden" / "terminal"
+WIDTHS = (80, 132)
+LATENCY_RUNS = ("streams-5-runs", "tune-tiny-fifo", "wireguard-implementations")
+
+
+def _view(name: str, tmp_path: Path) -> view.RunView:
+    return view.load(recorded(name, tmp_path), "latest")
+
+
+def _ok(s: ConfigSummary) -> list[TrialRecord]:
+    return [t for t in s.trials if t.status == "ok"]
+
+
+@pytest.mark.parametrize("name", LATENCY_RUNS)
+def test_latency_is_the_median_of_the_runs_own_round_trips(name, tmp_path):
+    loaded = _view(name, tmp_path)
+    for s in loaded.summaries:
+        lat = s.latency
+        assert lat is not None, s.label
+        runs = _ok(s)
+        assert lat.idle_ms == statistics.median(t.metrics["rtt.idle_ms"] for t in runs)
+        assert lat.loaded_p95_ms == statistics.median(t.metrics["rtt.loaded_p95_ms"] for t in runs)
+        assert lat.p95_runs == tuple(t.metrics["rtt.loaded_p95_ms"] for t in runs)
+        assert lat.loaded_ms is not None
+        assert lat.increase_ms == pytest.approx(lat.loaded_ms - lat.idle_ms)
+        # A 95th percentile is never below the median of the same samples (per run; the
+        # medians over runs keep that order too).
+        assert all(t.metrics["rtt.loaded_p95_ms"] >= t.metrics["rtt.loaded_ms"] for t in runs)
+
+
+def test_runs_recorded_before_the_rtt_probe_show_no_latency_anywhere(tmp_path):
+    loaded = _view("queue-comparison", tmp_path)
+    assert all(s.latency is None for s in loaded.summaries)
+    header, _ = table.rows(loaded.summaries)
+    assert table.RTT_COLUMN not in header
+    assert "idle RTT ms" not in markdown.render(loaded)
+    doc = json_report.document(loaded)
+    assert all(c["latency"] is None for c in doc["configurations"])
+    assert charts.latency_chart(loaded.summaries, charts.config_labels(loaded.summaries)) is None
+
+
+def test_markdown_html_and_json_show_idle_loaded_and_increase(tmp_path):
+    loaded = _view("streams-5-runs", tmp_path)
+    wg4 = loaded.summaries[-1]
+    assert wg4.label == "wireguard (wireguard-go)" and wg4.config.traffic.streams == 4
+    lat = wg4.latency
+    assert lat is not None and lat.loaded_ms is not None and lat.loaded_p95_ms is not None
+    rows = [[c.strip() for c in line.strip("|").split("|")]
+            for line in markdown.results_table(loaded.summaries)[2:]]  # fmt: skip
+    cells = next(r for r in rows if r[0] == "wireguard (wireguard-go)" and r[1] == "4")
+    idle, loaded_cell, increase = table.rtt_cells(lat)
+    assert [idle, loaded_cell, increase] == ["0.57", "15.5 / 29.6", "+14.9"]
+    assert cells[-5:-2] == [idle, loaded_cell, increase]
+    html_text = markdown.render(loaded)
+    assert "Idle RTT is the median round trip" in html_text
+    doc = json_report.document(loaded)
+    got = next(c for c in doc["configurations"] if c["key"] == wg4.key)["latency"]
+    assert got == {
+        "idle_ms": lat.idle_ms, "loaded_ms": lat.loaded_ms, "loaded_p95_ms": lat.loaded_p95_ms,
+        "increase_ms": lat.increase_ms, "loaded_p95_runs_ms": list(lat.p95_runs),
+    }  # fmt: skip
+
+
+def test_the_latency_chart_puts_each_configuration_at_its_medians(tmp_path):
+    loaded = _view("streams-5-runs", tmp_path)
+    labels = charts.config_labels(loaded.summaries)
+    chart = charts.latency_chart(loaded.summaries, labels)
+    assert chart is not None and chart.kind == "scatter" and chart.x is not None
+    assert chart.categories == tuple(labels[s.key] for s in loaded.summaries)
+    for i, s in enumerate(loaded.summaries):
+        assert s.goodput is not None and s.latency is not None
+        assert chart.series[0].values[i] == pytest.approx(s.goodput.median / 1e6)
+        assert chart.x.values[i] == pytest.approx(s.latency.loaded_p95_ms)
+        assert chart.x.low[i] == min(s.latency.p95_runs)  # type: ignore[index]
+        assert chart.x.high[i] == max(s.latency.p95_runs)  # type: ignore[index]
+    drawn = svg.render(chart)
+    assert drawn.count("<circle") == 2 * len(loaded.summaries)  # legend and plot
+    assert "1 none · streams 1" in drawn
+
+
+def _terminal(name: str, width: int) -> str:
+    env = {**os.environ, "COLUMNS": str(width), "NO_COLOR": ""}
+    done = subprocess.run(
+        [sys.executable, "-m", "tunnelbench", "report", "--db", str(RUNS / f"{name}.db")],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", ["wireguard-implementations", "tune-tiny-fifo"])
+def test_terminal_report_fits_its_width_and_matches_the_golden_file(name, width):
+    out = _terminal(name, width)
+    too_long = [line for line in out.splitlines() if len(line) > width]
+    assert too_long == []
+    golden = GOLDEN / f"{name}-{width}.txt"
+    if os.environ.get("TB_UPDATE_GOLDEN"):
+        golden.write_text(out)
+    assert out == golden.read_text()
+
+
+def test_terminal_says_each_suggestion_once_and_each_verdict_in_one_line(tmp_path):
+    loaded = _view("wireguard-implementations", tmp_path)
+    out = terminal.render(loaded, after_run=False, width=100)
+    lines = out.splitlines()
+    start = lines.index("limited by:") + 1
+    verdicts = lines[start : lines.index("", start)]
+    assert [v.split(":")[0].strip() for v in verdicts] == [
+        f"{s.label}, streams {s.config.traffic.streams}" for s in loaded.summaries
+    ]
+    arrows = [line for line in lines if line.lstrip().startswith("→")]
+    heads = [a.split(" — for ")[0] for a in arrows]
+    assert len(heads) == len(set(heads))  # each suggestion once
+    # Kernel WireGuard is advised for both wireguard-go configurations: one line names both.
+    kernel = next(a for a in out.split("→") if "prefer kernel WireGuard" in a)
+    assert "wireguard (wireguard-go), streams 1; wireguard (wireguard-go), streams 4" in " ".join(
+        kernel.split()
+    )
+    assert "because" not in out  # the evidence is in the verdicts and the reports
+
+
+def test_the_widest_table_leaves_out_columns_in_order_and_says_so(tmp_path):
+    loaded = _view("wireguard-implementations", tmp_path)
+    wide = table.render(loaded.summaries)
+    narrow = table.render(loaded.summaries, 80)
+    assert "consistency" in wide and "(left out" not in wide
+    note = " ".join(narrow.split("(left out", 1)[1].split())
+    assert note.startswith("to fit 80 columns: consistency, retrans")
+    assert all(len(line) <= 80 for line in narrow.splitlines())
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path, monkeypatch):
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert fit.colour_wanted(Tty())  # type: ignore[arg-type]
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not fit.colour_wanted(Tty())  # type: ignore[arg-type]
+    monkeypatch.delenv("NO_COLOR")
+    with open(os.devnull, "w") as null:
+        assert not fit.colour_wanted(null)
+    loaded = _view("wireguard-implementations", tmp_path)
+    plain = terminal.render(loaded, after_run=False, width=100)
+    painted = terminal.render(loaded, after_run=False, width=100, colour=True)
+    assert "\033[" not in plain and "\033[1m" in painted
+    assert (
+        painted.replace(fit.BOLD, "")
+        .replace(fit.GREEN, "")
+        .replace(fit.RED, "")
+        .replace(fit.RESET, "")
+        == plain
+    )
+
+
+def test_the_charts_golden_has_the_latency_chart():
+    golden = json.loads((FIXTURES / "golden" / "charts.json").read_text())
+    assert all(c["x"] is None for run in golden.values() for c in run)  # no RTT recorded there
