@@ -24,7 +24,7 @@ GOLDEN = FIXTURES / "golden" / "charts.json"
 
 def _charts(store) -> tuple[list, dict[str, Chart]]:
     summaries = summarize_run(store.trials(store.run("latest").id))
-    return summaries, {c.id: c for c in charts_for_run(summaries, store.artifact)}
+    return summaries, {c.id: c for c in charts_for_run(summaries)}
 
 
 def _rounded(value: Any) -> Any:
@@ -50,11 +50,11 @@ def test_charts_match_golden(tmp_path):
 def test_which_charts_a_run_gets(tmp_path):
     """Streams and MTU charts only when those settings vary in the run."""
     _, l2 = _charts(recorded("l2-tunnel-mtu", tmp_path))
-    assert list(l2) == ["throughput", "mtu", "timeseries", "cpu", "losses"]
+    assert list(l2) == ["throughput", "mtu", "cpu", "losses"]
     _, queue = _charts(recorded("queue-comparison", tmp_path))
-    assert list(queue) == ["throughput", "timeseries", "cpu", "losses"]
+    assert list(queue) == ["throughput", "cpu", "losses"]
     _, many = _charts(wide(tmp_path))
-    assert list(many) == ["throughput", "streams", "mtu", "timeseries", "cpu", "losses"]
+    assert list(many) == ["throughput", "streams", "mtu", "cpu", "losses"]
 
 
 def test_labels_are_short_unique_and_name_the_varying_settings(tmp_path):
@@ -118,24 +118,6 @@ def test_sweeps_of_a_wide_run(tmp_path):
     assert mtu.series[0].name == "none · streams 1"
     assert all(None not in s.values for s in (*streams.series, *mtu.series))
     assert len(charts["throughput"].categories) == 50
-
-
-def test_time_series_is_the_median_run_of_the_most_variable_tunnel(tmp_path):
-    store = recorded("l2-tunnel-mtu", tmp_path)
-    summaries, charts = _charts(store)
-    chart = charts["timeseries"]
-    tunnels = [s for s in summaries if s.baseline_key is not None]
-    chosen = max(tunnels, key=lambda s: s.goodput.cv)
-    ok = sorted(
-        (t for t in chosen.trials if t.status == "ok"), key=lambda t: t.metrics["goodput_bps"]
-    )
-    median_trial = ok[len(ok) // 2]
-    assert chart.title.endswith(config_labels(summaries)[chosen.key])
-    assert f"Trial {median_trial.id}" in chart.note and "varied most" in chart.note
-    (series,) = chart.series
-    intervals = store.artifact(median_trial.id, "intervals")
-    assert series.values == pytest.approx([v / 1e6 for v in intervals])
-    assert chart.categories == tuple(str(i) for i in range(1, len(intervals) + 1))
 
 
 def test_cpu_chart_stacks_each_core_of_each_configuration(tmp_path):

@@ -72,7 +72,7 @@ def test_page_is_one_balanced_document_that_fetches_nothing(name, tmp_path):
 @pytest.mark.parametrize("name", RECORDED)
 def test_every_chart_is_an_accessible_well_formed_svg(name, tmp_path):
     store = recorded(name, tmp_path)
-    charts = charts_for_run(summarize_run(store.trials(1)), store.artifact)
+    charts = charts_for_run(summarize_run(store.trials(1)))
     page = html.render(view.load(store, "latest"))
     for chart in charts:
         drawing = svg.render(chart)
@@ -134,7 +134,7 @@ def test_write_returns_the_path(tmp_path):
 
 def test_fifty_configurations_get_one_readable_row_each(tmp_path):
     store = wide(tmp_path)
-    charts = charts_for_run(summarize_run(store.trials(1)), store.artifact)
+    charts = charts_for_run(summarize_run(store.trials(1)))
     throughput = ET.fromstring(svg.render(charts[0]))
     bars = [e for e in throughput.iter("rect") if e.find("title") is not None]
     assert len(bars) == 50

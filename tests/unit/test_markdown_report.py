@@ -41,8 +41,9 @@ def test_write_puts_every_chart_beside_the_report_with_relative_links(tmp_path):
     assert text.startswith(markdown.render(view.load(store, "1")))
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     run = store.run("1")
-    expected = charts_for_run(summarize_run(store.trials(run.id)), store.artifact)
-    assert links == [f"queue-charts/{c.id}.png" for c in expected]
+    expected = charts_for_run(summarize_run(store.trials(run.id)))
+    # 12 measured configurations: their seconds are one picture of small multiples.
+    assert links == [*(f"queue-charts/{c.id}.png" for c in expected), "queue-charts/timelines.png"]
     assert written == [path, *(path.parent / link for link in links)]
     for link in links:
         image = (path.parent / link).read_bytes()

@@ -173,10 +173,16 @@ class Sampler:
                 processes[label] = round(process.percent_of_core(ticks, a1 - a0), 2)
         series = []
         for (_, a, _), (tb, b, _) in zip(self._snapshots, self._snapshots[1:], strict=False):
+            cores = cpu.usage(a, b)
+            # Per core, the busy share and the three parts the time series show (reports
+            # of runs recorded before the parts show the busy share alone).
             series.append(
                 {
                     "t": round(tb - t0, 3),
-                    "busy": [round(c.busy, 1) for c in cpu.usage(a, b)],
+                    "busy": [round(c.busy, 1) for c in cores],
+                    "user": [round(c.user, 1) for c in cores],
+                    "system": [round(c.system, 1) for c in cores],
+                    "softirq": [round(c.softirq, 1) for c in cores],
                 }
             )
         result = ProbeResult(

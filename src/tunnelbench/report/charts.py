@@ -305,55 +305,6 @@ def _sweep_chart(
     )
 
 
-def _chosen_trial(summaries: Sequence[ConfigSummary]) -> tuple[ConfigSummary, TrialRecord] | None:
-    """The median run of the tunnel configuration whose runs vary most (any configuration
-    when no tunnel was measured)."""
-    measured = [s for s in summaries if s.goodput is not None]
-    tunnels = [s for s in measured if s.baseline_key is not None] or measured
-    if not tunnels:
-        return None
-    chosen = max(tunnels, key=lambda s: s.goodput.cv or 0.0)  # type: ignore[union-attr]
-    ok = sorted(_ok(chosen), key=lambda t: t.metrics["goodput_bps"])
-    return chosen, ok[(len(ok) - 1) // 2]
-
-
-def timeseries_chart(
-    summaries: Sequence[ConfigSummary], labels: dict[str, str], artifact: ArtifactLookup
-) -> Chart | None:
-    """The receiver's 1 s intervals of the median run of the most variable configuration."""
-    picked = _chosen_trial(summaries)
-    if picked is None:
-        return None
-    summary, trial = picked
-    intervals = artifact(trial.id, "intervals") or []
-    if not intervals:
-        return None
-    values = tuple(mbit(v) for v in intervals)
-    g = summary.goodput
-    cv = f"{100 * g.cv:.1f}%" if g and g.cv is not None else "n/a"
-    runs = len(_ok(summary))
-    why = (
-        "the tunnel configuration whose runs varied most"
-        if summary.baseline_key is not None
-        else "the configuration whose runs varied most"
-    )
-    return Chart(
-        id="timeseries",
-        title=f"Goodput second by second: {labels[summary.key]}",
-        kind="line",
-        x_label="second of the measured window",
-        y_label="goodput (Mbit/s)",
-        categories=tuple(str(i + 1) for i in range(len(values))),
-        series=(Series(f"run {trial.repetition} (trial {trial.id})", values),),
-        reference_lines=(Reference("median of the runs", mbit(g.median)),) if g else (),
-        note=(
-            f"Trial {trial.id}, repetition {trial.repetition}: the median of {runs} runs "
-            f"of {labels[summary.key]}, {why} (coefficient of variation {cv}). Receiver-side "
-            "1 s intervals, warm-up excluded."
-        ),
-    )
-
-
 def latency_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart | None:
     """Goodput against the round trip under load, a point per configuration (Flent's
     RRUL view): what each configuration's throughput costs in latency."""
@@ -474,13 +425,10 @@ def losses_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> 
     )
 
 
-def charts_for_run(summaries: Sequence[ConfigSummary], artifact: ArtifactLookup) -> list[Chart]:
-    """Every chart that applies to a run, in reading order.
-
-    ``summaries`` come from :func:`tunnelbench.analysis.summary.summarize_run`;
-    ``artifact`` reads a trial's stored artifact (pass ``store.artifact``): only the
-    chosen trial's intervals are read.
-    """
+def charts_for_run(summaries: Sequence[ConfigSummary]) -> list[Chart]:
+    """Every chart that applies to a run, in reading order (``summaries`` from
+    :func:`tunnelbench.analysis.summary.summarize_run`); the time series of single runs
+    are :mod:`tunnelbench.report.timeline`'s."""
     labels = config_labels(summaries)
     charts: list[Chart | None] = [throughput_chart(summaries, labels)]
     axes = varying_axes(list(summaries))
@@ -507,7 +455,6 @@ def charts_for_run(summaries: Sequence[ConfigSummary], artifact: ArtifactLookup)
             )
         )
     charts.append(latency_chart(summaries, labels))
-    charts.append(timeseries_chart(summaries, labels, artifact))
     charts.append(cpu_chart(summaries, labels))
     charts.append(losses_chart(summaries, labels))
     return [c for c in charts if c is not None]

@@ -14,7 +14,7 @@ from typing import Any
 
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.records import RunRecord
-from tunnelbench.report import findings, svg, table, tune
+from tunnelbench.report import findings, svg, table, timeline, tune
 from tunnelbench.report.charts import charts_for_run, config_labels
 from tunnelbench.report.view import RunView
 from tunnelbench.units import mbit
@@ -47,6 +47,9 @@ figure { margin: 1em 0 2em; }
 svg.chart { display: block; overflow: visible; }
 svg.chart text { font-family: inherit; }
 figcaption { font-size: 0.88em; margin-top: 0.4em; }
+.multiples { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr));
+             gap: 0 24px; }
+.multiples figure { margin: 0.5em 0 1em; min-width: 0; }
 @media (max-width: 600px) {
   body { padding: 10px; font-size: 14px; }
   table { font-size: 0.8em; }
@@ -230,15 +233,47 @@ def _findings(run: RunRecord, summaries: list[ConfigSummary]) -> str:
     )
 
 
+#: Plot height of a timeline's panels, in px: each panel is one strip of the time axis.
+PANEL_H, COMPACT_PANEL_H = 90, 50
+
+
+def _timelines(found: Sequence[timeline.Timeline]) -> str:
+    """Each configuration's median run second by second: its panels stacked on one time
+    axis; many configurations side by side in small multiples."""
+    if not found:
+        return ""
+    compact = found[0].compact
+    height = COMPACT_PANEL_H if compact else PANEL_H
+    figures = "".join(
+        f'<figure id="fig-{escape(t.id)}"><h3>{escape(t.title)}</h3>'
+        + "".join(
+            svg.render(panel, plot_h=height, x_axis=panel is t.panels[-1]) for panel in t.panels
+        )
+        + f"<figcaption>{escape(t.note)}</figcaption></figure>"
+        for t in found
+    )
+    intro = (
+        '<p class="muted">The median run of each configuration, second by second: goodput,'
+        " the round trip of the pings in that second"
+        + ("" if compact else ", and the busiest cores' user, system and softirq shares")
+        + ".</p>"
+    )
+    css = ' class="multiples"' if compact else ""
+    return (
+        f'<section id="seconds"><h2>Second by second</h2>{intro}<div{css}>{figures}</div></section>'
+    )
+
+
 def render(view: RunView) -> str:
     """The whole page for a run, as one string."""
     run, summaries = view.run, view.summaries
-    charts = charts_for_run(summaries, view.artifact)
+    charts = charts_for_run(summaries)
     figures = "".join(
         f'<figure id="fig-{escape(c.id)}"><h3>{escape(c.title)}</h3>{svg.render(c)}'
         f"<figcaption>{escape(c.note)}</figcaption></figure>"
         for c in charts
     )
+    seconds = _timelines(timeline.timelines(summaries, view.artifact))
     answer = "".join(f"<li>{escape(s)}</li>" for s in answer_sentences(summaries))
     name = run.experiment.get("name")
     return (
@@ -260,6 +295,7 @@ def render(view: RunView) -> str:
         + _findings(run, summaries)
         + f'<section id="results"><h2>Results</h2>{_results(summaries)}</section>'
         + f'<section id="charts"><h2>Charts</h2>{figures}</section>'
+        + seconds
         + f'<section id="environment"><h2>Environment</h2>{_environment(run.environment)}'
         "</section>" + '<footer class="muted"><p>Written by tunnelbench from the results database '
         f"<code>{escape(str(view.database))}</code>.</p></footer>"

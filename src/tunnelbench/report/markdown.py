@@ -16,7 +16,7 @@ from tunnelbench.kinds import Generator, StreamMode
 from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.model.records import Resolved, RunRecord, TrialRecord
 from tunnelbench.model.tuning import TuneRecord
-from tunnelbench.report import findings, png, precision, tune
+from tunnelbench.report import findings, png, precision, timeline, tune
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
@@ -363,7 +363,7 @@ def charts_dir(path: Path) -> Path:
 
 
 def charts(view: RunView) -> list[Chart]:
-    return charts_for_run(view.summaries, view.artifact)
+    return charts_for_run(view.summaries)
 
 
 def write(view: RunView, path: Path) -> list[Path]:
@@ -372,5 +372,34 @@ def write(view: RunView, path: Path) -> list[Path]:
     directory = charts_dir(path)
     files = png.write_charts(charts(view), directory)
     linked = [ChartFile(c, f"{directory.name}/{f.name}") for c, f in files]
-    path.write_text(document(view, linked))
-    return [path, *(f for _, f in files)]
+    found = timeline.timelines(view.summaries, view.artifact)
+    seconds = png.write_timelines(found, directory)
+    text = document(view, linked)
+    if seconds:
+        text += "\n".join(timeline_lines(found, [f"{directory.name}/{f.name}" for f in seconds]))
+        text += "\n"
+    path.write_text(text)
+    return [path, *(f for _, f in files), *seconds]
+
+
+def timeline_lines(found: Sequence[timeline.Timeline], links: Sequence[str]) -> list[str]:
+    """The "Second by second" section: a picture per configuration, or one of small
+    multiples."""
+    out = ["", "## Second by second", ""]
+    out.append(
+        "The median run of each configuration, second by second: goodput, the round trip"
+        " of the pings in that second, and the busiest cores' user, system and softirq"
+        " shares (small multiples of goodput and round trip for many configurations)."
+    )
+    if len(links) == 1 and len(found) > 1:
+        return [*out, "", f"![second by second]({quote(links[0])})"]
+    for t, link in zip(found, links, strict=True):
+        out += [
+            "",
+            f"### {escape(t.title)}",
+            "",
+            f"![{escape(t.title)}]({quote(link)})",
+            "",
+            t.note,
+        ]
+    return out

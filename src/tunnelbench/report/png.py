@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tunnelbench.report.charts import Chart, Reference, Series
+from tunnelbench.report.timeline import Timeline
 
 if TYPE_CHECKING:  # matplotlib itself is imported when a chart is drawn (see figure)
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
 WIDTH_IN = 9.0
 DPI = 110
@@ -24,6 +26,9 @@ ROW_IN = 0.32  # height of one horizontal bar row
 NO_DATA = "no data"
 LEGEND_CHARS = 120  # characters of legend text across the figure at font size 8
 LEGEND_ROW_IN = 0.2
+PANEL_IN = 1.5  # height of one timeline panel
+MULTIPLE_IN = 1.6  # height of one row of small multiples
+MULTIPLES_COLUMNS = 2
 
 
 def _values(values: Sequence[float | None]) -> list[float]:
@@ -232,3 +237,87 @@ def write_charts(charts: Sequence[Chart], directory: Path) -> list[tuple[Chart, 
         figure(chart).savefig(path, metadata={"Software": None})
         written.append((chart, path))
     return written
+
+
+def _figure(width: float, height: float) -> "Figure":
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def timeline_figure(t: Timeline) -> "Figure":
+    """A timeline's panels stacked on one shared time axis."""
+    fig = _figure(WIDTH_IN, 1.0 + PANEL_IN * len(t.panels))
+    axes = fig.subplots(len(t.panels), 1, sharex=True, squeeze=False)[:, 0]
+    fig.suptitle(_short(t.title, 100), fontsize=11)
+    for ax, panel in zip(axes, t.panels, strict=True):
+        xs = [int(c) for c in panel.categories]
+        for series in panel.series:
+            ax.plot(xs, _values(series.values), marker="o", markersize=3, label=series.name)
+        ax.set_ylabel(panel.y_label, fontsize=8)
+        ax.set_ylim(0, panel.value_max or _top(panel))
+        ax.grid(alpha=0.3)
+        if len(panel.series) > 1:
+            ax.legend(fontsize=7, loc="upper right", ncols=len(panel.series), frameon=False)
+    axes[-1].set_xlabel(t.panels[0].x_label)
+    axes[-1].xaxis.set_major_locator(_whole_seconds())
+    return fig
+
+
+def _whole_seconds() -> "MaxNLocator":
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
+def multiples_figure(found: Sequence[Timeline]) -> "Figure":
+    """Small multiples: each configuration's goodput (and round trip, on the right-hand
+    axis) second by second, several to a row."""
+    columns = min(MULTIPLES_COLUMNS, len(found))
+    rows = math.ceil(len(found) / columns)
+    fig = _figure(WIDTH_IN, 0.4 + MULTIPLE_IN * rows)
+    grid = fig.subplots(rows, columns, squeeze=False)
+    for n, ax in enumerate(grid.flat):
+        if n >= len(found):
+            ax.set_visible(False)
+            continue
+        t = found[n]
+        goodput = t.panels[0]
+        xs = [int(c) for c in goodput.categories]
+        ax.plot(xs, _values(goodput.series[0].values), color="#0072B2", linewidth=1.2)
+        ax.set_ylim(0, _top(goodput))
+        ax.set_title(_short(t.title, 64), fontsize=7)
+        ax.tick_params(labelsize=6)
+        ax.xaxis.set_major_locator(_whole_seconds())
+        rtt = next((p for p in t.panels if p.id.endswith("-rtt")), None)
+        if rtt is not None:
+            right = ax.twinx()
+            right.plot(xs, _values(rtt.series[0].values), color="#D55E00", linewidth=0.8,
+                       linestyle="--")  # fmt: skip
+            right.set_ylim(bottom=0)
+            right.tick_params(labelsize=6, colors="#D55E00")
+    fig.suptitle(
+        "goodput (Mbit/s, solid, left) and round trip (ms, dashed, right) per second", fontsize=9
+    )
+    return fig
+
+
+def write_timelines(found: Sequence[Timeline], directory: Path) -> list[Path]:
+    """The timelines as PNG files in ``directory``: one per configuration, or one file of
+    small multiples when they are compact."""
+    if not found:
+        return []
+    directory.mkdir(exist_ok=True)
+    if found[0].compact:
+        path = directory / "timelines.png"
+        multiples_figure(found).savefig(path, metadata={"Software": None})
+        return [path]
+    paths = []
+    for t in found:
+        path = directory / f"{t.id}.png"
+        timeline_figure(t).savefig(path, metadata={"Software": None})
+        paths.append(path)
+    return paths

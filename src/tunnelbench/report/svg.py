@@ -257,21 +257,22 @@ def _stack(
     return out
 
 
-def _line(chart: Chart) -> tuple[list[str], float]:
+def _line(chart: Chart, plot_h: float = PLOT_H, x_axis: bool = True) -> tuple[list[str], float]:
+    """``x_axis``: label the category axis (panels stacked on one axis label it once)."""
     top = _top(chart)
-    ticks = nice_ticks(top, 4)
+    ticks = nice_ticks(top, 4) if chart.value_max is None else nice_ticks(chart.value_max, 4)
     top = ticks[-1]
-    out, y = _legend(chart, 0, "line")
+    out, y = _legend(chart, 0, "line") if len(chart.series) > 1 else ([], 0.0)
     out.append(_text("0", y + 12, chart.y_label, font_weight="bold"))
     y += LINE_H + 10
-    plot_bottom = y + PLOT_H
+    plot_bottom = y + plot_h
     n = len(chart.categories)
 
     def xpos(i: int) -> str:
         return f"{2 + (SPAN_GUTTER - 4) * (i / (n - 1) if n > 1 else 0.5):.3f}%"
 
     def ypos(v: float) -> float:
-        return plot_bottom - PLOT_H * v / top
+        return plot_bottom - plot_h * v / top
 
     body = [f'<g transform="translate({GUTTER},0)">']
     for t in ticks:
@@ -316,13 +317,15 @@ def _line(chart: Chart) -> tuple[list[str], float]:
     shown = list(range(0, n, step))
     if n - 1 - shown[-1] >= step / 2:
         shown.append(n - 1)
-    for i in shown:
+    for i in shown if x_axis else []:
         body.append(
             _text(xpos(i), plot_bottom + 16, chart.categories[i], text_anchor="middle", fill="#333")
         )
     body.append("</g>")
     for t in ticks:
         body.append(_text(str(GUTTER - 6), ypos(t) + 4, fmt(t), text_anchor="end", fill="#555"))
+    if not x_axis:
+        return [*out, *body], plot_bottom + 8
     body.append(_text(f"{GUTTER}", plot_bottom + 36, chart.x_label, font_weight="bold"))
     return [*out, *body], plot_bottom + 44
 
@@ -394,10 +397,14 @@ def _scatter(chart: Chart) -> tuple[list[str], float]:
     return [*out, *body], plot_bottom + 44
 
 
-def render(chart: Chart) -> str:
-    """The chart as one ``<svg>`` element, ``id="chart-<chart id>"``."""
-    drawers = {"line": _line, "scatter": _scatter}
-    parts, height = drawers.get(chart.kind, _bars)(chart)
+def render(chart: Chart, plot_h: float | None = None, x_axis: bool = True) -> str:
+    """The chart as one ``<svg>`` element, ``id="chart-<chart id>"``; for a line chart,
+    ``plot_h`` the height of its plot area when not the default, and ``x_axis`` whether
+    its category axis is labelled."""
+    if chart.kind == "line":
+        parts, height = _line(chart, plot_h or PLOT_H, x_axis)
+    else:
+        parts, height = _scatter(chart) if chart.kind == "scatter" else _bars(chart)
     cid = f"chart-{escape(chart.id)}"
     return (
         f'<svg id="{cid}" class="chart" width="100%" '
