@@ -30,7 +30,7 @@ from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.system import ownership
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SIDE_FILES = ("-wal", "-shm", "-journal")
 # Room kept beside a database being written, freed to record a run's end on a full disk.
@@ -51,7 +51,9 @@ CREATE TABLE IF NOT EXISTS runs (
     owner TEXT,                      -- JSON: pid and start time of the process running it
     precision TEXT,                  -- JSON, adaptive runs: config key -> standing vs target
     error TEXT,                      -- why a run stopped early (a storage fault, say)
-    tune TEXT                        -- JSON, tuning sessions: model.tuning.TuneRecord
+    tune TEXT,                       -- JSON, tuning sessions: model.tuning.TuneRecord
+    label TEXT,                      -- the user's short name for the run (run --label)
+    notes TEXT                       -- the user's notes on it (run --notes)
 );
 CREATE TABLE IF NOT EXISTS trials (
     id INTEGER PRIMARY KEY,
@@ -85,7 +87,7 @@ CREATE INDEX IF NOT EXISTS trials_by_run ON trials(run_id, config_key);
 # schema, read without upgrading it, lacks the later ones (read as NULL).
 RUN_COLUMNS = (
     "id", "started_at", "ended_at", "status", "command_line", "experiment", "environment",
-    "owner", "precision", "error", "tune",
+    "owner", "precision", "error", "tune", "label", "notes",
 )  # fmt: skip
 
 
@@ -98,6 +100,7 @@ def _run_record(row: Any) -> RunRecord:
         precision=json.loads(row[8]) if row[8] else None,
         error=row[9],
         tune=json.loads(row[10]) if row[10] else None,
+        label=row[11], notes=row[12],
     )  # fmt: skip
 
 
@@ -341,6 +344,9 @@ class Store:
                 db.execute("ALTER TABLE runs ADD COLUMN error TEXT")
             if version < 5 and "tune" not in columns:
                 db.execute("ALTER TABLE runs ADD COLUMN tune TEXT")
+            if version < 6 and "label" not in columns:
+                db.execute("ALTER TABLE runs ADD COLUMN label TEXT")
+                db.execute("ALTER TABLE runs ADD COLUMN notes TEXT")
             # Written even when unchanged: a database that cannot be written (an
             # immutable file, which SQLite silently opens read-only) fails here, before
             # anything runs.
@@ -412,6 +418,14 @@ class Store:
             db.execute(
                 "UPDATE runs SET precision = ? WHERE id = ?", (json.dumps(precision), run_id)
             )
+
+    def set_label(self, run_id: int, label: str | None, notes: str | None) -> None:
+        """Name a run and note what it was for (None leaves that one as it is)."""
+        with self._transaction() as db:
+            if label is not None:
+                db.execute("UPDATE runs SET label = ? WHERE id = ?", (label, run_id))
+            if notes is not None:
+                db.execute("UPDATE runs SET notes = ? WHERE id = ?", (notes, run_id))
 
     def set_tune(self, run_id: int, record: dict[str, Any]) -> None:
         """Record where a tuning session stands (its path so far and how it ended)."""

@@ -3,7 +3,7 @@ measurement lock and the store they hold while they measure, and how they end.""
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -14,10 +14,39 @@ from tunnelbench.cli.report import write_reports
 from tunnelbench.report import fit, terminal
 from tunnelbench.report.view import RunView
 
+LABEL_MAX, NOTES_MAX = 80, 2000
+
+
+def _text(limit: int, name: str) -> Callable[[str], str]:
+    def checked(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"the {name} is empty")
+        if len(text) > limit:
+            raise argparse.ArgumentTypeError(
+                f"the {name} has {len(text)} characters; at most {limit}"
+            )
+        if any(not c.isprintable() and (name == "label" or c not in "\n\t") for c in text):
+            raise argparse.ArgumentTypeError(f"the {name} holds a control character")
+        return text.strip()
+
+    return checked
+
 
 def add_measuring_arguments(parser: argparse.ArgumentParser, default_db: str) -> None:
-    """The database, the concurrency override and how progress is shown."""
+    """The database, the run's label and notes, the concurrency override and how
+    progress is shown."""
     parser.add_argument("--db", default=default_db, help=f"results database (default {default_db})")
+    parser.add_argument(
+        "--label",
+        type=_text(LABEL_MAX, "label"),
+        help=f"a short name for the run, shown by `runs`, the reports and compare (≤ {LABEL_MAX}"
+        " characters)",
+    )
+    parser.add_argument(
+        "--notes",
+        type=_text(NOTES_MAX, "notes"),
+        help="what the run is for, kept with it and shown in the reports",
+    )
     parser.add_argument(
         "--allow-concurrent",
         action="store_true",
@@ -43,6 +72,13 @@ def holding(args: argparse.Namespace, *, existing: bool) -> Iterator[tuple[Store
             store.close()
     finally:
         lock.release()
+
+
+def describe(args: argparse.Namespace, store: Store, run_id: int) -> None:
+    """Give the run the label and notes the command line names (a resumed run keeps its
+    own unless new ones are given)."""
+    if args.label is not None or args.notes is not None:
+        store.set_label(run_id, args.label, args.notes)
 
 
 def finished(loaded: RunView, db: str, *, as_json: bool) -> bool:

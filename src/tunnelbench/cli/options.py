@@ -6,6 +6,7 @@ refuse them); :func:`option` supplies the default.
 """
 
 import argparse
+import re
 from typing import Any
 
 from tunnelbench.echo import shown
@@ -65,6 +66,15 @@ def option(args: argparse.Namespace, dest: str) -> Any:
 def given(args: argparse.Namespace) -> list[str]:
     """The experiment options present on the command line, as their flags."""
     return ["--" + dest.replace("_", "-") for dest in DEFAULTS if hasattr(args, dest)]
+
+
+def parse_percent(option: str, text: str) -> float:
+    """``2``, ``2%`` or ``2.5 %``: a percentage from 0 to 100."""
+    match = re.fullmatch(r"\s*(\d{1,3}(?:\.\d{1,3})?)\s*%?\s*", text)
+    value = float(match.group(1)) if match else -1.0
+    if not 0 <= value <= 100:
+        raise UserError(f"{option}: {shown(text)} is not a percentage from 0 to 100, e.g. 2%")
+    return value
 
 
 def whole_number(text: str) -> int:

@@ -13,7 +13,16 @@ from tunnelbench.bench.store import DEFAULT_DB, Store
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import SystemFault, UserError
-from tunnelbench.report import compare, csv_report, fit, html, json_report, markdown, terminal, view
+from tunnelbench.report import (
+    compare_page,
+    csv_report,
+    fit,
+    html,
+    json_report,
+    markdown,
+    terminal,
+    view,
+)
 from tunnelbench.report.view import RunView
 from tunnelbench.system import ownership
 
@@ -106,7 +115,7 @@ def write_stdout(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
-def _emit(text: str, output: Path | None) -> None:
+def emit(text: str, output: Path | None) -> None:
     text = text if text.endswith("\n") else text + "\n"
     if output is None:
         write_stdout(text)
@@ -173,13 +182,13 @@ def _report(loaded: RunView, fmt: str, output: Path | None) -> None:
         charts = f" and {markdown.plural(len(written) - 1, 'chart')} in {directory}/"
         print(f"wrote {output}{charts if len(written) > 1 else ''}")
     elif fmt == "md":
-        _emit(markdown.render(loaded), None)
+        emit(markdown.render(loaded), None)
     elif fmt == "html":
-        _emit(html.render(loaded), output)
+        emit(html.render(loaded), output)
     elif fmt == "json":
-        _emit(json_report.render(loaded), output)
+        emit(json_report.render(loaded), output)
     elif fmt == "csv":
-        _emit(csv_report.render(loaded), output)
+        emit(csv_report.render(loaded), output)
     else:
         # On the terminal: its width and (where wanted) colour; into a file: every column.
         shown_here = output is None
@@ -189,7 +198,7 @@ def _report(loaded: RunView, fmt: str, output: Path | None) -> None:
             width=fit.width() if shown_here else None,
             colour=shown_here and fit.colour_wanted(sys.stdout),
         )
-        _emit(text, output)
+        emit(text, output)
 
 
 def _compare(args: argparse.Namespace, output: Path | None) -> int:
@@ -199,7 +208,8 @@ def _compare(args: argparse.Namespace, output: Path | None) -> int:
             f"--compare: name both runs after --compare, not {shown(args.run)} before it"
         )
     a, b = args.compare
-    _emit(compare.render(a, b, Path(args.db), args.format, where=("--compare",) * 2), output)
+    text = compare_page.build_and_render(a, b, Path(args.db), args.format, where=("--compare",) * 2)
+    emit(text, output)
     return 0
 
 

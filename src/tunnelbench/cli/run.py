@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tunnelbench.bench import planfile, progress, runner
 from tunnelbench.bench.store import DEFAULT_DB, Store
-from tunnelbench.cli.measuring import add_measuring_arguments, finished, holding
+from tunnelbench.cli.measuring import add_measuring_arguments, describe, finished, holding
 from tunnelbench.cli.options import (
     DEFAULT_TUNNELS,
     add_lab_arguments,
@@ -85,6 +85,7 @@ def handle(args: argparse.Namespace) -> int:
     prepared = runner.prepare(experiment, strict=strict)
     with holding(args, existing=False) as (store, lock):
         run_id = runner.start(prepared, store, command_line=shlex.join(sys.argv), lock=lock)
+        describe(args, store, run_id)
         return _execute(args, prepared, store, run_id)
 
 
@@ -109,6 +110,7 @@ def _resume(args: argparse.Namespace) -> int:
         run_id, experiment = runner.resumable(store, args.resume)
         prepared = runner.prepare(experiment, strict=False)
         store.reopen_run(run_id, runner.owner())
+        describe(args, store, run_id)
         return _execute(args, prepared, store, run_id)
 
 

@@ -12,11 +12,12 @@ from tunnelbench.bench import planfile, runner
 from tunnelbench.bench import tune as tuning
 from tunnelbench.bench.store import DEFAULT_DB, Store
 from tunnelbench.bench.tune_progress import TuneJson, TuneLines, TuneProgress
-from tunnelbench.cli.measuring import add_measuring_arguments, finished, holding
+from tunnelbench.cli.measuring import add_measuring_arguments, describe, finished, holding
 from tunnelbench.cli.options import (
     add_lab_arguments,
     build_experiment,
     given,
+    parse_percent,
     whole_number,
 )
 from tunnelbench.cli.parsing import Verbs
@@ -106,14 +107,6 @@ def parse_budget(text: str) -> float:
     return seconds
 
 
-def parse_gain(text: str) -> float:
-    match = re.fullmatch(r"\s*(\d{1,3}(?:\.\d{1,3})?)\s*%?\s*", text)
-    value = float(match.group(1)) if match else -1.0
-    if not 0 <= value <= 100:
-        raise UserError(f"--min-gain: {shown(text)} is not a percentage from 0 to 100, e.g. 2%")
-    return value
-
-
 def _target(text: str) -> Target:
     try:
         return Target(text)
@@ -155,7 +148,7 @@ def _request(args: argparse.Namespace) -> tuning.Request:
         target=_target(args.target),
         budget_s=parse_budget(args.budget),
         max_runs=check_int("--max-runs", args.runs_a_side, 4, REPETITIONS_MAX),
-        min_gain_pct=parse_gain(args.min_gain),
+        min_gain_pct=parse_percent("--min-gain", args.min_gain),
         max_steps=check_int("--max-steps", args.max_steps, 1, MAX_STEPS_LIMIT),
     )
 
@@ -171,6 +164,7 @@ def handle(args: argparse.Namespace) -> int:
         run_id, record = tuning.begin(
             request, prepared, store, command_line=command_line, lock=lock
         )
+        describe(args, store, run_id)
         return _execute(args, store, run_id, record)
 
 
@@ -181,6 +175,7 @@ def _resume(args: argparse.Namespace) -> int:
     with holding(args, existing=True) as (store, _):
         run_id, record = tuning.resumable(store, args.resume)
         store.reopen_run(run_id, runner.owner())
+        describe(args, store, run_id)
         return _execute(args, store, run_id, record)
 
 

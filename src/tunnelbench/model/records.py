@@ -172,3 +172,6 @@ class RunRecord:
     error: str | None = None
     # A tuning session's model.tuning.TuneRecord.to_dict(); None for a run of a plan.
     tune: dict[str, Any] | None = None
+    # The user's short name for the run and notes on it (run --label, --notes).
+    label: str | None = None
+    notes: str | None = None

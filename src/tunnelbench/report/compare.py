@@ -42,7 +42,7 @@ from tunnelbench.report.table import (
 )
 from tunnelbench.units import mbit
 
-FORMATS = ("table", "md", "json")
+FORMATS = ("table", "md", "json", "html")
 JSON_FORMAT_VERSION = 1
 NUMERIC = {"A Mbit/s", "B Mbit/s", "B/A", "95% CI", "p", "A retrans", "B retrans"}
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("traffic.streams", "traffic.family", "tunnel.mtu")}
@@ -108,13 +108,16 @@ class Side:
 
     @property
     def name(self) -> str:
-        return f"run {self.run.id}" + (f" @ {self.selector}" if self.selector else "")
+        label = f" «{self.run.label}»" if self.run.label else ""
+        return f"run {self.run.id}{label}" + (f" @ {self.selector}" if self.selector else "")
 
     def describe(self) -> str:
         name = Experiment.from_dict(self.run.experiment).name or "benchmark"
         when = utc(self.run.started_at)
         where = f" where {self.selector}" if self.selector else ""
-        return f"run {self.run.id} in {self.db} ({name}, {when}, {self.run.status}){where}"
+        label = f" «{self.run.label}»" if self.run.label else ""
+        status = f"({name}, {when}, {self.run.status})"
+        return f"run {self.run.id}{label} in {self.db} {status}{where}"
 
     @property
     def only_baselines(self) -> bool:
@@ -283,7 +286,7 @@ def rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
 # --- text around the table ---
 
 
-def _environment_lines(comparison: Comparison) -> list[str]:
+def environment_lines(comparison: Comparison) -> list[str]:
     if not comparison.environment_changes:
         return ["Environment: the same in both runs."]
     return ["Environment differences (A → B):"] + [
@@ -292,7 +295,7 @@ def _environment_lines(comparison: Comparison) -> list[str]:
     ]
 
 
-def _explanation(comparison: Comparison) -> list[str]:
+def explanation(comparison: Comparison) -> list[str]:
     lines = [
         "B/A: B's median goodput over A's, with its 95% bootstrap interval; p: two-sided "
         "Mann-Whitney rank test of B's runs against A's. A difference is called when "
@@ -315,9 +318,9 @@ def render_table(comparison: Comparison) -> str:
     header, body = rows(comparison)
     numeric = {i for i, h in enumerate(header) if h in NUMERIC}
     out = [f"A: {comparison.a.describe()}", f"B: {comparison.b.describe()}"]
-    out += _environment_lines(comparison)
+    out += environment_lines(comparison)
     out += ["", *aligned(header, body, numeric)]
-    out += ["", *_explanation(comparison)]
+    out += ["", *explanation(comparison)]
     return "\n".join(out)
 
 
@@ -339,7 +342,7 @@ def render_markdown(comparison: Comparison) -> str:
     else:
         out += ["- **Environment:** the same in both runs"]
     out += ["", *markdown_table(header, body, numeric), ""]
-    out += [line + "\n" for line in _explanation(comparison)]
+    out += [line + "\n" for line in explanation(comparison)]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -347,6 +350,7 @@ def _side_json(side: Side) -> dict[str, Any]:
     return {
         "db": str(side.db),
         "run_id": side.run.id,
+        "label": side.run.label,
         "selector": None if side.selector is None else str(side.selector),
         "description": side.describe(),
     }
@@ -411,19 +415,55 @@ def render_json(comparison: Comparison) -> str:
     return json.dumps(document, indent=2)
 
 
-def render(a: str, b: str, db: Path, fmt: str, *, where: tuple[str, str] = ("A", "B")) -> str:
+def build(a: str, b: str, db: Path, *, where: tuple[str, str] = ("A", "B")) -> Comparison:
     """The comparison of the sides written ``a`` and ``b``; ``where`` names the two
     arguments in error messages."""
+    refs = [SideRef.parse(text, db, name) for text, name in zip((a, b), where, strict=True)]
+    side_a, side_b = (
+        load(ref.run, ref.selector, name) for ref, name in zip(refs, where, strict=True)
+    )
+    return compare(side_a, side_b)
+
+
+def check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise UserError(
             f"--format: {shown(fmt)} is not available for a comparison;"
             f" allowed: {', '.join(FORMATS)}"
         )
-    refs = [SideRef.parse(text, db, name) for text, name in zip((a, b), where, strict=True)]
-    side_a, side_b = (
-        load(ref.run, ref.selector, name) for ref, name in zip(refs, where, strict=True)
-    )
-    comparison = compare(side_a, side_b)
-    if fmt == "json":
-        return render_json(comparison)
-    return render_table(comparison) if fmt == "table" else render_markdown(comparison)
+
+
+# --- the regression gate ---
+
+
+def slower(comparison: Comparison, pct: float) -> list[Row]:
+    """The pairs where B is significantly slower than A (the rank test, p < alpha) and
+    its median is more than ``pct`` percent below A's: what ``--fail-if-slower`` fails on."""
+    return [
+        row
+        for row in comparison.rows
+        if row.stats is not None
+        and row.stats.direction == "slower"
+        and row.change_pct is not None
+        and row.change_pct < -pct
+    ]
+
+
+def undecided(comparison: Comparison) -> list[Row]:
+    """Pairs whose runs are too few for the rank test to reach p < alpha: a gate cannot
+    see a slowdown there, whatever its size."""
+    return [
+        r for r in comparison.rows if r.stats is not None and r.stats.direction == "undecidable"
+    ]
+
+
+def pair_name(comparison: Comparison, row: Row) -> str:
+    """``wireguard (wireguard-go), streams 4``: the pair's label and varying settings."""
+    header, body = rows(comparison)
+    cells = body[comparison.rows.index(row)]
+    settings = [
+        f"{heading} {value}"
+        for heading, value in zip(header[1 : len(cells)], cells[1:], strict=False)
+        if heading in AXIS_HEADINGS.values()
+    ]
+    return ", ".join([cells[0], *settings])

@@ -206,8 +206,10 @@ def _header(run: RunRecord, summaries: Sequence[ConfigSummary]) -> str:
     design += f" (seed {seed})" if seed is not None else ""
     if (record := tune.record_of(run)) is not None:
         design = tune.design(record)
+    label = f" — {run.label}" if run.label else ""
+    notes = f"<p>{escape(run.notes)}</p>" if run.notes else ""
     return (
-        f"<header><h1>{escape(title)}</h1>"
+        f"<header><h1>{escape(title + label)}</h1>{notes}"
         f'<p class="meta">Started {escape(_when(run.started_at))}{escape(duration)} · '
         f"status {escape(run.status)} · {trials} trials · {escape(design)}<br>"
         f"<code>{escape(run.command_line)}</code></p></header>"

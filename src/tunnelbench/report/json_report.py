@@ -120,6 +120,8 @@ def run_section(view: RunView) -> dict[str, Any]:
     stored = sum(counts.get(status, 0) for status in ("ok", "failed", "skipped"))
     return {
         "id": run.id,
+        "label": run.label,
+        "notes": run.notes,
         "started_at": run.started_at,
         "ended_at": run.ended_at,
         "status": run.status,

@@ -225,9 +225,13 @@ def header_lines(
     planned = planned_trials(experiment)
     if (record := tune.record_of(run)) is not None:
         design, planned = tune.design(record), len(trials)  # a session plans no trials
+    named = [f"- **Label:** {escape(run.label)}"] if run.label else []
+    if run.notes:
+        named.append(f"- **Notes:** {escape(' '.join(run.notes.split()))}")
     return [
         f"# {escape(title)}: tunnelbench run {run.id}",
         "",
+        *named,
         f"- **Run:** {run.id}, {run.status}; {when}; trials: {trials_cell(counts, planned)}",
         f"- **Command:** `{run.command_line}`",
         f"- **Experiment:** {design}",

@@ -1,5 +1,5 @@
 """The list of stored runs (``tunnelbench runs``): id, start, duration, plan, trials,
-status."""
+status, and the label the user gave (when any run has one)."""
 
 import time
 
@@ -45,4 +45,13 @@ def render(store: Store) -> str:
     runs = store.runs()
     if not runs:
         return f"no runs stored in {store.path} yet"
-    return "\n".join(aligned(HEADER, [row(store, run) for run in runs], NUMERIC))
+    body = [row(store, run) for run in runs]
+    if any(run.label for run in runs):
+        return "\n".join(
+            aligned(
+                [*HEADER, "label"],
+                [[*cells, run.label or "-"] for cells, run in zip(body, runs, strict=True)],
+                NUMERIC,
+            )
+        )
+    return "\n".join(aligned(HEADER, body, NUMERIC))

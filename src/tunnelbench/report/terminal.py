@@ -27,9 +27,9 @@ def render(
     ``width``: the most characters a line may have (None: no limit)."""
     run, trials = view.run, view.trials
     limit = width or 10**6
-    lines = (
-        [] if after_run else [fit.cut(f"run {run.id} ({run.status}): {run.command_line}", limit)]
-    )
+    named = f" «{run.label}»" if run.label else ""
+    heading = f"run {run.id}{named} ({run.status}): {run.command_line}"
+    lines = [] if after_run else [fit.cut(heading, limit)]
     lines += table.render(view.summaries, width).splitlines()
     if after_run:
         failed = [t for t in trials if t.status is TrialStatus.FAILED]

@@ -1,0 +1,162 @@
+"""Two runs side by side as pictures: the comparison's charts (both sides on one scale),
+its HTML page, and its Markdown written with the charts beside it; and the one entry
+that renders a comparison in any format (``tunnelbench compare``, ``report --compare``).
+
+The table, its verdicts and the JSON are :mod:`.compare`'s; this module adds the charts
+and the page around them, so every format says the same thing.
+"""
+
+import statistics
+from collections.abc import Callable, Mapping
+from html import escape
+from pathlib import Path
+from urllib.parse import quote
+
+from tunnelbench.model import metrics as metric
+from tunnelbench.model.records import TrialStatus
+from tunnelbench.report import compare, html, png, svg
+from tunnelbench.report.charts import Chart, Series
+from tunnelbench.report.compare import Comparison, Row
+from tunnelbench.report.markdown import charts_dir
+from tunnelbench.units import mbit
+
+Reading = Callable[[Mapping[str, float]], float | None]  # a trial's metrics -> one figure
+
+
+def _spread(row: Row, side: str, reading: Reading) -> tuple[float | None, ...]:
+    """Median, min and max of ``reading`` over one side's successful runs of a pair."""
+    summary = row.a if side == "a" else row.b
+    if summary is None:
+        return None, None, None
+    values = [
+        v
+        for t in summary.trials
+        if t.status is TrialStatus.OK and (v := reading(t.metrics)) is not None
+    ]
+    if not values:
+        return None, None, None
+    return statistics.median(values), min(values), max(values)
+
+
+def _pair_chart(
+    comparison: Comparison, chart_id: str, title: str, unit: str, reading: Reading
+) -> Chart | None:
+    """One bar per side per pair, on one scale; None when neither side has the figure."""
+    series = []
+    for side, name in (("a", f"A: {comparison.a.name}"), ("b", f"B: {comparison.b.name}")):
+        spreads = [_spread(row, side, reading) for row in comparison.rows]
+        series.append(
+            Series(
+                name,
+                tuple(s[0] for s in spreads),
+                tuple(s[1] for s in spreads),
+                tuple(s[2] for s in spreads),
+            )
+        )
+    if not any(v is not None for s in series for v in s.values):
+        return None
+    return Chart(
+        id=chart_id,
+        title=title,
+        kind="bar",
+        x_label="configuration",
+        y_label=unit,
+        categories=tuple(compare.pair_name(comparison, row) for row in comparison.rows),
+        series=tuple(series),
+        note="Bars: the median of each side's runs; whiskers: min-max. Both runs on one scale.",
+    )
+
+
+def charts(comparison: Comparison) -> list[Chart]:
+    """Goodput of both sides per pair; the loaded round trip too where both have it."""
+
+    def goodput(m: Mapping[str, float]) -> float | None:
+        return mbit(m[metric.GOODPUT.name]) if metric.GOODPUT.name in m else None
+
+    found = [
+        _pair_chart(comparison, "compare-goodput", "Goodput, A and B", "goodput (Mbit/s)", goodput),
+        _pair_chart(
+            comparison,
+            "compare-latency",
+            "Round trip under load (95th percentile), A and B",
+            "round trip (ms)",
+            lambda m: m.get(metric.RTT_LOADED_P95.name),
+        ),
+    ]
+    return [c for c in found if c is not None]
+
+
+def page(comparison: Comparison) -> str:
+    """The comparison as one self-contained HTML page (no script, no fetch)."""
+    header, body = compare.rows(comparison)
+    numeric = [h in compare.NUMERIC for h in header]
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    cells = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="num">{escape(c)}</td>' if num else f"<td>{escape(c)}</td>"
+            for c, num in zip(row, numeric, strict=True)
+        )
+        + "</tr>"
+        for row in body
+    )
+    environment = "".join(
+        f"<li>{escape(line)}</li>" for line in compare.environment_lines(comparison)
+    )
+    notes = "".join(
+        f'<p class="muted">{escape(line)}</p>' for line in compare.explanation(comparison)
+    )
+    figures = "".join(
+        f'<figure id="fig-{escape(c.id)}"><h3>{escape(c.title)}</h3>{svg.render(c)}'
+        f"<figcaption>{escape(c.note)}</figcaption></figure>"
+        for c in charts(comparison)
+    )
+    title = f"Comparison: {comparison.a.name} (A) and {comparison.b.name} (B)"
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{html.CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{html.CSS}</style></head><body>"
+        f"<header><h1>{escape(title)}</h1>"
+        f'<p class="meta">A: {escape(comparison.a.describe())}<br>'
+        f"B: {escape(comparison.b.describe())}</p></header>"
+        f'<section id="verdicts"><h2>Verdict per pair</h2><div class="scroll">'
+        f'<table class="results"><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>'
+        f"</div>{notes}</section>"
+        f'<section id="charts"><h2>Charts</h2>{figures}</section>'
+        f'<section id="environment"><h2>Environment</h2><ul>{environment}</ul></section>'
+        "</body></html>\n"
+    )
+
+
+def render(comparison: Comparison, fmt: str) -> str:
+    """The comparison in ``fmt`` (one of :data:`compare.FORMATS`) for standard output."""
+    if fmt == "json":
+        return compare.render_json(comparison)
+    if fmt == "html":
+        return page(comparison)
+    return (
+        compare.render_table(comparison) if fmt == "table" else compare.render_markdown(comparison)
+    )
+
+
+def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
+    """The Markdown at ``path`` with its charts as PNG files in ``charts_dir(path)``;
+    the paths written, the Markdown first."""
+    directory = charts_dir(path)
+    drawn = png.write_charts(charts(comparison), directory)
+    text = compare.render_markdown(comparison)
+    for chart, file in drawn:
+        link = quote(f"{directory.name}/{file.name}")
+        text += f"\n### {chart.title}\n\n![{chart.title}]({link})\n\n{chart.note}\n"
+    path.write_text(text)
+    return [path, *(f for _, f in drawn)]
+
+
+def build_and_render(
+    a: str, b: str, db: Path, fmt: str, *, where: tuple[str, str] = ("A", "B")
+) -> str:
+    """``a`` against ``b`` in ``fmt``: what ``report --compare`` prints."""
+    compare.check_format(fmt)
+    return render(compare.build(a, b, db, where=where), fmt)
