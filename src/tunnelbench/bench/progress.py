@@ -1,14 +1,18 @@
 """What a running benchmark tells its user: trial k of N, the configuration, an ETA.
 
-Three renderings of one event stream: lines for a person (the ETA learns from the
-trials already run), JSON lines for a program (``--json``), or nothing (``--quiet``).
+Four renderings of one event stream: lines for a person (the ETA learns from the
+trials already run), the same lines with a live status line on a terminal (the current
+trial's seconds, the run's ETA, the configuration's last figure), JSON lines for a
+program (``--json``), or nothing (``--quiet``).
 In a run with adaptive repetitions N grows: the lines show it as ``[k/N+]`` while more
 rounds may come, and each added round is announced with the configurations it repeats
 and their current precision (``round_added`` in JSON).
 """
 
 import json
+import os
 import sys
+import threading
 import time
 from typing import Any, TextIO
 
@@ -148,6 +152,105 @@ class LineProgress(Progress):
     def run_finished(self, run_id: int, status: RunStatus) -> None:
         if status is not RunStatus.COMPLETE:
             print(f"run {run_id} {status}", file=self.out, flush=True)
+
+
+class LiveProgress(LineProgress):
+    """:class:`LineProgress` on a terminal: while a trial runs, its line counts the
+    seconds and shows the run's ETA and the configuration's figure from its last run;
+    each finished trial leaves the same line the line mode prints (a log of the run)."""
+
+    REFRESH_S = 0.5
+    CLEAR = "\r\033[K"
+
+    def __init__(self, out: TextIO = sys.stdout, refresh_s: float = REFRESH_S) -> None:
+        super().__init__(out)
+        self.refresh_s = refresh_s
+        self.last: dict[str, float] = {}  # config key -> goodput of its latest run
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def trial_started(self, trial: Trial) -> None:
+        self.started = time.monotonic()
+        self._stop.clear()
+        self._ticker = threading.Thread(
+            target=self._tick, args=(trial,), name="tb-progress", daemon=True
+        )
+        self._ticker.start()
+
+    def _status(self, trial: Trial) -> str:
+        traffic = trial.config.traffic.duration + trial.config.traffic.warmup
+        elapsed = time.monotonic() - self.started
+        what = f"{self._position(trial)} {describe(trial.config)}, run {trial.repetition}"
+        parts = [f"{what} ... {elapsed:.0f}/{traffic} s"]
+        if (eta := self._eta(trial, elapsed)).strip():
+            parts.append(eta.strip())
+        if (last := self.last.get(trial.config.key())) is not None:
+            parts.append(f"last {mbit(last):,.0f} Mbit/s")
+        return "  ".join(parts)
+
+    def _eta(self, current: Trial, elapsed: float = 0.0) -> str:
+        text = super()._eta(current)
+        if not self._ticker or self._stop.is_set():
+            return text
+        # While the trial runs, count its own remaining time in.
+        traffic = current.config.traffic.duration + current.config.traffic.warmup
+        left = [t for t in self.remaining if t.seq > current.seq]
+        overhead = self.spent / self.measured if self.measured else TRIAL_OVERHEAD_S
+        seconds = sum(t.config.traffic.duration + t.config.traffic.warmup + overhead for t in left)
+        seconds += max(0.0, traffic + overhead - elapsed)
+        return f"  (ETA {format_duration(seconds)})"
+
+    def _tick(self, trial: Trial) -> None:
+        while True:
+            width = _width(self.out)
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                print(f"{self.CLEAR}{self._status(trial)[: width - 1]}", end="", file=self.out,
+                      flush=True)  # fmt: skip
+            if self._stop.wait(self.refresh_s):
+                return
+
+    def _halt(self) -> None:
+        with self._lock:
+            self._stop.set()
+            print(self.CLEAR, end="", file=self.out, flush=True)
+        if self._ticker is not None:
+            self._ticker.join()
+            self._ticker = None
+
+    def trial_finished(
+        self, trial: Trial, status: TrialStatus, detail: str, goodput: float | None
+    ) -> None:
+        if status is not TrialStatus.SKIPPED:
+            self._halt()
+            what = f"{self._position(trial)} {describe(trial.config)}, run {trial.repetition}"
+            print(f"{what} ...", end="", file=self.out)
+        super().trial_finished(trial, status, detail, goodput)
+        if goodput is not None:
+            self.last[trial.config.key()] = goodput
+
+    def run_finished(self, run_id: int, status: RunStatus) -> None:
+        if self._ticker is not None:  # interrupted mid-trial: leave a clean line
+            self._halt()
+            print(file=self.out, flush=True)
+        super().run_finished(run_id, status)
+
+
+def _width(out: TextIO) -> int:
+    try:
+        return os.get_terminal_size(out.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 100
+
+
+def for_terminal(out: TextIO = sys.stdout) -> LineProgress:
+    """Live progress on a terminal that can redraw a line; plain lines otherwise (a
+    file, a pipe, a CI log, ``TERM=dumb``)."""
+    if out.isatty() and os.environ.get("TERM") != "dumb":
+        return LiveProgress(out)
+    return LineProgress(out)
 
 
 class JsonProgress(Progress):

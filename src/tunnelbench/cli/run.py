@@ -121,7 +121,7 @@ def _execute(args: argparse.Namespace, prepared: runner.Prepared, store: Store, 
     elif args.quiet:
         display = progress.Progress()
     else:
-        display = progress.LineProgress()
+        display = progress.for_terminal()
     runner.execute(prepared, store, run_id, progress=display)
     loaded = view.load(store, str(run_id))
     failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
