@@ -167,3 +167,25 @@ def test_missing_values_and_global_references_are_drawn():
     assert root.findtext("title") == "T & <x>"
     dashed = [e for e in root.iter("line") if e.get("stroke-dasharray") in ("3 2", "6 3")]
     assert len(dashed) >= 2 + 2  # the two marks and their two legend keys
+
+
+def test_results_come_before_the_findings_and_each_suggestion_is_said_once(tmp_path):
+    loaded = view.load(recorded("timeline", tmp_path), "1")
+    page = html.render(loaded)
+    assert page.index('<section id="results">') < page.index('<section id="diagnosis">')
+    advice = page.split('<section id="advice">', 1)[1].split("</section>", 1)[0]
+    items = re.findall(r"<li>(.*?)</li>", advice)
+    heads = [item.split(" — ")[0] for item in items]
+    assert len(heads) == len(set(heads)) == 2  # kernel WireGuard, vector instructions
+    assert "because" not in advice  # the finding's evidence is under Diagnosis
+    # What the advice adds to the finding stays: why userspace WireGuard costs more.
+    assert "wireguard-go copies every packet between the kernel and userspace" in advice
+
+
+def test_the_cpu_flags_are_a_list_of_words_not_a_python_list(tmp_path):
+    loaded = view.load(recorded("timeline", tmp_path), "1")
+    page = html.render(loaded)
+    row = re.search(r"<tr><th>cpu_flags</th><td>(.*?)</td></tr>", page)
+    assert row is not None
+    assert "[" not in row.group(1) and "&#x27;" not in row.group(1)
+    assert row.group(1).split(", ")[:3] == loaded.environment["cpu_flags"][:3]

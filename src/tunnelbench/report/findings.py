@@ -45,14 +45,6 @@ def findings(summaries: list[ConfigSummary]) -> list[str]:
     return out
 
 
-def advice(summaries: list[ConfigSummary]) -> list[str]:
-    """One line per suggestion, named after its configuration.
-
-    Suggestions the run measured and refuted are kept: they answer "would X help?" too.
-    """
-    return [f"{name}: {a.text()}" for name, s in diagnosed(summaries) for a in s.advice]
-
-
 def terminal_verdicts(summaries: list[ConfigSummary]) -> list[str]:
     """One line per configuration: its name and its verdict (the reports add the
     evidence and the further findings)."""
@@ -65,16 +57,60 @@ def terminal_verdicts(summaries: list[ConfigSummary]) -> list[str]:
     return out
 
 
-def terminal_advice(summaries: list[ConfigSummary]) -> list[str]:
-    """Each suggestion once, with the configurations it is for and, where the run
-    measured it, what it gave there; the evidence is in the verdicts above."""
-    grouped: dict[str, list[str]] = {}
+def grouped_advice(
+    summaries: list[ConfigSummary],
+) -> list[tuple[Advice, list[tuple[str, ConfigSummary, Advice]]]]:
+    """Each suggestion once (the first configuration's wording), with every configuration
+    it is for and that configuration's own advice (what the run measured of it there)."""
+    grouped: dict[str, tuple[Advice, list[tuple[str, ConfigSummary, Advice]]]] = {}
     for name, s in diagnosed(summaries):
         for a in s.advice:
-            head = f"{a.phrased} (`{a.setting}`)" if a.setting else a.phrased
-            where = f"{name} ({a.measured.brief()})" if a.measured is not None else name
-            grouped.setdefault(head, []).append(where)
-    return [f"→ {head} — for {'; '.join(where)}" for head, where in grouped.items()]
+            head = f"{a.phrased} ({a.setting})"
+            grouped.setdefault(head, (a, []))[1].append((name, s, a))
+    return list(grouped.values())
+
+
+def _head(a: Advice) -> str:
+    return f"{a.phrased} (`{a.setting}`)" if a.setting else a.phrased
+
+
+def terminal_advice(summaries: list[ConfigSummary]) -> list[str]:
+    """Each suggestion once, with the configurations it is for and, where the run
+    measured it, what it gave there in a few words; the evidence is in the verdicts."""
+    out = []
+    for first, where in grouped_advice(summaries):
+        names = [f"{n} ({a.measured.brief()})" if a.measured else n for n, _, a in where]
+        out.append(f"→ {_head(first)} — for {'; '.join(names)}")
+    return out
+
+
+def advice(summaries: list[ConfigSummary]) -> list[str]:
+    """Each suggestion once, for the reports: the configurations it is for, and what the
+    run measured of it there with its figures and test (the evidence that triggered it
+    is the configuration's verdict, under Diagnosis).
+
+    Suggestions the run measured and refuted are kept: they answer "would X help?" too.
+    """
+    out = []
+    for first, where in grouped_advice(summaries):
+        parts = [f"{n}: {a.measured.text()}" if a.measured else n for n, _, a in where]
+        why = reason(first, where[0][1])
+        out.append(f"{_head(first)} — {f'{why}; ' if why else ''}for {'; '.join(parts)}")
+    return out
+
+
+def reason(a: Advice, s: ConfigSummary) -> str:
+    """What the advice adds to the finding it rests on: ``because`` is the finding's
+    summary (shown under Diagnosis already), optionally followed by ``; `` and a reason
+    of the advice's own ("wireguard-go copies every packet between the kernel and
+    userspace")."""
+    findings_ = s.diagnosis.findings if s.diagnosis else ()
+    for f in findings_:
+        if a.because == f.summary:
+            return ""
+        if a.because.startswith(f.summary + "; "):
+            return a.because[len(f.summary) + 2 :]
+    return a.because
 
 
 def _finding_json(f: Finding) -> dict[str, Any]:

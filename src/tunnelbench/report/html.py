@@ -126,6 +126,8 @@ def _environment(env: dict[str, Any]) -> str:
         if key == "versions" and isinstance(value, dict):
             for tool, version in value.items():
                 rows.append((str(tool), str(version)))
+        elif isinstance(value, list | tuple):  # cpu_flags: a list, not its Python repr
+            rows.append((names.get(key, key), ", ".join(map(str, value)) or "-"))
         else:
             rows.append((names.get(key, key), "-" if value is None else str(value)))
     body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
@@ -294,8 +296,8 @@ def render(view: RunView) -> str:
         "divides by the median of the same lab and traffic without a tunnel, measured in "
         f"the same run.{_note(table.retransmits_note(list(summaries)))}</p>"
         "</section>"
-        + _findings(run, summaries)
         + f'<section id="results"><h2>Results</h2>{_results(summaries)}</section>'
+        + _findings(run, summaries)
         + f'<section id="charts"><h2>Charts</h2>{figures}</section>'
         + seconds
         + f'<section id="environment"><h2>Environment</h2>{_environment(run.environment)}'
