@@ -186,7 +186,11 @@ def register(verbs: Verbs) -> None:
     lab_verbs = lab.add_subparsers(dest="lab_verb", required=True, metavar="LAB_VERB")
     built = lab_verbs.add_parser("up", help="build a lab and leave it running")
     built.add_argument(
-        "--tunnel", default="none", help=" | ".join(k.value for k in TUNNELS.kinds())
+        "--tunnel",
+        default="none",
+        choices=[k.value for k in TUNNELS.kinds()],
+        metavar="KIND",
+        help=f"{' | '.join(k.value for k in TUNNELS.kinds())} (default none)",
     )
     built.add_argument("--name", help="lab id: 1-6 lowercase letters or digits (default random)")
     add_lab_arguments(built)

@@ -92,13 +92,28 @@ def comma_list(text: str) -> list[str]:
     return items
 
 
+def add_traffic_choices(group: argparse._ActionsContainer) -> None:
+    """``--direction`` and ``--stream-mode`` (of ``run`` and ``tune``): their values are
+    the enums'."""
+    group.add_argument("--direction", choices=[d.value for d in Direction], help="(default upload)")
+    group.add_argument(
+        "--stream-mode",
+        choices=[m.value for m in StreamMode],
+        help="one iperf3 with -P N, one pair per stream, or auto (default auto)",
+    )
+
+
 def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     lab = parser.add_argument_group("lab", argument_default=argparse.SUPPRESS)
-    lab.add_argument("--topology", help="road-warrior | site-to-site")
+    lab.add_argument(
+        "--topology", choices=[t.value for t in Topology], help="(default road-warrior)"
+    )
     lab.add_argument("--wan-mtu", type=whole_number, help="MTU of the WAN link (default 1500)")
     lab.add_argument("--lan-mtu", type=whole_number, help="MTU of the LAN links (default 1500)")
     lab.add_argument("--rate", help="shape the WAN link to this rate, e.g. 1gbit, 100mbit")
-    lab.add_argument("--shaper", help="tbf | htb (with --rate)")
+    lab.add_argument(
+        "--shaper", choices=[s.value for s in Shaper], help="with --rate (default tbf)"
+    )
     lab.add_argument(
         "--queue-limit", type=whole_number, help="shaper queue in packets (default 1000)"
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tunnelbench.bench.store import DEFAULT_DB, Store
 from tunnelbench.cli.parsing import Verbs
-from tunnelbench.echo import capped, shown
+from tunnelbench.echo import capped, shown, unknown_value
 from tunnelbench.errors import SystemFault, UserError
 from tunnelbench.report import compare, csv_report, html, json_report, markdown, terminal, view
 from tunnelbench.report.view import RunView
@@ -124,8 +124,8 @@ def register(verbs: Verbs) -> None:
     report.add_argument(
         "--format",
         default="table",
-        help="table | md | html | json | csv (default table); JSON follows "
-        "docs/report-schema.json, CSV has one row per trial",
+        choices=REPORT_FORMATS,
+        help="(default table); JSON follows docs/report-schema.json, CSV has one row per trial",
     )
     report.add_argument(
         "-o",
@@ -146,9 +146,7 @@ def register(verbs: Verbs) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     if args.format not in REPORT_FORMATS:
-        raise UserError(
-            f"--format: unknown value {shown(args.format)}; allowed: {', '.join(REPORT_FORMATS)}"
-        )
+        raise UserError(f"--format: {unknown_value(args.format, REPORT_FORMATS)}")
     output = _output_path(args.output, "table" if args.compare else args.format)
     if args.compare is not None:
         return _compare(args, output)

@@ -12,6 +12,7 @@ from tunnelbench.cli.measuring import add_measuring_arguments, finished, holding
 from tunnelbench.cli.options import (
     DEFAULT_TUNNELS,
     add_lab_arguments,
+    add_traffic_choices,
     build_experiment,
     comma_list,
     given,
@@ -43,6 +44,8 @@ def register(verbs: Verbs) -> None:
     experiment.add_argument(
         "--tunnels",
         type=comma_list,
+        choices=[k.value for k in TUNNELS.kinds()],
+        metavar="KIND,...",
         help=f"tunnel kinds to compare: {', '.join(k.value for k in TUNNELS.kinds())}"
         f" (default {DEFAULT_TUNNELS})",
     )
@@ -67,8 +70,7 @@ def register(verbs: Verbs) -> None:
     experiment.add_argument(
         "--warmup", type=whole_number, help="seconds excluded at the start (default 1)"
     )
-    experiment.add_argument("--direction", help="upload | download | bidir (default upload)")
-    experiment.add_argument("--stream-mode", help="auto | single | processes (default auto)")
+    add_traffic_choices(experiment)
     experiment.add_argument(
         "--family", type=whole_number, help="IP version of the traffic: 4 or 6 (default 4)"
     )

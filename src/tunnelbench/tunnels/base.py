@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tunnelbench.echo import shown
+from tunnelbench.echo import did_you_mean, shown
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
@@ -274,6 +274,7 @@ class Tunnel(ABC):
             raise UserError(
                 f"tunnel.implementation: {shown(requested)} is not an implementation of "
                 f"{self.kind.value}; allowed: {allowed}"
+                f"{did_you_mean(requested, ('auto', *self.implementations))}"
             )
         return requested
 
