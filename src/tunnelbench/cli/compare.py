@@ -4,8 +4,7 @@ ratio of medians, its interval, a rank test and a verdict (``report/compare.py``
 import argparse
 from pathlib import Path
 
-from tunnelbench.bench.store import DEFAULT_DB
-from tunnelbench.cli.parsing import Verbs
+from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.cli.report import write_stdout
 from tunnelbench.report import compare
 
@@ -23,7 +22,7 @@ def register(verbs: Verbs) -> None:
     )
     parser.add_argument("a", metavar="A", help=SIDE_HELP)
     parser.add_argument("b", metavar="B", help="as A")
-    parser.add_argument("--db", default=str(DEFAULT_DB), help="results database for RUN")
+    add_db_argument(parser, "results database for RUN")
     parser.add_argument("--format", default="table", help="table | md | json (default table)")
     parser.set_defaults(func=handle)
 

@@ -9,14 +9,15 @@ from typing import Any
 
 from tunnelbench.bench import measurement_lock
 from tunnelbench.bench.store import Store
+from tunnelbench.cli.parsing import add_db_argument
 from tunnelbench.cli.report import write_reports
 from tunnelbench.report import terminal
 from tunnelbench.report.view import RunView
 
 
-def add_measuring_arguments(parser: argparse.ArgumentParser, default_db: str) -> None:
+def add_measuring_arguments(parser: argparse.ArgumentParser) -> None:
     """The database, the concurrency override and how progress is shown."""
-    parser.add_argument("--db", default=default_db, help=f"results database (default {default_db})")
+    add_db_argument(parser)
     parser.add_argument(
         "--allow-concurrent",
         action="store_true",

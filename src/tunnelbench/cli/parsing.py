@@ -14,6 +14,7 @@ import argparse
 import re
 from typing import Any, NoReturn, TypeAlias
 
+from tunnelbench.bench.store import DB_VARIABLE, DEFAULT_DB, default_db
 from tunnelbench.echo import capped, shown, unknown_value
 
 Verbs: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -47,3 +48,16 @@ def option_name(action: argparse.Action) -> str:
     if action.option_strings:
         return max(action.option_strings, key=len)
     return str(action.metavar or action.dest)
+
+
+def add_db_argument(parser: argparse.ArgumentParser, what: str = "results database") -> None:
+    """``--db``, which defaults to ``$TUNNELBENCH_DB`` or ``./tunnelbench.db``; the help
+    says which, and the value in force when the variable is set."""
+    db = default_db()
+    here = f"; here {shown(str(db))}" if db != DEFAULT_DB else ""
+    parser.add_argument(
+        "--db",
+        default=str(db),
+        metavar="PATH",
+        help=f"{what} (default: ${DB_VARIABLE} or ./{DEFAULT_DB}{here})".replace("%", "%%"),
+    )

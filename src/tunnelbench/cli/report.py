@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tunnelbench.bench.store import DEFAULT_DB, Store
-from tunnelbench.cli.parsing import Verbs
+from tunnelbench.bench.store import Store
+from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.echo import capped, shown, unknown_value
 from tunnelbench.errors import SystemFault, UserError
 from tunnelbench.report import compare, csv_report, html, json_report, markdown, terminal, view
@@ -140,7 +140,7 @@ def register(verbs: Verbs) -> None:
         metavar=("A", "B"),
         help="the same as `tunnelbench compare A B` (format table, md or json)",
     )
-    report.add_argument("--db", default=str(DEFAULT_DB), help="results database")
+    add_db_argument(report)
     report.set_defaults(func=handle)
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tunnelbench.bench import planfile, progress, runner
-from tunnelbench.bench.store import DEFAULT_DB, Store
+from tunnelbench.bench.store import Store
 from tunnelbench.cli.measuring import add_measuring_arguments, finished, holding
 from tunnelbench.cli.options import (
     DEFAULT_TUNNELS,
@@ -37,7 +37,7 @@ def register(verbs: Verbs) -> None:
     run.add_argument(
         "--quick", action="store_true", help="one repetition of 1 s trials, for a first look"
     )
-    add_measuring_arguments(run, str(DEFAULT_DB))
+    add_measuring_arguments(run)
     experiment = run.add_argument_group(
         "experiment (without a plan file)", argument_default=argparse.SUPPRESS
     )

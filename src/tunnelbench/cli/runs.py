@@ -3,14 +3,14 @@
 import argparse
 from pathlib import Path
 
-from tunnelbench.bench.store import DEFAULT_DB, Store
-from tunnelbench.cli.parsing import Verbs
+from tunnelbench.bench.store import Store
+from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.report import runs as run_list
 
 
 def register(verbs: Verbs) -> None:
     runs = verbs.add_parser("runs", help="list the stored runs")
-    runs.add_argument("--db", default=str(DEFAULT_DB), help="results database")
+    add_db_argument(runs)
     runs.set_defaults(func=handle)
 
 

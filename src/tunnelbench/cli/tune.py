@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tunnelbench.bench import planfile, runner
 from tunnelbench.bench import tune as tuning
-from tunnelbench.bench.store import DEFAULT_DB, Store
+from tunnelbench.bench.store import Store
 from tunnelbench.bench.tune_progress import TuneJson, TuneLines, TuneProgress
 from tunnelbench.cli.measuring import add_measuring_arguments, finished, holding
 from tunnelbench.cli.options import (
@@ -79,7 +79,7 @@ def register(verbs: Verbs) -> None:
         default=tuning.DEFAULT_MAX_STEPS,
         help=f"the most changes to try in turn (default {tuning.DEFAULT_MAX_STEPS})",
     )
-    add_measuring_arguments(tune, str(DEFAULT_DB))
+    add_measuring_arguments(tune)
     start = tune.add_argument_group(
         "start configuration (without a plan file)", argument_default=argparse.SUPPRESS
     )
