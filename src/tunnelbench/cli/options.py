@@ -30,6 +30,8 @@ from tunnelbench.model.plan import (
     check_target_pct,
     product_configs,
 )
+from tunnelbench.traffic import REGISTRY as GENERATORS
+from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.units import parse_rate
 
 DEFAULT_TUNNELS = "none,wireguard,vxlan"
@@ -65,6 +67,17 @@ def option(args: argparse.Namespace, dest: str) -> Any:
 def given(args: argparse.Namespace) -> list[str]:
     """The experiment options present on the command line, as their flags."""
     return ["--" + dest.replace("_", "-") for dest in DEFAULTS if hasattr(args, dest)]
+
+
+def kinds_epilog() -> str:
+    """What ``run --help`` and ``tune --help`` end with: the tunnel kinds and load
+    generators there are, read from their registries (a new kind appears by itself)."""
+    kinds = ", ".join(k.value for k in TUNNELS.kinds())
+    generators = ", ".join(g.value for g in GENERATORS.kinds())
+    return (
+        f"tunnel kinds: {kinds}. load generators (a plan's traffic.generator): {generators}."
+        " Plan files: docs/plans.md."
+    )
 
 
 def whole_number(text: str) -> int:
@@ -124,9 +137,9 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     )
     lab.add_argument(
         "--wireguard-impl",
-        help="auto | kernel | wireguard-go | wireguard-go-debian | boringtun; `run` takes a"
-        " comma list and compares them (default auto: kernel if the kernel has it, else"
-        " wireguard-go)",
+        help=" | ".join(("auto", *TUNNELS.get(TunnelKind.WIREGUARD).implementations))
+        + "; `run` takes a comma list and compares them (default auto: kernel if the kernel"
+        " has it, else wireguard-go)",
     )
 
 

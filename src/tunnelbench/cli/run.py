@@ -16,6 +16,7 @@ from tunnelbench.cli.options import (
     build_experiment,
     comma_list,
     given,
+    kinds_epilog,
     whole_number,
 )
 from tunnelbench.cli.parsing import Verbs
@@ -31,6 +32,7 @@ def register(verbs: Verbs) -> None:
     run = verbs.add_parser(
         "run",
         help="run a benchmark (a plan file, or the options below) and print a table",
+        epilog=kinds_epilog(),
     )
     run.add_argument("plan", nargs="?", help="a plan file (TOML); see docs/plans.md")
     run.add_argument("--resume", metavar="RUN", help="run the trials a stopped run lacks")

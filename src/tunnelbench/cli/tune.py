@@ -18,6 +18,7 @@ from tunnelbench.cli.options import (
     add_traffic_choices,
     build_experiment,
     given,
+    kinds_epilog,
     whole_number,
 )
 from tunnelbench.cli.parsing import Verbs
@@ -42,6 +43,7 @@ def register(verbs: Verbs) -> None:
         description="Measure one configuration, turn its advice into candidate changes,"
         " measure each against it (interleaved, repeated until a rank test decides), keep"
         " the largest significant gain and go on until nothing more helps.",
+        epilog=kinds_epilog(),
     )
     tune.add_argument("plan", nargs="?", help="a plan file with one configuration (no matrix)")
     tune.add_argument("--resume", metavar="RUN", help="go on with a stopped tuning session")
