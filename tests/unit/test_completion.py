@@ -87,8 +87,8 @@ def test_verbs(bash_script: Path) -> None:
 
 def test_options(bash_script: Path) -> None:
     assert complete(bash_script, "tunnelbench run --tun") == {"--tunnels", "--tunnel-mtu"}
-    assert complete(bash_script, "tunnelbench plan show --") == {"--help", "--quick"}
-    assert "--db" in complete(bash_script, "tunnelbench runs --")
+    assert complete(bash_script, "tunnelbench plan show --") == {"--help", "--quick", "--json"}
+    assert {"--db", "--json"} <= complete(bash_script, "tunnelbench runs --")
 
 
 def test_values_come_from_the_registry_and_the_enums(bash_script: Path) -> None:
