@@ -89,6 +89,12 @@ class Tunnel(ABC):
     display: ClassVar[str]
     #: The implementations whose data path runs in a userspace process.
     userspace_implementations: ClassVar[tuple[str, ...]] = ()
+    #: The kernel module that provides its kernel implementation's link type (what
+    #: ``doctor`` says to load when the link cannot be created); None without one.
+    kernel_module: ClassVar[str | None] = None
+    #: The Debian package of each program :meth:`programs` names (what ``doctor`` says
+    #: to install when it is missing); see :meth:`install_hint`.
+    packages: ClassVar[Mapping[str, str]] = {}
     #: Every kind that declares itself protectable, gathered as the kinds are defined
     #: (an error message lists them; the registry is not importable from here).
     protectable_kinds: ClassVar[set[TunnelKind]] = set()
@@ -281,6 +287,12 @@ class Tunnel(ABC):
     def programs(self, implementation: str) -> list[tuple[str, str]]:
         """(program, purpose) pairs this implementation needs; checked before any set-up."""
         return []
+
+    def install_hint(self, program: str) -> str | None:
+        """How to get ``program`` (one of :meth:`programs`' names) when it is missing:
+        by default the ``apt-get install`` of its Debian package; None if unknown."""
+        package = self.packages.get(program)
+        return programs.apt_install(package) if package else None
 
     @abstractmethod
     def version(self, implementation: str) -> str:

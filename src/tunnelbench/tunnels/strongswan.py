@@ -40,6 +40,8 @@ PROGRAMS = (
     ("swanctl", "strongSwan's control tool, from strongswan-swanctl"),
     ("unshare", "a private mount namespace per daemon, from util-linux"),
 )
+#: The Debian package of each of :data:`PROGRAMS`.
+PACKAGES = {CHARON: "strongswan-charon", "swanctl": "strongswan-swanctl", "unshare": "util-linux"}
 
 #: Where a daemon's directory is mounted inside its private mount namespace: charon's
 #: compiled-in pid file, /var/run/charon.pid, lands in it (/var/run is /run on Debian).
