@@ -5,9 +5,14 @@ command line) and may be a megabyte of text, a 4,000-digit number (whose decimal
 Python refuses to compute beyond 4,300 digits) or a list nested a thousand deep. These
 functions show such a value in at most :data:`ECHO_MAX` characters, ending with ``...``
 when it was cut, and never fail.
+
+A value that must be one of a set gets, after what is allowed, the closest allowed value
+(:func:`did_you_mean`), the same way a misspelt key does: ``; did you mean 'wireguard'?``.
 """
 
+import difflib
 import reprlib
+from collections.abc import Iterable
 from typing import Any
 
 #: The most characters an echoed value takes in a message.
@@ -57,3 +62,25 @@ def shown(value: Any) -> str:
 def capped(text: str, limit: int = ECHO_MAX) -> str:
     """``text`` cut to ``limit`` characters, ending with ``...`` when it was cut."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: Words longer than this are no misspelling of an allowed value; difflib is spared them.
+_SUGGEST_MAX = 100
+
+
+def did_you_mean(word: object, known: Iterable[str], where: str = "") -> str:
+    """``"; did you mean 'wireguard'?"`` when one of ``known`` is close to ``word`` (as
+    :func:`difflib.get_close_matches` judges), else ``""``; ``where`` prefixes the
+    suggestion (a key's section, e.g. ``"matrix."``). The one suggestion of every error
+    about a key or a value that must be one of a set."""
+    if not isinstance(word, str) or len(word) > _SUGGEST_MAX:
+        return ""
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f"; did you mean {where + close[0]!r}?" if close else ""
+
+
+def unknown_value(value: object, allowed: Iterable[str]) -> str:
+    """``unknown value 'wirguard'; allowed: none, wireguard, ...; did you mean
+    'wireguard'?``: the message (after its key) for a value not among ``allowed``."""
+    names = [str(name) for name in allowed]
+    return f"unknown value {shown(value)}; allowed: {', '.join(names)}{did_you_mean(value, names)}"

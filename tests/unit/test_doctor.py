@@ -76,6 +76,7 @@ def test_collect_is_json_with_every_section():
     assert report["qdiscs"]["fq_codel"] == {
         "status": "no",
         "detail": "Specified qdisc kind is unknown",
+        "hint": "modprobe sch_fq_codel",
     }
     assert report["tunnels"]["wireguard"]["detail"] == (
         "Unknown device type; auto uses wireguard-go"
@@ -137,11 +138,18 @@ def test_render_is_an_aligned_table():
     assert lines[4:8] == [
         "privilege root               yes     euid 0",
         "privilege network namespace  yes     as root",
-        "link wireguard               no      Unknown device type; auto uses wireguard-go",
+        "link wireguard               no      Unknown device type; auto uses wireguard-go; to get"
+        " it: modprobe wireguard",
         "link vxlan                   yes",
     ]
-    assert "qdisc fq_codel               no      Specified qdisc kind is unknown" in lines
-    assert "esp rfc4106(gcm(aes))        no      Requested AEAD algorithm not found" in lines
+    assert (
+        "qdisc fq_codel               no      Specified qdisc kind is unknown; to get it:"
+        " modprobe sch_fq_codel"
+    ) in lines
+    assert (
+        "esp rfc4106(gcm(aes))        no      Requested AEAD algorithm not found; to get it:"
+        " modprobe -a esp4 esp6 gcm"
+    ) in lines
     assert "tcp cc bbr                   yes     default" in lines
     assert "cgroup cpu                   yes     cgroup v1 at /sys/fs/cgroup/cpu" in lines
     assert (
@@ -153,7 +161,10 @@ def test_render_is_an_aligned_table():
         " (/usr/bin/iperf); traffic.generator = iperf2: multi-threaded, all streams in one"
         " process"
     ) in lines
-    assert "userspace ethtool            no      ethtool is not installed; for offloads" in lines
+    assert (
+        "userspace ethtool            no      ethtool is not installed; for offloads; to get it:"
+        " apt-get install --no-install-recommends ethtool"
+    ) in lines
     assert (
         "userspace openvpn            yes     OpenVPN 2.6.14 (/usr/sbin/openvpn); DCO no, runs in "
         "userspace: no ovpn-dco-v2 netlink family in this kernel"
@@ -168,13 +179,14 @@ def test_render_is_an_aligned_table():
     ) in lines
     # Each WireGuard implementation, found or not, with the version a run records.
     assert [line for line in lines if line.startswith("wg ")] == [
-        "wg kernel                    no      Unknown device type",
+        "wg kernel                    no      Unknown device type; to get it: modprobe wireguard",
         "wg wireguard-go              yes     wireguard-go v0.0.20250522, built from "
         f"golang.zx2c4.com/wireguard@{PIN} (/t/wireguard-go)",
         "wg wireguard-go-debian       yes     wireguard-go v0.0.20220316, Debian package "
         "wireguard-go 0.0.20220316-1+b4 (/usr/bin/wireguard-go)",
         "wg boringtun                 no      boringtun-cli is not installed: boringtun, built "
-        "into .tools/bin by `make setup`",
+        "into .tools/bin by `make setup`; to get it: make setup (builds the pinned boringtun-cli"
+        " into .tools/bin)",
     ]
     assert lines[-1] == "cpus online                  yes     2 (0-1)"
     assert "not probed" not in text

@@ -376,6 +376,13 @@ def test_a_link_type_that_could_not_be_probed_is_never_a_reason():
 def test_doctor_lists_each_kind_with_the_kernels_refusal():
     report = doctor.collect(VM)
     for kind in KERNEL_LINKS:
-        assert report["tunnels"][kind.value] == {"status": "no", "detail": "Unknown device type"}
+        assert report["tunnels"][kind.value] == {
+            "status": "no",
+            "detail": "Unknown device type",
+            "hint": f"modprobe {TUNNELS.get(kind).kernel_module}",
+        }
     lines = doctor.render(report).splitlines()
-    assert "link gretap                  no      Unknown device type" in lines
+    assert (
+        "link gretap                  no      Unknown device type; to get it: modprobe ip_gre"
+        in lines
+    )

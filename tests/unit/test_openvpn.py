@@ -111,7 +111,7 @@ def test_a_cipher_it_does_not_offer_is_refused_naming_tunnel_cipher(monkeypatch)
         (
             {"implementation": "openvpn-dco"},
             "tunnel.implementation: 'openvpn-dco' is not an implementation of openvpn; "
-            "allowed: auto, openvpn",
+            "allowed: auto, openvpn; did you mean 'openvpn'?",
         ),
         (
             {"protection": Protection.IPSEC},

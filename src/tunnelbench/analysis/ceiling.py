@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
-from tunnelbench.echo import shown
+from tunnelbench.echo import shown, unknown_value
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, Protocol
 from tunnelbench.model.encapsulation import (
@@ -281,8 +281,8 @@ def _member(key: str, value: str, enum: type[E]) -> E:
     try:
         return enum(value)
     except ValueError:
-        allowed = ", ".join(member.value for member in enum)
-        raise CeilingInputError(key, f"unknown value {shown(value)}; allowed: {allowed}") from None
+        allowed = [member.value for member in enum]
+        raise CeilingInputError(key, unknown_value(value, allowed)) from None
 
 
 def _check(

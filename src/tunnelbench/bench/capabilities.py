@@ -13,7 +13,7 @@ import platform
 from types import MappingProxyType
 
 from tunnelbench.errors import LabError
-from tunnelbench.system import probing
+from tunnelbench.system import probing, programs
 from tunnelbench.system.probing import Capabilities, Check
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.traffic.iperf3 import THREADED_SINCE, parse_version
@@ -28,6 +28,28 @@ LAB_LINKS: dict[str, tuple[str, ...]] = {
 }
 #: Programs the lab needs beyond any kind's or generator's.
 LAB_PROGRAMS = ("ethtool",)
+#: Their Debian packages.
+LAB_PACKAGES = {"ethtool": "ethtool"}
+#: The kernel modules behind what is probed besides the tunnel kinds' links (each kind
+#: declares its own ``kernel_module``): the lab's links, queue disciplines and ESP
+#: algorithms, by the name ``doctor`` reports them under. What is always built in
+#: (pfifo, bfifo, pfifo_fast) is absent.
+KERNEL_MODULES: dict[str, tuple[str, ...]] = {
+    "bridge": ("bridge",),
+    "ifb": ("ifb",),
+    "veth": ("veth",),
+    "tun": ("tun",),
+    "fq_codel": ("sch_fq_codel",),
+    "cake": ("sch_cake",),
+    "fq": ("sch_fq",),
+    "tbf": ("sch_tbf",),
+    "htb": ("sch_htb",),
+    "netem": ("sch_netem",),
+    "ingress": ("sch_ingress",),
+    "rfc4106(gcm(aes))": ("esp4", "esp6", "gcm"),
+    "rfc7539esp(chacha20,poly1305)": ("esp4", "esp6", "chacha20poly1305"),
+    "cbc(aes)+hmac(sha256)": ("esp4", "esp6", "cbc", "sha256"),
+}
 
 
 def link_probes() -> dict[str, tuple[str, ...]]:
@@ -38,6 +60,32 @@ def link_probes() -> dict[str, tuple[str, ...]]:
         if (probe := TUNNELS.get(kind).link_probe()) is not None:
             found.setdefault(*probe)
     return found | LAB_LINKS
+
+
+def module_hint(capability: str) -> str | None:
+    """What to load when ``capability`` (a link type, queue discipline or ESP algorithm,
+    as ``doctor`` names it) is missing: ``modprobe ip_gre``; None if no module gives it."""
+    modules = KERNEL_MODULES.get(capability)
+    for kind in TUNNELS.kinds():
+        tunnel = TUNNELS.get(kind)
+        probe = tunnel.link_probe()
+        if probe is not None and probe[0] == capability and tunnel.kernel_module:
+            modules = (tunnel.kernel_module,)
+    if not modules:
+        return None
+    return f"modprobe {modules[0]}" if len(modules) == 1 else f"modprobe -a {' '.join(modules)}"
+
+
+def install_hint(program: str) -> str | None:
+    """What to install when ``program`` is missing, as the generator or tunnel kind that
+    needs it says (``apt-get install --no-install-recommends wireguard-tools``)."""
+    hints = [GENERATORS.get(g).install_hint(program) for g in GENERATORS.kinds()]
+    hints += [TUNNELS.get(k).install_hint(program) for k in TUNNELS.kinds()]
+    for hint in hints:
+        if hint is not None:
+            return hint
+    package = LAB_PACKAGES.get(program)
+    return programs.apt_install(package) if package else None
 
 
 def program_names() -> tuple[str, ...]:

@@ -7,7 +7,6 @@ key path, the bad value and what is allowed; nothing runs unless the whole plan 
 Pure: reading the file is the only I/O. See docs/plans.md.
 """
 
-import difflib
 import functools
 import itertools
 import math
@@ -20,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tunnelbench.echo import capped, shown
+from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order, Protocol, StreamMode, TunnelKind
 from tunnelbench.lab.topology import CHAINS
@@ -187,7 +186,7 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
     problems = _Problems()
     for key in data:
         if key not in TOP_KEYS:
-            problems.add(f"{capped(key)}: unknown key{_suggest(key, TOP_KEYS)}")
+            problems.add(f"{capped(key)}: unknown key{did_you_mean(key, TOP_KEYS)}")
     name = _text(problems, data, "name", default_name)
     description = _text(problems, data, "description", "")
     repetitions, adaptive = _repetitions(problems, data.get("repetitions", 3))
@@ -311,7 +310,9 @@ def _repetitions(problems: _Problems, raw: Any) -> tuple[object, AdaptiveRepetit
     for key in raw:
         if key not in ADAPTIVE_KEYS:
             where = "repetitions."
-            problems.add(f"{where}{capped(key)}: unknown key{_suggest(key, ADAPTIVE_KEYS, where)}")
+            problems.add(
+                f"{where}{capped(key)}: unknown key{did_you_mean(key, ADAPTIVE_KEYS, where)}"
+            )
     if "target" not in raw:
         problems.add(
             "repetitions.target: missing; an adaptive plan needs the precision to reach,"
@@ -358,7 +359,7 @@ def _settings_of(problems: _Problems, table: dict[str, Any], where: str) -> dict
             else:
                 known = [*SETTINGS, *GROUPS]
                 problems.add(
-                    f"{where}{capped(path)}: unknown setting{_suggest(path, known, where)}"
+                    f"{where}{capped(path)}: unknown setting{did_you_mean(path, known, where)}"
                 )
 
     walk(table, "")
@@ -387,7 +388,7 @@ def _axes(problems: _Problems, table: Any) -> tuple[Axis, ...]:
             else:
                 known = [*SETTINGS, *GROUPS]
                 problems.add(
-                    f"matrix.{capped(path)}: unknown setting{_suggest(path, known, 'matrix.')}"
+                    f"matrix.{capped(path)}: unknown setting{did_you_mean(path, known, 'matrix.')}"
                 )
 
     walk(table, "")
@@ -564,6 +565,7 @@ def _conflicts(config: TrialConfig) -> list[str]:
             found.append(
                 f"tunnel.implementation: {shown(tunnel.implementation)} is not an implementation"
                 f" of {tunnel.kind.value}; allowed: {', '.join(('auto', *implementations))}"
+                f"{did_you_mean(tunnel.implementation, ('auto', *implementations))}"
             )
     roles = CHAINS[lab.topology].roles
     for role in lab.offloads.roles:
@@ -586,10 +588,3 @@ def _normalized(config: TrialConfig) -> TrialConfig:
     if traffic.streams == 1 and traffic.stream_mode is not StreamMode.AUTO:
         traffic = replace(traffic, stream_mode=StreamMode.AUTO)
     return replace(config, traffic=traffic)
-
-
-def _suggest(word: str, known: Any, where: str = "") -> str:
-    if len(word) > 100:  # no setting is this long; spare difflib the work
-        return ""
-    close = difflib.get_close_matches(word, list(known), n=1)
-    return f"; did you mean {where + close[0]!r}?" if close else ""

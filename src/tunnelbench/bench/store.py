@@ -37,6 +37,16 @@ SIDE_FILES = ("-wal", "-shm", "-journal")
 RESERVE_SUFFIX = "-reserve"
 RESERVE_BYTES = 256 * 1024
 DEFAULT_DB = Path("tunnelbench.db")
+#: The environment variable that names the results database where ``--db`` is not given.
+DB_VARIABLE = "TUNNELBENCH_DB"
+
+
+def default_db() -> Path:
+    """The database every verb uses without ``--db``: ``$TUNNELBENCH_DB`` when it is set
+    and not empty, else :data:`DEFAULT_DB` (in the working directory). Read when the
+    command line's parser is built, so ``--help`` shows it and ``--db`` wins."""
+    return Path(os.environ.get(DB_VARIABLE) or DEFAULT_DB)
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

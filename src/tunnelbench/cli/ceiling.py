@@ -18,7 +18,7 @@ from tunnelbench.analysis.ceiling import (
 )
 from tunnelbench.cli.options import whole_number
 from tunnelbench.cli.parsing import Verbs
-from tunnelbench.echo import shown
+from tunnelbench.echo import shown, unknown_value
 from tunnelbench.errors import UserError
 from tunnelbench.model.encapsulation import (
     ESP,
@@ -35,6 +35,8 @@ from tunnelbench.units import human_rate, parse_rate
 ALL = "all"
 ESP_ALIAS = "esp"  # with --esp-mode (default tunnel)
 ESP_MODES = ("tunnel", "transport")
+#: What --tunnel accepts: every kind of the wire model, all of them, or ESP by its mode.
+TUNNEL_CHOICES = (ALL, *(e.value for e in Encapsulation), ESP_ALIAS)
 #: The model's parameter names as this verb's options, for its error messages.
 OPTION_OF = {
     "rate_bps": "--rate",
@@ -54,12 +56,14 @@ OPTION_OF = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    kinds = " | ".join(e.value for e in Encapsulation)
     parser.add_argument("--rate", default="1gbit", help="link rate, e.g. 1gbit (default 1gbit)")
     parser.add_argument(
         "--tunnel",
         default=ALL,
-        help=f"all (default: a table of every kind) | {kinds} | esp (with --esp-mode)",
+        choices=TUNNEL_CHOICES,
+        metavar="KIND",
+        help=f"{' | '.join(TUNNEL_CHOICES)}: all (the default) gives a table of every kind;"
+        " esp is esp-tunnel, or esp-transport with --esp-mode transport",
     )
     parser.add_argument(
         "--mtu", type=whole_number, help="tunnel MTU (default: the tunnel's default)"
@@ -73,11 +77,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--framing",
         default=Framing.SHAPER.value,
+        choices=[f.value for f in Framing],
         help="shaper (what tbf/htb count: L3 + 14, default) | ethernet (L3 + 38 on the wire)",
     )
     parser.add_argument("--no-timestamps", action="store_true", help="TCP without timestamps")
-    parser.add_argument("--esp-mode", help="tunnel | transport (with --tunnel esp)")
-    parser.add_argument("--cipher", help="aes-gcm | chacha20-poly1305 (ESP; same overhead)")
+    parser.add_argument("--esp-mode", choices=ESP_MODES, help="with --tunnel esp")
+    parser.add_argument(
+        "--cipher", choices=[c.value for c in Cipher], help="ESP's (both: the same overhead)"
+    )
     parser.add_argument("--nat-t", action="store_true", help="ESP in UDP (NAT traversal)")
     parser.add_argument("--gre-key", action="store_true", help="GRE key field")
     parser.add_argument("--gre-csum", action="store_true", help="GRE checksum field")
@@ -152,18 +159,17 @@ def main(args: argparse.Namespace) -> int:
 
 def _kinds(tunnel: str, esp_mode: str | None) -> list[Encapsulation]:
     if esp_mode is not None and esp_mode not in ESP_MODES:
-        raise UserError(f"--esp-mode: unknown value {shown(esp_mode)}; allowed: tunnel, transport")
+        raise UserError(f"--esp-mode: {unknown_value(esp_mode, ESP_MODES)}")
     if tunnel == ALL:
         if esp_mode is not None:
             raise UserError(f"--esp-mode: {shown(esp_mode)} needs --tunnel esp")
         return list(Encapsulation)
     if tunnel == ESP_ALIAS:
         return [Encapsulation(f"esp-{esp_mode or 'tunnel'}")]
-    allowed = ", ".join([ALL, *(e.value for e in Encapsulation), ESP_ALIAS])
     try:
         kind = Encapsulation(tunnel)
     except ValueError:
-        raise UserError(f"--tunnel: unknown value {shown(tunnel)}; allowed: {allowed}") from None
+        raise UserError(f"--tunnel: {unknown_value(tunnel, TUNNEL_CHOICES)}") from None
     if esp_mode is not None and kind.value != f"esp-{esp_mode}":
         raise UserError(f"--esp-mode: {shown(esp_mode)} does not go with --tunnel {tunnel}")
     return [kind]

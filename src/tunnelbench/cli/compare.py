@@ -7,9 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tunnelbench.bench.store import DEFAULT_DB
 from tunnelbench.cli.options import parse_percent
-from tunnelbench.cli.parsing import Verbs
+from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.cli.report import emit
 from tunnelbench.errors import UserError
 from tunnelbench.report import compare, compare_page
@@ -28,7 +27,7 @@ def register(verbs: Verbs) -> None:
     )
     parser.add_argument("a", metavar="A", help=SIDE_HELP)
     parser.add_argument("b", metavar="B", help="as A")
-    parser.add_argument("--db", default=str(DEFAULT_DB), help="results database for RUN")
+    add_db_argument(parser, "results database for RUN")
     parser.add_argument(
         "--format", default="table", help="table | md | json | html (default table)"
     )

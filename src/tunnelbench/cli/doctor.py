@@ -3,7 +3,9 @@
 Users' kernels differ from one another and from CI's; before a long run they want to
 know which tunnels, queue disciplines, ciphers and generators they will get, and a run
 skips configurations with the same reasons. The report is data (:func:`collect`, also
-printed as JSON) rendered as a plain table (:func:`render`).
+printed as JSON) rendered as a plain table (:func:`render`). What is missing carries a
+``hint``: the module to load or the package to install, as the kind, generator or
+:data:`~tunnelbench.bench.capabilities.KERNEL_MODULES` declares it.
 """
 
 import argparse
@@ -42,16 +44,29 @@ NOT_PROBED_NOTE = (
 )
 
 
-def _entry(check: Check, detail: str | None = None, **extra: Any) -> dict[str, Any]:
-    return {"status": check.status, "detail": check.detail if detail is None else detail, **extra}
+def _entry(
+    check: Check, detail: str | None = None, hint: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A capability's row; ``hint`` (how to get it) is kept only when it is missing."""
+    entry = {"status": check.status, "detail": check.detail if detail is None else detail}
+    if check.ok is False and hint is not None:
+        entry["hint"] = hint
+    return entry | extra
 
 
-def _program(found: Program, **extra: Any) -> dict[str, Any]:
-    return _entry(found, path=found.path, version=found.version or None, **extra)
+def _program(found: Program, name: str, **extra: Any) -> dict[str, Any]:
+    """A program's row; ``name``: as the kind or generator names it, for the hint."""
+    hint = capabilities.install_hint(name)
+    return _entry(found, hint=hint, path=found.path, version=found.version or None, **extra)
+
+
+def _module(found: Check, name: str) -> dict[str, Any]:
+    """A kernel capability's row (a link type, queue discipline, ESP algorithm)."""
+    return _entry(found, hint=capabilities.module_hint(name))
 
 
 def _tunnels(caps: Capabilities) -> dict[str, Any]:
-    entries = {kind: _entry(found) for kind, found in caps.links.items()}
+    entries = {kind: _module(found, kind) for kind, found in caps.links.items()}
     wireguard = caps.links.get("wireguard")
     if wireguard is not None and wireguard.ok is False:
         # Say what "auto" falls back to, since that is what a run will use.
@@ -64,7 +79,7 @@ def _tunnels(caps: Capabilities) -> dict[str, Any]:
 def _strongswan(caps: Capabilities) -> dict[str, Any]:
     """strongSwan's daemon and its userspace ESP (what ipsec uses without kernel ESP)."""
     charon = caps.programs.get(strongswan.CHARON, Program(None, "not probed"))
-    entries = {"strongswan": _program(charon)}
+    entries = {"strongswan": _program(charon, strongswan.CHARON)}
     if charon.ok:
         swanctl = programs.find("swanctl")
         entries["strongswan"]["detail"] += f"; swanctl {'at ' + swanctl if swanctl else 'missing'}"
@@ -81,7 +96,7 @@ def _strongswan(caps: Capabilities) -> dict[str, Any]:
 
 def _esp(caps: Capabilities) -> dict[str, Any]:
     """The kernel's ESP AEADs, then what ipsec and protection use with each cipher."""
-    entries = {name: _entry(found) for name, found in caps.esp.items()}
+    entries = {name: _module(found, name) for name, found in caps.esp.items()}
     if not caps.esp:
         return entries  # nothing probed: nothing to conclude
     uses = []
@@ -101,26 +116,29 @@ def _openvpn(caps: Capabilities) -> dict[str, Any]:
     """The openvpn program, and whether its data channel would run in the kernel (DCO)."""
     found = caps.programs.get("openvpn", Program(None, "not probed"))
     if not found.ok:
-        return _program(found, dco=None)
+        return _program(found, "openvpn", dco=None)
     dco = dco_choice(caps.openvpn_dco, found.version)
     release = found.version.split()[1] if len(found.version.split()) > 1 else found.version
     mode = "yes" if dco.enabled else "no, runs in userspace"
     detail = f"OpenVPN {release} ({found.path}); DCO {mode}: {dco.reason}"
-    return _program(found, detail=detail, dco=dco.enabled)
+    return _program(found, "openvpn", detail=detail, dco=dco.enabled)
 
 
 def _wireguard(caps: Capabilities) -> dict[str, Any]:
     """Every WireGuard implementation (``tunnel.implementation``): found or not, and the
     version a run would record."""
-    entries = {KERNEL: _entry(caps.links.get("wireguard", Check(None, "not probed")))}
+    entries = {KERNEL: _module(caps.links.get("wireguard", Check(None, "not probed")), "wireguard")}
     for name, daemon in USERSPACE.items():
         found = caps.programs.get(daemon.program) or Program(None, "not probed")
         if not found.ok:
-            entries[name] = _program(found, detail=f"{found.detail}: {daemon.purpose}")
+            entries[name] = _program(
+                found, daemon.program, detail=f"{found.detail}: {daemon.purpose}"
+            )
             continue
         package = caps.packages.get(daemon.package) if daemon.package else None
         entries[name] = _program(
             found,
+            daemon.program,
             detail=describe_version(daemon, found, package),
             pinned=found.pinned or None,
             package=f"{daemon.package} {package}" if daemon.package and package else None,
@@ -140,12 +158,14 @@ def _generators(caps: Capabilities) -> dict[str, Any]:
     return {
         "iperf3": _program(
             iperf3,
+            "iperf3",
             detail=f"{iperf3.detail}; {threads}" if iperf3.ok else iperf3.detail,
             multithreaded=threaded,
         ),
         # Keyed by program, like the others; the plan names it traffic.generator = "iperf2".
         "iperf": _program(
             iperf2,
+            "iperf",
             detail=f"{iperf2.detail}; {IPERF2_NOTE}" if iperf2.ok else iperf2.detail,
             release=probing.iperf2_version(iperf2.version),
             generator=GeneratorKind.IPERF2.value,
@@ -188,11 +208,13 @@ def collect(caps: Capabilities | None = None) -> dict[str, Any]:
         "implementations": {
             "openvpn": _openvpn(caps),
             "ethtool": _program(
-                caps.programs["ethtool"], detail=f"{caps.programs['ethtool'].detail}; for offloads"
+                caps.programs["ethtool"],
+                "ethtool",
+                detail=f"{caps.programs['ethtool'].detail}; for offloads",
             ),
             **_strongswan(caps),
         },
-        "qdiscs": {kind: _entry(found) for kind, found in caps.qdiscs.items()},
+        "qdiscs": {kind: _module(found, kind) for kind, found in caps.qdiscs.items()},
         "congestion": _congestion(caps),
         "esp": _esp(caps),
         "cgroup": {"cpu": _entry(caps.cgroup, version=caps.cgroup.version, path=caps.cgroup.path)},
@@ -213,7 +235,8 @@ def render(report: dict[str, Any]) -> str:
     rows = [["capability", "status", "detail"]]
     for section, label in SECTIONS.items():
         for name, entry in report.get(section, {}).items():
-            rows.append([f"{label} {name}", entry["status"], entry["detail"]])
+            hint = f"; to get it: {entry['hint']}" if entry.get("hint") else ""
+            rows.append([f"{label} {name}", entry["status"], entry["detail"] + hint])
     widths = [max(len(row[i]) for row in rows) for i in range(2)]
     rows.insert(1, ["-" * widths[0], "-" * widths[1], "-" * len("detail")])
     lines = [f"kernel {report['kernel']}", ""]

@@ -1,8 +1,10 @@
 """The ``tunnelbench lab`` verbs: build a lab by hand, look into it, remove it."""
 
 import argparse
+import json
 import re
 import subprocess
+from typing import Any
 
 from tunnelbench.bench import capabilities, runner, skips
 from tunnelbench.bench.runner import require_root
@@ -69,35 +71,62 @@ def describe(lab_id: str, chain: Chain, tunnel: bool) -> str:
     return "\n".join(lines)
 
 
-def status(args: argparse.Namespace) -> int:
-    labs = lab_state.known_labs()
-    if not labs:
-        print("no labs")
-        return 0
+def labs_status() -> list[dict[str, Any]]:
+    """Every lab tunnelbench recorded, as plain values (``lab status --json``; the shape
+    is documented in the README's Conventions). A lab whose state cannot be read has
+    ``error`` set and null for what only the state tells."""
     present = set(lab_state.list_namespaces())
-    for lab_id in labs:
+    found: list[dict[str, Any]] = []
+    for lab_id in lab_state.known_labs():
+        entry: dict[str, Any] = {
+            "id": lab_id, "topology": None, "tunnel": None, "namespaces": None,
+            "namespaces_present": sum(1 for n in present if n.startswith(f"tb-{lab_id}-")),
+            "processes": None, "processes_alive": None, "in_use_by": None, "error": None,
+        }  # fmt: skip
         try:
             st = lab_state.LabState.load(lab_id)
         except PermissionError:
             # Labs are root's: show what anyone may see, the namespaces that exist.
-            mine = sum(1 for n in present if n.startswith(f"tb-{lab_id}-"))
-            print(
-                f"{lab_id}: {mine} namespaces; its state is readable by root only "
-                "(`sudo tunnelbench lab status` shows its processes)"
-            )
-            continue
+            entry["error"] = "its state is readable by root only"
         except (OSError, ValueError, TypeError, KeyError) as exc:
-            print(f"{lab_id}: unreadable state file {lab_state.STATE_ROOT / lab_id}: {exc}")
-            continue
-        alive = sum(1 for p in st.processes if lab_state.is_alive(p))
-        namespaces = sum(1 for n in st.namespaces if n in present)
-        info = st.info
-        owner = f", in use by {st.owner_description()}" if st.owner_alive() else ""
-        print(
-            f"{lab_id}: {st.topology}, tunnel {info.get('tunnel', '?')}, "
-            f"{namespaces}/{len(st.namespaces)} namespaces, "
-            f"{alive}/{len(st.processes)} processes alive{owner}"
-        )
+            entry["error"] = f"unreadable state file {lab_state.STATE_ROOT / lab_id}: {exc}"
+        else:
+            entry |= {
+                "topology": st.topology,
+                "tunnel": st.info.get("tunnel"),
+                "namespaces": len(st.namespaces),
+                "namespaces_present": sum(1 for n in st.namespaces if n in present),
+                "processes": len(st.processes),
+                "processes_alive": sum(1 for p in st.processes if lab_state.is_alive(p)),
+                "in_use_by": st.owner_description() if st.owner_alive() else None,
+            }
+        found.append(entry)
+    return found
+
+
+def status(args: argparse.Namespace) -> int:
+    labs = labs_status()
+    if args.json:
+        print(json.dumps(labs, indent=2))
+        return 0
+    if not labs:
+        print("no labs")
+    for lab in labs:
+        lab_id = lab["id"]
+        if lab["error"] == "its state is readable by root only":
+            print(
+                f"{lab_id}: {lab['namespaces_present']} namespaces; its state is readable by"
+                " root only (`sudo tunnelbench lab status` shows its processes)"
+            )
+        elif lab["error"] is not None:
+            print(f"{lab_id}: {lab['error']}")
+        else:
+            owner = f", in use by {lab['in_use_by']}" if lab["in_use_by"] else ""
+            print(
+                f"{lab_id}: {lab['topology']}, tunnel {lab['tunnel'] or '?'}, "
+                f"{lab['namespaces_present']}/{lab['namespaces']} namespaces, "
+                f"{lab['processes_alive']}/{lab['processes']} processes alive{owner}"
+            )
     return 0
 
 
@@ -186,12 +215,18 @@ def register(verbs: Verbs) -> None:
     lab_verbs = lab.add_subparsers(dest="lab_verb", required=True, metavar="LAB_VERB")
     built = lab_verbs.add_parser("up", help="build a lab and leave it running")
     built.add_argument(
-        "--tunnel", default="none", help=" | ".join(k.value for k in TUNNELS.kinds())
+        "--tunnel",
+        default="none",
+        choices=[k.value for k in TUNNELS.kinds()],
+        metavar="KIND",
+        help=f"{' | '.join(k.value for k in TUNNELS.kinds())} (default none)",
     )
     built.add_argument("--name", help="lab id: 1-6 lowercase letters or digits (default random)")
     add_lab_arguments(built)
     built.set_defaults(func=up)
-    lab_verbs.add_parser("status", help="list labs and what they hold").set_defaults(func=status)
+    listed = lab_verbs.add_parser("status", help="list labs and what they hold")
+    listed.add_argument("--json", action="store_true", help="as a JSON list of labs")
+    listed.set_defaults(func=status)
     ex = lab_verbs.add_parser("exec", help="run a command in a lab namespace")
     ex.add_argument("--lab", help="lab id (default: the only lab)")
     ex.add_argument("role", help="client | gw | gwa | gwb | server")

@@ -12,13 +12,24 @@ from types import FrameType
 from typing import Any, TextIO, cast
 
 from tunnelbench import __version__
-from tunnelbench.cli import ceiling, compare, doctor, lab, plan, report, run, runs, tune
+from tunnelbench.cli import (
+    ceiling,
+    compare,
+    completion,
+    doctor,
+    lab,
+    plan,
+    report,
+    run,
+    runs,
+    tune,
+)
 from tunnelbench.cli.parsing import CappedParser
 from tunnelbench.echo import capped
 from tunnelbench.errors import LabError, SystemFault, UserError
 
 #: Every verb, in the order ``--help`` lists them; each module registers its own parser.
-VERBS = (run, tune, plan, doctor, ceiling, report, compare, runs, lab)
+VERBS = (run, tune, plan, doctor, ceiling, report, compare, runs, lab, completion)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -31,6 +42,8 @@ def parser() -> argparse.ArgumentParser:
     verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
     for verb in VERBS:
         verb.register(verbs)
+    # The whole command line, for `completion`, which describes it.
+    top.set_defaults(parser=top)
     return top
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from tunnelbench.bench import measurement_lock
 from tunnelbench.bench.store import Store
+from tunnelbench.cli.parsing import add_db_argument
 from tunnelbench.cli.report import write_reports
 from tunnelbench.report import fit, terminal
 from tunnelbench.report.view import RunView
@@ -32,10 +33,10 @@ def _text(limit: int, name: str) -> Callable[[str], str]:
     return checked
 
 
-def add_measuring_arguments(parser: argparse.ArgumentParser, default_db: str) -> None:
+def add_measuring_arguments(parser: argparse.ArgumentParser) -> None:
     """The database, the run's label and notes, the concurrency override and how
     progress is shown."""
-    parser.add_argument("--db", default=default_db, help=f"results database (default {default_db})")
+    add_db_argument(parser)
     parser.add_argument(
         "--label",
         type=_text(LABEL_MAX, "label"),

@@ -31,6 +31,8 @@ from tunnelbench.model.plan import (
     check_target_pct,
     product_configs,
 )
+from tunnelbench.traffic import REGISTRY as GENERATORS
+from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.units import parse_rate
 
 DEFAULT_TUNNELS = "none,wireguard,vxlan"
@@ -77,6 +79,17 @@ def parse_percent(option: str, text: str) -> float:
     return value
 
 
+def kinds_epilog() -> str:
+    """What ``run --help`` and ``tune --help`` end with: the tunnel kinds and load
+    generators there are, read from their registries (a new kind appears by itself)."""
+    kinds = ", ".join(k.value for k in TUNNELS.kinds())
+    generators = ", ".join(g.value for g in GENERATORS.kinds())
+    return (
+        f"tunnel kinds: {kinds}. load generators (a plan's traffic.generator): {generators}."
+        " Plan files: docs/plans.md."
+    )
+
+
 def whole_number(text: str) -> int:
     try:
         return _int(text)
@@ -102,13 +115,28 @@ def comma_list(text: str) -> list[str]:
     return items
 
 
+def add_traffic_choices(group: argparse._ActionsContainer) -> None:
+    """``--direction`` and ``--stream-mode`` (of ``run`` and ``tune``): their values are
+    the enums'."""
+    group.add_argument("--direction", choices=[d.value for d in Direction], help="(default upload)")
+    group.add_argument(
+        "--stream-mode",
+        choices=[m.value for m in StreamMode],
+        help="one iperf3 with -P N, one pair per stream, or auto (default auto)",
+    )
+
+
 def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     lab = parser.add_argument_group("lab", argument_default=argparse.SUPPRESS)
-    lab.add_argument("--topology", help="road-warrior | site-to-site")
+    lab.add_argument(
+        "--topology", choices=[t.value for t in Topology], help="(default road-warrior)"
+    )
     lab.add_argument("--wan-mtu", type=whole_number, help="MTU of the WAN link (default 1500)")
     lab.add_argument("--lan-mtu", type=whole_number, help="MTU of the LAN links (default 1500)")
     lab.add_argument("--rate", help="shape the WAN link to this rate, e.g. 1gbit, 100mbit")
-    lab.add_argument("--shaper", help="tbf | htb (with --rate)")
+    lab.add_argument(
+        "--shaper", choices=[s.value for s in Shaper], help="with --rate (default tbf)"
+    )
     lab.add_argument(
         "--queue-limit", type=whole_number, help="shaper queue in packets (default 1000)"
     )
@@ -119,9 +147,9 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
     )
     lab.add_argument(
         "--wireguard-impl",
-        help="auto | kernel | wireguard-go | wireguard-go-debian | boringtun; `run` takes a"
-        " comma list and compares them (default auto: kernel if the kernel has it, else"
-        " wireguard-go)",
+        help=" | ".join(("auto", *TUNNELS.get(TunnelKind.WIREGUARD).implementations))
+        + "; `run` takes a comma list and compares them (default auto: kernel if the kernel"
+        " has it, else wireguard-go)",
     )
 
 

@@ -4,11 +4,13 @@ Needs no root and changes nothing: capabilities are probed in anonymous namespac
 """
 
 import argparse
+import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from tunnelbench.bench import planfile, runner
 from tunnelbench.bench.planfile import TRIAL_OVERHEAD_S, Plan, estimate_seconds
@@ -16,6 +18,54 @@ from tunnelbench.bench.progress import format_duration
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.kinds import Order
 from tunnelbench.model.plan import expand, flatten, varying_paths
+
+
+def to_json(plan: Plan) -> dict[str, Any]:
+    """What :func:`render` shows, as plain values (the shape is documented in the README's
+    Conventions): every trial with its flattened settings and, when this machine skips
+    it, why."""
+    experiment = plan.experiment
+    if experiment.order is Order.SHUFFLED and experiment.seed is None:
+        experiment = replace(experiment, seed=0)  # as render shows it
+    trials = expand(experiment)
+    configs = list(dict.fromkeys(t.config for t in trials))
+    _, skipped = runner.check(trials)
+    keys = {c: c.key() for c in configs}
+    flats = {c: flatten(c.to_dict()) for c in configs}
+    runnable = [t for t in trials if keys[t.config] not in skipped]
+    adaptive = experiment.adaptive
+    most = adaptive.max_repetitions if adaptive else experiment.repetitions
+    seconds = estimate_seconds(runnable)
+    reasons = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
+    return {
+        "name": plan.name,
+        "source": str(plan.source),
+        "description": plan.description.strip() if plan.description else None,
+        "order": experiment.order.value,
+        "seed": plan.experiment.seed,
+        "axes": [{"name": axis.name, "size": len(axis.values)} for axis in plan.axes],
+        "excluded": plan.excluded,
+        "configurations": len(configs),
+        "baselines": sum(1 for c in configs if c not in set(experiment.configs)),
+        "repetitions": experiment.repetitions,
+        "adaptive": None
+        if adaptive is None
+        else {"target_pct": adaptive.target_pct, "max_repetitions": adaptive.max_repetitions},
+        "estimated_seconds": {
+            "min": round(seconds, 1),
+            "max": round(seconds * most / experiment.repetitions, 1),
+        },
+        "trials": [
+            {
+                "seq": trial.seq,
+                "repetition": trial.repetition,
+                "settings": flats[trial.config],
+                "skipped": skipped.get(keys[trial.config]),
+            }
+            for trial in trials
+        ],
+        "skipped": [{"reason": reason, "trials": count} for reason, count in reasons.items()],
+    }
 
 
 def render(plan: Plan) -> str:
@@ -103,9 +153,11 @@ def register(verbs: Verbs) -> None:
     )
     show.add_argument("plan", help="a plan file (TOML)")
     show.add_argument("--quick", action="store_true", help="as `run --quick` would run it")
+    show.add_argument("--json", action="store_true", help="as a JSON object")
     show.set_defaults(func=show_plan)
 
 
 def show_plan(args: argparse.Namespace) -> int:
-    print(render(planfile.load(Path(args.plan), quick=args.quick)))
+    plan = planfile.load(Path(args.plan), quick=args.quick)
+    print(json.dumps(to_json(plan), indent=2) if args.json else render(plan))
     return 0

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tunnelbench.bench.store import DEFAULT_DB, Store
-from tunnelbench.cli.parsing import Verbs
-from tunnelbench.echo import capped, shown
+from tunnelbench.bench.store import Store
+from tunnelbench.cli.parsing import Verbs, add_db_argument
+from tunnelbench.echo import capped, shown, unknown_value
 from tunnelbench.errors import SystemFault, UserError
 from tunnelbench.report import (
     compare_page,
@@ -133,8 +133,8 @@ def register(verbs: Verbs) -> None:
     report.add_argument(
         "--format",
         default="table",
-        help="table | md | html | json | csv (default table); JSON follows "
-        "docs/report-schema.json, CSV has one row per trial",
+        choices=REPORT_FORMATS,
+        help="(default table); JSON follows docs/report-schema.json, CSV has one row per trial",
     )
     report.add_argument(
         "-o",
@@ -149,15 +149,13 @@ def register(verbs: Verbs) -> None:
         metavar=("A", "B"),
         help="the same as `tunnelbench compare A B` (format table, md or json)",
     )
-    report.add_argument("--db", default=str(DEFAULT_DB), help="results database")
+    add_db_argument(report)
     report.set_defaults(func=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     if args.format not in REPORT_FORMATS:
-        raise UserError(
-            f"--format: unknown value {shown(args.format)}; allowed: {', '.join(REPORT_FORMATS)}"
-        )
+        raise UserError(f"--format: {unknown_value(args.format, REPORT_FORMATS)}")
     output = _output_path(args.output, "table" if args.compare else args.format)
     if args.compare is not None:
         return _compare(args, output)

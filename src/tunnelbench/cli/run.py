@@ -7,14 +7,16 @@ import sys
 from pathlib import Path
 
 from tunnelbench.bench import planfile, progress, runner
-from tunnelbench.bench.store import DEFAULT_DB, Store
+from tunnelbench.bench.store import Store
 from tunnelbench.cli.measuring import add_measuring_arguments, describe, finished, holding
 from tunnelbench.cli.options import (
     DEFAULT_TUNNELS,
     add_lab_arguments,
+    add_traffic_choices,
     build_experiment,
     comma_list,
     given,
+    kinds_epilog,
     whole_number,
 )
 from tunnelbench.cli.parsing import Verbs
@@ -30,19 +32,22 @@ def register(verbs: Verbs) -> None:
     run = verbs.add_parser(
         "run",
         help="run a benchmark (a plan file, or the options below) and print a table",
+        epilog=kinds_epilog(),
     )
     run.add_argument("plan", nargs="?", help="a plan file (TOML); see docs/plans.md")
     run.add_argument("--resume", metavar="RUN", help="run the trials a stopped run lacks")
     run.add_argument(
         "--quick", action="store_true", help="one repetition of 1 s trials, for a first look"
     )
-    add_measuring_arguments(run, str(DEFAULT_DB))
+    add_measuring_arguments(run)
     experiment = run.add_argument_group(
         "experiment (without a plan file)", argument_default=argparse.SUPPRESS
     )
     experiment.add_argument(
         "--tunnels",
         type=comma_list,
+        choices=[k.value for k in TUNNELS.kinds()],
+        metavar="KIND,...",
         help=f"tunnel kinds to compare: {', '.join(k.value for k in TUNNELS.kinds())}"
         f" (default {DEFAULT_TUNNELS})",
     )
@@ -67,8 +72,7 @@ def register(verbs: Verbs) -> None:
     experiment.add_argument(
         "--warmup", type=whole_number, help="seconds excluded at the start (default 1)"
     )
-    experiment.add_argument("--direction", help="upload | download | bidir (default upload)")
-    experiment.add_argument("--stream-mode", help="auto | single | processes (default auto)")
+    add_traffic_choices(experiment)
     experiment.add_argument(
         "--family", type=whole_number, help="IP version of the traffic: 4 or 6 (default 4)"
     )

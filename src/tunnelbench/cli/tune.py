@@ -10,20 +10,21 @@ from pathlib import Path
 
 from tunnelbench.bench import planfile, runner
 from tunnelbench.bench import tune as tuning
-from tunnelbench.bench.store import DEFAULT_DB, Store
+from tunnelbench.bench.store import Store
 from tunnelbench.bench.tune_progress import TuneJson, TuneLines, TuneProgress
 from tunnelbench.cli.measuring import add_measuring_arguments, describe, finished, holding
 from tunnelbench.cli.options import (
     add_lab_arguments,
+    add_traffic_choices,
     build_experiment,
     given,
+    kinds_epilog,
     parse_percent,
     whole_number,
 )
 from tunnelbench.cli.parsing import Verbs
-from tunnelbench.echo import capped, shown
+from tunnelbench.echo import capped, shown, unknown_value
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import choices
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import REPETITIONS_MAX, TrialConfig, check_int
 from tunnelbench.model.records import RunStatus
@@ -43,6 +44,7 @@ def register(verbs: Verbs) -> None:
         description="Measure one configuration, turn its advice into candidate changes,"
         " measure each against it (interleaved, repeated until a rank test decides), keep"
         " the largest significant gain and go on until nothing more helps.",
+        epilog=kinds_epilog(),
     )
     tune.add_argument("plan", nargs="?", help="a plan file with one configuration (no matrix)")
     tune.add_argument("--resume", metavar="RUN", help="go on with a stopped tuning session")
@@ -54,7 +56,8 @@ def register(verbs: Verbs) -> None:
     tune.add_argument(
         "--target",
         default=Target.THROUGHPUT.value,
-        help=f"{choices(Target)} (default throughput): what to improve; latency is the"
+        choices=[t.value for t in Target],
+        help="what to improve (default throughput); latency is the"
         " loaded round trip's 95th percentile",
     )
     tune.add_argument(
@@ -79,19 +82,20 @@ def register(verbs: Verbs) -> None:
         default=tuning.DEFAULT_MAX_STEPS,
         help=f"the most changes to try in turn (default {tuning.DEFAULT_MAX_STEPS})",
     )
-    add_measuring_arguments(tune, str(DEFAULT_DB))
+    add_measuring_arguments(tune)
     start = tune.add_argument_group(
         "start configuration (without a plan file)", argument_default=argparse.SUPPRESS
     )
     start.add_argument(
         "--tunnel",
+        choices=[k.value for k in TUNNELS.kinds()],
+        metavar="KIND",
         help=f"tunnel kind: {', '.join(k.value for k in TUNNELS.kinds())} (default wireguard)",
     )
     start.add_argument("--streams", help="stream count (default 1)")
     start.add_argument("--duration", type=whole_number, help="measured seconds per trial (5)")
     start.add_argument("--warmup", type=whole_number, help="seconds excluded at the start (1)")
-    start.add_argument("--direction", help="upload | download | bidir (default upload)")
-    start.add_argument("--stream-mode", help="auto | single | processes (default auto)")
+    add_traffic_choices(start)
     start.add_argument("--family", type=whole_number, help="IP version: 4 or 6 (default 4)")
     add_lab_arguments(tune)
     tune.set_defaults(func=handle)
@@ -111,9 +115,7 @@ def _target(text: str) -> Target:
     try:
         return Target(text)
     except ValueError:
-        raise UserError(
-            f"--target: unknown value {shown(text)}; allowed: {choices(Target)}"
-        ) from None
+        raise UserError(f"--target: {unknown_value(text, [t.value for t in Target])}") from None
 
 
 def _start(args: argparse.Namespace) -> TrialConfig:

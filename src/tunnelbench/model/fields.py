@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from tunnelbench.echo import shown
+from tunnelbench.echo import did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
     Cipher,
@@ -90,7 +90,10 @@ def _roles(key: str, value: Any) -> tuple[str, ...]:
         raise UserError(f"{key}: {shown(value)} is not a non-empty list of roles")
     for role in value:
         if role not in ROLES:
-            raise UserError(f"{key}: unknown role {shown(role)}; allowed: {', '.join(ROLES)}")
+            raise UserError(
+                f"{key}: unknown role {shown(role)}; allowed: {', '.join(ROLES)}"
+                f"{did_you_mean(role, ROLES)}"
+            )
     return tuple(value)
 
 

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from enum import Enum
 from typing import Any, TypeVar
 
-from tunnelbench.echo import integer, shown
+from tunnelbench.echo import integer, shown, unknown_value
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
     Cipher,
@@ -32,7 +32,6 @@ from tunnelbench.kinds import (
     StreamMode,
     Topology,
     TunnelKind,
-    choices,
 )
 
 E = TypeVar("E", bound=Enum)
@@ -386,8 +385,8 @@ def check_choice(key: str, value: object, enum: type[E]) -> E:
     try:
         return enum(value)
     except ValueError:
-        allowed = choices(enum)  # type: ignore[arg-type]
-        raise UserError(f"{key}: unknown value {shown(value)}; allowed: {allowed}") from None
+        allowed = [str(member.value) for member in enum]
+        raise UserError(f"{key}: {unknown_value(value, allowed)}") from None
 
 
 def check_target_pct(key: str, value: object) -> float:

@@ -50,3 +50,8 @@ def require(name: str, purpose: str) -> str:
             f"required program {name!r} ({purpose}) was not found{where}; run `make run`"
         )
     return path
+
+
+def apt_install(package: str) -> str:
+    """The command that installs a Debian package the way ``make setup`` does."""
+    return f"apt-get install --no-install-recommends {package}"

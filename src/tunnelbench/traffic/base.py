@@ -1,7 +1,7 @@
 """The interface every load generator implements, and what it returns."""
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -10,6 +10,7 @@ from tunnelbench.kinds import StreamMode
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model.kindfacts import GeneratorFacts
 from tunnelbench.model.plan import TrafficSettings
+from tunnelbench.system import programs
 
 #: Called once every generator process runs: ({label: PID}, monotonic start time).
 Started = Callable[[dict[str, int], float], None]
@@ -48,6 +49,8 @@ class Generator(ABC):
     threaded_streams: ClassVar[bool] = False
     #: How its processes' labels begin in the CPU probe.
     process_prefixes: ClassVar[tuple[str, ...]]
+    #: The Debian package of each program :meth:`programs` names, for ``doctor``'s hint.
+    packages: ClassVar[Mapping[str, str]] = {}
 
     def facts(self) -> GeneratorFacts:
         """What analysis needs to know of this generator, stored with each trial."""
@@ -56,6 +59,12 @@ class Generator(ABC):
     @abstractmethod
     def programs(self) -> list[tuple[str, str]]:
         """(program, purpose) pairs needed; checked before any set-up."""
+
+    def install_hint(self, program: str) -> str | None:
+        """How to get ``program`` when it is missing: the ``apt-get install`` of its
+        Debian package; None if unknown."""
+        package = self.packages.get(program)
+        return programs.apt_install(package) if package else None
 
     @abstractmethod
     def version(self) -> str: ...

@@ -46,7 +46,8 @@ import functools
 import json
 import re
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Direction, Protocol, StreamMode
@@ -156,6 +157,7 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 class Iperf2(Generator):
     kind = GeneratorKind.IPERF2
+    packages: ClassVar[Mapping[str, str]] = {PROGRAM: "iperf"}
     process_prefixes = ("iperf2-", "iperf-")
     threaded_streams = True
 

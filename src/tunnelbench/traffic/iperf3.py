@@ -4,8 +4,9 @@ import functools
 import json
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Direction, Protocol, StreamMode
@@ -83,6 +84,7 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 class Iperf3(Generator):
     kind = GeneratorKind.IPERF3
+    packages: ClassVar[Mapping[str, str]] = {"iperf3": "iperf3"}
     process_prefixes = ("iperf3-",)
 
     def programs(self) -> list[tuple[str, str]]:

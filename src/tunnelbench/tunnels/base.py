@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tunnelbench.echo import shown
+from tunnelbench.echo import did_you_mean, shown
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
@@ -89,6 +89,12 @@ class Tunnel(ABC):
     display: ClassVar[str]
     #: The implementations whose data path runs in a userspace process.
     userspace_implementations: ClassVar[tuple[str, ...]] = ()
+    #: The kernel module that provides its kernel implementation's link type (what
+    #: ``doctor`` says to load when the link cannot be created); None without one.
+    kernel_module: ClassVar[str | None] = None
+    #: The Debian package of each program :meth:`programs` names (what ``doctor`` says
+    #: to install when it is missing); see :meth:`install_hint`.
+    packages: ClassVar[Mapping[str, str]] = {}
     #: Every kind that declares itself protectable, gathered as the kinds are defined
     #: (an error message lists them; the registry is not importable from here).
     protectable_kinds: ClassVar[set[TunnelKind]] = set()
@@ -274,12 +280,19 @@ class Tunnel(ABC):
             raise UserError(
                 f"tunnel.implementation: {shown(requested)} is not an implementation of "
                 f"{self.kind.value}; allowed: {allowed}"
+                f"{did_you_mean(requested, ('auto', *self.implementations))}"
             )
         return requested
 
     def programs(self, implementation: str) -> list[tuple[str, str]]:
         """(program, purpose) pairs this implementation needs; checked before any set-up."""
         return []
+
+    def install_hint(self, program: str) -> str | None:
+        """How to get ``program`` (one of :meth:`programs`' names) when it is missing:
+        by default the ``apt-get install`` of its Debian package; None if unknown."""
+        package = self.packages.get(program)
+        return programs.apt_install(package) if package else None
 
     @abstractmethod
     def version(self, implementation: str) -> str:

@@ -24,6 +24,7 @@ class Geneve(KernelLinkTunnel):
 
     kind = TunnelKind.GENEVE
     link_type = "geneve"
+    kernel_module = "geneve"
     display = "Geneve"
     encapsulation = Encapsulation.GENEVE
     probe_args = ("id", "1", "remote", PROBE_REMOTE)

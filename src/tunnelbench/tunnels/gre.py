@@ -18,6 +18,7 @@ class Gre(KernelLinkTunnel):
 
     kind = TunnelKind.GRE
     link_type = "gre"
+    kernel_module = "ip_gre"
     display = "GRE"
     encapsulation = Encapsulation.GRE
     device_prefix = "gre"
@@ -30,6 +31,7 @@ class GreTap(KernelLinkTunnel):
 
     kind = TunnelKind.GRETAP
     link_type = "gretap"
+    kernel_module = "ip_gre"
     display = "gretap"
     encapsulation = Encapsulation.GRETAP
     device_prefix = "gtap"

@@ -21,6 +21,7 @@ class Ipip(KernelLinkTunnel):
 
     kind = TunnelKind.IPIP
     link_type = "ipip"
+    kernel_module = "ipip"
     display = "IPIP"
     encapsulation = Encapsulation.IPIP
     device_prefix = "ipip"

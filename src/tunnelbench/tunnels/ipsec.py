@@ -41,6 +41,7 @@ class Ipsec(Tunnel):
     ciphers: ClassVar[tuple[Cipher, ...]] = ESP_CIPHERS
     userspace_implementations: ClassVar[tuple[str, ...]] = (LIBIPSEC,)
     display = "IPsec"
+    packages = strongswan.PACKAGES
     # The lab's ipsec is tunnel mode (transport cannot carry routed traffic).
     encapsulation = model.Encapsulation.ESP_TUNNEL
 

@@ -180,6 +180,7 @@ class OpenVpn(Tunnel):
     # Both of its AEADs add the same bytes (no padding): the cipher does not matter here.
     encapsulation = Encapsulation.OPENVPN  # outer IP + UDP 8 + opcode 4 + packet id 4 + tag 16
     display = "OpenVPN"
+    packages: ClassVar[Mapping[str, str]] = {OPENVPN: "openvpn", "openssl": "openssl"}
     # Its data channel runs in the openvpn process unless DCO moved it into the kernel,
     # which only set-up finds out (``openvpn_dco`` in the trial's record).
     userspace_implementations: ClassVar[tuple[str, ...]] = (OPENVPN,)

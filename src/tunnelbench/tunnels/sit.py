@@ -19,6 +19,7 @@ class Sit(KernelLinkTunnel):
 
     kind = TunnelKind.SIT
     link_type = "sit"
+    kernel_module = "sit"
     display = "SIT (6in4)"
     encapsulation = Encapsulation.IPIP
     device_prefix = "sit"

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tunnelbench.echo import shown
+from tunnelbench.echo import did_you_mean, shown
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode
 from tunnelbench.model import encapsulation as model
@@ -40,6 +40,8 @@ PROGRAMS = (
     ("swanctl", "strongSwan's control tool, from strongswan-swanctl"),
     ("unshare", "a private mount namespace per daemon, from util-linux"),
 )
+#: The Debian package of each of :data:`PROGRAMS`.
+PACKAGES = {CHARON: "strongswan-charon", "swanctl": "strongswan-swanctl", "unshare": "util-linux"}
 
 #: Where a daemon's directory is mounted inside its private mount namespace: charon's
 #: compiled-in pid file, /var/run/charon.pid, lands in it (/var/run is /run on Debian).
@@ -117,7 +119,7 @@ def resolve_implementation(requested: str, cipher: Cipher, mode: EspMode) -> str
         allowed = ", ".join(("auto", *IMPLEMENTATIONS))
         raise UserError(
             f"tunnel.implementation: {shown(requested)} is not an ESP implementation;"
-            f" allowed: {allowed}"
+            f" allowed: {allowed}{did_you_mean(requested, ('auto', *IMPLEMENTATIONS))}"
         )
     refusal = kernel_refusal(cipher) if requested != LIBIPSEC else None
     if mode is EspMode.TRANSPORT:

@@ -26,6 +26,7 @@ class Vxlan(Tunnel):
     protectable = True
     encapsulation = Encapsulation.VXLAN  # outer IP + UDP 8 + VXLAN 8 + inner Ethernet 14
     display = "VXLAN"
+    kernel_module = "vxlan"
 
     def link_probe(self) -> tuple[str, tuple[str, ...]]:
         return "vxlan", ("id", "1", "dstport", "4789")

@@ -20,7 +20,7 @@ import logging
 import os
 import platform
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -102,6 +102,11 @@ class WireGuard(Tunnel):
     encapsulation = Encapsulation.WIREGUARD
     userspace_implementations: ClassVar[tuple[str, ...]] = tuple(USERSPACE)
     display = "WireGuard"
+    kernel_module = "wireguard"
+    packages: ClassVar[Mapping[str, str]] = {
+        "wg": "wireguard-tools",
+        **{d.program: d.package for d in USERSPACE.values() if d.package},
+    }
 
     def link_probe(self) -> tuple[str, tuple[str, ...]]:
         return "wireguard", ()
@@ -130,6 +135,12 @@ class WireGuard(Tunnel):
         if (daemon := USERSPACE.get(implementation)) is not None:
             needed.append((daemon.program, daemon.purpose))
         return needed
+
+    def install_hint(self, program: str) -> str | None:
+        # The pinned builds come from `make setup`, not from a package.
+        if any(d.program == program and d.built_from for d in USERSPACE.values()):
+            return f"make setup (builds the pinned {program} into .tools/bin)"
+        return super().install_hint(program)
 
     def version(self, implementation: str) -> str:
         if implementation == KERNEL:

@@ -1,0 +1,43 @@
+"""``--help`` of the measuring verbs lists what the registries hold, not a copy."""
+
+import pytest
+
+from tunnelbench.cli import main
+from tunnelbench.traffic import REGISTRY as GENERATORS
+from tunnelbench.tunnels import REGISTRY as TUNNELS
+from tunnelbench.tunnels.wireguard import USERSPACE
+
+
+def help_of(verb: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as done:
+        main.parser().parse_args([*verb, "--help"])
+    assert done.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse wraps at the terminal's width
+
+
+@pytest.mark.parametrize("verb", [["run"], ["tune"]], ids=" ".join)
+def test_every_registered_kind_and_generator_is_in_the_help(
+    verb: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = help_of(verb, capsys)
+    kinds = ", ".join(kind.value for kind in TUNNELS.kinds())
+    generators = ", ".join(generator.value for generator in GENERATORS.kinds())
+    assert f"tunnel kinds: {kinds}." in text
+    assert f"load generators (a plan's traffic.generator): {generators}." in text
+    for implementation in USERSPACE:
+        assert implementation in text
+
+
+@pytest.mark.parametrize(
+    ("verb", "option", "values"),
+    [
+        (["run"], "--direction", "{upload,download,bidir}"),
+        (["run"], "--topology", "{road-warrior,site-to-site}"),
+        (["tune"], "--stream-mode", "{auto,single,processes}"),
+        (["report"], "--format", "{table,md,html,json,csv}"),
+    ],
+)
+def test_a_set_of_values_is_shown_from_its_choices(
+    verb: list[str], option: str, values: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert f"{option} {values}" in help_of(verb, capsys)
