@@ -163,3 +163,12 @@ def test_a_bad_label_is_refused_before_anything_runs(lab, args, error):
         assert done.returncode == 2
         assert done.stderr.splitlines()[-1].endswith(error)
         assert not (lab / "new.db").exists()
+
+
+def test_a_misspelt_format_gets_the_closest_one(lab):
+    done = tunnelbench("compare", ONE, FOUR, "--format", "htm", cwd=lab)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "tunnelbench: error: --format: 'htm' is not available for a comparison;"
+        " allowed: table, md, json, html; did you mean 'html'?"
+    ]

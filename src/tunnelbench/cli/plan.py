@@ -117,24 +117,35 @@ def render(plan: Plan) -> str:
         f" + ~{TRIAL_OVERHEAD_S:g} s to build and tear down its lab)"
     )
     lines.append("")
+    # One row per configuration; the order says how its runs fall into trials.
     paths = [p for p in varying_paths(configs) if p != "tunnel.kind"]
-    header = ["seq", "run", "tunnel", *paths, "here"]
+    header = ["#", "tunnel", *paths, "runs", "here"]
     rows = []
     flats = {c: flatten(c.to_dict()) for c in configs}
-    for trial in trials:
-        flat = flats[trial.config]
-        status = "skip" if keys[trial.config] in skipped else "run"
-        cells = [str(trial.seq), str(trial.repetition), trial.config.tunnel.kind.value]
-        rows.append([*cells, *(_cell(flat[p]) for p in paths), status])
+    for number, config in enumerate(configs, start=1):
+        flat = flats[config]
+        status = "skip" if keys[config] in skipped else "run"
+        cells = [str(number), config.tunnel.kind.value, *(_cell(flat[p]) for p in paths)]
+        rows.append([*cells, count(experiment.repetitions), status])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    lines.append("")
+    lines.append(_order(experiment.order, len(configs)))
     if skipped:
         counts = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
         lines.append("")
         lines.append(f"skipped on this machine: {sum(counts.values())} trial(s)")
         lines += [f"  {reason} ({count} trials)" for reason, count in counts.items()]
     return "\n".join(lines)
+
+
+def _order(order: Order, configurations: int) -> str:
+    """How the rows become trials (``--json`` lists every trial with its place)."""
+    rounds = "in rounds: each round runs every configuration once"
+    if order is Order.SHUFFLED:
+        return f"order: {rounds}, in an order shuffled with the seed"
+    return f"order: {rounds}, #1 to #{configurations}"
 
 
 def _cell(value: object) -> str:

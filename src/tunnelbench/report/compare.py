@@ -24,7 +24,7 @@ from typing import Any
 from tunnelbench.analysis import significance
 from tunnelbench.analysis.summary import ConfigSummary, varying_axes
 from tunnelbench.bench.store import Store
-from tunnelbench.echo import capped, shown
+from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import Experiment, flatten
 from tunnelbench.model.records import RunRecord
@@ -429,7 +429,7 @@ def check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise UserError(
             f"--format: {shown(fmt)} is not available for a comparison;"
-            f" allowed: {', '.join(FORMATS)}"
+            f" allowed: {', '.join(FORMATS)}{did_you_mean(fmt, FORMATS)}"
         )
 
 

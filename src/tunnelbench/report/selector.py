@@ -7,14 +7,13 @@ so a typo gets the same "did you mean" answer, and a value is compared in its pa
 (``lab.wan.rate=1gbit`` matches a rate stored as 1000000000 bit/s).
 """
 
-import difflib
 import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from tunnelbench.analysis.summary import ConfigSummary
-from tunnelbench.echo import capped, shown
+from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import flatten
@@ -50,8 +49,7 @@ class Selector:
                     "e.g. traffic.streams=4"
                 )
             if path not in SETTINGS:
-                close = difflib.get_close_matches(path[:100], list(SETTINGS), n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
+                hint = did_you_mean(path[:100], SETTINGS)
                 raise UserError(
                     f"{where}: {capped(path)}: unknown setting in selector {shown(text)}{hint}"
                 )

@@ -1,0 +1,45 @@
+"""`tunnelbench plan show` lists a plan's configurations once each (issue 16: 48 rows for
+16 configurations said the same thing three times), with how many runs each gets and
+whether this machine runs it; the order line says how rows become trials."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+
+
+def _show(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "tunnelbench", "plan", "show", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_one_row_per_configuration_with_its_runs_and_whether_it_runs_here():
+    text = _show("scenarios/queue-comparison.toml")
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("#   tunnel"))
+    rows = lines[start + 1 : lines.index("", start)]
+    assert len(rows) == 16
+    assert [r.split()[0] for r in rows] == [str(n) for n in range(1, 17)]
+    assert all(r.split()[-2] == "3" for r in rows)  # repetitions
+    # The same configurations, in the same order, as the trials of the first round.
+    doc = json.loads(_show("scenarios/queue-comparison.toml", "--json"))
+    first = [t for t in doc["trials"] if t["repetition"] == 1]
+    assert [r.split()[1] for r in rows] == [t["settings"]["tunnel.kind"] for t in first]
+    assert [r.split()[-1] for r in rows] == ["skip" if t["skipped"] else "run" for t in first]
+    assert "order: in rounds: each round runs every configuration once, #1 to #16" in text
+
+
+def test_an_adaptive_plan_shows_the_range_of_runs(tmp_path):
+    plan = tmp_path / "adaptive.toml"
+    plan.write_text(
+        "repetitions = { target = '2%', min = 3, max = 8 }\n"
+        "[matrix]\n'tunnel.kind' = ['none', 'vxlan']\n"
+    )
+    text = _show(str(plan))
+    assert "  3-8   " in text
