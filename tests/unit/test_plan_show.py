@@ -26,7 +26,7 @@ def test_one_row_per_configuration_with_its_runs_and_whether_it_runs_here():
     rows = lines[start + 1 : lines.index("", start)]
     assert len(rows) == 16
     assert [r.split()[0] for r in rows] == [str(n) for n in range(1, 17)]
-    assert all(r.split()[-2] == "3" for r in rows)  # repetitions
+    assert all(r.split()[-2] == "5" for r in rows)  # repetitions
     # The same configurations, in the same order, as the trials of the first round.
     doc = json.loads(_show("scenarios/queue-comparison.toml", "--json"))
     first = [t for t in doc["trials"] if t["repetition"] == 1]

@@ -134,16 +134,16 @@ def test_quick_keeps_the_matrix_and_shortens_everything():
     path = ROOT / "scenarios" / "tunnel-vs-baseline.toml"
     full, quick = planfile.load(path).experiment, planfile.load(path, quick=True).experiment
     assert len(quick.configs) == len(full.configs) == 12
-    assert quick.repetitions == 1 and full.repetitions == 3
+    assert quick.repetitions == 1 and full.repetitions == 5
     assert {(c.traffic.duration, c.traffic.warmup) for c in quick.configs} == {(1, 1)}
 
 
 def test_estimate_counts_traffic_and_overhead():
     path = ROOT / "scenarios" / "l2-tunnel-mtu.toml"
     trials = expand(planfile.load(path).experiment)
-    assert len(trials) == 18  # (none, vxlan, gretap) x 2 MTUs x 3 repetitions
+    assert len(trials) == 30  # (none, vxlan, gretap) x 2 MTUs x 5 repetitions
     assert planfile.estimate_seconds(trials) == pytest.approx(
-        18 * (5 + 1 + planfile.TRIAL_OVERHEAD_S)
+        30 * (3 + 1 + planfile.TRIAL_OVERHEAD_S)
     )
 
 

@@ -28,6 +28,7 @@ from tunnelbench.model.plan import (
     ADAPTIVE_MAX,
     ADAPTIVE_MIN,
     IPV6_MTU_MIN,
+    REPETITIONS_DEFAULT,
     REPETITIONS_MAX,
     TRIALS_MAX,
     AdaptiveRepetitions,
@@ -189,7 +190,7 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
             problems.add(f"{capped(key)}: unknown key{did_you_mean(key, TOP_KEYS)}")
     name = _text(problems, data, "name", default_name)
     description = _text(problems, data, "description", "")
-    repetitions, adaptive = _repetitions(problems, data.get("repetitions", 3))
+    repetitions, adaptive = _repetitions(problems, data.get("repetitions", REPETITIONS_DEFAULT))
     order = problems.check(
         lambda: check_choice("order", data.get("order", Order.INTERLEAVED.value), Order)
     )

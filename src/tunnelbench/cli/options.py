@@ -16,6 +16,8 @@ from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import (
     ADAPTIVE_MAX,
     ADAPTIVE_MIN,
+    DURATION_DEFAULT,
+    REPETITIONS_DEFAULT,
     REPETITIONS_MAX,
     AdaptiveRepetitions,
     Experiment,
@@ -41,8 +43,8 @@ DEFAULT_TUNNELS = "none,wireguard,vxlan"
 DEFAULTS: dict[str, Any] = {
     "tunnels": DEFAULT_TUNNELS.split(","),
     "streams": ["1", "4"],
-    "runs": 3,
-    "duration": 5,
+    "runs": REPETITIONS_DEFAULT,
+    "duration": DURATION_DEFAULT,
     "warmup": 1,
     "direction": Direction.UPLOAD.value,
     "stream_mode": StreamMode.AUTO.value,

@@ -116,6 +116,15 @@ class TunnelSettings:
     protection: Protection = Protection.NONE
 
 
+#: Runs of every configuration when a plan or the options do not say: 5 a side is what
+#: lets the rank test reach p < 0.05 with a run to spare (3 never can; 4 only when every
+#: run of one side beats every run of the other), so `compare` and the advice can decide.
+REPETITIONS_DEFAULT = 5
+#: Measured seconds of a trial when not given: 5 runs of 3 s keep the default run near
+#: 3 minutes (docs/statistics.md, "Defaults").
+DURATION_DEFAULT = 3
+
+
 @dataclass(frozen=True)
 class TrafficSettings:
     """``udp_rate`` is the target rate per stream (bit/s), required for UDP.
@@ -127,7 +136,7 @@ class TrafficSettings:
     streams: int = 1
     stream_mode: StreamMode = StreamMode.AUTO
     direction: Direction = Direction.UPLOAD
-    duration: int = 5
+    duration: int = DURATION_DEFAULT
     warmup: int = 1
     family: int = 4
     congestion: str | None = None
@@ -241,7 +250,7 @@ class Experiment:
     """
 
     configs: tuple[TrialConfig, ...]
-    repetitions: int = 3
+    repetitions: int = REPETITIONS_DEFAULT
     order: Order = Order.INTERLEAVED
     seed: int | None = None
     name: str | None = None
