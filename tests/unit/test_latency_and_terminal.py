@@ -181,3 +181,16 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path, monkeypatch
 def test_the_charts_golden_has_the_latency_chart():
     golden = json.loads((FIXTURES / "golden" / "charts.json").read_text())
     assert all(c["x"] is None for run in golden.values() for c in run)  # no RTT recorded there
+
+
+def test_the_json_summary_matches_the_golden_file(tmp_path):
+    """The JSON report of the timeline run, each configuration's raw runs left out (the
+    schema test checks them): its summaries, latency, findings and advice."""
+    doc = json_report.document(_view("timeline", tmp_path))
+    for c in doc["configurations"]:
+        c["runs"] = len(c["runs"])
+    golden = FIXTURES / "golden" / "reports" / "timeline.json"
+    text = json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    if os.environ.get("TB_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
