@@ -233,8 +233,8 @@ def write_reports(loaded: RunView, *, as_json: bool) -> bool:
         # The JSON event stream ends with run_finished (programs rely on it); the paths
         # follow from the database's: <db stem>-run<N>.html / .md / -charts/.
         return True
+    line = f"reports: {page}, {text}"
     if len(written) > 1:
-        print(f"reports: {page}, {text} (charts in {markdown.charts_dir(text)}/)")
-    else:
-        print(f"reports: {page}, {text}")
+        line += f" (charts in {markdown.charts_dir(text)}/)"
+    print("\n".join(fit.wrapped([line], fit.width())))
     return True

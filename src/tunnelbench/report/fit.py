@@ -44,13 +44,15 @@ def cut(text: str, limit: int) -> str:
 
 def wrap(text: str, limit: int, *, indent: str = "", hanging: str = "") -> list[str]:
     """``text`` as lines of at most ``limit`` characters: the first starts with
-    ``indent``, the others with ``hanging``. A word longer than a line is split."""
+    ``indent``, the others with ``hanging``. A word longer than a line (a path, a
+    command) is kept whole on a line of its own: cut, it could not be copied."""
     return textwrap.wrap(
         text,
         width=max(limit, len(hanging) + 10),
         initial_indent=indent,
         subsequent_indent=hanging,
         break_on_hyphens=False,
+        break_long_words=False,
     ) or [indent.rstrip()]
 
 

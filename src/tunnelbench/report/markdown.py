@@ -118,8 +118,22 @@ def results_table(summaries: list[ConfigSummary]) -> list[str]:
             label += f" ({len(s.failed)} of {len(s.trials)} runs failed)"
         cells = _result_cells(s, ceilings, latency)
         body.append([label, *(axis_value(s, a) for a in axes), *cells])
+    if ci_is_the_range(summaries):
+        # With few runs the median's interval is the runs' whole range: one column says it.
+        drop = header.index("min-max Mbit/s")
+        header = [h for i, h in enumerate(header) if i != drop]
+        body = [[c for i, c in enumerate(row) if i != drop] for row in body]
     numeric = {i for i, h in enumerate(header) if h in NUMERIC_HEADINGS}
     return table(header, body, numeric)
+
+
+def ci_is_the_range(summaries: list[ConfigSummary]) -> bool:
+    """Whether every measured configuration's 95% interval of the median is exactly the
+    range of its runs (the bootstrap gives that up to 5 runs or so)."""
+    measured = [s.goodput for s in summaries if s.goodput is not None]
+    return bool(measured) and all(
+        g.ci is not None and g.ci == (g.minimum, g.maximum) for g in measured
+    )
 
 
 def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]]:
@@ -274,11 +288,16 @@ def explanation(summaries: list[ConfigSummary]) -> str:
         if all(s.config.traffic.generator is Generator.IPERF2 for s in summaries):
             sources = sources[1:]
     note = retransmits_note(summaries)
+    range_note = (
+        " (with these few runs, the range of the runs: min-max)"
+        if ci_is_the_range(summaries)
+        else ""
+    )
     return (
         f"Median of {runs} runs per configuration. Goodput is what the receiver counted "
         f"({'; '.join(sources)}), warm-up excluded; 95% CI is the bootstrap interval "
-        "of the median; CV is the coefficient of variation of the runs, and consistency "
-        "says it in words (very consistent < 1%, consistent < 5%, variable < 10%, else "
+        f"of the median{range_note}; CV is the coefficient of variation of the runs, and "
+        "consistency says it in words (very consistent < 1%, consistent < 5%, variable < 10%, else "
         "inconsistent; see docs/statistics.md); retransmits are the median per run. "
         "% of baseline divides a tunnel's median by the median of the same traffic over no "
         "tunnel in this run. The busiest core is the one with the least idle time over the "
