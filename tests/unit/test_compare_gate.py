@@ -5,24 +5,16 @@ carry a label and notes through every listing and report."""
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.integration.helpers import tunnelbench
 from tests.report_fixtures import RUNS
 from tunnelbench.bench.store import Store
 from tunnelbench.report import compare, compare_page, json_report, markdown, runs, terminal, view
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def tunnelbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tunnelbench", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
 
 
 @pytest.fixture

@@ -110,49 +110,42 @@ def timeline(
         return None
     seconds = len(intervals)
     axis = tuple(str(i + 1) for i in range(seconds))
-    panels = [
-        Chart(
-            id=f"timeline-{trial.id}-goodput",
-            title="goodput",
+
+    def panel(
+        name: str, title: str, unit: str, series: tuple[Series, ...], top: float | None = None
+    ) -> Chart:
+        return Chart(
+            id=f"timeline-{trial.id}-{name}",
+            title=title,
             kind="line",
             x_label="second of the measured window",
-            y_label="goodput (Mbit/s)",
+            y_label=unit,
             categories=axis,
-            series=(Series("goodput", tuple(goodput_seconds(intervals))),),
+            series=series,
+            value_max=top,
+        )
+
+    panels = [
+        panel(
+            "goodput",
+            "goodput",
+            "goodput (Mbit/s)",
+            (Series("goodput", tuple(goodput_seconds(intervals))),),
         )
     ]
     readings = artifact(trial.id, "probe_readings") or {}
     if "rtt" in readings:
+        rtt = tuple(rtt_seconds(readings["rtt"], seconds))
         panels.append(
-            Chart(
-                id=f"timeline-{trial.id}-rtt",
-                title="round trip",
-                kind="line",
-                x_label="second of the measured window",
-                y_label="round trip (ms)",
-                categories=axis,
-                series=(
-                    Series(
-                        "median ping in the second", tuple(rtt_seconds(readings["rtt"], seconds))
-                    ),
-                ),
+            panel(
+                "rtt", "round trip", "round trip (ms)", (Series("median ping in the second", rtt),)
             )
         )
     probes = artifact(trial.id, "probes") or {}
     cpu = cpu_seconds(probes.get("series") or [], seconds)
     for core in _busiest(cpu, 0 if compact else CORES_SHOWN):
-        panels.append(
-            Chart(
-                id=f"timeline-{trial.id}-cpu{core}",
-                title=f"cpu{core}",
-                kind="line",
-                x_label="second of the measured window",
-                y_label=f"cpu{core} (%)",
-                categories=axis,
-                series=tuple(Series(part, tuple(values)) for part, values in cpu[core].items()),
-                value_max=100.0,
-            )
-        )
+        parts = tuple(Series(part, tuple(values)) for part, values in cpu[core].items())
+        panels.append(panel(f"cpu{core}", f"cpu{core}", f"cpu{core} (%)", parts, top=100.0))
     g = summary.goodput
     runs = len([t for t in summary.trials if t.status is TrialStatus.OK])
     return Timeline(
