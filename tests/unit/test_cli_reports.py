@@ -170,9 +170,8 @@ def test_run_writes_html_and_markdown_next_to_the_database(lab, capsys):
     store = Store(lab / "l2-tunnel-mtu.db")
     assert reportcmd.write_reports(view.load(store, str(1)), as_json=False)
     stem = lab / "l2-tunnel-mtu-run1"
-    # Wrapped to the terminal's width between words, never inside a path.
-    assert " ".join(capsys.readouterr().out.split()) == (
-        f"reports: {stem}.html, {stem}.md (charts in {stem}-charts/)"
+    assert capsys.readouterr().out == (
+        f"reports: {stem}.html, {stem}.md (charts in {stem}-charts/)\n"
     )
     assert Path(f"{stem}.html").read_text().startswith("<!DOCTYPE html>")
     assert "](l2-tunnel-mtu-run1-charts/throughput.png)" in Path(f"{stem}.md").read_text()

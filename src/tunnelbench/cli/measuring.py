@@ -91,6 +91,6 @@ def finished(loaded: RunView, db: str, *, as_json: bool) -> bool:
         print()
         colour = fit.colour_wanted(sys.stdout)
         print(terminal.render(loaded, after_run=True, width=fit.width(), colour=colour))
-        stored = f"stored as run {run_id} in {db}; `tunnelbench report {run_id} --db {db}`"
-        print("\n" + "\n".join(fit.wrapped([stored], fit.width())))
+        # Not wrapped: scripts and users find the run by this line, path and command whole.
+        print(f"\nstored as run {run_id} in {db}; `tunnelbench report {run_id} --db {db}`")
     return write_reports(loaded, as_json=as_json)

@@ -233,8 +233,9 @@ def write_reports(loaded: RunView, *, as_json: bool) -> bool:
         # The JSON event stream ends with run_finished (programs rely on it); the paths
         # follow from the database's: <db stem>-run<N>.html / .md / -charts/.
         return True
-    line = f"reports: {page}, {text}"
+    # Not wrapped, as the line before it: the paths are there to be copied.
     if len(written) > 1:
-        line += f" (charts in {markdown.charts_dir(text)}/)"
-    print("\n".join(fit.wrapped([line], fit.width())))
+        print(f"reports: {page}, {text} (charts in {markdown.charts_dir(text)}/)")
+    else:
+        print(f"reports: {page}, {text}")
     return True

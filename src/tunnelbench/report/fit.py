@@ -18,7 +18,7 @@ FALLBACK_WIDTH = 100
 MIN_WIDTH = 40
 ELLIPSIS = "…"
 
-BOLD, RED, YELLOW, GREEN, RESET = "\033[1m", "\033[31m", "\033[33m", "\033[32m", "\033[0m"
+BOLD, RED, GREEN, RESET = "\033[1m", "\033[31m", "\033[32m", "\033[0m"
 
 
 def width() -> int:
