@@ -143,11 +143,16 @@ class LineProgress(Progress):
         result = f" {mbit(goodput):,.0f} Mbit/s" if goodput is not None else f" FAILED: {detail}"
         print(f"{result}{self._eta(trial)}", file=self.out, flush=True)
 
-    def _eta(self, current: Trial) -> str:
+    def _eta(self, current: Trial, elapsed: float | None = None) -> str:
+        """The time the trials after ``current`` will take; with ``elapsed`` (seconds
+        into ``current``, still running), what is left of it too."""
         overhead = self.spent / self.measured if self.measured else TRIAL_OVERHEAD_S
         left = [t for t in self.remaining if t.seq > current.seq]
         seconds = sum(t.config.traffic.duration + t.config.traffic.warmup + overhead for t in left)
-        return f"  (ETA {format_duration(seconds)})" if left else ""
+        if elapsed is not None:
+            traffic = current.config.traffic.duration + current.config.traffic.warmup
+            seconds += max(0.0, traffic + overhead - elapsed)
+        return f"  (ETA {format_duration(seconds)})" if left or elapsed is not None else ""
 
     def run_finished(self, run_id: int, status: RunStatus) -> None:
         if status is not RunStatus.COMPLETE:
@@ -188,18 +193,6 @@ class LiveProgress(LineProgress):
         if (last := self.last.get(trial.config.key())) is not None:
             parts.append(f"last {mbit(last):,.0f} Mbit/s")
         return "  ".join(parts)
-
-    def _eta(self, current: Trial, elapsed: float = 0.0) -> str:
-        text = super()._eta(current)
-        if not self._ticker or self._stop.is_set():
-            return text
-        # While the trial runs, count its own remaining time in.
-        traffic = current.config.traffic.duration + current.config.traffic.warmup
-        left = [t for t in self.remaining if t.seq > current.seq]
-        overhead = self.spent / self.measured if self.measured else TRIAL_OVERHEAD_S
-        seconds = sum(t.config.traffic.duration + t.config.traffic.warmup + overhead for t in left)
-        seconds += max(0.0, traffic + overhead - elapsed)
-        return f"  (ETA {format_duration(seconds)})"
 
     def _tick(self, trial: Trial) -> None:
         while True:

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from tunnelbench.cli.options import parse_percent
 from tunnelbench.cli.parsing import Verbs, add_db_argument
-from tunnelbench.cli.report import emit
-from tunnelbench.errors import UserError
+from tunnelbench.cli.report import emit, emit_markdown, output_path
 from tunnelbench.report import compare, compare_page
 
 SIDE_HELP = (
@@ -53,16 +52,10 @@ def handle(args: argparse.Namespace) -> int:
         if args.fail_if_slower is None
         else parse_percent("--fail-if-slower", args.fail_if_slower)
     )
-    output = Path(args.output) if args.output is not None else None
-    if output is not None and not output.parent.is_dir():
-        raise UserError(f"-o: directory {str(output.parent)!r} does not exist")
+    output = output_path(args.output, args.format)
     comparison = compare.build(args.a, args.b, Path(args.db))
     if output is not None and args.format == "md":
-        written = compare_page.write_markdown(comparison, output)
-        charts = (
-            f" and {len(written) - 1} chart(s) in {written[1].parent}/" if len(written) > 1 else ""
-        )
-        print(f"wrote {output}{charts}")
+        emit_markdown(output, lambda path: compare_page.write_markdown(comparison, path))
     else:
         emit(compare_page.render(comparison, args.format), output)
     return 0 if limit is None else gate(comparison, limit)

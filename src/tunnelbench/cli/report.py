@@ -5,7 +5,7 @@ import errno
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -47,7 +47,7 @@ def _quoted(path: Path | str) -> str:
     return capped(repr(str(path)), 300)
 
 
-def _output_path(text: str | None, fmt: str = "table") -> Path | None:
+def output_path(text: str | None, fmt: str = "table") -> Path | None:
     """The ``-o`` path, checked before anything is read or written. A Markdown report
     writes its charts into a directory beside it, so it needs a file's name, not a
     device's (``-o /dev/null`` would create ``/dev/null-charts/``)."""
@@ -125,6 +125,16 @@ def emit(text: str, output: Path | None) -> None:
         print(f"wrote {output}")
 
 
+def emit_markdown(output: Path, write: Callable[[Path], list[Path]]) -> None:
+    """Markdown at ``output`` with its charts beside it (``write`` returns the paths it
+    wrote, the Markdown first), with the same care as :func:`emit`; says what it wrote."""
+    directory = markdown.charts_dir(output)
+    with _writing(output, charts=directory), ownership.created(output, directory):
+        written = write(output)
+    charts = f" and {markdown.plural(len(written) - 1, 'chart')} in {directory}/"
+    print(f"wrote {output}{charts if len(written) > 1 else ''}")
+
+
 def register(verbs: Verbs) -> None:
     report = verbs.add_parser(
         "report", help="a stored run as a table, Markdown, HTML, JSON or CSV; or two compared"
@@ -156,7 +166,7 @@ def register(verbs: Verbs) -> None:
 def handle(args: argparse.Namespace) -> int:
     if args.format not in REPORT_FORMATS:
         raise UserError(f"--format: {unknown_value(args.format, REPORT_FORMATS)}")
-    output = _output_path(args.output, "table" if args.compare else args.format)
+    output = output_path(args.output, "table" if args.compare else args.format)
     if args.compare is not None:
         return _compare(args, output)
     ref = args.run or "latest"
@@ -173,12 +183,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def _report(loaded: RunView, fmt: str, output: Path | None) -> None:
     if fmt == "md" and output is not None:
-        charts_dir = markdown.charts_dir(output)
-        with _writing(output, charts=charts_dir), ownership.created(output, charts_dir):
-            written = markdown.write(loaded, output)
-        directory = markdown.charts_dir(output)
-        charts = f" and {markdown.plural(len(written) - 1, 'chart')} in {directory}/"
-        print(f"wrote {output}{charts if len(written) > 1 else ''}")
+        emit_markdown(output, lambda path: markdown.write(loaded, path))
     elif fmt == "md":
         emit(markdown.render(loaded), None)
     elif fmt == "html":

@@ -135,15 +135,17 @@ def _median(values: Sequence[float]) -> float | None:
     return summary.median if summary else None
 
 
-def _spread(
-    summaries: Sequence[ConfigSummary], metric: Callable[[TrialRecord], float | None]
+def spread(
+    summaries: Sequence[ConfigSummary | None], metric: Callable[[TrialRecord], float | None]
 ) -> tuple[tuple[float | None, ...], tuple[float | None, ...], tuple[float | None, ...]]:
-    """Median, min and max of a per-trial metric over each configuration's good trials."""
+    """Median, min and max of a per-trial metric over each configuration's good trials
+    (None where a configuration is missing or has no value)."""
     med: list[float | None] = []
     low: list[float | None] = []
     high: list[float | None] = []
     for s in summaries:
-        summary = summarize([v for v in (metric(t) for t in _ok(s)) if v is not None])
+        values = [] if s is None else [v for v in (metric(t) for t in _ok(s)) if v is not None]
+        summary = summarize(values)
         med.append(summary.median if summary else None)
         low.append(summary.minimum if summary else None)
         high.append(summary.maximum if summary else None)
@@ -198,7 +200,7 @@ def throughput_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str])
     """Median goodput per configuration, min-max whiskers, baseline and link rate marked."""
     everything, summaries = summaries, _measured(summaries)
     categories = tuple(labels[s.key] for s in summaries)
-    med, low, high = _spread(summaries, lambda t: mbit(t.metrics["goodput_bps"]))
+    med, low, high = spread(summaries, lambda t: mbit(t.metrics["goodput_bps"]))
     by_key = {s.key: s for s in summaries}
     refs: list[Reference] = []
     for s in summaries:
@@ -311,8 +313,8 @@ def latency_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) ->
     points = [s for s in _measured(summaries) if s.latency is not None and s.latency.p95_runs]
     if not points:
         return None
-    goodput, goodput_low, goodput_high = _spread(points, lambda t: mbit(t.metrics["goodput_bps"]))
-    rtt, rtt_low, rtt_high = _spread(points, lambda t: t.metrics.get(RTT_LOADED_P95.name))
+    goodput, goodput_low, goodput_high = spread(points, lambda t: mbit(t.metrics["goodput_bps"]))
+    rtt, rtt_low, rtt_high = spread(points, lambda t: t.metrics.get(RTT_LOADED_P95.name))
     return Chart(
         id="latency",
         title="Throughput against latency under load",
@@ -399,7 +401,7 @@ def losses_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> 
     ]
     series = _retransmit_series(summaries)
     for name, metric in metrics:
-        med, low, high = _spread(summaries, metric)
+        med, low, high = spread(summaries, metric)
         if any(v is not None for v in med):
             series.append(Series(name, med, low, high))
     if not series:

@@ -6,53 +6,29 @@ The table, its verdicts and the JSON are :mod:`.compare`'s; this module adds the
 and the page around them, so every format says the same thing.
 """
 
-import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from html import escape
 from pathlib import Path
-from urllib.parse import quote
 
 from tunnelbench.model import metrics as metric
-from tunnelbench.model.records import TrialStatus
+from tunnelbench.model.records import TrialRecord
 from tunnelbench.report import compare, html, png, svg
-from tunnelbench.report.charts import Chart, Series
-from tunnelbench.report.compare import Comparison, Row
-from tunnelbench.report.markdown import charts_dir
+from tunnelbench.report.charts import Chart, Series, spread
+from tunnelbench.report.compare import Comparison
+from tunnelbench.report.markdown import ChartFile, chart_lines, charts_dir
 from tunnelbench.units import mbit
 
-Reading = Callable[[Mapping[str, float]], float | None]  # a trial's metrics -> one figure
-
-
-def _spread(row: Row, side: str, reading: Reading) -> tuple[float | None, ...]:
-    """Median, min and max of ``reading`` over one side's successful runs of a pair."""
-    summary = row.a if side == "a" else row.b
-    if summary is None:
-        return None, None, None
-    values = [
-        v
-        for t in summary.trials
-        if t.status is TrialStatus.OK and (v := reading(t.metrics)) is not None
-    ]
-    if not values:
-        return None, None, None
-    return statistics.median(values), min(values), max(values)
+Reading = Callable[[TrialRecord], float | None]  # a trial -> one figure
 
 
 def _pair_chart(
     comparison: Comparison, chart_id: str, title: str, unit: str, reading: Reading
 ) -> Chart | None:
     """One bar per side per pair, on one scale; None when neither side has the figure."""
-    series = []
-    for side, name in (("a", f"A: {comparison.a.name}"), ("b", f"B: {comparison.b.name}")):
-        spreads = [_spread(row, side, reading) for row in comparison.rows]
-        series.append(
-            Series(
-                name,
-                tuple(s[0] for s in spreads),
-                tuple(s[1] for s in spreads),
-                tuple(s[2] for s in spreads),
-            )
-        )
+    series = [
+        Series(f"A: {comparison.a.name}", *spread([row.a for row in comparison.rows], reading)),
+        Series(f"B: {comparison.b.name}", *spread([row.b for row in comparison.rows], reading)),
+    ]
     if not any(v is not None for s in series for v in s.values):
         return None
     return Chart(
@@ -70,8 +46,8 @@ def _pair_chart(
 def charts(comparison: Comparison) -> list[Chart]:
     """Goodput of both sides per pair; the loaded round trip too where both have it."""
 
-    def goodput(m: Mapping[str, float]) -> float | None:
-        return mbit(m[metric.GOODPUT.name]) if metric.GOODPUT.name in m else None
+    def goodput(t: TrialRecord) -> float | None:
+        return mbit(t.metrics[metric.GOODPUT.name]) if metric.GOODPUT.name in t.metrics else None
 
     found = [
         _pair_chart(comparison, "compare-goodput", "Goodput, A and B", "goodput (Mbit/s)", goodput),
@@ -80,7 +56,7 @@ def charts(comparison: Comparison) -> list[Chart]:
             "compare-latency",
             "Round trip under load (95th percentile), A and B",
             "round trip (ms)",
-            lambda m: m.get(metric.RTT_LOADED_P95.name),
+            lambda t: t.metrics.get(metric.RTT_LOADED_P95.name),
         ),
     ]
     return [c for c in found if c is not None]
@@ -146,10 +122,10 @@ def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
     the paths written, the Markdown first."""
     directory = charts_dir(path)
     drawn = png.write_charts(charts(comparison), directory)
+    linked = [ChartFile(c, f"{directory.name}/{f.name}") for c, f in drawn]
     text = compare.render_markdown(comparison)
-    for chart, file in drawn:
-        link = quote(f"{directory.name}/{file.name}")
-        text += f"\n### {chart.title}\n\n![{chart.title}]({link})\n\n{chart.note}\n"
+    if linked:
+        text += "\n".join(chart_lines(linked)) + "\n"
     path.write_text(text)
     return [path, *(f for _, f in drawn)]
 

@@ -65,8 +65,7 @@ def grouped_advice(
     grouped: dict[str, tuple[Advice, list[tuple[str, ConfigSummary, Advice]]]] = {}
     for name, s in diagnosed(summaries):
         for a in s.advice:
-            head = f"{a.phrased} ({a.setting})"
-            grouped.setdefault(head, (a, []))[1].append((name, s, a))
+            grouped.setdefault(_head(a), (a, []))[1].append((name, s, a))
     return list(grouped.values())
 
 
