@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from tunnelbench.bench.labpool import LabPool
 from tunnelbench.bench.runner import Resolution, run_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.kinds import StreamMode
@@ -68,7 +69,8 @@ def compare(label: str, settings: LabSettings) -> float:
         store = Store(Path(tmp) / "bench.db")
         run_id = store.start_run("benchmark", {}, {})
         for i in range(ROUNDS):
-            outcome = run_trial(store, run_id, Trial(i + 1, i + 1, config), resolution)
+            with LabPool() as labs:
+                outcome = run_trial(store, run_id, Trial(i + 1, i + 1, config), resolution, labs)
             assert outcome.status == "ok", outcome.error
             ours.append(outcome.metrics["goodput_bps"])
             theirs.append(raw_iperf3(settings))

@@ -47,6 +47,18 @@ class Topology(StrEnum):
     SITE_TO_SITE = "site-to-site"
 
 
+class Placement(StrEnum):
+    """Where a lab's processes and receive work run.
+
+    ``free``: wherever the scheduler puts them. ``pinned``: each role's processes on the
+    cores of a fixed layout (:mod:`tunnelbench.lab.placement`), its links' receive
+    processing steered there.
+    """
+
+    FREE = "free"
+    PINNED = "pinned"
+
+
 class Direction(StrEnum):
     UPLOAD = "upload"
     DOWNLOAD = "download"

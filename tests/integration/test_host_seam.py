@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tunnelbench.bench import runner
+from tunnelbench.bench.labpool import LabPool
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import Resolved
@@ -78,7 +79,8 @@ def test_a_real_trial_touches_its_namespaces_only_through_the_host(watch, plan):
     except UserError as exc:
         pytest.skip(str(exc))
     resolved = Resolved()
-    traffic, _, readings = runner._measure(config, resolution, resolved)
+    with LabPool() as labs:
+        traffic, _, readings = runner._measure(config, resolution, resolved, labs)
     assert traffic.goodput_bps > 0 and readings.metrics
     assert watch.through_host > 10  # the trial's real work did go through the host
     assert watch.escaped == [], "\n".join(f"{c}: {a}" for c, a in watch.escaped)

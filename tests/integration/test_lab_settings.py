@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tunnelbench.bench.labpool import LabPool
 from tunnelbench.bench.runner import Resolution, _measure, trial_metrics
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Direction, Protocol, Queue, Shaper, StreamMode, Topology, TunnelKind
@@ -192,7 +193,8 @@ def measure(config: TrialConfig) -> tuple[Any, dict[str, float], dict[str, Any]]
         stream_mode=Iperf3().resolve_mode(config.traffic),
     )
     resolved = Resolved()
-    traffic, probes, tunnel_counters = _measure(config, resolution, resolved)
+    with LabPool() as labs:
+        traffic, probes, tunnel_counters = _measure(config, resolution, resolved, labs)
     return traffic, trial_metrics(traffic, probes, tunnel_counters), resolved.to_dict()
 
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import Order, Protocol, StreamMode, TunnelKind
+from tunnelbench.kinds import Order, Placement, Protocol, StreamMode, TunnelKind
 from tunnelbench.lab.topology import CHAINS
 from tunnelbench.model.fields import GROUPS, SETTINGS
 from tunnelbench.model.plan import (
@@ -575,6 +575,17 @@ def _conflicts(config: TrialConfig) -> list[str]:
                 f"lab.offloads.roles: {role!r} is not a role of {lab.topology.value}"
                 f" ({', '.join(roles)})"
             )
+    for role in lab.cpus.given():
+        if role not in roles:
+            found.append(
+                f"lab.cpus.{role}: {role!r} is not a role of {lab.topology.value}"
+                f" ({', '.join(roles)})"
+            )
+    if lab.rps_cpus is not None and (lab.placement is Placement.PINNED or lab.cpus.given()):
+        found.append(
+            "lab.rps_cpus: cannot go with lab.placement = 'pinned' or lab.cpus, which steer"
+            " each role's receive work to its own cores; set one of them"
+        )
     return found
 
 

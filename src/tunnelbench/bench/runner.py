@@ -1,4 +1,4 @@
-"""Executes an experiment: one fresh lab per trial, traffic, probes, and the store.
+"""Executes an experiment: labs, traffic, probes, and the store.
 
 This is the only place that turns a plan into system changes. Everything a trial needs
 (root, programs, implementations, kernel features) is checked before the first lab is
@@ -18,8 +18,8 @@ from typing import Any, cast
 
 from tunnelbench.analysis import precision
 from tunnelbench.bench import capabilities, environment, skips
+from tunnelbench.bench.labpool import LabPool
 from tunnelbench.bench.progress import Progress
-from tunnelbench.bench.session import LabSession
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, StorageError, UserError
 from tunnelbench.kinds import Order, StreamMode, TunnelKind
@@ -201,9 +201,10 @@ def execute(
     shown.run_started(run_id, total, pending, growing=adaptive)
 
     def body() -> None:
-        _run_trials(prepared, store, run_id, pending, shown)
-        if adaptive:
-            _run_extra_rounds(prepared, store, run_id, shown)
+        with LabPool() as labs:
+            _run_trials(prepared, store, run_id, pending, shown, labs)
+            if adaptive:
+                _run_extra_rounds(prepared, store, run_id, shown, labs)
 
     return guarded(store, run_id, body, lambda status: shown.run_finished(run_id, status))
 
@@ -235,7 +236,12 @@ def guarded(
 
 
 def _run_trials(
-    prepared: Prepared, store: Store, run_id: int, trials: list[Trial], progress: Progress
+    prepared: Prepared,
+    store: Store,
+    run_id: int,
+    trials: list[Trial],
+    progress: Progress,
+    labs: LabPool,
 ) -> None:
     for trial in trials:
         key = trial.config.key()
@@ -244,13 +250,15 @@ def _run_trials(
             progress.trial_finished(trial, TrialStatus.SKIPPED, prepared.skipped[key], None)
             continue
         progress.trial_started(trial)
-        outcome = run_trial(store, run_id, trial, prepared.resolutions[key])
+        outcome = run_trial(store, run_id, trial, prepared.resolutions[key], labs)
         progress.trial_finished(
             trial, outcome.status, outcome.error or "", outcome.metrics.get(metric.GOODPUT.name)
         )
 
 
-def _run_extra_rounds(prepared: Prepared, store: Store, run_id: int, progress: Progress) -> None:
+def _run_extra_rounds(
+    prepared: Prepared, store: Store, run_id: int, progress: Progress, labs: LabPool
+) -> None:
     """Add rounds until every configuration meets the precision target or reaches the
     maximum. Each decision is made from the stored trials alone (so ``--resume``
     continues where the run stopped) and recorded with the run before the round runs."""
@@ -271,7 +279,7 @@ def _run_extra_rounds(prepared: Prepared, store: Store, run_id: int, progress: P
         progress.round_added(
             round_, {t.config.key(): standing[t.config.key()] for t in round_}, target
         )
-        _run_trials(prepared, store, run_id, round_, progress)
+        _run_trials(prepared, store, run_id, round_, progress, labs)
     configs = {t.config_key: TrialConfig.from_dict(t.config) for t in trials}
     progress.precision_final([(configs[key], p) for key, p in standing.items()], target)
 
@@ -335,8 +343,10 @@ def _store_skipped(store: Store, run_id: int, trial: Trial, reason: str) -> None
     )
 
 
-def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -> TrialOutcome:
-    """Build a lab, measure one trial in it, tear it down, and store what happened."""
+def run_trial(
+    store: Store, run_id: int, trial: Trial, resolution: Resolution, labs: LabPool
+) -> TrialOutcome:
+    """Measure one trial in a lab from ``labs`` (kept or fresh) and store what happened."""
     config = trial.config
     started = time.time()
     spec = resolution.tunnel
@@ -353,7 +363,7 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
     metrics: dict[str, float] = {}
     artifacts: dict[str, Any] = {}
     try:
-        traffic, probes, readings = _measure(config, resolution, resolved)
+        traffic, probes, readings = _measure(config, resolution, resolved, labs)
         metrics = trial_metrics(traffic, probes, readings)
         # The generator's raw output, under its name ("iperf3": JSON documents, "iperf2":
         # each process's command line and CSV output).
@@ -385,67 +395,72 @@ def run_trial(store: Store, run_id: int, trial: Trial, resolution: Resolution) -
 
 
 def _measure(
-    config: TrialConfig, resolution: Resolution, resolved: Resolved
+    config: TrialConfig, resolution: Resolution, resolved: Resolved, labs: LabPool
 ) -> tuple[TrafficResult, ProbeResult | None, ProbeReadings]:
     generator = GENERATORS.get(config.traffic.generator)
-    with LabSession(config, resolution.tunnel) as session:
-        lab = session.build()
-        resolved.lab_id = lab.lab_id
-        resolved.lab_families = config.lab.families
-        if offloads := lab.state.info.get("offloads"):
-            # role -> feature -> on (see netns.role_offloads)
-            resolved.offloads = cast(dict[str, dict[str, bool]], offloads)
-        sampler = Sampler()
-        try:
-            with lab.standing():
-                namespaces = load.namespace_inodes({role: lab.ns(role) for role in lab.chain.roles})
-                sampler.lab(namespaces, tcp_roles=(lab.chain.client, lab.chain.server))
-                handle = session.tunnel_up()
-                resolved.update(session.facts)
-                # What only set-up could tell (OpenVPN's data channel in the kernel or not).
-                resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(
-                    resolution.tunnel, session.facts
-                )
-                sampler.add(
-                    {f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()}
-                )
-                sampler.start()
-                warmup, duration = config.traffic.warmup, config.traffic.duration
-                probe_set = new_probe_set()
+    standing = labs.acquire(config, resolution.tunnel)
+    session, sampler, measured = standing.session, Sampler(), False
+    lab, handle = session.lab, session.handle
+    resolved.lab_id = lab.lab_id
+    resolved.lab_families = config.lab.families
+    resolved.lab_fresh, resolved.lab_trial = standing.fresh, standing.trials
+    if offloads := lab.state.info.get("offloads"):
+        # role -> feature -> on (see netns.role_offloads)
+        resolved.offloads = cast(dict[str, dict[str, bool]], offloads)
+    if placed := lab.state.info.get("placement"):
+        resolved.placement = cast(dict[str, str], placed)
+    if masks := lab.state.info.get("rps"):
+        resolved.rps = cast(dict[str, str], masks)
+    resolved.update(session.facts)
+    # What only set-up could tell (OpenVPN's data channel in the kernel or not).
+    resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(resolution.tunnel, session.facts)
+    try:
+        with lab.standing():
+            namespaces = load.namespace_inodes({role: lab.ns(role) for role in lab.chain.roles})
+            sampler.lab(namespaces, tcp_roles=(lab.chain.client, lab.chain.server))
+            sampler.add({f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()})
+            sampler.start()
+            warmup, duration = config.traffic.warmup, config.traffic.duration
+            probe_set = new_probe_set()
 
-                def on_started(processes: dict[str, int], t0: float) -> None:
-                    sampler.watch(processes, t0 + warmup, t0 + warmup + duration)
-                    probe_set.started(t0)
+            def on_started(processes: dict[str, int], t0: float) -> None:
+                sampler.watch(processes, t0 + warmup, t0 + warmup + duration)
+                probe_set.started(t0)
 
-                def dead_daemon() -> str | None:
-                    for role, daemon in handle.daemons.items():
-                        if not is_alive(daemon):
-                            return (
-                                f"tunnel daemon {handle.implementation} on {role}"
-                                f" (pid {daemon.pid}) died during the trial"
-                            )
-                    return None
-
-                probe_set.before(lab, ProbeContext(handle.devices, config.traffic))
-                traffic = generator.run(
-                    lab, config.traffic, resolution.stream_mode, on_started, dead_daemon
-                )
-                probes = sampler.result()
-                if (reason := dead_daemon()) is not None:
-                    raise LabError(reason)
-                readings = probe_set.after()
-                resolved.processes = traffic.processes
-                if traffic.congestion is not None:
-                    resolved.congestion = traffic.congestion
-                    requested = config.traffic.congestion
-                    if requested is not None and traffic.congestion != requested:
-                        raise LabError(
-                            f"traffic.congestion: {requested!r} was set, but the senders used"
-                            f" {traffic.congestion!r}"
+            def dead_daemon() -> str | None:
+                for role, daemon in handle.daemons.items():
+                    if not is_alive(daemon):
+                        return (
+                            f"tunnel daemon {handle.implementation} on {role}"
+                            f" (pid {daemon.pid}) died during the trial"
                         )
-                return traffic, probes, readings
-        finally:
-            sampler.stop()
+                return None
+
+            probe_set.before(lab, ProbeContext(handle.devices, config.traffic))
+            traffic = generator.run(
+                lab, config.traffic, resolution.stream_mode, on_started, dead_daemon
+            )
+            probes = sampler.result()
+            if (reason := dead_daemon()) is not None:
+                raise LabError(reason)
+            readings = probe_set.after()
+            resolved.processes = traffic.processes
+            if traffic.congestion is not None:
+                resolved.congestion = traffic.congestion
+                requested = config.traffic.congestion
+                if requested is not None and traffic.congestion != requested:
+                    raise LabError(
+                        f"traffic.congestion: {requested!r} was set, but the senders used"
+                        f" {traffic.congestion!r}"
+                    )
+            measured = True
+            return traffic, probes, readings
+    finally:
+        sampler.stop()
+        if measured:
+            labs.release(standing)
+        else:
+            labs.discard(standing)
 
 
 def trial_metrics(

@@ -52,6 +52,8 @@ class LabSession:
         lab, settings = self.lab, self.config.tunnel
         self._handle = TUNNELS.get(settings.kind).setup(lab, self.spec)
         self.facts |= self._handle.facts
+        if steered := netns.steer_tunnel(lab, self._handle.devices):
+            self.facts["rps_tunnel_devices"] = steered
         if settings.cpu_budget is not None:
             limit = cgroup.limit_cpu(lab.state, self._handle.daemons, settings.cpu_budget)
             self.facts |= limit.resolved()

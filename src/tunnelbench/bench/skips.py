@@ -6,6 +6,7 @@ capability that could not be probed never causes a skip: the run meets the real 
 """
 
 from tunnelbench.kinds import TunnelKind
+from tunnelbench.model import cpulist
 from tunnelbench.model.plan import TrialConfig, TunnelSettings
 from tunnelbench.system import programs
 from tunnelbench.system.probing import Capabilities, Check, mask_cpus
@@ -18,7 +19,7 @@ def unmet(config: TrialConfig, caps: Capabilities) -> str | None:
 
     A capability that could not be probed never causes a skip.
     """
-    for rule in (_family, _tunnel, _cpu_budget, _qdiscs, _congestion_rule, _rps, _tools):
+    for rule in (_family, _tunnel, _cpu_budget, _qdiscs, _congestion_rule, _rps, _cores, _tools):
         if reason := rule(config, caps):
             return reason
     return None
@@ -175,6 +176,21 @@ def _rps(config: TrialConfig, caps: Capabilities) -> str | None:
             f"lab.rps_cpus: mask {shown} names CPUs this machine does not have "
             f"({len(caps.cpus)} online)"
         )
+    return None
+
+
+def _cores(config: TrialConfig, caps: Capabilities) -> str | None:
+    """Cores a role is held to must be online here (``lab.cpus``; the pinned layout is
+    made from the online ones)."""
+    if not caps.cpus:
+        return None
+    online = cpulist.canonical(caps.cpus)
+    for role, text in config.lab.cpus.given().items():
+        if missing := set(cpulist.parse(text)) - set(caps.cpus):
+            return (
+                f"lab.cpus.{role}: core {cpulist.canonical(missing)} is not online here"
+                f" (cores {online})"
+            )
     return None
 
 

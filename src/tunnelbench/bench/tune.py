@@ -30,6 +30,7 @@ from typing import Any
 from tunnelbench.analysis import tuning
 from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.bench import planfile, runner
+from tunnelbench.bench.labpool import LabPool
 from tunnelbench.bench.store import Store
 from tunnelbench.bench.tune_progress import TuneProgress
 from tunnelbench.errors import LabError, UserError
@@ -126,6 +127,7 @@ class Session:
         self.environment = store.run(str(run_id)).environment
         self.resolutions: dict[str, runner.Resolution] = {}
         self.walls: list[float] = []  # this invocation's trials' wall times
+        self.labs = LabPool()  # the session's labs, kept between its trials
 
     def execute(self) -> RunStatus:
         self.progress.started(self.run_id, self.record)
@@ -139,12 +141,13 @@ class Session:
         self.store.set_tune(self.run_id, self.record.to_dict())
 
     def _loop(self) -> None:
-        while self.record.end is None:
-            step = self.record.steps[-1]
-            if step.done:
-                self._next_step(step)
-            else:
-                self._measure(step)
+        with self.labs:
+            while self.record.end is None:
+                step = self.record.steps[-1]
+                if step.done:
+                    self._next_step(step)
+                else:
+                    self._measure(step)
 
     # --- measuring a step ---
 
@@ -240,7 +243,9 @@ class Session:
             trial = Trial(seq, len(groups.get(key, [])) + 1, config)
             self.progress.trial_started(trial, step)
             began = time.monotonic()
-            outcome = runner.run_trial(self.store, self.run_id, trial, self._resolution(config))
+            outcome = runner.run_trial(
+                self.store, self.run_id, trial, self._resolution(config), self.labs
+            )
             wall = time.monotonic() - began
             self.walls.append(wall)
             self.record.spent_s += wall

@@ -90,11 +90,16 @@ class Host(ABC):
 
 class NetnsHost(Host):
     """A role in a network namespace of this machine; its files live in the lab's
-    directory on this machine's file system, its processes are this machine's."""
+    directory on this machine's file system, its processes are this machine's.
 
-    def __init__(self, namespace: str, state: LabState) -> None:
+    ``cpus``: the cores the role is held to (:mod:`tunnelbench.lab.placement`); every
+    process it starts runs under ``taskset`` on them, threads it starts later included.
+    """
+
+    def __init__(self, namespace: str, state: LabState, cpus: str | None = None) -> None:
         self.name = namespace
         self.state = state
+        self.cpus = cpus
 
     def run(
         self,
@@ -121,7 +126,8 @@ class NetnsHost(Host):
         stdout: Path | None = None,
         stderr: Path | str | None = None,
     ) -> "subprocess.Popen[bytes]":
-        full = in_netns(self.name, argv)
+        pinned = ["taskset", "-c", self.cpus, *argv] if self.cpus else list(argv)
+        full = in_netns(self.name, pinned)
         with ExitStack() as files:
             out = files.enter_context(stdout.open("wb")) if stdout else subprocess.DEVNULL
             err: int | IO[bytes]

@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunnelbench.errors import LabError
+from tunnelbench.lab import placement
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.host import Host, NetnsHost
 from tunnelbench.lab.shaping import device_commands, queue_commands, shaping_commands
 from tunnelbench.lab.topology import CHAINS, Chain, link_address, plen, routes_for
+from tunnelbench.model import cpulist
 from tunnelbench.model.plan import LabSettings, Offloads
+from tunnelbench.system import probing, programs
 from tunnelbench.system.command import CommandError, run
 
 log = logging.getLogger("tunnelbench.lab")
@@ -67,6 +70,8 @@ class Lab:
     state: lab_state.LabState
     chain: Chain
     interfaces: dict[tuple[str, str], Interface] = field(default_factory=dict)
+    #: role -> the cores it is held to (roles absent run free): see lab.placement.
+    cpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def ns(self, role: str) -> str:
         return f"tb-{self.lab_id}-{role}"
@@ -121,7 +126,8 @@ class Lab:
     def host(self, role: str) -> Host:
         """Where ``role`` runs: every command, process and file of the role goes through
         it (:mod:`tunnelbench.lab.host`)."""
-        return NetnsHost(self.ns(role), self.state)
+        cores = self.cpus.get(role)
+        return NetnsHost(self.ns(role), self.state, cpulist.canonical(cores) if cores else None)
 
     def exec(
         self,
@@ -190,7 +196,10 @@ def build(settings: LabSettings, *, lab_id: str | None = None, tunnel: bool = Fa
     if state.path.exists():
         raise LabError(f"a lab named {lab_id!r} already exists; remove it with `lab down`")
     state.save()
-    lab = Lab(lab_id=lab_id, settings=settings, state=state, chain=chain)
+    cpus = placement.role_cpus(settings, chain.roles, probing.cpus())
+    if cpus:
+        programs.require("taskset", "holding the lab's processes to their cores")
+    lab = Lab(lab_id=lab_id, settings=settings, state=state, chain=chain, cpus=cpus)
     try:
         _create(lab, tunnel)
     except BaseException:
@@ -256,8 +265,12 @@ def _create(lab: Lab, tunnel: bool) -> None:
         lab.ip_batch(role, commands)
     _queue_wan(lab)
     _set_offloads(lab)
-    if settings.rps_cpus is not None:
-        _set_rps(lab, settings.rps_cpus)
+    masks = receive_masks(lab)
+    if masks:
+        _set_rps(lab, masks)
+        lab.state.info["rps"] = masks
+    if lab.cpus:
+        lab.state.info["placement"] = placement.describe(lab.cpus)
     _wait_for_carrier(lab)
     lab.state.info["interfaces"] = {f"{o}>{p}": i.name for (o, p), i in lab.interfaces.items()}
     lab.state.save()
@@ -341,15 +354,39 @@ def _set_offloads(lab: Lab) -> None:
     lab.state.info["offloads"] = offloads
 
 
-def _set_rps(lab: Lab, mask: str) -> None:
-    """Write the receive packet steering mask to every receive queue of every lab veth."""
-    for role in lab.chain.roles:
-        devices = [
-            f"/sys/class/net/{i.name}/queues/" for (r, _), i in lab.interfaces.items() if r == role
-        ]
-        # The namespace's own /sys, as `ip netns exec` mounts it, lists the queues.
-        found = lab.exec(role, ["find", *devices, "-maxdepth", "1", "-name", "rx-*"]).stdout
-        paths = sorted(f"{line.strip()}/rps_cpus" for line in found.splitlines() if line.strip())
-        if not paths:
-            raise LabError(f"no receive queues found under {', '.join(devices)} in {lab.ns(role)}")
-        lab.exec(role, ["tee", *paths], input_text=mask + "\n")
+def receive_masks(lab: Lab) -> dict[str, str]:
+    """role -> the RPS mask of its links' receive queues: ``lab.rps_cpus`` on every role,
+    or each pinned role's own cores (the two are never set together: plan check)."""
+    if lab.settings.rps_cpus is not None:
+        return {role: lab.settings.rps_cpus for role in lab.chain.roles}
+    return {role: cpulist.mask(cores) for role, cores in lab.cpus.items()}
+
+
+def _set_rps(lab: Lab, masks: dict[str, str]) -> None:
+    """Write each role's receive packet steering mask to every receive queue of its veths."""
+    for role, mask in masks.items():
+        devices = [i.name for (r, _), i in lab.interfaces.items() if r == role]
+        steer(lab, role, devices, mask)
+
+
+def steer(lab: Lab, role: str, devices: Sequence[str], mask: str) -> None:
+    """Write ``mask`` to ``rps_cpus`` of every receive queue of ``devices`` in ``role``'s
+    namespace; a device without receive queues is a :class:`LabError`."""
+    folders = [f"/sys/class/net/{device}/queues/" for device in devices]
+    # The namespace's own /sys, as `ip netns exec` mounts it, lists the queues.
+    found = lab.exec(role, ["find", *folders, "-maxdepth", "1", "-name", "rx-*"]).stdout
+    paths = sorted(f"{line.strip()}/rps_cpus" for line in found.splitlines() if line.strip())
+    if not paths:
+        raise LabError(f"no receive queues found under {', '.join(folders)} in {lab.ns(role)}")
+    lab.exec(role, ["tee", *paths], input_text=mask + "\n")
+
+
+def steer_tunnel(lab: Lab, devices: dict[str, str]) -> dict[str, str]:
+    """Steer the receive work of each pinned role's tunnel device (role -> device) to the
+    role's cores; returns role -> device for those set. Run once the tunnel is up."""
+    steered = {}
+    for role, device in devices.items():
+        if role in lab.cpus:
+            steer(lab, role, [device], cpulist.mask(lab.cpus[role]))
+            steered[role] = device
+    return steered

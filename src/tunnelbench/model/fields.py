@@ -19,6 +19,7 @@ from tunnelbench.kinds import (
     Direction,
     EspMode,
     Generator,
+    Placement,
     Protection,
     Protocol,
     Queue,
@@ -27,6 +28,7 @@ from tunnelbench.kinds import (
     Topology,
     TunnelKind,
 )
+from tunnelbench.model import cpulist
 from tunnelbench.model.plan import (
     CPU_BUDGET_MAX,
     MTU_MAX,
@@ -104,6 +106,17 @@ def _cpu_mask(key: str, value: Any) -> str:
     return text
 
 
+def _cpu_list(key: str, value: Any) -> str:
+    """A role's cores as the kernel lists them: ``"0"``, ``"0-1"``, ``"1,3"``; kept in
+    canonical form so that equal sets are equal settings."""
+    if not isinstance(value, str):
+        raise UserError(f"{key}: {shown(value)} is not a CPU list such as '0', '0-1' or '1,3'")
+    try:
+        return cpulist.canonical(cpulist.parse(value))
+    except ValueError as exc:
+        raise UserError(f"{key}: {shown(value)} is not a CPU list ({exc})") from None
+
+
 def _cpu_budget(key: str, value: Any) -> float:
     """A fraction of one core: 0.25, or the string '25%'."""
     number: float | None = None
@@ -154,6 +167,9 @@ _TABLE = [
     Setting("lab.offloads.tso", _switch, "true, false"),
     Setting("lab.offloads.roles", _roles, f"a list of roles: {', '.join(ROLES)}"),
     Setting("lab.rps_cpus", _cpu_mask, "a hexadecimal CPU mask such as '3'"),
+    Setting("lab.placement", _choice(Placement), _names(Placement)),
+    *(Setting(f"lab.cpus.{role}", _cpu_list, "a CPU list such as '0-1'") for role in ROLES),
+    Setting("lab.reuse", _switch, "true, false"),
     Setting("tunnel.kind", _choice(TunnelKind), _names(TunnelKind)),
     Setting("tunnel.implementation", _implementation, "auto, or one of the kind's"),
     Setting("tunnel.mtu", _optional_mtu, f"{MTU_MIN}..{MTU_MAX}, or 'auto'"),

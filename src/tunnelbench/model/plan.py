@@ -25,6 +25,7 @@ from tunnelbench.kinds import (
     EspMode,
     Generator,
     Order,
+    Placement,
     Protection,
     Protocol,
     Queue,
@@ -85,12 +86,33 @@ class Offloads:
 
 
 @dataclass(frozen=True)
+class RoleCpus:
+    """Cores a role's processes and receive work are held to, as a canonical CPU list
+    (``"0"``, ``"0-1"``, ``"1,3"``); None leaves the role to the placement."""
+
+    client: str | None = None
+    gw: str | None = None
+    gwa: str | None = None
+    gwb: str | None = None
+    server: str | None = None
+
+    def given(self) -> dict[str, str]:
+        return {role: getattr(self, role) for role in ROLES if getattr(self, role) is not None}
+
+
+@dataclass(frozen=True)
 class LabSettings:
+    """``reuse``: the run keeps the lab standing for the next trial of the same lab and
+    tunnel (:mod:`tunnelbench.bench.labpool`); False builds one for every trial."""
+
     topology: Topology = Topology.ROAD_WARRIOR
     wan: LinkSettings = field(default_factory=LinkSettings)
     lan_mtu: int = 1500
     offloads: Offloads = field(default_factory=Offloads)
     rps_cpus: str | None = None  # hex CPU mask for receive packet steering on every link
+    placement: Placement = Placement.FREE
+    cpus: RoleCpus = field(default_factory=RoleCpus)
+    reuse: bool = True
 
     @property
     def families(self) -> tuple[int, ...]:

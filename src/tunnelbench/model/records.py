@@ -56,6 +56,16 @@ class Resolved:
     lab_families: tuple[int, ...] | None = None
     #: role -> feature -> on, when the lab set offloads (see lab.netns.role_offloads).
     offloads: dict[str, dict[str, bool]] | None = None
+    #: role -> the cores its processes were held to (lab.placement); None: all free.
+    placement: dict[str, str] | None = None
+    #: role -> the RPS mask written to its links' receive queues, and the pinned roles'
+    #: tunnel devices steered the same way (role -> device).
+    rps: dict[str, str] | None = None
+    rps_tunnel_devices: dict[str, str] | None = None
+    #: Whether the trial's lab was built for it (True) or kept from an earlier trial of
+    #: the run (bench.labpool), and the how-manyth trial of that lab it was (1: fresh).
+    lab_fresh: bool | None = None
+    lab_trial: int | None = None
     # ESP as set-up found it (tunnels.esp.Session.facts).
     esp_version: str | None = None
     esp_cipher: str | None = None

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tunnelbench.model import cpulist
 from tunnelbench.system import programs
 from tunnelbench.system.command import run
 
@@ -167,12 +168,7 @@ def iperf2_version(text: str) -> str | None:
 
 def cpu_list(text: str) -> tuple[int, ...]:
     """CPU numbers from the kernel's list format, e.g. ``0-1,4``."""
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if part:
-            low, _, high = part.partition("-")
-            cpus.extend(range(int(low), int(high or low) + 1))
-    return tuple(cpus)
+    return cpulist.parse(text.strip()) if text.strip() else ()
 
 
 def mask_cpus(mask: str) -> set[int]:

@@ -1,0 +1,208 @@
+"""The labs a run keeps standing between its trials: one per distinct lab and tunnel.
+
+Building and removing a lab takes about a second (most of it the kernel's link-watch
+delay before a new veth reports carrier), which a 3 s trial pays on top of its warm-up.
+A run's trials of one configuration, and of configurations that differ only in their
+traffic, can share a lab instead: the pool keeps each lab standing after a successful
+trial and hands it to the next trial with the same ``lab`` and ``tunnel`` settings.
+
+A kept lab is handed out only when nothing of the last trial can reach the next:
+
+- the TCP metrics cache of every role is flushed (a cached ssthresh or RTT would start
+  the next connection's congestion window where the last one ended; a fresh lab has
+  none); the lab has no connection tracking (no rule of the lab uses it), so there is
+  none to flush;
+- the queues of every lab device hold no packet (a slow shaped link drains what the
+  last trial left, at most its queue limit x MTU / rate);
+- the tunnel daemons are alive, and no process other than those present when the lab
+  was built lives in its namespaces (a generator that outlived its trial would load the
+  next one): a lab that fails this is removed, and the next trial builds a fresh one.
+
+Counters (qdisc, links, TCP) are read as differences over each trial's window, so their
+running totals carry nothing. Each trial records whether its lab was fresh and which
+trial of the lab it was (``lab_fresh``, ``lab_trial``). ``lab.reuse = false`` builds a
+lab for every trial, as tunnelbench did before. A failed trial's lab is always removed.
+"""
+
+import json
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+
+from tunnelbench.bench.session import LabSession
+from tunnelbench.errors import LabError
+from tunnelbench.lab.state import is_alive, namespace_processes
+from tunnelbench.model.plan import TrafficSettings, TrialConfig
+from tunnelbench.probes import qdisc
+from tunnelbench.tunnels.base import TunnelSpec
+
+log = logging.getLogger("tunnelbench.bench.labpool")
+
+#: Labs kept standing at once; the one used longest ago is removed first. Idle labs cost
+#: no CPU worth the name, but each holds namespaces, links and maybe a daemon.
+KEEP = 8
+#: Longest wait for a kept lab's queues to empty, beyond what its shaped rate needs.
+DRAIN_MARGIN_S = 1.0
+
+
+@dataclass
+class Standing:
+    """A lab with its tunnel up, and what the pool knows of it."""
+
+    session: LabSession
+    key: str
+    trials: int = 0  # trials it has been handed to, this one included
+    #: PIDs living in its namespaces once it was built: its own (daemons and their
+    #: helpers); anything else found later is a leftover.
+    residents: set[int] = field(default_factory=set)
+
+    @property
+    def fresh(self) -> bool:
+        return self.trials == 1
+
+
+def lab_key(config: TrialConfig) -> str:
+    """What a lab is built from: the configuration without its traffic."""
+    return replace(config, traffic=TrafficSettings()).key()
+
+
+class LabPool:
+    """``with LabPool() as labs``: :meth:`acquire` a lab for a trial, then
+    :meth:`release` it after success or :meth:`discard` it after a failure; every lab
+    still standing is removed when the block ends, however it ends."""
+
+    def __init__(self, keep: int = KEEP) -> None:
+        self.keep = keep
+        self._idle: OrderedDict[str, Standing] = OrderedDict()
+
+    def acquire(self, config: TrialConfig, spec: TunnelSpec) -> Standing:
+        """A lab for ``config``: a kept one made ready, or a new one built with its
+        tunnel up. A kept lab that cannot be made ready is a :class:`LabError` (the
+        trial fails with the cause, and the lab is removed)."""
+        key = lab_key(config)
+        standing = self._idle.pop(key, None) if config.lab.reuse else None
+        if standing is not None:
+            try:
+                ready(standing)
+            except BaseException:
+                standing.session.teardown()
+                raise
+        else:
+            standing = build(config, spec, key)
+        standing.trials += 1
+        return standing
+
+    def release(self, standing: Standing) -> None:
+        """After a successful trial: keep the lab for the next trial of its settings, or
+        remove it (``lab.reuse`` off, or a process of the trial still inside)."""
+        if not standing.session.config.lab.reuse:
+            standing.session.teardown()
+            return
+        if stray := leftovers(standing):
+            log.info("lab %s not kept: %s", standing.session.lab.lab_id, stray)
+            standing.session.teardown()
+            return
+        self._idle[standing.key] = standing
+        while len(self._idle) > self.keep:
+            _, oldest = self._idle.popitem(last=False)
+            oldest.session.teardown()
+
+    def discard(self, standing: Standing) -> None:
+        """After a failed trial: the lab is removed."""
+        standing.session.teardown()
+
+    def close(self) -> None:
+        """Remove every kept lab; the first teardown failure is raised after all ran."""
+        failure: BaseException | None = None
+        while self._idle:
+            _, standing = self._idle.popitem(last=False)
+            try:
+                standing.session.teardown()
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def __enter__(self) -> "LabPool":
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def build(config: TrialConfig, spec: TunnelSpec, key: str) -> Standing:
+    """A new lab with its tunnel up (removed again if any step fails)."""
+    session = LabSession(config, spec)
+    try:
+        session.build()
+        session.tunnel_up()
+        return Standing(session, key, residents=_living(session))
+    except BaseException:
+        session.teardown()
+        raise
+
+
+def _living(session: LabSession) -> set[int]:
+    lab = session.lab
+    return {pid for role in lab.chain.roles for pid in namespace_processes(lab.ns(role))}
+
+
+def leftovers(standing: Standing) -> str | None:
+    """What keeps a lab from being handed on: a process of the last trial still inside
+    it (named), or None."""
+    extra = _living(standing.session) - standing.residents
+    return f"processes still inside after the trial: {sorted(extra)}" if extra else None
+
+
+def ready(standing: Standing) -> None:
+    """Make a kept lab ready for its next trial (see the module's notes)."""
+    session = standing.session
+    lab = session.lab
+    for role, daemon in session.handle.daemons.items():
+        if not is_alive(daemon):
+            raise LabError(
+                f"tunnel daemon {session.handle.implementation} on {role} (pid {daemon.pid})"
+                f" died while lab {lab.lab_id} stood between trials"
+            )
+    if stray := leftovers(standing):
+        raise LabError(f"lab {lab.lab_id} is not clean: {stray}")
+    for role in lab.chain.roles:
+        lab.exec(role, ["ip", "tcp_metrics", "flush", "all"])
+    wait_drained(standing)
+
+
+def wait_drained(standing: Standing) -> None:
+    """Wait until no qdisc of the lab holds a packet: at most the time the WAN's shaper
+    needs to send a full queue (limit x MTU / rate) plus :data:`DRAIN_MARGIN_S`."""
+    lab = standing.session.lab
+    wan = lab.settings.wan
+    bound = DRAIN_MARGIN_S
+    if wan.rate:
+        bound += wan.queue_limit * wan.mtu * 8 / wan.rate
+    deadline = time.monotonic() + bound
+    while True:
+        held = {
+            role: backlog
+            for role in lab.chain.roles
+            if (backlog := _backlog(qdisc.read(lab.host(role))))
+        }
+        if not held:
+            return
+        if time.monotonic() > deadline:
+            raise LabError(
+                f"lab {lab.lab_id}: queues still hold packets {bound:.1f} s after the last"
+                f" trial ({', '.join(f'{r}: {n}' for r, n in sorted(held.items()))})"
+            )
+        time.sleep(0.02)
+
+
+def _backlog(text: str) -> int:
+    """Packets held by all the qdiscs of one ``tc -s -j qdisc show``."""
+    return sum(int(q.get("qlen", 0)) for q in json.loads(text or "[]"))
