@@ -20,8 +20,9 @@ A kept lab is handed out only when nothing of the last trial can reach the next:
 
 Counters (qdisc, links, TCP) are read as differences over each trial's window, so their
 running totals carry nothing. Each trial records whether its lab was fresh and which
-trial of the lab it was (``lab_fresh``, ``lab_trial``). ``lab.reuse = false`` builds a
-lab for every trial, as tunnelbench did before. A failed trial's lab is always removed.
+trial of the lab it was (``lab_fresh``, ``lab_trial``). A pool made with ``keep=0``
+(``fresh_labs``) builds a lab for every trial, as tunnelbench did before. A failed
+trial's lab is always removed.
 """
 
 import json
@@ -82,7 +83,7 @@ class LabPool:
         tunnel up. A kept lab that cannot be made ready is a :class:`LabError` (the
         trial fails with the cause, and the lab is removed)."""
         key = lab_key(config)
-        standing = self._idle.pop(key, None) if config.lab.reuse else None
+        standing = self._idle.pop(key, None)
         if standing is not None:
             try:
                 ready(standing)
@@ -96,8 +97,8 @@ class LabPool:
 
     def release(self, standing: Standing) -> None:
         """After a successful trial: keep the lab for the next trial of its settings, or
-        remove it (``lab.reuse`` off, or a process of the trial still inside)."""
-        if not standing.session.config.lab.reuse:
+        remove it (a pool that keeps none, or a process of the trial still inside)."""
+        if self.keep == 0:
             standing.session.teardown()
             return
         if stray := leftovers(standing):

@@ -47,7 +47,17 @@ from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 T = TypeVar("T")
 
-TOP_KEYS = ("name", "description", "repetitions", "order", "seed", "base", "matrix", "exclude")
+TOP_KEYS = (
+    "name",
+    "description",
+    "repetitions",
+    "order",
+    "seed",
+    "fresh_labs",
+    "base",
+    "matrix",
+    "exclude",
+)
 #: Seconds a trial costs besides its traffic: building the lab and tunnel, starting
 #: the generator, tearing down. 1.17-1.20 s in full runs of the five scenarios on the
 #: 2-core reference machine.
@@ -195,6 +205,9 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
         lambda: check_choice("order", data.get("order", Order.INTERLEAVED.value), Order)
     )
     seed = _top_int(problems, data, "seed", None, 0, 2**63 - 1)
+    fresh_labs = data.get("fresh_labs", False)
+    if not isinstance(fresh_labs, bool):
+        problems.add(f"fresh_labs: {shown(fresh_labs)} is not true or false")
     base = _base(problems, data.get("base", {}))
     axes = _axes(problems, data.get("matrix", {}))
     combinations = math.prod(len(a.values) for a in axes)
@@ -225,6 +238,7 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
         seed=seed if isinstance(seed, int) else None,
         name=name,
         adaptive=adaptive,
+        fresh_labs=fresh_labs is True,
     )
     try:
         check_size(experiment, "plan")
@@ -536,7 +550,7 @@ def _config(problems: _Problems, combo: dict[str, Any], own: dict[str, Any]) -> 
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = value
-    config = TrialConfig.from_dict(tree)
+    config = TrialConfig.from_settings(tree)
     where = ", ".join(f"{p}={_show(v)}" for p, v in own.items())
     prefix = f"with {where}: " if where else ""
     before = len(problems)

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from tunnelbench.analysis import precision
 from tunnelbench.bench import capabilities, environment, skips
-from tunnelbench.bench.labpool import LabPool
+from tunnelbench.bench.labpool import KEEP, LabPool
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, StorageError, UserError
@@ -201,7 +201,7 @@ def execute(
     shown.run_started(run_id, total, pending, growing=adaptive)
 
     def body() -> None:
-        with LabPool() as labs:
+        with LabPool(keep=0 if prepared.experiment.fresh_labs else KEEP) as labs:
             _run_trials(prepared, store, run_id, pending, shown, labs)
             if adaptive:
                 _run_extra_rounds(prepared, store, run_id, shown, labs)

@@ -11,7 +11,7 @@ from typing import Any
 
 from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import Direction, Shaper, StreamMode, Topology, TunnelKind
+from tunnelbench.kinds import Direction, Placement, Shaper, StreamMode, Topology, TunnelKind
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import (
     ADAPTIVE_MAX,
@@ -55,6 +55,8 @@ DEFAULTS: dict[str, Any] = {
     "rate": None,
     "shaper": Shaper.TBF.value,
     "queue_limit": 1000,
+    "placement": Placement.FREE.value,
+    "fresh_labs": False,
     "tunnel_mtu": None,
     "wireguard_impl": "auto",
     "target_ci": None,  # adaptive repetitions: off
@@ -143,6 +145,12 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
         "--queue-limit", type=whole_number, help="shaper queue in packets (default 1000)"
     )
     lab.add_argument(
+        "--placement",
+        choices=[p.value for p in Placement],
+        help="free: the scheduler places the lab's processes; pinned: each role on cores of"
+        " its own, its receive work steered there (default free)",
+    )
+    lab.add_argument(
         "--tunnel-mtu",
         type=whole_number,
         help="tunnel MTU (default: WAN MTU minus the tunnel's overhead)",
@@ -167,6 +175,7 @@ def lab_settings(args: argparse.Namespace) -> LabSettings:
             queue_limit=_field("lab.wan.queue_limit", "--queue-limit", option(args, "queue_limit")),
         ),
         lan_mtu=_field("lab.lan_mtu", "--lan-mtu", option(args, "lan_mtu")),
+        placement=_field("lab.placement", "--placement", option(args, "placement")),
     )
 
 
@@ -231,7 +240,12 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
         for implementation in (wireguard_impls(args) if kind is TunnelKind.WIREGUARD else ["auto"])
     ]
     configs = product_configs(base, tunnels, streams)
-    experiment = Experiment(configs=configs, repetitions=runs, adaptive=adaptive)
+    experiment = Experiment(
+        configs=configs,
+        repetitions=runs,
+        adaptive=adaptive,
+        fresh_labs=bool(option(args, "fresh_labs")),
+    )
     check_size(experiment, "--tunnels x --streams x --runs")
     return experiment
 

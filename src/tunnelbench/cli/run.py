@@ -74,6 +74,12 @@ def register(verbs: Verbs) -> None:
     )
     add_traffic_choices(experiment)
     experiment.add_argument(
+        "--fresh-labs",
+        action="store_true",
+        help="build a lab for every trial instead of keeping each lab standing for the next"
+        " trial of the same lab and tunnel",
+    )
+    experiment.add_argument(
         "--family", type=whole_number, help="IP version of the traffic: 4 or 6 (default 4)"
     )
     add_lab_arguments(run)

@@ -169,7 +169,6 @@ _TABLE = [
     Setting("lab.rps_cpus", _cpu_mask, "a hexadecimal CPU mask such as '3'"),
     Setting("lab.placement", _choice(Placement), _names(Placement)),
     *(Setting(f"lab.cpus.{role}", _cpu_list, "a CPU list such as '0-1'") for role in ROLES),
-    Setting("lab.reuse", _switch, "true, false"),
     Setting("tunnel.kind", _choice(TunnelKind), _names(TunnelKind)),
     Setting("tunnel.implementation", _implementation, "auto, or one of the kind's"),
     Setting("tunnel.mtu", _optional_mtu, f"{MTU_MIN}..{MTU_MAX}, or 'auto'"),

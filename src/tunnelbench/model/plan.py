@@ -102,9 +102,6 @@ class RoleCpus:
 
 @dataclass(frozen=True)
 class LabSettings:
-    """``reuse``: the run keeps the lab standing for the next trial of the same lab and
-    tunnel (:mod:`tunnelbench.bench.labpool`); False builds one for every trial."""
-
     topology: Topology = Topology.ROAD_WARRIOR
     wan: LinkSettings = field(default_factory=LinkSettings)
     lan_mtu: int = 1500
@@ -112,7 +109,6 @@ class LabSettings:
     rps_cpus: str | None = None  # hex CPU mask for receive packet steering on every link
     placement: Placement = Placement.FREE
     cpus: RoleCpus = field(default_factory=RoleCpus)
-    reuse: bool = True
 
     @property
     def families(self) -> tuple[int, ...]:
@@ -176,8 +172,15 @@ class TrialConfig:
         return asdict(self)
 
     def key(self) -> str:
-        """A canonical text identity: equal configurations have equal keys."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """A canonical text identity: equal configurations have equal keys.
+
+        A setting of :data:`LEGACY` is left out while it holds the value every earlier
+        version ran with, so a configuration stored before it existed keeps its key."""
+        data = self.to_dict()
+        for (section, name), value in LEGACY.items():
+            if data[section][name] == value:
+                del data[section][name]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def baseline(self) -> "TrialConfig":
         """The same lab and traffic with no tunnel."""
@@ -186,8 +189,27 @@ class TrialConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrialConfig":
         """The inverse of :meth:`to_dict`; keys a stored configuration lacks (it was
-        written before that setting existed) take their defaults."""
+        written before that setting existed) take the value it ran with: that of
+        :data:`LEGACY`, else the default."""
+        sections = {name: dict(data.get(name) or {}) for name in ("lab", "tunnel", "traffic")}
+        for (section, name), value in LEGACY.items():
+            sections[section].setdefault(name, value)
+        return _from_dict(cls, {**data, **sections})
+
+    @classmethod
+    def from_settings(cls, data: dict[str, Any]) -> "TrialConfig":
+        """A new configuration from the settings given (a plan's): the rest take
+        today's defaults."""
         return _from_dict(cls, data)
+
+
+#: Settings added after configurations were first stored, with the value every earlier
+#: version ran with (today's default may differ): processes ran where the scheduler put
+#: them.
+LEGACY: dict[tuple[str, str], Any] = {
+    ("lab", "placement"): "free",
+    ("lab", "cpus"): asdict(RoleCpus()),
+}
 
 
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -269,6 +291,8 @@ class Experiment:
     ``seed`` orders a shuffled experiment; the runner picks one (and records it) when
     the plan did not. With ``adaptive``, ``repetitions`` is the minimum every
     configuration gets and :func:`expand` gives those rounds; the runner adds rounds.
+    ``fresh_labs``: build a lab for every trial instead of keeping each lab standing for
+    the next trial of the same lab and tunnel (:mod:`tunnelbench.bench.labpool`).
     """
 
     configs: tuple[TrialConfig, ...]
@@ -277,6 +301,7 @@ class Experiment:
     seed: int | None = None
     name: str | None = None
     adaptive: AdaptiveRepetitions | None = None
+    fresh_labs: bool = False
 
     def __post_init__(self) -> None:
         # Plan files and options check these with messages for the user; reaching here
@@ -292,13 +317,15 @@ class Experiment:
             "order": self.order.value,
             "seed": self.seed,
             "adaptive": None if self.adaptive is None else self.adaptive.to_dict(),
+            "fresh_labs": self.fresh_labs,
             "configs": [c.to_dict() for c in self.configs],
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Experiment":
         """The inverse of :meth:`to_dict`; an experiment stored before adaptive
-        repetitions existed has none."""
+        repetitions existed has none, and one stored before labs were kept between
+        trials built a fresh one for each."""
         adaptive = data.get("adaptive")
         return cls(
             configs=tuple(TrialConfig.from_dict(c) for c in data["configs"]),
@@ -307,6 +334,7 @@ class Experiment:
             seed=data.get("seed"),
             name=data.get("name"),
             adaptive=None if adaptive is None else AdaptiveRepetitions.from_dict(adaptive),
+            fresh_labs=bool(data.get("fresh_labs", True)),
         )
 
 

@@ -196,7 +196,7 @@ class TuneRecord:
 def plain(config: TrialConfig) -> dict[str, Any]:
     """A configuration as the record holds it: plain JSON values (enums as their values,
     tuples as lists), equal after a trip through the store."""
-    data: dict[str, Any] = json.loads(config.key())
+    data: dict[str, Any] = json.loads(json.dumps(config.to_dict()))
     return data
 
 

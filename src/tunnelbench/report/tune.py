@@ -8,7 +8,7 @@ from tunnelbench.bench.progress import describe as label
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import RunRecord
-from tunnelbench.model.tuning import TuneRecord, plan_snippet, show
+from tunnelbench.model.tuning import TuneRecord, plain, plan_snippet, show
 
 
 def record_of(run: RunRecord) -> TuneRecord | None:
@@ -88,4 +88,11 @@ def terminal(record: TuneRecord) -> str:
 
 
 def json_section(record: TuneRecord) -> dict[str, Any]:
-    return record.to_dict() | {"headline": headline(record), "plan": final_plan(record)}
+    data = record.to_dict()
+    # Every configuration whole, as it ran: one recorded before a setting existed gets
+    # the value it ran with (model.plan.LEGACY).
+    for step in data["steps"]:
+        step["best_config"] = plain(TrialConfig.from_dict(step["best_config"]))
+        for candidate in step["candidates"]:
+            candidate["config"] = plain(TrialConfig.from_dict(candidate["config"]))
+    return data | {"headline": headline(record), "plan": final_plan(record)}
