@@ -2,13 +2,14 @@
 
 import sys
 
-from benchmarks import fidelity, lab_setup, sampler_cost, tune_vs_matrix
+from benchmarks import fidelity, lab_setup, sampler_cost, tune_vs_matrix, variance
 
 ALL = {
     "fidelity": fidelity.main,
     "lab_setup": lab_setup.main,
     "sampler_cost": sampler_cost.main,
     "tune_vs_matrix": tune_vs_matrix.main,
+    "variance": variance.main,
 }
 
 if __name__ == "__main__":

@@ -498,4 +498,6 @@ def trial_metrics(
         metrics[metric.LOAD_OUTSIDE.name] = probes.cpu_load.outside_pct
     if probes.load_scan_ms is not None:
         metrics[metric.LOAD_SCAN.name] = probes.load_scan_ms
+    for name, count in (probes.scheduling or {}).items():
+        metrics[metric.scheduling(name)] = count
     return metrics

@@ -40,8 +40,9 @@ RTT_LOADED_P95: Final = Metric("rtt.loaded_p95_ms", "ms")
 RTT_LOADED_MAX: Final = Metric("rtt.loaded_max_ms", "ms")
 RTT_LOST: Final = Metric("rtt.lost", "requests")
 
-#: The parts of a core's time the sampler records (each in % of that core).
-CPU_PARTS: Final = ("user", "system", "softirq", "irq", "idle")
+#: The parts of a core's time the sampler records (each in % of that core); steal is
+#: time the hypervisor gave to another guest while this core had work.
+CPU_PARTS: Final = ("user", "system", "softirq", "irq", "idle", "steal")
 _CPU = re.compile(r"cpu(\d+)\.([a-z]+)")
 PROCESS_PREFIX: Final = "proc."  # proc.<label>: % of one core
 
@@ -60,6 +61,12 @@ def parse_cpu(name: str) -> tuple[int, str] | None:
 def cores(names: Iterable[str]) -> list[int]:
     """The cores that per-core metrics name, in order."""
     return sorted({found[0] for name in names if (found := parse_cpu(name)) is not None})
+
+
+def scheduling(name: str) -> str:
+    """``sched.<name>``: the lab's threads' migrations or context switches over the
+    measured window (tunnelbench.probes.scheduling)."""
+    return f"sched.{name}"
 
 
 def process(label: str) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tunnelbench.probes import cpu, load, process, tcp
+from tunnelbench.probes import cpu, load, process, scheduling, tcp
 
 DEFAULT_HZ = 10.0
 
@@ -35,6 +35,9 @@ class ProbeResult:
     tcp_end: dict[str, str] = field(default_factory=dict)
     cpu_load: load.Load | None = None  # CPU of the lab's processes and of all others
     load_scan_ms: float | None = None  # CPU time of the two process scans
+    #: The lab's threads' migrations and switches over the window (probes.scheduling);
+    #: None when this kernel has no sched files.
+    scheduling: dict[str, int] | None = None
 
     @property
     def tcp_metrics(self) -> dict[str, float]:
@@ -62,6 +65,7 @@ class Sampler:
         self._namespaces: dict[str, int] = {}
         self._counters = tcp.WindowCounters({})
         self._edges: list[tuple[float, float, dict[str, str], load.Scan]] = []
+        self._threads: list[scheduling.Threads | None] = []
         self._scan_cpu = 0.0
         self._watched: dict[str, int] = {}
         self._window: tuple[float, float] | None = None
@@ -117,6 +121,11 @@ class Sampler:
         begin_cpu = time.thread_time()
         at, wall = time.monotonic(), time.time()
         scan = load.scan() if self._namespaces else {}
+        if self._namespaces:
+            inodes = set(self._namespaces.values())
+            self._threads.append(
+                scheduling.read(pid for pid, seen in scan.items() if seen.netns in inodes)
+            )
         self._scan_cpu += time.thread_time() - begin_cpu
         if first and self._counters.missing:
             self._counters.open_from(scan)
@@ -207,4 +216,7 @@ class Sampler:
                     started_at=wall0,
                 )
                 result.load_scan_ms = round(1000.0 * self._scan_cpu, 2)
+            threads = self._threads
+            if len(threads) == 2 and threads[0] is not None and threads[1] is not None:
+                result.scheduling = scheduling.over_window(threads[0], threads[1])
         return result
