@@ -126,8 +126,7 @@ class NetnsHost(Host):
         stdout: Path | None = None,
         stderr: Path | str | None = None,
     ) -> "subprocess.Popen[bytes]":
-        pinned = ["taskset", "-c", self.cpus, *argv] if self.cpus else list(argv)
-        full = in_netns(self.name, pinned)
+        full = self.spawn_argv(argv)
         with ExitStack() as files:
             out = files.enter_context(stdout.open("wb")) if stdout else subprocess.DEVNULL
             err: int | IO[bytes]
@@ -140,6 +139,12 @@ class NetnsHost(Host):
             proc = spawn(full, stdout=out, stderr=err)
         self.state.add_process(proc.pid, full)
         return proc
+
+    def spawn_argv(self, argv: Sequence[str]) -> list[str]:
+        """What :meth:`spawn` runs for ``argv``: in the namespace, under ``taskset`` on
+        the role's cores when it has them."""
+        pinned = ["taskset", "-c", self.cpus, *argv] if self.cpus else list(argv)
+        return in_netns(self.name, pinned)
 
     def write(self, path: Path, text: str, *, mode: int = 0o644) -> None:
         if str(path) not in self.state.files:
