@@ -12,6 +12,7 @@ is never handed on.
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,12 @@ SHORT = TrafficSettings(duration=1, warmup=0)
 
 
 def _allowed(pid: int) -> str:
+    """The CPU affinity of ``pid`` once it runs its program (``ip netns exec`` and
+    ``taskset`` exec into it under the same PID; read before that, it is theirs)."""
+    for _ in range(500):
+        if Path(f"/proc/{pid}/comm").read_text().strip() not in ("ip", "taskset"):
+            break
+        time.sleep(0.01)
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("Cpus_allowed_list:"):
             return line.split(":", 1)[1].strip()
@@ -164,12 +171,13 @@ def test_a_kept_lab_whose_daemon_died_is_not_handed_on():
         standing = labs.acquire(config, spec)
         labs.release(standing)
         daemon = standing.session.handle.daemons["client"]
+        lab_id, namespace = standing.session.lab.lab_id, standing.session.lab.ns("client")
         os.kill(daemon.pid, signal.SIGKILL)  # a daemon this test's lab started
         with pytest.raises(LabError, match=r"died while lab \w+ stood between trials"):
             labs.acquire(config, spec)
-        assert standing.session.lab.ns("client") not in lab_state.list_namespaces()
+        assert namespace not in lab_state.list_namespaces()
         again = labs.acquire(config, spec)  # the next trial builds a fresh lab
-        assert again.fresh and again.session.lab.lab_id != standing.session.lab.lab_id
+        assert again.fresh and again.session.lab.lab_id != lab_id
         labs.release(again)
 
 
