@@ -69,15 +69,19 @@ def test_a_run_against_itself_changes_nothing(l2):
     assert [s.ratio for s in stats] == [1.0, 1.0, 1.0, 1.0]  # type: ignore[union-attr]
     assert [s.p for s in stats] == [1.0, 1.0, 1.0, 1.0]  # type: ignore[union-attr]
     # 3 runs a side: the rank test could never reach p < 0.05 (its floor is 2/C(6,3) = 0.1).
-    assert [compare.short_verdict(r) for r in comparison.rows] == ["too few runs (3 vs 3)"] * 4
+    # The same runs differ by 0%, less than the baselines' spread (CV 2.3% and 6.9%).
+    assert [compare.short_verdict(r) for r in comparison.rows] == [
+        "too few runs (3 vs 3), within noise"
+    ] * 4
     assert comparison.environment_changes == []
     text = compare.render_table(comparison)
     assert "Environment: the same in both runs." in text
-    *_, undecidable, retransmits = text.splitlines()
+    *_, undecidable, within, retransmits = text.splitlines()
     assert undecidable == (
         "Cannot tell with 3 and 3 runs: no difference can reach p < 0.05 "
         "(smallest possible p = 0.1); run at least 4 repetitions."
     )
+    assert within.startswith("Within noise: not significant, and the medians differ by less")
     # Recorded before the kernel's window counters: the retrans columns are iperf3's.
     assert retransmits.startswith("Retransmits marked *: iperf3's own count")
 
@@ -106,7 +110,7 @@ def test_a_faster_run_shows_the_ratio_per_configuration(l2, tmp_path):
     assert len(vxlan) == 2
     # 12,896 Mbit/s x 1.5 = 19,344; the median of three scaled values is the scaled median.
     assert "|   12,896 |   19,344 | 1.500 |" in vxlan[0]
-    assert all("| 0.1 | too few runs (3 vs 3) |" in line for line in vxlan)
+    assert all("| 0.1 | too few runs (3 vs 3) " in line for line in vxlan)
 
 
 def test_runs_of_different_plans_have_nothing_in_common(l2, queue):

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tunnelbench.analysis import noise
 from tunnelbench.analysis.diagnosis import (
     SATURATED_PCT,
     Bound,
@@ -100,6 +101,20 @@ class Measured:
     change_pct: float  # against the advised configuration's median
     here_bps: float = 0.0  # the advised configuration's median
     comparison: Comparison | None = None  # None without the runs' own values
+    noise_pct: float | None = None  # this machine's noise: the baseline's CV, %
+
+    @property
+    def in_noise(self) -> bool:
+        """Whether the difference is smaller than this machine's noise."""
+        return noise.within(self.change_pct, self.noise_pct)
+
+    def _noise_note(self) -> str:
+        return (
+            f"; the {self.change_pct:+.1f}% is smaller than this machine's noise (CV"
+            f" {self.noise_pct:.1f}% of the baseline's runs)"
+            if self.in_noise
+            else ""
+        )
 
     @property
     def outcome(self) -> Outcome:
@@ -118,6 +133,8 @@ class Measured:
             return f"{change}, too few runs to tell"
         assert self.comparison is not None
         if self.outcome == "no difference":
+            if self.in_noise:
+                return f"{change}, within this machine's noise (CV {self.noise_pct:.1f}%)"
             return f"{self.setting} = {_show(self.value)}: no measurable difference"
         verdict = "gain" if self.outcome == "gain" else "slower"
         return f"{change} ({format_p(self.comparison.p)}): {verdict}"
@@ -138,20 +155,27 @@ class Measured:
                 runs = f"{c.n1} runs here, {c.n2} there"
             return (
                 f"{head}): too few runs to tell ({runs}; a rank test needs at least"
-                f" {repetitions_needed()} of each to reach p < {ALPHA:g})"
+                f" {repetitions_needed()} of each to reach p < {ALPHA:g}){self._noise_note()}"
             )
         assert c is not None
         if self.outcome == "no difference":
             return (
                 f"measured in this run: {self.setting} = {_show(self.value)}: no measurable"
                 f" difference ({mbit(self.goodput_bps)} vs {mbit(self.here_bps)} Mbit/s,"
-                f" {format_p(c.p)})"
+                f" {format_p(c.p)}){self._noise_note()}"
             )
         ci = ""
         if c.ratio_ci is not None:
             ci = f", 95% CI {100 * (c.ratio_ci[0] - 1):+.0f}%..{100 * (c.ratio_ci[1] - 1):+.0f}%"
         verdict = "gain" if self.outcome == "gain" else "slower here"
-        return f"{head}{ci}, {format_p(c.p)}): {verdict}"
+        # Significant yet inside one run's spread: the runs' number, not the size, shows it.
+        note = (
+            f" (smaller than one run's noise, CV {self.noise_pct:.1f}%: shown by"
+            f" {c.n1} and {c.n2} runs)"
+            if self.in_noise
+            else ""
+        )
+        return f"{head}{ci}, {format_p(c.p)}): {verdict}{note}"
 
 
 @dataclass(frozen=True)
@@ -303,7 +327,15 @@ class Context:
                     if self._goodputs and sibling.goodputs
                     else None
                 )
-                best = Measured(setting, value, sibling.goodput_bps, change, here, comparison)
+                best = Measured(
+                    setting,
+                    value,
+                    sibling.goodput_bps,
+                    change,
+                    here,
+                    comparison,
+                    self.subject.noise_pct,
+                )
         return best
 
 

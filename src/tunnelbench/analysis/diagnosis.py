@@ -15,12 +15,13 @@ reads a pegged core as 96-100% here (a single iperf3 sender: 99.0-99.7%; wiregua
 busiest core: 96-98%). Above 101% of the ceiling the number itself is suspect: that is a
 verdict of its own, ahead of all others.
 
-A median hides what varies between runs, so two rules also read every run
+A median hides what varies between runs, so three rules also read every run
 (:attr:`Subject.runs`): the link-bound verdict weighs the queue's drops, TCP's
 retransmits and the spread of the runs (a run below 95% of the ceiling with loss in the
-runs is ``link-bound-lossy``), and outside load is judged by its worst run. Busy cores
-are attributed: CPU time of processes outside the lab (``load.outside_pct``) is not the
-configuration's limit, and a run recorded before that metric says so.
+runs is ``link-bound-lossy``), and outside load and steal time are judged by the worst
+run. Busy cores are attributed: CPU time of processes outside the lab
+(``load.outside_pct``) is not the configuration's limit, and a run recorded before that
+metric says so.
 """
 
 import statistics
@@ -44,6 +45,9 @@ UDP_LOSS_PCT = 1.0
 OUTSIDE_USER_PCT = 50.0  # runs without load.*: a saturated core mostly in user time...
 OUTSIDE_LAB_PCT = 25.0  # ...while all lab processes together use less than this of a core
 OUTSIDE_LOAD_PCT = 10.0  # outside processes using this much of one core are a finding
+# The hypervisor running something else on a core for this share of the window: an idle
+# guest here reads 0.0%, and a CPU-bound figure loses about as much as was stolen.
+STEAL_PCT = 1.0
 BLOAT_EXTRA_MS = 30.0  # RTT under load above idle RTT by at least this much...
 BLOAT_FACTOR = 2.0  # ...and at least this many times the idle RTT
 
@@ -53,6 +57,7 @@ class Bound(StrEnum):
     LINK = "link-bound"
     LINK_LOSSY = "link-bound-lossy"
     OUTSIDE_LOAD = "outside-load"
+    STEAL = "steal"
     CPU = "cpu-bound"
     GENERATOR = "generator-bound"
     QUEUE_DROPS = "queue-drop-bound"
@@ -111,6 +116,8 @@ class Subject:
     #: The processes outside the lab that used the most CPU in any run (name, % of a
     #: core), when the probes recorded them.
     outside_processes: tuple[tuple[str, float], ...] = ()
+    #: This machine's noise: the CV (%) of the configuration's baseline in its run.
+    noise_pct: float | None = None
 
     def names(self, prefix: str, suffix: str = "") -> list[str]:
         return sorted(n for n in self.metrics if n.startswith(prefix) and n.endswith(suffix))
@@ -471,6 +478,40 @@ def outside_load(s: Subject) -> Finding | None:
     )
 
 
+def worst_steal(metrics: dict[str, float]) -> tuple[int, float] | None:
+    """The core the hypervisor took the most time from in one trial, and that share (%);
+    None for a trial recorded before steal was."""
+    found = [
+        (parsed[0], value)
+        for name, value in metrics.items()
+        if (parsed := metric.parse_cpu(name)) is not None and parsed[1] == "steal"
+    ]
+    return max(found, key=lambda item: item[1]) if found else None
+
+
+def steal(s: Subject) -> Finding | None:
+    """The hypervisor gave this VM's cores to something else during a measured window:
+    the lab had less CPU than the busy figures show. Judged by the worst run, as outside
+    load is."""
+    runs = [found for run in (s.runs or (s.metrics,)) if (found := worst_steal(run))]
+    if not runs or max(pct for _, pct in runs) < STEAL_PCT:
+        return None
+    core, worst = max(runs, key=lambda item: item[1])
+    disturbed = sum(1 for _, pct in runs if pct >= STEAL_PCT)
+    where = f" in {disturbed} of {len(runs)} runs" if len(runs) > 1 else ""
+    return Finding(
+        Bound.STEAL,
+        f"steal time: the hypervisor took up to {worst:.1f}% of cpu{core}{where} during the"
+        " measured window; a CPU-bound figure is low by about as much, so measure on a"
+        " host with dedicated cores or compare only runs without steal",
+        (
+            Evidence(f"cpu{core} steal, worst run", worst, "%"),
+            Evidence("runs with steal", disturbed, ""),
+        ),
+        subject=f"cpu{core}",
+    )
+
+
 def queue_drops(s: Subject) -> Finding | None:
     dropped: list[tuple[str, float, float]] = []  # where, drops, packets sent
     for name in s.names("qdisc.", ".drops"):
@@ -591,6 +632,7 @@ RULES: tuple[Rule, ...] = (
     above_ceiling,
     link_bound,
     outside_load,
+    steal,
     cpu_budget_bound,
     generator_bound,
     cpu_bound,

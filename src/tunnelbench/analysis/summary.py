@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Any
 
+from tunnelbench.analysis import noise
 from tunnelbench.analysis.advice import Advice, Sibling, advise
 from tunnelbench.analysis.ceiling import Ceiling, for_config
 from tunnelbench.analysis.diagnosis import Diagnosis, Subject, diagnose, medians
@@ -59,6 +60,9 @@ class ConfigSummary:
     # The metric ``retransmits`` summarizes: KERNEL_RETRANSMITS, or GENERATOR_RETRANSMITS
     # for runs recorded before the kernel's window counters; None with no figure.
     retransmits_metric: str | None = None
+    #: This machine's noise for this configuration: its baseline's CV in % (its own for a
+    #: baseline); None when the run did not measure the baseline often enough.
+    noise_pct: float | None = None
 
     @property
     def latency(self) -> Latency | None:
@@ -188,6 +192,10 @@ def summarize_run(
     by_key = {s.key: s for s in summaries}
     for summary in summaries:
         base = by_key.get(summary.baseline_key or "")
+        if summary.baseline_key is None:
+            summary.noise_pct = noise.cv_pct(summary.goodput)
+        elif base is not None:
+            summary.noise_pct = noise.cv_pct(base.goodput)
         if base and base.goodput and summary.goodput and base.goodput.median > 0:
             summary.pct_of_baseline = 100.0 * summary.goodput.median / base.goodput.median
         elif summary.baseline_key is None and summary.goodput:
@@ -221,6 +229,7 @@ def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None
             summary.ceiling.goodput_bps if summary.ceiling else None,
             environment,
             runs=tuple(t.metrics for t in _ok(summary)),
+            noise_pct=summary.noise_pct,
         )
         summary.diagnosis = diagnose(subject)
         summary.advice = advise(subject, summary.diagnosis, siblings)

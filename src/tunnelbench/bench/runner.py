@@ -500,4 +500,7 @@ def trial_metrics(
         metrics[metric.LOAD_SCAN.name] = probes.load_scan_ms
     for name, count in (probes.scheduling or {}).items():
         metrics[metric.scheduling(name)] = count
+    for number, (mean, lowest) in probes.clocks.items():
+        metrics[metric.cpu(number, "mhz")] = mean
+        metrics[metric.cpu(number, "mhz_min")] = lowest
     return metrics

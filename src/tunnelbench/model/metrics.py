@@ -43,7 +43,7 @@ RTT_LOST: Final = Metric("rtt.lost", "requests")
 #: The parts of a core's time the sampler records (each in % of that core); steal is
 #: time the hypervisor gave to another guest while this core had work.
 CPU_PARTS: Final = ("user", "system", "softirq", "irq", "idle", "steal")
-_CPU = re.compile(r"cpu(\d+)\.([a-z]+)")
+_CPU = re.compile(r"cpu(\d+)\.([a-z_]+)")
 PROCESS_PREFIX: Final = "proc."  # proc.<label>: % of one core
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tunnelbench.probes import cpu, load, process, scheduling, tcp
+from tunnelbench.probes import cpu, frequency, load, process, scheduling, tcp
 
 DEFAULT_HZ = 10.0
 
@@ -38,6 +38,8 @@ class ProbeResult:
     #: The lab's threads' migrations and switches over the window (probes.scheduling);
     #: None when this kernel has no sched files.
     scheduling: dict[str, int] | None = None
+    #: Per core, the mean and lowest clock (MHz) over the window; empty without cpufreq.
+    clocks: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def tcp_metrics(self) -> dict[str, float]:
@@ -60,8 +62,10 @@ class Sampler:
     :meth:`lab` first adds the window's TCP counters and the CPU used inside and outside
     the lab."""
 
-    def __init__(self, hz: float = DEFAULT_HZ) -> None:
+    def __init__(self, hz: float = DEFAULT_HZ, clocks: frequency.Clocks | None = None) -> None:
         self.period = 1.0 / hz
+        self._clocks = clocks or frequency.Clocks()
+        self._clock_readings: list[frequency.Reading] = []
         self._namespaces: dict[str, int] = {}
         self._counters = tcp.WindowCounters({})
         self._edges: list[tuple[float, float, dict[str, str], load.Scan]] = []
@@ -153,6 +157,8 @@ class Sampler:
                     {label: process.read_cpu_ticks(pid) for label, pid in self._watched.items()},
                 )
             )
+            if self._clocks.files:
+                self._clock_readings.append(self._clocks.read())
             if last:
                 break
             next_tick = min(next_tick + self.period, end)
@@ -201,6 +207,7 @@ class Sampler:
             samples=len(self._snapshots),
             sampler_cpu_pct=round(100.0 * self._own_cpu / window, 3) if window > 0 else 0.0,
             series=series,
+            clocks=frequency.over_window(self._clock_readings),
         )
         if len(self._edges) == 2:
             (at0, wall0, counters0, scan0), (at1, _, counters1, scan1) = self._edges

@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tunnelbench.analysis import significance
+from tunnelbench.analysis import noise, significance
 from tunnelbench.analysis.summary import ConfigSummary, varying_axes
 from tunnelbench.bench.store import Store
 from tunnelbench.echo import capped, did_you_mean, shown
@@ -146,6 +146,36 @@ class Row:
         stats = self.stats
         return None if stats is None or stats.ratio is None else 100.0 * (stats.ratio - 1)
 
+    @property
+    def noise_pct(self) -> float | None:
+        """This machine's noise for the pair: the larger of the two runs' CVs of the
+        configuration's baseline."""
+        found = [s.noise_pct for s in (self.a, self.b) if s is not None and s.noise_pct]
+        return max(found, default=None)
+
+    @property
+    def in_noise(self) -> bool:
+        """Not shown significant, and the medians differ by less than the noise."""
+        stats, change = self.stats, self.change_pct
+        return (
+            stats is not None
+            and not stats.significant
+            and change is not None
+            and noise.within(change, self.noise_pct)
+        )
+
+    @property
+    def verdict(self) -> str:
+        """The comparison's sentence, and whether the difference is within the noise."""
+        if self.stats is None:
+            return short_verdict(self)
+        if not self.in_noise:
+            return self.stats.verdict
+        return (
+            f"{self.stats.verdict}; the {self.change_pct:+.1f}% between the medians is"
+            f" smaller than this machine's noise (CV {self.noise_pct:.1f}% of the baseline)"
+        )
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -253,7 +283,10 @@ def short_verdict(row: Row) -> str:
         skipped = row.a.skipped is not None or row.b.skipped is not None
         return "skipped" if skipped else "failed"
     if stats.direction == "undecidable":
-        return f"too few runs ({stats.n1} vs {stats.n2})"
+        noisy = ", within noise" if row.in_noise else ""
+        return f"too few runs ({stats.n1} vs {stats.n2}){noisy}"
+    if row.in_noise:
+        return f"within noise (CV {row.noise_pct:.1f}%)"
     if stats.direction == "none" or stats.ratio is None:
         return "no significant difference"
     return f"B {stats.direction} by {abs(stats.ratio - 1):.1%}"
@@ -308,6 +341,12 @@ def explanation(comparison: Comparison) -> list[str]:
     }
     for stats in undecidable.values():
         lines.append(stats.verdict[0].upper() + stats.verdict[1:] + ".")
+    if any(r.in_noise for r in comparison.rows):
+        lines.append(
+            "Within noise: not significant, and the medians differ by less than this"
+            " machine's noise (the larger CV of the two runs' baselines for that"
+            " configuration); see docs/statistics.md."
+        )
     summaries = [s for r in comparison.rows for s in (r.a, r.b) if s is not None]
     if note := retransmits_note(summaries):
         lines.append(note)
@@ -386,6 +425,7 @@ def _row_json(row: Row) -> dict[str, Any]:
         "significant": None,
         "can_be_significant": None,
         "verdict": short_verdict(row),
+        "noise_pct": row.noise_pct,
     }
     if stats is not None:
         out |= {
@@ -395,7 +435,7 @@ def _row_json(row: Row) -> dict[str, Any]:
             "method": stats.method,
             "significant": stats.significant,
             "can_be_significant": stats.can_be_significant,
-            "verdict": stats.verdict,
+            "verdict": row.verdict,
         }
     return out
 

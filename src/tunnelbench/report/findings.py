@@ -24,10 +24,15 @@ def _axes(summaries: list[ConfigSummary]) -> list[str]:
     return table_axes(summaries)
 
 
+def named(summaries: list[ConfigSummary]) -> list[tuple[str, ConfigSummary]]:
+    """Every configuration with its name."""
+    axes = _axes(summaries)
+    return [(config_name(s, axes), s) for s in summaries]
+
+
 def diagnosed(summaries: list[ConfigSummary]) -> list[tuple[str, ConfigSummary]]:
     """The configurations with a diagnosis (a successful trial), with their names."""
-    axes = _axes(summaries)
-    return [(config_name(s, axes), s) for s in summaries if s.diagnosis is not None]
+    return [(name, s) for name, s in named(summaries) if s.diagnosis is not None]
 
 
 def finding_text(f: Finding) -> str:
@@ -170,7 +175,12 @@ def configuration_json(s: ConfigSummary) -> dict[str, Any]:
     }
 
 
-SEVERITY = {"above-ceiling": "warning", "generator-bound": "warning", "outside-load": "warning"}
+SEVERITY = {
+    "above-ceiling": "warning",
+    "generator-bound": "warning",
+    "outside-load": "warning",
+    "steal": "warning",
+}
 
 
 def run_json(summaries: list[ConfigSummary]) -> list[dict[str, Any]]:

@@ -297,6 +297,7 @@ def render(view: RunView) -> str:
         f"the same run.{_note(table.retransmits_note(list(summaries)))}</p>"
         "</section>"
         + f'<section id="results"><h2>Results</h2>{_results(summaries)}</section>'
+        + _list("This machine's noise", view.noise.lines(), "noise")
         + _findings(run, summaries)
         + f'<section id="charts"><h2>Charts</h2>{figures}</section>'
         + seconds

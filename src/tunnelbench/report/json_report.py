@@ -98,6 +98,7 @@ def configuration(view: RunView, s: ConfigSummary, p: Precision | None = None) -
         "retransmits": _summary(s.retransmits),
         "retransmits_source": s.retransmits_metric,
         "pct_of_baseline": s.pct_of_baseline,
+        "noise_pct": s.noise_pct,
         "busiest_core": None if s.busiest_core is None else vars(s.busiest_core),
         "process_cpu_pct": s.processes_cpu,
         "latency": _latency(s.latency),
@@ -148,6 +149,7 @@ def document(view: RunView) -> dict[str, Any]:
         "configurations": [configuration(view, s, standing.get(s.key)) for s in summaries],
         # Diagnosis (what limits each configuration) is not implemented yet.
         "findings": findings.run_json(summaries),
+        "noise": view.noise.to_dict(),
     } | ({} if (record := tune.record_of(run)) is None else {"tune": tune.json_section(record)})
 
 

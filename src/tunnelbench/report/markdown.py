@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from tunnelbench.analysis import noise
 from tunnelbench.analysis.precision import repetitions_phrase
 from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, varying_axes
@@ -327,6 +328,13 @@ def not_measured(summaries: list[ConfigSummary]) -> list[str]:
     return out
 
 
+def noise_lines(found: noise.Noise) -> list[str]:
+    """The run's noise floor and its disturbed trials, when it has either."""
+    if not (said := found.lines()):
+        return []
+    return ["", "## This machine's noise", "", *(f"- {escape(line)}" for line in said)]
+
+
 def diagnosis_lines(summaries: list[ConfigSummary]) -> list[str]:
     """The verdict of each configuration with its evidence, then the advice."""
     out = []
@@ -366,6 +374,7 @@ def document(view: RunView, charts: Sequence[ChartFile] = ()) -> str:
     if precise := precision.lines(run, trials):
         lines += ["", *(f"- {line.strip()}" if line.startswith(" ") else line for line in precise)]
     lines += not_measured(summaries)
+    lines += noise_lines(view.noise)
     if (record := tune.record_of(run)) is not None:
         lines += tuning_lines(record)  # each step's diagnosis included
     else:

@@ -53,7 +53,7 @@ TEXT_COLUMNS = {
 # The verdicts in the width of a terminal column; the reports spell them out.
 LIMITED_BY = {
     "above-ceiling": "ABOVE CEILING", "link-bound": "link", "link-bound-lossy": "link, lossy",
-    "outside-load": "OUTSIDE LOAD", "cpu-bound": "CPU",
+    "outside-load": "OUTSIDE LOAD", "steal": "STEAL", "cpu-bound": "CPU",
     "generator-bound": "generator", "queue-drop-bound": "queue drops", "loss-heavy": "loss",
     "latency-under-load": "latency", "undetermined": "undetermined",
 }  # fmt: skip

@@ -16,7 +16,7 @@ from tunnelbench.report import precision as precision_report
 from tunnelbench.report.view import RunView
 
 # Verdicts that say the figure itself is suspect: shown in red where colour is wanted.
-WARNINGS = (table.LIMITED_BY["above-ceiling"], table.LIMITED_BY["outside-load"])
+WARNINGS = tuple(table.LIMITED_BY[b] for b in ("above-ceiling", "outside-load", "steal"))
 
 
 def render(
@@ -39,6 +39,7 @@ def render(
         for reason in sorted({t.error or "" for t in skipped}):
             count = sum(1 for t in skipped if t.error == reason)
             lines.append(f"skipped {count} trial(s): {reason}")
+    lines += view.noise.lines(terse=True)
     if (record := tune.record_of(run)) is not None:
         # A tuning session's path holds each step's diagnosis and what its advice gave.
         lines += ["", *tune.terminal(record).splitlines()]

@@ -7,12 +7,15 @@ itself, and two of them left out the run's environment and with it the advice).
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from tunnelbench.analysis import noise
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.bench.store import Store
 from tunnelbench.model.records import RunRecord, TrialRecord
+from tunnelbench.report import findings
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,16 @@ class RunView:
 
     def artifact(self, trial_id: int, name: str) -> Any:
         return self.store.artifact(trial_id, name)
+
+    @cached_property
+    def noise(self) -> noise.Noise:
+        """The run's noise floor and disturbed trials, configurations named as the
+        findings name them."""
+        named = [
+            (s.key, name, s.goodput, s.baseline_key is None)
+            for name, s in findings.named(self.summaries)
+        ]
+        return noise.measure(named, self.trials)
 
 
 def load(store: Store, ref: str) -> RunView:
