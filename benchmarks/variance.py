@@ -4,7 +4,10 @@ Each variant measures the same four configurations (no tunnel and wireguard-go, 
 streams) 10 times, in real tunnelbench runs interleaved across repetitions, and prints
 per configuration the median, the coefficient of variation (CV), the CV without the
 first round (the cold effect), and the evidence the trials recorded about where the time
-went (steal, migrations and involuntary switches of the lab's threads, where present).
+went (steal, migrations and involuntary switches of the lab's threads, where present),
+and how much the cores' own speed moved (``cpu<N>.speed``: the CV of the cores' mean rate
+over the runs, and its correlation with goodput: a guest cannot see a host that runs its
+vCPUs slower, but a fixed loop can).
 
 - ``kept/free`` and ``kept/pinned`` run in one experiment (placement is a configuration
   setting), so they share every drift of the machine;
@@ -95,8 +98,25 @@ def steal(metrics: dict[str, float]) -> float | None:
     return max(found) if found else None
 
 
+def speed(metrics: dict[str, float]) -> float | None:
+    """The cores' mean rate of the fixed loop (probes.speed) over the window."""
+    found = [v for name, v in metrics.items() if name.endswith(".speed")]
+    return statistics.mean(found) if found else None
+
+
+def speed_evidence(trials: list[TrialRecord]) -> str:
+    pairs = [(t.metrics["goodput_bps"], v) for t in trials if (v := speed(t.metrics)) is not None]
+    if len(pairs) < 3:
+        return ""
+    goodput, rates = zip(*pairs, strict=True)
+    text = f"core speed CV {cv(list(rates)):.1f}%"
+    if len(set(rates)) > 1 and len(set(goodput)) > 1:
+        text += f", r(goodput, speed) {statistics.correlation(goodput, rates):+.2f}"
+    return text
+
+
 def evidence(trials: list[TrialRecord]) -> str:
-    parts = []
+    parts = [found] if (found := speed_evidence(trials)) else []
     for title, name in EVIDENCE.items():
         if name == "steal":
             values = [v for t in trials if (v := steal(t.metrics)) is not None]

@@ -503,4 +503,9 @@ def trial_metrics(
     for number, (mean, lowest) in probes.clocks.items():
         metrics[metric.cpu(number, "mhz")] = mean
         metrics[metric.cpu(number, "mhz_min")] = lowest
+    for number, (median, slowest) in probes.speeds.items():
+        metrics[metric.cpu(number, "speed")] = median
+        metrics[metric.cpu(number, "speed_min")] = slowest
+    if probes.speed_cost_ms is not None:
+        metrics[metric.SPEED_COST.name] = probes.speed_cost_ms
     return metrics

@@ -32,6 +32,7 @@ SAMPLER_WINDOW: Final = Metric("sampler.window_s", "s")
 LOAD_LAB: Final = Metric("load.lab_pct", "% of all cores")
 LOAD_OUTSIDE: Final = Metric("load.outside_pct", "% of all cores")
 LOAD_SCAN: Final = Metric("load.scan_ms", "ms")
+SPEED_COST: Final = Metric("speed.cost_ms", "ms")  # CPU time of the cores' speed timings
 # Round trips from the client to the server (tunnelbench.probes.rtt): before the traffic,
 # and over the measured window while it runs.
 RTT_IDLE: Final = Metric("rtt.idle_ms", "ms")

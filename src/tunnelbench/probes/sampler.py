@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tunnelbench.probes import cpu, frequency, load, process, scheduling, tcp
+from tunnelbench.probes import cpu, frequency, load, process, scheduling, speed, tcp
 
 DEFAULT_HZ = 10.0
 
@@ -40,6 +40,10 @@ class ProbeResult:
     scheduling: dict[str, int] | None = None
     #: Per core, the mean and lowest clock (MHz) over the window; empty without cpufreq.
     clocks: dict[int, tuple[float, float]] = field(default_factory=dict)
+    #: Per core, the median and slowest rate of a fixed loop (probes.speed), and the
+    #: CPU time those timings took (ms, inside sampler_cpu_pct too).
+    speeds: dict[int, tuple[float, float]] = field(default_factory=dict)
+    speed_cost_ms: float | None = None
 
     @property
     def tcp_metrics(self) -> dict[str, float]:
@@ -62,10 +66,18 @@ class Sampler:
     :meth:`lab` first adds the window's TCP counters and the CPU used inside and outside
     the lab."""
 
-    def __init__(self, hz: float = DEFAULT_HZ, clocks: frequency.Clocks | None = None) -> None:
+    def __init__(
+        self,
+        hz: float = DEFAULT_HZ,
+        clocks: frequency.Clocks | None = None,
+        speed_every: int = speed.EVERY_SAMPLES,
+    ) -> None:
         self.period = 1.0 / hz
         self._clocks = clocks or frequency.Clocks()
         self._clock_readings: list[frequency.Reading] = []
+        self._speed_every = speed_every  # 0: no speed timings
+        self._speed_readings: list[speed.Reading] = []
+        self._speed_cpu = 0.0
         self._namespaces: dict[str, int] = {}
         self._counters = tcp.WindowCounters({})
         self._edges: list[tuple[float, float, dict[str, str], load.Scan]] = []
@@ -161,6 +173,10 @@ class Sampler:
                 self._clock_readings.append(self._clocks.read())
             if last:
                 break
+            if self._speed_every and len(self._snapshots) % self._speed_every == 1:
+                begin_cpu = time.thread_time()
+                self._speed_readings.append(speed.read(sorted(self._snapshots[-1][1])))
+                self._speed_cpu += time.thread_time() - begin_cpu
             next_tick = min(next_tick + self.period, end)
             # Stopped early (the traffic ended before the window did, as when the
             # generator's connections came up a little before the runner saw them): the
@@ -208,6 +224,8 @@ class Sampler:
             sampler_cpu_pct=round(100.0 * self._own_cpu / window, 3) if window > 0 else 0.0,
             series=series,
             clocks=frequency.over_window(self._clock_readings),
+            speeds=speed.over_window(self._speed_readings),
+            speed_cost_ms=round(1000.0 * self._speed_cpu, 2) if self._speed_readings else None,
         )
         if len(self._edges) == 2:
             (at0, wall0, counters0, scan0), (at1, _, counters1, scan1) = self._edges
