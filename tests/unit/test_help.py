@@ -3,6 +3,7 @@
 import pytest
 
 from tunnelbench.cli import main
+from tunnelbench.model.plan import DURATION_DEFAULT, REPETITIONS_DEFAULT
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.wireguard import USERSPACE
@@ -41,3 +42,11 @@ def test_a_set_of_values_is_shown_from_its_choices(
     verb: list[str], option: str, values: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert f"{option} {values}" in help_of(verb, capsys)
+
+
+def test_the_defaults_shown_are_the_ones_used(capsys: pytest.CaptureFixture[str]) -> None:
+    """The help once said 3 runs of 5 s after the defaults became 5 runs of 3 s."""
+    text = help_of(["run"], capsys)
+    assert f"repetitions of each configuration (default {REPETITIONS_DEFAULT})" in text
+    assert f"measured seconds per trial (default {DURATION_DEFAULT})" in text
+    assert f"measured seconds per trial ({DURATION_DEFAULT})" in help_of(["tune"], capsys)

@@ -114,7 +114,7 @@ def render(plan: Plan) -> str:
     lines.append(
         f"estimated duration: {span(estimate_seconds(runnable), format_duration, ' to ')}"
         f" ({count(len(runnable))} trials, each its warm-up and duration"
-        f" + ~{TRIAL_OVERHEAD_S:g} s to build and tear down its lab)"
+        f" + ~{TRIAL_OVERHEAD_S:g} s besides its traffic: lab, tunnel, generator start)"
     )
     lines.append("")
     # One row per configuration; the order says how its runs fall into trials.

@@ -11,6 +11,7 @@ from tunnelbench.bench.store import Store
 from tunnelbench.cli.measuring import add_measuring_arguments, describe, finished, holding
 from tunnelbench.cli.options import (
     DEFAULT_TUNNELS,
+    DEFAULTS,
     add_lab_arguments,
     add_traffic_choices,
     build_experiment,
@@ -53,7 +54,9 @@ def register(verbs: Verbs) -> None:
     )
     experiment.add_argument("--streams", type=comma_list, help="stream counts (default 1,4)")
     experiment.add_argument(
-        "--runs", type=whole_number, help="repetitions of each configuration (default 3)"
+        "--runs",
+        type=whole_number,
+        help=f"repetitions of each configuration (default {DEFAULTS['runs']})",
     )
     experiment.add_argument(
         "--target-ci",
@@ -67,7 +70,9 @@ def register(verbs: Verbs) -> None:
         help="with --target-ci: the most runs of a configuration (default 10)",
     )
     experiment.add_argument(
-        "--duration", type=whole_number, help="measured seconds per trial (default 5)"
+        "--duration",
+        type=whole_number,
+        help=f"measured seconds per trial (default {DEFAULTS['duration']})",
     )
     experiment.add_argument(
         "--warmup", type=whole_number, help="seconds excluded at the start (default 1)"

@@ -14,6 +14,7 @@ from tunnelbench.bench.store import Store
 from tunnelbench.bench.tune_progress import TuneJson, TuneLines, TuneProgress
 from tunnelbench.cli.measuring import add_measuring_arguments, describe, finished, holding
 from tunnelbench.cli.options import (
+    DEFAULTS,
     add_lab_arguments,
     add_traffic_choices,
     build_experiment,
@@ -93,8 +94,12 @@ def register(verbs: Verbs) -> None:
         help=f"tunnel kind: {', '.join(k.value for k in TUNNELS.kinds())} (default wireguard)",
     )
     start.add_argument("--streams", help="stream count (default 1)")
-    start.add_argument("--duration", type=whole_number, help="measured seconds per trial (5)")
-    start.add_argument("--warmup", type=whole_number, help="seconds excluded at the start (1)")
+    start.add_argument(
+        "--duration", type=whole_number, help=f"measured seconds per trial ({DEFAULTS['duration']})"
+    )
+    start.add_argument(
+        "--warmup", type=whole_number, help=f"seconds excluded at the start ({DEFAULTS['warmup']})"
+    )
     add_traffic_choices(start)
     start.add_argument("--family", type=whole_number, help="IP version: 4 or 6 (default 4)")
     add_lab_arguments(tune)

@@ -10,7 +10,13 @@ iterations of a fixed Python loop on every core about once a second
 (:data:`EVERY_SAMPLES`), its thread pinned there, and the trial records per core the
 median rate over the window (``cpu<N>.speed``, millions of iterations per CPU-second) and
 the slowest (``cpu<N>.speed_min``). CPU time, not wall time: a core busy with the lab
-delays the loop's turn but does not change how long the loop runs once it has it.
+delays the loop's turn but does not count against it. It is not blind to the lab, though:
+on a busy core the loop finds its caches taken by the lab's work and runs slower, so a
+rate compares trials of one configuration (where the lab's load is the same), not a loaded
+core with an idle one. In ``benchmarks/variance`` the cores' rate moved 3-9% from trial to
+trial of one configuration (27% on a core pinned under a no-tunnel load), and its
+correlation with goodput ranged from -0.70 to +0.57: on that host it did not drive the
+figures' spread.
 
 The rate depends on the Python that runs it, so it compares trials of one machine and one
 tunnelbench install, not machines. Its cost (about 2 ms per core per second, under 0.5%

@@ -35,8 +35,8 @@ from tunnelbench.units import mbit
 STATUSES = ("ok", "failed", "skipped")
 NUMERIC_HEADINGS = {
     "streams", "IP", "tun MTU", "LAN MTU", "WAN MTU", "limit", "WAN rate", "UDP rate",
-    "CPU budget", "median Mbit/s", "95% CI Mbit/s", "min-max Mbit/s", "CV", "retransmits",
-    "% of baseline", "% of ceiling", *RTT_COLUMNS,
+    "CPU budget", "duration s", "warm-up s", "median Mbit/s", "95% CI Mbit/s", "min-max Mbit/s",
+    "CV", "retransmits", "% of baseline", "% of ceiling", *RTT_COLUMNS,
 }  # fmt: skip
 
 

@@ -41,6 +41,14 @@ AXIS_HEADINGS = {
     "lab.offloads.tso": "TSO",
     "lab.offloads.roles": "offload roles",
     "lab.rps_cpus": "RPS",
+    "lab.placement": "placement",
+    "lab.cpus.client": "client cores",
+    "lab.cpus.gw": "gw cores",
+    "lab.cpus.gwa": "gwa cores",
+    "lab.cpus.gwb": "gwb cores",
+    "lab.cpus.server": "server cores",
+    "traffic.duration": "duration s",
+    "traffic.warmup": "warm-up s",
 }
 # The round-trip columns: one compact cell in the terminal, three in the reports.
 RTT_COLUMN = "RTT ms idle→p95"
@@ -48,7 +56,8 @@ RTT_COLUMNS = ("idle RTT ms", "loaded RTT ms (median/p95)", "RTT increase ms")
 TEXT_COLUMNS = {
     "tunnel", "generator", "direction", "mode", "topology", "shaper", "impl", "queue", "proto",
     "cc", "offload roles", "busiest core u/s/si", "consistency", "limited by", "cipher",
-    "ESP mode", "protection",
+    "ESP mode", "protection", "placement", "client cores", "gw cores", "gwa cores", "gwb cores",
+    "server cores",
 }  # fmt: skip
 # The verdicts in the width of a terminal column; the reports spell them out.
 LIMITED_BY = {
