@@ -204,3 +204,26 @@ def test_without_the_load_probes_the_verdict_says_attribution_was_not_recorded(t
     d = diagnose(subject(s, env))
     assert d.verdict.bound is Bound.CPU
     assert d.verdict.summary.endswith("; outside load not recorded in this run")
+
+
+def test_a_generator_whose_limiting_end_changes_between_runs_is_still_the_limit(tmp_path):
+    """One iperf3 process a side, 8 streams: recorded on the reference VM, the sender was
+    at 100% in some runs and the receiver at 99% in the others. Each side's median alone
+    (60% and 82% here) is under 90%, yet in every run one of them held the traffic back."""
+    summaries, env = recorded("l2-tunnel-mtu", tmp_path)
+    base = summaries[0]
+    client, server = "proc.iperf3-client:5201", "proc.iperf3-server:5201"
+    shares = [(99.99, 64.4), (99.99, 47.8), (99.9, 50.0), (21.1, 99.99), (18.9, 98.9), (21.0, 99.6)]
+    recorded_run = next(t.metrics for t in base.trials if t.status == "ok")
+    runs = [recorded_run | {client: sender, server: receiver} for sender, receiver in shares]
+    alternating = Subject(base.config, base.resolved, medians(runs), None, env, runs=tuple(runs))
+    assert alternating.metrics[client] < 90 and alternating.metrics[server] < 90
+    d = diagnose(alternating)
+    assert d.verdict.bound is Bound.GENERATOR, d.verdict.summary
+    busiest = {e.name: e.value for e in d.verdict.evidence}["busiest generator process CPU"]
+    assert busiest >= 99.0
+    assert "busiest process (iperf3-client:5201 in " in d.verdict.summary
+    # A run where neither side reached 90% pulls the median down like any other.
+    calm = [run | {client: 50.0, server: 60.0} for run in runs]
+    quiet = Subject(base.config, base.resolved, medians(calm), None, env, runs=tuple(calm))
+    assert diagnose(quiet).verdict.bound is not Bound.GENERATOR
