@@ -60,9 +60,10 @@ TOP_KEYS = (
 )
 #: Seconds a trial costs besides its traffic: building the lab and tunnel (or resetting
 #: a kept one), starting the generator, tearing down. 1.17-1.20 s in full runs of the
-#: five scenarios on the 2-core reference machine with a lab per trial; with kept labs
-#: the default run's trials took 5.45 s each for 4-5 s of traffic (5 on average with the
-#: multi-process stagger), so this errs long.
+#: five scenarios on the 2-core reference machine with a lab per trial. With kept labs
+#: it is about 0.45 s, but the estimate does not count the 2 s a multi-process trial runs
+#: beyond its window, and the two about cancel: the default run was estimated at 156 s
+#: and took 159.9 s.
 TRIAL_OVERHEAD_S = 1.2
 QUICK_DURATION, QUICK_WARMUP = 1, 1
 #: The largest plan file read: the scenarios are 1-3 kB.

@@ -4,6 +4,7 @@
 of a state over a window is its tick delta divided by the sum of all deltas.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,3 +78,13 @@ def usage(before: Snapshot, after: Snapshot) -> list[CoreUsage]:
 
 def busiest(cores: list[CoreUsage]) -> CoreUsage | None:
     return max(cores, key=lambda c: c.busy, default=None)
+
+
+def per_core(readings: Sequence[dict[int, float]]) -> dict[int, list[float]]:
+    """Per core (in order), its values over the readings that have it: a per-core probe
+    that could not read a core in one sample leaves it out of that sample only."""
+    values: dict[int, list[float]] = {}
+    for reading in readings:
+        for core, value in reading.items():
+            values.setdefault(core, []).append(value)
+    return dict(sorted(values.items()))

@@ -11,6 +11,8 @@ included) there is no file and nothing is recorded: an absent figure, never a ze
 from collections.abc import Sequence
 from pathlib import Path
 
+from tunnelbench.probes import cpu
+
 ROOT = Path("/sys/devices/system/cpu")
 
 Reading = dict[int, float]  # core -> MHz
@@ -40,8 +42,7 @@ class Clocks:
 
 def over_window(readings: Sequence[Reading]) -> dict[int, tuple[float, float]]:
     """Per core, the mean and the lowest clock (MHz) over the readings that have it."""
-    out = {}
-    for core in sorted({c for r in readings for c in r}):
-        values = [r[core] for r in readings if core in r]
-        out[core] = (round(sum(values) / len(values), 1), min(values))
-    return out
+    return {
+        core: (round(sum(values) / len(values), 1), min(values))
+        for core, values in cpu.per_core(readings).items()
+    }

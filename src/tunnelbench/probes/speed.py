@@ -29,6 +29,8 @@ import statistics
 import time
 from collections.abc import Sequence
 
+from tunnelbench.probes import cpu
+
 LOOPS = 20_000
 #: Sampler ticks between two timings (10 per second at the default rate).
 EVERY_SAMPLES = 10
@@ -66,8 +68,7 @@ def read(cores: Sequence[int], loops: int = LOOPS) -> Reading:
 
 def over_window(readings: Sequence[Reading]) -> dict[int, tuple[float, float]]:
     """Per core, the median and the slowest rate over the readings that have it."""
-    out = {}
-    for core in sorted({c for r in readings for c in r}):
-        values = [r[core] for r in readings if core in r]
-        out[core] = (round(statistics.median(values), 3), min(values))
-    return out
+    return {
+        core: (round(statistics.median(values), 3), min(values))
+        for core, values in cpu.per_core(readings).items()
+    }
