@@ -173,12 +173,29 @@ def test_a_kept_lab_whose_daemon_died_is_not_handed_on():
         daemon = standing.session.handle.daemons["client"]
         lab_id, namespace = standing.session.lab.lab_id, standing.session.lab.ns("client")
         os.kill(daemon.pid, signal.SIGKILL)  # a daemon this test's lab started
+        # The signal is delivered at once but the exit takes a moment: a CI run checked
+        # the daemon while it was still exiting, found it alive and handed the lab on.
+        deadline = time.monotonic() + 5
+        while lab_state.is_alive(daemon) and time.monotonic() < deadline:
+            time.sleep(0.02)
         with pytest.raises(LabError, match=r"died while lab \w+ stood between trials"):
             labs.acquire(config, spec)
         assert namespace not in lab_state.list_namespaces()
         again = labs.acquire(config, spec)  # the next trial builds a fresh lab
         assert again.fresh and again.session.lab.lab_id != lab_id
         labs.release(again)
+
+
+def test_a_lab_handed_out_and_never_returned_is_removed_with_the_pool():
+    """A caller that fails between acquire and release (as a failed assertion once did)
+    leaves no lab behind: the pool removes what it handed out too."""
+    config = TrialConfig(traffic=SHORT)
+    spec = runner.resolve_tunnel(config)
+    with pytest.raises(RuntimeError, match="between acquire and release"), LabPool() as labs:
+        namespace = labs.acquire(config, spec).session.lab.ns("client")
+        assert namespace in lab_state.list_namespaces()
+        raise RuntimeError("failed between acquire and release")
+    assert namespace not in lab_state.list_namespaces()
 
 
 def test_a_lab_with_a_process_left_from_its_trial_is_removed_not_kept():

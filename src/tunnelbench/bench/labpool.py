@@ -77,6 +77,9 @@ class LabPool:
     def __init__(self, keep: int = KEEP) -> None:
         self.keep = keep
         self._idle: OrderedDict[str, Standing] = OrderedDict()
+        #: Labs handed out and not yet released or discarded: removed by :meth:`close`
+        #: too, so a caller that fails between acquire and release leaks nothing.
+        self._out: list[Standing] = []
 
     def acquire(self, config: TrialConfig, spec: TunnelSpec) -> Standing:
         """A lab for ``config``: a kept one made ready, or a new one built with its
@@ -93,11 +96,13 @@ class LabPool:
         else:
             standing = build(config, spec, key)
         standing.trials += 1
+        self._out.append(standing)
         return standing
 
     def release(self, standing: Standing) -> None:
         """After a successful trial: keep the lab for the next trial of its settings, or
         remove it (a pool that keeps none, or a process of the trial still inside)."""
+        self._out.remove(standing)
         if self.keep == 0:
             standing.session.teardown()
             return
@@ -112,13 +117,15 @@ class LabPool:
 
     def discard(self, standing: Standing) -> None:
         """After a failed trial: the lab is removed."""
+        self._out.remove(standing)
         standing.session.teardown()
 
     def close(self) -> None:
-        """Remove every kept lab; the first teardown failure is raised after all ran."""
+        """Remove every kept lab and every lab still handed out; the first teardown
+        failure is raised after all ran."""
         failure: BaseException | None = None
-        while self._idle:
-            _, standing = self._idle.popitem(last=False)
+        while self._idle or self._out:
+            standing = self._out.pop() if self._out else self._idle.popitem(last=False)[1]
             try:
                 standing.session.teardown()
             except Exception as exc:
