@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from tunnelbench.bench.labpool import LabPool
-from tunnelbench.bench.runner import Resolution, run_trial
+from tunnelbench.bench.runner import Resolution, here, run_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.kinds import StreamMode
 from tunnelbench.lab import netns
@@ -70,7 +70,9 @@ def compare(label: str, settings: LabSettings) -> float:
         run_id = store.start_run("benchmark", {}, {})
         for i in range(ROUNDS):
             with LabPool() as labs:
-                outcome = run_trial(store, run_id, Trial(i + 1, i + 1, config), resolution, labs)
+                outcome = run_trial(
+                    store, run_id, Trial(i + 1, i + 1, config), resolution, labs, here()
+                )
             assert outcome.status == "ok", outcome.error
             ours.append(outcome.metrics["goodput_bps"])
             theirs.append(raw_iperf3(settings))

@@ -71,8 +71,8 @@ def test_plan_show_json(tmp_path: Path) -> None:
     shown = tunnelbench(["plan", "show", "--json", str(plan)], tmp_path)
     assert set(shown) == {
         "name", "source", "description", "order", "seed", "axes", "excluded",
-        "configurations", "baselines", "repetitions", "adaptive", "estimated_seconds",
-        "trials", "skipped",
+        "configurations", "baselines", "repetitions", "adaptive", "vm_boots",
+        "estimated_seconds", "trials", "skipped",
     }  # fmt: skip
     assert shown["name"] == "demo"
     assert shown["source"] == str(plan)
@@ -87,7 +87,8 @@ def test_plan_show_json(tmp_path: Path) -> None:
     assert len(trials) == 20
     assert [t["seq"] for t in trials] == list(range(1, 21))
     first = trials[0]
-    assert set(first) == {"seq", "repetition", "settings", "skipped"}
+    assert set(first) == {"seq", "repetition", "settings", "skipped", "vm"}
+    assert shown["vm_boots"] == 0 and not any(t["vm"] for t in trials)
     assert first["settings"]["tunnel.kind"] == "none"
     assert first["settings"]["lab.wan.queue"] == "pfifo"
     skipped = sum(1 for t in trials if t["skipped"] is not None)

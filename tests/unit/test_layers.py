@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("model",),
     ("analysis",),
     ("system",),
-    ("lab",),
+    ("lab", "vm"),
     ("tunnels", "traffic", "probes"),
     ("bench",),
     ("report",),

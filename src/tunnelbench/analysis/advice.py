@@ -16,6 +16,7 @@ on a kernel with it: ..."). A run recorded before capabilities were says "availa
 not recorded".
 """
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -561,7 +562,11 @@ def several_flows(c: Context) -> Advice | None:
 
 
 def _queue_loss(c: Context) -> Finding | None:
-    """Drops at a queue, or a link-bound verdict whose runs lost packets."""
+    """Drops at a queue, or a link-bound verdict whose runs lost packets; None when the
+    queue is below one bandwidth-delay product, which :func:`queue_for_bdp` advises on
+    (a fair queue does not let one flow fill the link, and the limit it needs is known)."""
+    if c.finding(Bound.QUEUE_BELOW_BDP) is not None:
+        return None
     return c.finding(Bound.QUEUE_DROPS, Bound.LINK_LOSSY)
 
 
@@ -610,6 +615,27 @@ def larger_queue(c: Context) -> Advice | None:
     )
 
 
+def queue_for_bdp(c: Context) -> Advice | None:
+    """A drop-tail queue below one bandwidth-delay product starves one TCP flow: a queue
+    of one product (and twice it, for a margin) is what to measure. Several flows need
+    less each, so that is named too."""
+    finding = c.finding(Bound.QUEUE_BELOW_BDP)
+    wan = c.subject.config.lab.wan
+    if finding is None:
+        return None
+    figures = {e.name: e.value for e in finding.evidence}
+    packets = math.ceil(figures["bandwidth-delay product"] / figures["full-sized frame"])
+    candidates = sorted({min(packets * f, QUEUE_LIMIT_MAX) for f in (1, 2)} - {wan.queue_limit})
+    return Advice(
+        "lab.wan.queue_limit",
+        f"give the bottleneck queue at least one bandwidth-delay product ({packets:,} packets"
+        " of full size), or carry the traffic in several flows",
+        finding.summary,
+        c.measured("lab.wan.queue_limit", lambda v: v > wan.queue_limit),
+        candidates=tuple(v for v in candidates if v > wan.queue_limit),
+    )
+
+
 def shorter_queue(c: Context) -> Advice | None:
     """Packets wait in a FIFO up to its limit times their size over the rate: a shorter
     one bounds the delay, at a risk to goodput with few flows (the measurement decides;
@@ -644,6 +670,7 @@ RULES: tuple[AdviceRule, ...] = (
     spread_softirq,
     fair_queue,
     larger_queue,
+    queue_for_bdp,
     shorter_queue,
     accelerated_crypto,
     frequency_scaling,
@@ -656,6 +683,8 @@ _ORDER = {"gain": 0, "too few runs": 1, None: 2, "no difference": 3, "slower": 3
 
 def advise(subject: Subject, diagnosis: Diagnosis, run: Sequence[Sibling]) -> list[Advice]:
     """Every suggestion for one configuration: measured gains first, refuted ones last."""
+    if diagnosis.verdict.bound is Bound.EMULATED:
+        return []  # an emulated CPU's limits say nothing of a real router's settings
     context = Context(subject, diagnosis, run)
     found = [a for a in (rule(context) for rule in RULES) if a is not None]
     return sorted(found, key=lambda a: _ORDER[a.measured.outcome if a.measured else None])

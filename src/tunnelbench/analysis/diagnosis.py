@@ -30,10 +30,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tunnelbench.kinds import Direction, Protocol
+from tunnelbench.kinds import Direction, Protocol, Queue
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
-from tunnelbench.model.records import Resolved
+from tunnelbench.model.records import TCG, Resolved
+from tunnelbench.model.wan import added_rtt_s, bdp_bytes, format_pct, frame_bytes, queue_bytes
+from tunnelbench.units import human_rate
 
 LINK_BOUND_PCT = 95.0  # goodput at or above this share of the ceiling is the link's limit
 ABOVE_CEILING_PCT = 101.0  # beyond this, the measurement itself is in doubt
@@ -60,9 +62,11 @@ class Bound(StrEnum):
     STEAL = "steal"
     CPU = "cpu-bound"
     GENERATOR = "generator-bound"
+    QUEUE_BELOW_BDP = "queue-below-bdp"
     QUEUE_DROPS = "queue-drop-bound"
     LOSS = "loss-heavy"
     LATENCY = "latency-under-load"
+    EMULATED = "emulated-cpu"
     UNDETERMINED = "undetermined"
 
 
@@ -542,6 +546,58 @@ def steal(s: Subject) -> Finding | None:
     )
 
 
+#: Drop-tail queues, whose limit is all the buffer a flow gets (fair and delay-managing
+#: queues keep their own much shorter standing queue, so a larger limit does not help).
+DROP_TAIL = (None, Queue.PFIFO, Queue.PFIFO_FAST)
+
+
+def queue_below_bdp(s: Subject) -> Finding | None:
+    """One TCP flow needs the bottleneck to buffer a bandwidth-delay product: a
+    loss-based sender shrinks its window at a drop (Reno to half, cubic to 0.7), and the
+    queue must keep the link busy while the window grows back. With less, the link idles
+    after every drop.
+
+    Judged only where the configuration sets the delay (``lab.wan.delay``; unimpaired,
+    the lab's round trip is a fraction of a millisecond and the product a few packets),
+    on a shaped link with a drop-tail queue, for one TCP stream, and only when the
+    trial's own figures show the shortfall: goodput below :data:`LINK_BOUND_PCT` of the
+    ceiling while the WAN queue dropped packets. The round trip is the idle one measured
+    (it includes the delay both ways), or twice the delay when it was not recorded.
+    """
+    wan, traffic = s.config.lab.wan, s.config.traffic
+    if not wan.delay or wan.rate is None or wan.queue not in DROP_TAIL:
+        return None
+    if traffic.protocol is not Protocol.TCP or traffic.streams != 1:
+        return None
+    pct = _share_of_ceiling(s)
+    drops = sum(s.metrics[n] for n in s.names("qdisc.", ".wan.drops"))
+    if pct is None or pct >= LINK_BOUND_PCT or drops <= 0:
+        return None
+    idle_ms = s.metrics.get("rtt.idle_ms")
+    rtt_s = max(added_rtt_s(wan), idle_ms / 1000 if idle_ms is not None else 0.0)
+    bdp = bdp_bytes(wan.rate, rtt_s)
+    held = queue_bytes(wan)
+    if held >= bdp:
+        return None
+    return Finding(
+        Bound.QUEUE_BELOW_BDP,
+        f"the bottleneck queue ({wan.queue_limit:,} packets = {held / 1000:,.1f} kB) holds"
+        f" less than one bandwidth-delay product ({bdp / 1000:,.1f} kB at"
+        f" {human_rate(wan.rate)} and RTT {rtt_s * 1000:,.1f} ms); one TCP flow cannot keep"
+        f" the link full: {pct:.1f}% of the ceiling, and the WAN queue dropped"
+        f" {drops:,.0f} packets",
+        (
+            Evidence("queue", held, "bytes"),
+            Evidence("bandwidth-delay product", bdp, "bytes"),
+            Evidence("round trip", rtt_s * 1000, "ms"),
+            Evidence("share of ceiling", pct, "%"),
+            Evidence("WAN queue drops", drops, "packets"),
+            Evidence("full-sized frame", frame_bytes(wan), "bytes"),
+        ),
+        subject="WAN queue",
+    )
+
+
 def queue_drops(s: Subject) -> Finding | None:
     dropped: list[tuple[str, float, float]] = []  # where, drops, packets sent
     for name in s.names("qdisc.", ".drops"):
@@ -625,15 +681,35 @@ def loss_heavy(s: Subject) -> Finding | None:
     share, total_retrans, total_sent = found
     if share < RETRANSMIT_HEAVY_PCT:
         return None
+    evidence = [
+        Evidence("retransmitted segments", total_retrans, ""),
+        Evidence("segments sent", total_sent, ""),
+        Evidence("retransmit share", share, "%"),
+    ]
     return Finding(
         Bound.LOSS,
         f"{share:.2f}% of TCP segments were retransmitted"
-        f" ({total_retrans:,.0f} of {total_sent:,.0f})",
-        (
-            Evidence("retransmitted segments", total_retrans, ""),
-            Evidence("segments sent", total_sent, ""),
-            Evidence("retransmit share", share, "%"),
-        ),
+        f" ({total_retrans:,.0f} of {total_sent:,.0f}){_emulated_loss(s, evidence)}",
+        tuple(evidence),
+    )
+
+
+def _emulated_loss(s: Subject, evidence: list[Evidence]) -> str:
+    """What the configuration's own loss (``lab.wan.loss``) accounts for, as a clause
+    (and its evidence): loss asked for is not a fault to fix."""
+    loss = s.config.lab.wan.loss
+    if not loss:
+        return ""
+    evidence.append(Evidence("lab.wan.loss", loss, "%"))
+    dropped = s.names("qdisc.", ".netem_drops")
+    counted = ""
+    if dropped:
+        total = sum(s.metrics[n] for n in dropped)
+        evidence.append(Evidence("netem drops", total, "packets"))
+        counted = f"; netem dropped {total:,.0f} packets"
+    return (
+        f", with the WAN set to lose {format_pct(loss)} of the packets at each end"
+        f" (lab.wan.loss{counted})"
     )
 
 
@@ -666,6 +742,7 @@ RULES: tuple[Rule, ...] = (
     cpu_budget_bound,
     generator_bound,
     cpu_bound,
+    queue_below_bdp,
     queue_drops,
     loss_heavy,
     latency_under_load,
@@ -699,6 +776,40 @@ def undetermined(s: Subject) -> Finding:
     )
 
 
+#: Verdicts that are about the network path, not the CPU: they stay valid in a guest
+#: whose CPU QEMU emulates, as long as the guest keeps up with the link.
+PATH_BOUNDS = frozenset(
+    {
+        Bound.ABOVE_CEILING,
+        Bound.LINK,
+        Bound.LINK_LOSSY,
+        Bound.QUEUE_BELOW_BDP,
+        Bound.QUEUE_DROPS,
+        Bound.LATENCY,
+    }
+)
+
+
+def emulated(s: Subject, verdict: Finding) -> Finding:
+    """A lab in a guest under TCG that did not reach the link's limit: what limited it is
+    QEMU's emulation of a CPU, and no finding about cores says anything of hardware."""
+    evidence = [Evidence("goodput", mbit(s.goodput_bps), "Mbit/s")]
+    share = ""
+    if s.ceiling_bps:
+        pct = 100.0 * s.goodput_bps / s.ceiling_bps
+        evidence.append(Evidence("share of ceiling", pct, "%"))
+        share = f", {pct:.1f}% of the ceiling"
+    return Finding(
+        Bound.EMULATED,
+        f"measured on an emulated CPU (QEMU TCG, kernel {s.resolved.kernel_release}):"
+        f" {mbit(s.goodput_bps):,.1f} Mbit/s{share}, short of the link's limit, so the"
+        f" emulator's speed set it; the rules would have said {verdict.bound.value}."
+        " Only link-bound figures of such a guest are valid (shape the WAN link below"
+        " what the guest sustains)",
+        tuple(evidence),
+    )
+
+
 def diagnose(s: Subject) -> Diagnosis:
     found: list[Finding] = []
     for rule in RULES:
@@ -707,5 +818,7 @@ def diagnose(s: Subject) -> Diagnosis:
         if finding is not None and finding.bound not in {f.bound for f in found}:
             found.append(finding)
     if not found:
-        return Diagnosis(undetermined(s))
+        found = [undetermined(s)]
+    if s.resolved.virtualization == TCG and found[0].bound not in PATH_BOUNDS:
+        return Diagnosis(emulated(s, found[0]))
     return Diagnosis(found[0], tuple(found[1:]))

@@ -11,7 +11,7 @@ from tunnelbench.analysis.stats import Summary, summarize
 from tunnelbench.kinds import Protection, Protocol
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig, varying_paths
-from tunnelbench.model.records import Resolved, TrialRecord, TrialStatus
+from tunnelbench.model.records import GUESTS, Resolved, TrialRecord, TrialStatus
 
 
 @dataclass
@@ -227,12 +227,21 @@ def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None
             summary.resolved,
             metrics,
             summary.ceiling.goodput_bps if summary.ceiling else None,
-            environment,
+            where(summary.config, environment),
             runs=tuple(t.metrics for t in _ok(summary)),
             noise_pct=summary.noise_pct,
         )
         summary.diagnosis = diagnose(subject)
         summary.advice = advise(subject, summary.diagnosis, siblings)
+
+
+def where(config: TrialConfig, environment: dict[str, Any]) -> dict[str, Any]:
+    """The environment ``config``'s trials ran in: the run's, or for a lab on another
+    kernel its VM guest's (what that kernel can do is what advice must cite)."""
+    if config.lab.in_vm:
+        guest: dict[str, Any] = environment.get(GUESTS, {}).get(config.lab.kernel, {})
+        return guest
+    return environment
 
 
 def varying_axes(summaries: list[ConfigSummary]) -> list[str]:

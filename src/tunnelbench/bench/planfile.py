@@ -23,6 +23,7 @@ from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order, Placement, Protocol, StreamMode, TunnelKind
 from tunnelbench.lab.topology import CHAINS
+from tunnelbench.model import wan
 from tunnelbench.model.fields import GROUPS, SETTINGS
 from tunnelbench.model.plan import (
     ADAPTIVE_MAX,
@@ -36,6 +37,7 @@ from tunnelbench.model.plan import (
     Trial,
     TrialConfig,
     TunnelSettings,
+    VmSettings,
     check_choice,
     check_int,
     check_size,
@@ -65,6 +67,11 @@ TOP_KEYS = (
 #: beyond its window, and the two about cancel: the default run was estimated at 156 s
 #: and took 159.9 s.
 TRIAL_OVERHEAD_S = 1.2
+#: A lab on another kernel, in a VM under emulation (TCG) on the 2-core reference
+#: machine: the guest's start (boot, tunnelbench's start, its capability probe) and what a
+#: trial costs there besides its traffic (docs/kernels.md, "Time").
+VM_BOOT_S = 40.0
+VM_TRIAL_OVERHEAD_S = 5.0
 QUICK_DURATION, QUICK_WARMUP = 1, 1
 #: The largest plan file read: the scenarios are 1-3 kB.
 PLAN_BYTES_MAX = 1024 * 1024
@@ -274,11 +281,17 @@ def quicken(experiment: Experiment) -> Experiment:
 
 def trial_seconds(config: TrialConfig) -> float:
     """A trial's expected wall time before any has been measured."""
-    return config.traffic.duration + config.traffic.warmup + TRIAL_OVERHEAD_S
+    overhead = VM_TRIAL_OVERHEAD_S if config.lab.in_vm else TRIAL_OVERHEAD_S
+    return config.traffic.duration + config.traffic.warmup + overhead
+
+
+def guests(trials: list[Trial]) -> int:
+    """How many VM boots the trials need: one per kernel and guest size."""
+    return len({(t.config.lab.kernel, t.config.lab.vm) for t in trials if t.config.lab.in_vm})
 
 
 def estimate_seconds(trials: list[Trial]) -> float:
-    return sum(trial_seconds(t.config) for t in trials)
+    return sum(trial_seconds(t.config) for t in trials) + VM_BOOT_S * guests(trials)
 
 
 def derive(config: TrialConfig, changes: dict[str, Any]) -> TrialConfig:
@@ -504,7 +517,7 @@ def _exclude(
                 if value is BAD:
                     continue
                 if value not in values_of[path]:
-                    listed = ", ".join(_show(v) for v in values_of[path])
+                    listed = ", ".join(_show(v, path) for v in values_of[path])
                     problems.add(
                         f"{where}{path}: {shown(item)} is not a value of the matrix"
                         f" ({capped(listed, 200)})"
@@ -537,7 +550,12 @@ def _matching(rule: dict[str, list[Any]], holding: dict[str, dict[Any, int]]) ->
     return matched
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, path: str = "") -> str:
+    """A setting's value as a plan writes it (a delay in ``ms``, a loss in ``%``)."""
+    if value is not None and path in ("lab.wan.delay", "lab.wan.jitter"):
+        return wan.format_us(value)
+    if value is not None and path in ("lab.wan.loss", "lab.wan.reorder"):
+        return wan.format_pct(value)
     return capped(str(getattr(value, "value", value)))
 
 
@@ -554,7 +572,7 @@ def _config(problems: _Problems, combo: dict[str, Any], own: dict[str, Any]) -> 
             node = node.setdefault(part, {})
         node[leaf] = value
     config = TrialConfig.from_settings(tree)
-    where = ", ".join(f"{p}={_show(v)}" for p, v in own.items())
+    where = ", ".join(f"{p}={_show(v, p)}" for p, v in own.items())
     prefix = f"with {where}: " if where else ""
     before = len(problems)
     for message in _conflicts(config):
@@ -566,6 +584,7 @@ def _conflicts(config: TrialConfig) -> list[str]:
     """Settings that are each valid but cannot go together."""
     found: list[str] = []
     lab, tunnel, traffic = config.lab, config.tunnel, config.traffic
+    found += wan.conflicts(lab.wan)
     if traffic.family == 6:
         mtus = {"lab.wan.mtu": lab.wan.mtu, "lab.lan_mtu": lab.lan_mtu, "tunnel.mtu": tunnel.mtu}
         for path, mtu in mtus.items():
@@ -608,9 +627,12 @@ def _conflicts(config: TrialConfig) -> list[str]:
 
 def _normalized(config: TrialConfig) -> TrialConfig:
     """One spelling per configuration, so equivalent combinations run once: a baseline
-    has no tunnel settings, TCP no UDP rate, and one stream needs no stream mode."""
+    has no tunnel settings, TCP no UDP rate, one stream needs no stream mode, and a lab
+    on the host's kernel no guest size."""
     if config.tunnel.kind is TunnelKind.NONE:
         config = replace(config, tunnel=TunnelSettings())
+    if not config.lab.in_vm and config.lab.vm != VmSettings():
+        config = replace(config, lab=replace(config.lab, vm=VmSettings()))
     traffic = config.traffic
     if traffic.protocol is Protocol.TCP and traffic.udp_rate is not None:
         traffic = replace(traffic, udp_rate=None)

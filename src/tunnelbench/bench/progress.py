@@ -21,6 +21,7 @@ from tunnelbench.bench.planfile import TRIAL_OVERHEAD_S
 from tunnelbench.kinds import Generator
 from tunnelbench.model.plan import Trial, TrialConfig
 from tunnelbench.model.records import RunStatus, TrialStatus
+from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.units import mbit
 
 
@@ -48,6 +49,13 @@ def describe(config: TrialConfig) -> str:
         parts.append(f"wan {mbit(c.lab.wan.rate):g}M")
     if c.lab.wan.queue:
         parts.append(f"{c.lab.wan.queue.value} {c.lab.wan.queue_limit}")
+    if c.lab.wan.delay:
+        jitter = f"±{format_us(c.lab.wan.jitter)}" if c.lab.wan.jitter else ""
+        parts.append(f"delay {format_us(c.lab.wan.delay)}{jitter}")
+    if c.lab.wan.loss:
+        parts.append(f"loss {format_pct(c.lab.wan.loss)}")
+    if c.lab.wan.reorder:
+        parts.append(f"reorder {format_pct(c.lab.wan.reorder)}")
     return ", ".join(parts)
 
 

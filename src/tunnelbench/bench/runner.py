@@ -14,10 +14,10 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from tunnelbench.analysis import precision
-from tunnelbench.bench import capabilities, environment, skips
+from tunnelbench.bench import capabilities, environment, guest_trials, skips
 from tunnelbench.bench.labpool import KEEP, LabPool
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.store import Store
@@ -25,8 +25,8 @@ from tunnelbench.errors import LabError, StorageError, UserError
 from tunnelbench.kinds import Order, StreamMode, TunnelKind
 from tunnelbench.lab.state import is_alive, process_start_time
 from tunnelbench.model import metrics as metric
-from tunnelbench.model.plan import Experiment, Trial, TrialConfig, expand
-from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialStatus
+from tunnelbench.model.plan import Experiment, Trial, TrialConfig, VmSettings, expand
+from tunnelbench.model.records import NO_VM, Resolved, RunRecord, RunStatus, TrialStatus
 from tunnelbench.probes import load, new_probe_set
 from tunnelbench.probes.sampler import ProbeResult, Sampler
 from tunnelbench.probes.trial import ProbeContext, ProbeReadings
@@ -35,6 +35,9 @@ from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.traffic import TrafficResult
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec
+from tunnelbench.vm import machine
+from tunnelbench.vm.kernels import Kernel, locate
+from tunnelbench.vm.machine import IN_GUEST
 
 log = logging.getLogger("tunnelbench.bench.runner")
 
@@ -69,6 +72,7 @@ class Prepared:
     trials: list[Trial]
     resolutions: dict[str, Resolution]  # config key -> how it runs here
     skipped: dict[str, str]  # config key -> why this machine cannot run it
+    kernels: dict[str, Kernel] = field(default_factory=dict)  # lab.kernel -> fetched
 
 
 @dataclass
@@ -90,28 +94,52 @@ def prepare(experiment: Experiment, *, strict: bool) -> Prepared:
         experiment = replace(experiment, seed=secrets.randbelow(2**32))
     trials = expand(experiment)
     resolutions, skipped = check(trials)
+    kernels: dict[str, Kernel] = {}
+    for trial in trials:
+        spec, key = trial.config.lab.kernel, trial.config.key()
+        if not in_vm(trial.config) or spec in kernels or key in skipped:
+            continue
+        try:
+            kernels[spec] = locate(spec)
+        except UserError as exc:
+            if strict:
+                raise
+            for other in trials:
+                if other.config.lab.kernel == spec:
+                    skipped[other.config.key()] = str(exc)
+                    resolutions.pop(other.config.key(), None)
     if strict and skipped:
         raise UserError(next(iter(skipped.values())))
-    if not resolutions:
+    if not resolutions and not kernels:
         first = next(iter(skipped.values()), "no configurations")
         raise UserError(f"nothing to run: this machine can run no configuration ({first})")
-    return Prepared(experiment, trials, resolutions, skipped)
+    return Prepared(experiment, trials, resolutions, skipped, kernels)
 
 
 def check(trials: list[Trial]) -> tuple[dict[str, Resolution], dict[str, str]]:
     """How each configuration runs here, and why the others cannot (by config key).
 
-    Without side effects: probes run in anonymous namespaces that vanish with them.
+    Without side effects: probes run in anonymous namespaces that vanish with them. A
+    configuration on another kernel is only checked for the VM here; its guest resolves
+    and checks it against its own kernel (:mod:`tunnelbench.cli.guest`), where what is
+    missing skips its trials with the reason.
     """
-    caps = capabilities.probe()
+    caps = capabilities.probe() if any(not in_vm(t.config) for t in trials) else None
     resolutions: dict[str, Resolution] = {}
     skipped: dict[str, str] = {}
     for trial in trials:
         key = trial.config.key()
         if key in resolutions or key in skipped:
             continue
+        if in_vm(trial.config):
+            try:
+                machine.vng()
+            except UserError as exc:
+                skipped[key] = str(exc)
+            continue  # resolved and checked in its guest, against the guest's kernel
         try:
             resolution = resolve(trial.config)
+            assert caps is not None
             reason = skips.unmet(trial.config, caps)
         except UserError as exc:
             reason = str(exc)
@@ -120,6 +148,11 @@ def check(trials: list[Trial]) -> tuple[dict[str, Resolution], dict[str, str]]:
         else:
             skipped[key] = reason
     return resolutions, skipped
+
+
+def in_vm(config: TrialConfig) -> bool:
+    """Whether ``config``'s lab runs in a VM started from here (not: in this guest)."""
+    return config.lab.in_vm and os.environ.get(IN_GUEST) != "1"
 
 
 def resolve(config: TrialConfig) -> Resolution:
@@ -176,7 +209,8 @@ def start(
     versions = {}
     for trial in prepared.trials:
         resolution = prepared.resolutions.get(trial.config.key())
-        if resolution is not None:
+        # A guest resolves "auto" on its own kernel; its trials record what it chose.
+        if resolution is not None and not in_vm(trial.config):
             name = f"{trial.config.tunnel.kind.value}/{resolution.implementation}"
             versions[name] = resolution.version
     for kind in {t.config.traffic.generator for t in prepared.trials}:
@@ -202,7 +236,7 @@ def execute(
 
     def body() -> None:
         with LabPool(keep=0 if prepared.experiment.fresh_labs else KEEP) as labs:
-            _run_trials(prepared, store, run_id, pending, shown, labs)
+            run_trials(prepared, store, run_id, pending, shown, labs)
             if adaptive:
                 _run_extra_rounds(prepared, store, run_id, shown, labs)
 
@@ -235,25 +269,65 @@ def guarded(
     return RunStatus.COMPLETE
 
 
-def _run_trials(
+class TrialSink(Protocol):
+    """Where a finished trial goes: the run's :class:`Store`, or in a VM guest the
+    events the host stores (:class:`tunnelbench.cli.guest.EventSink`)."""
+
+    def add_trial(
+        self,
+        run_id: int,
+        *,
+        seq: int,
+        repetition: int,
+        config_key: str,
+        config: dict[str, Any],
+        resolved: Resolved,
+        status: TrialStatus,
+        error: str | None,
+        started_at: float,
+        metrics: dict[str, float],
+        artifacts: dict[str, Any],
+    ) -> int: ...
+
+
+def run_trials(
     prepared: Prepared,
-    store: Store,
+    store: TrialSink,
     run_id: int,
     trials: list[Trial],
     progress: Progress,
     labs: LabPool,
+    *,
+    machine: dict[str, Any] | None = None,
 ) -> None:
+    """Run ``trials`` in order; those on another kernel afterwards, one VM for each
+    kernel and guest size (:mod:`tunnelbench.bench.guests`). ``machine``: what the
+    trials record about where they ran (:func:`here`)."""
+    facts = machine or here()
+    guests: dict[tuple[str, VmSettings], list[Trial]] = {}
     for trial in trials:
         key = trial.config.key()
         if key in prepared.skipped:
             _store_skipped(store, run_id, trial, prepared.skipped[key])
             progress.trial_finished(trial, TrialStatus.SKIPPED, prepared.skipped[key], None)
             continue
+        if in_vm(trial.config):
+            guests.setdefault((trial.config.lab.kernel, trial.config.lab.vm), []).append(trial)
+            continue
         progress.trial_started(trial)
-        outcome = run_trial(store, run_id, trial, prepared.resolutions[key], labs)
+        outcome = run_trial(store, run_id, trial, prepared.resolutions[key], labs, facts)
         progress.trial_finished(
             trial, outcome.status, outcome.error or "", outcome.metrics.get(metric.GOODPUT.name)
         )
+    for (spec, vm), group in guests.items():
+        assert isinstance(store, Store)
+        kernel = prepared.kernels[spec]
+        guest_trials.run(prepared.experiment, store, run_id, kernel, vm, group, progress)
+
+
+def here() -> dict[str, Any]:
+    """Where a trial on this machine's own kernel runs."""
+    return {"virtualization": NO_VM, "kernel_release": os.uname().release}
 
 
 def _run_extra_rounds(
@@ -279,7 +353,7 @@ def _run_extra_rounds(
         progress.round_added(
             round_, {t.config.key(): standing[t.config.key()] for t in round_}, target
         )
-        _run_trials(prepared, store, run_id, round_, progress, labs)
+        run_trials(prepared, store, run_id, round_, progress, labs)
     configs = {t.config_key: TrialConfig.from_dict(t.config) for t in trials}
     progress.precision_final([(configs[key], p) for key, p in standing.items()], target)
 
@@ -327,7 +401,7 @@ def _owner_alive(record: dict[str, int]) -> bool:
     return process_start_time(record["pid"]) == record["start_time"]
 
 
-def _store_skipped(store: Store, run_id: int, trial: Trial, reason: str) -> None:
+def _store_skipped(store: TrialSink, run_id: int, trial: Trial, reason: str) -> None:
     store.add_trial(
         run_id,
         seq=trial.seq,
@@ -344,9 +418,15 @@ def _store_skipped(store: Store, run_id: int, trial: Trial, reason: str) -> None
 
 
 def run_trial(
-    store: Store, run_id: int, trial: Trial, resolution: Resolution, labs: LabPool
+    store: TrialSink,
+    run_id: int,
+    trial: Trial,
+    resolution: Resolution,
+    labs: LabPool,
+    machine: dict[str, Any],
 ) -> TrialOutcome:
-    """Measure one trial in a lab from ``labs`` (kept or fresh) and store what happened."""
+    """Measure one trial in a lab from ``labs`` (kept or fresh) and store what happened;
+    ``machine``: where it ran (:func:`here`, or the guest's)."""
     config = trial.config
     started = time.time()
     spec = resolution.tunnel
@@ -360,6 +440,7 @@ def run_trial(
         tunnel=TUNNELS.get(config.tunnel.kind).facts(spec),
         generator=GENERATORS.get(config.traffic.generator).facts(),
     )
+    resolved.update(machine)
     metrics: dict[str, float] = {}
     artifacts: dict[str, Any] = {}
     try:

@@ -52,6 +52,9 @@ class LabSession:
         lab, settings = self.lab, self.config.tunnel
         self._handle = TUNNELS.get(settings.kind).setup(lab, self.spec)
         self.facts |= self._handle.facts
+        kernel_path = not TUNNELS.get(settings.kind).facts(self.spec).userspace
+        if kernel_path and (unbundled := netns.unbundle_tunnel(lab, self._handle.devices)):
+            self.facts["unbundled_tunnel_devices"] = unbundled
         if steered := netns.steer_tunnel(lab, self._handle.devices):
             self.facts["rps_tunnel_devices"] = steered
         if settings.cpu_budget is not None:

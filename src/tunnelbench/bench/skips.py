@@ -13,6 +13,9 @@ from tunnelbench.system.probing import Capabilities, Check, mask_cpus
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY
 
+#: The WAN's impairments, in the order a skip names the first one set.
+IMPAIRMENTS = ("delay", "jitter", "loss", "reorder")
+
 
 def unmet(config: TrialConfig, caps: Capabilities) -> str | None:
     """None when this machine can run ``config``; else one reason naming the setting.
@@ -147,6 +150,10 @@ def _qdiscs(config: TrialConfig, caps: Capabilities) -> str | None:
     if wan.rate is not None:
         # The shaper's leaf is the queue asked for, else a pfifo.
         needed = [("lab.wan.shaper", wan.shaper.value), *(needed or [("lab.wan.queue", "pfifo")])]
+    if wan.impaired:
+        # netem at the root, above the rest: named by the first impairment set.
+        key = next(f"lab.wan.{n}" for n in IMPAIRMENTS if getattr(wan, n) is not None)
+        needed.insert(0, (key, "netem"))
     for key, kind in needed:
         found = caps.qdiscs.get(kind, Check(None))
         if found.ok is False:
@@ -199,6 +206,8 @@ def _tools(config: TrialConfig, caps: Capabilities) -> str | None:
         return "lab.offloads: needs ethtool"
     if config.lab.wan.rate is not None and _program(caps, "ethtool") is False:
         return "lab.wan.rate: needs ethtool (a shaped lab turns GSO/GRO/TSO off)"
+    if config.lab.wan.impaired and _program(caps, "ethtool") is False:
+        return "lab.wan: impairments need ethtool (an impaired lab turns GSO/GRO/TSO off)"
     generator = config.traffic.generator
     for name, _ in GENERATORS.get(generator).programs():
         if _program(caps, name) is False:

@@ -27,7 +27,14 @@ from tunnelbench.bench.backfill import backfill
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import StorageError, UserError
 from tunnelbench.model.plan import TrialConfig
-from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
+from tunnelbench.model.records import (
+    GUESTS,
+    Resolved,
+    RunRecord,
+    RunStatus,
+    TrialRecord,
+    TrialStatus,
+)
 from tunnelbench.system import ownership
 
 SCHEMA_VERSION = 6
@@ -436,6 +443,17 @@ class Store:
                 db.execute("UPDATE runs SET label = ? WHERE id = ?", (label, run_id))
             if notes is not None:
                 db.execute("UPDATE runs SET notes = ? WHERE id = ?", (notes, run_id))
+
+    def add_guest_environment(self, run_id: int, kernel: str, facts: dict[str, Any]) -> None:
+        """Record the environment of a VM guest the run's trials on ``kernel`` (the
+        ``lab.kernel`` value) ran in, under the run's environment's ``guests``."""
+        with self._transaction() as db:
+            row = db.execute("SELECT environment FROM runs WHERE id = ?", (run_id,)).fetchone()
+            environment = json.loads(row[0]) if row and row[0] else {}
+            environment.setdefault(GUESTS, {})[kernel] = facts
+            db.execute(
+                "UPDATE runs SET environment = ? WHERE id = ?", (json.dumps(environment), run_id)
+            )
 
     def set_tune(self, run_id: int, record: dict[str, Any]) -> None:
         """Record where a tuning session stands (its path so far and how it ended)."""

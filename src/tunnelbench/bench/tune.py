@@ -244,7 +244,7 @@ class Session:
             self.progress.trial_started(trial, step)
             began = time.monotonic()
             outcome = runner.run_trial(
-                self.store, self.run_id, trial, self._resolution(config), self.labs
+                self.store, self.run_id, trial, self._resolution(config), self.labs, runner.here()
             )
             wall = time.monotonic() - began
             self.walls.append(wall)

@@ -12,17 +12,20 @@ import argparse
 import json
 from typing import Any
 
-from tunnelbench.bench import capabilities, skips
+from tunnelbench.bench import capabilities, guest_trials, skips
+from tunnelbench.bench.runner import require_root
+from tunnelbench.cli.options import add_kernel_arguments, lab_settings
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.model.plan import TunnelSettings
+from tunnelbench.model.plan import HOST_KERNEL, TunnelSettings, VmSettings
 from tunnelbench.system import probing, programs
 from tunnelbench.system.probing import Capabilities, Check, Program
 from tunnelbench.traffic.iperf3 import THREADED_SINCE
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.openvpn import dco_choice
 from tunnelbench.tunnels.wireguard import KERNEL, USERSPACE, WIREGUARD_GO, describe_version
+from tunnelbench.vm import kernels
 
 # Sections in the order they are printed, with the word that labels their rows.
 SECTIONS = {
@@ -239,17 +242,32 @@ def render(report: dict[str, Any]) -> str:
             rows.append([f"{label} {name}", entry["status"], entry["detail"] + hint])
     widths = [max(len(row[i]) for row in rows) for i in range(2)]
     rows.insert(1, ["-" * widths[0], "-" * widths[1], "-" * len("detail")])
-    lines = [f"kernel {report['kernel']}", ""]
+    lines = [f"kernel {report['kernel']}{_in_vm(report.get('vm'))}", ""]
     lines += [f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}".rstrip() for row in rows]
     if any(row[1] == "not probed" for row in rows):
         lines += ["", NOT_PROBED_NOTE]
     return "\n".join(lines) + "\n"
 
 
-def main(as_json: bool) -> int:
+def _in_vm(vm: dict[str, Any] | None) -> str:
+    if vm is None:
+        return ""
+    why = f": {vm['virtualization_reason']}" if vm.get("virtualization_reason") else ""
+    return (
+        f", in a VM ({vm['virtualization']}{why}; {vm['vm_cpus']} vCPUs,"
+        f" {vm['vm_memory_mib']} MiB; booted in {vm['boot_s']:.1f} s guest time,"
+        f" {vm['up_s']:.1f} s wall)"
+    )
+
+
+def main(as_json: bool, kernel: str = HOST_KERNEL, vm: VmSettings | None = None) -> int:
     """Print the report (a table, or JSON) and succeed: a missing capability is a finding,
-    not an error."""
-    report = collect()
+    not an error. ``kernel``: another kernel's, from a guest booted on it."""
+    if kernel == HOST_KERNEL:
+        report = collect()
+    else:
+        require_root("tunnelbench doctor --kernel")
+        report = guest_trials.doctor(kernels.locate(kernel), vm or VmSettings())
     print(json.dumps(report, indent=2) if as_json else render(report), end="\n" if as_json else "")
     return 0
 
@@ -257,8 +275,10 @@ def main(as_json: bool) -> int:
 def register(verbs: Verbs) -> None:
     doctor = verbs.add_parser("doctor", help="what this kernel and machine can test")
     doctor.add_argument("--json", action="store_true", help="as JSON")
+    add_kernel_arguments(doctor.add_argument_group("kernel", argument_default=argparse.SUPPRESS))
     doctor.set_defaults(func=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    return main(as_json=args.json)
+    settings = lab_settings(args)
+    return main(as_json=args.json, kernel=settings.kernel, vm=settings.vm)

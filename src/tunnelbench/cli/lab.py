@@ -222,7 +222,7 @@ def register(verbs: Verbs) -> None:
         help=f"{' | '.join(k.value for k in TUNNELS.kinds())} (default none)",
     )
     built.add_argument("--name", help="lab id: 1-6 lowercase letters or digits (default random)")
-    add_lab_arguments(built)
+    add_lab_arguments(built, kernel=False)
     built.set_defaults(func=up)
     listed = lab_verbs.add_parser("status", help="list labs and what they hold")
     listed.add_argument("--json", action="store_true", help="as a JSON list of labs")

@@ -12,11 +12,13 @@ from typing import Any
 from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, Placement, Shaper, StreamMode, Topology, TunnelKind
+from tunnelbench.model import wan
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import (
     ADAPTIVE_MAX,
     ADAPTIVE_MIN,
     DURATION_DEFAULT,
+    HOST_KERNEL,
     REPETITIONS_DEFAULT,
     REPETITIONS_MAX,
     AdaptiveRepetitions,
@@ -26,6 +28,7 @@ from tunnelbench.model.plan import (
     TrafficSettings,
     TrialConfig,
     TunnelSettings,
+    VmSettings,
     check_family,
     check_int,
     check_mtu,
@@ -55,7 +58,14 @@ DEFAULTS: dict[str, Any] = {
     "rate": None,
     "shaper": Shaper.TBF.value,
     "queue_limit": 1000,
+    "delay": None,  # the WAN's impairments: off
+    "jitter": None,
+    "loss": None,
+    "reorder": None,
     "placement": Placement.FREE.value,
+    "kernel": HOST_KERNEL,
+    "vm_cpus": VmSettings().cpus,
+    "vm_memory": VmSettings().memory,
     "fresh_labs": False,
     "tunnel_mtu": None,
     "wireguard_impl": "auto",
@@ -130,7 +140,25 @@ def add_traffic_choices(group: argparse._ActionsContainer) -> None:
     )
 
 
-def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
+def add_kernel_arguments(group: argparse._ActionsContainer) -> None:
+    """``--kernel`` and the VM's size (of ``run`` and ``doctor``)."""
+    group.add_argument(
+        "--kernel",
+        help="host (default): the lab on this machine's kernel; debian, a Debian kernel"
+        " package or release (e.g. 6.1.0-56-amd64), or an unpacked kernel's directory:"
+        " the lab in a VM on that kernel (docs/kernels.md)",
+    )
+    group.add_argument(
+        "--vm-cpus", type=whole_number, help="with --kernel: the guest's vCPUs (default 2)"
+    )
+    group.add_argument(
+        "--vm-memory", help="with --kernel: the guest's memory, e.g. 2G, 512M (default 2G)"
+    )
+
+
+def add_lab_arguments(parser: argparse.ArgumentParser, *, kernel: bool = True) -> None:
+    """The lab's options; ``kernel``: with ``--kernel`` and the VM's size (``run``; a lab
+    in a VM lives only for a run's trials, so ``lab up`` and ``tune`` have neither)."""
     lab = parser.add_argument_group("lab", argument_default=argparse.SUPPRESS)
     lab.add_argument(
         "--topology", choices=[t.value for t in Topology], help="(default road-warrior)"
@@ -145,11 +173,32 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
         "--queue-limit", type=whole_number, help="shaper queue in packets (default 1000)"
     )
     lab.add_argument(
+        "--delay",
+        help="add this delay to every packet leaving either end of the WAN link (netem),"
+        " e.g. 20ms, 500us; a round trip gains twice it (default none)",
+    )
+    lab.add_argument(
+        "--jitter",
+        help="with --delay: vary each packet's delay uniformly by up to this much, e.g."
+        " 5ms, keeping packets in order (default none)",
+    )
+    lab.add_argument(
+        "--loss",
+        help="drop this share of the packets at each end of the WAN link, e.g. 1%% (default none)",
+    )
+    lab.add_argument(
+        "--reorder",
+        help="with --delay: send this share of the packets at once, ahead of the delayed"
+        " ones, e.g. 1%% (default none)",
+    )
+    lab.add_argument(
         "--placement",
         choices=[p.value for p in Placement],
         help="free: the scheduler places the lab's processes; pinned: each role on cores of"
         " its own, its receive work steered there (default free)",
     )
+    if kernel:
+        add_kernel_arguments(lab)
     lab.add_argument(
         "--tunnel-mtu",
         type=whole_number,
@@ -164,6 +213,11 @@ def add_lab_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def lab_settings(args: argparse.Namespace) -> LabSettings:
+    kernel = _field("lab.kernel", "--kernel", option(args, "kernel"))
+    for dest in ("vm_cpus", "vm_memory"):
+        if kernel == HOST_KERNEL and hasattr(args, dest):
+            flag = "--" + dest.replace("_", "-")
+            raise UserError(f"{flag}: sizes the VM of a lab on another kernel; give --kernel too")
     rate_text = option(args, "rate")
     rate = parse_rate(rate_text, key="--rate") if rate_text is not None else None
     return LabSettings(
@@ -173,10 +227,29 @@ def lab_settings(args: argparse.Namespace) -> LabSettings:
             rate=rate,
             shaper=_field("lab.wan.shaper", "--shaper", option(args, "shaper")),
             queue_limit=_field("lab.wan.queue_limit", "--queue-limit", option(args, "queue_limit")),
+            **_impairments(args),
         ),
         lan_mtu=_field("lab.lan_mtu", "--lan-mtu", option(args, "lan_mtu")),
         placement=_field("lab.placement", "--placement", option(args, "placement")),
+        kernel=kernel,
+        vm=VmSettings(
+            cpus=_field("lab.vm.cpus", "--vm-cpus", option(args, "vm_cpus")),
+            memory=_field("lab.vm.memory", "--vm-memory", option(args, "vm_memory")),
+        ),
     )
+
+
+def _impairments(args: argparse.Namespace) -> dict[str, Any]:
+    """``--delay``, ``--jitter``, ``--loss``, ``--reorder`` checked as their plan settings
+    are, alone and together; those not given are off."""
+    keys = {name: f"--{name}" for name in wan.PLAN_KEYS}
+    found: dict[str, Any] = {
+        name: None if (text := option(args, name)) is None else _field(path, keys[name], text)
+        for name, path in wan.PLAN_KEYS.items()
+    }
+    if problems := wan.conflicts(LinkSettings(**found), keys):
+        raise UserError(problems[0])
+    return found
 
 
 def wireguard_impls(args: argparse.Namespace) -> list[str]:

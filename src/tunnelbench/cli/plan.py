@@ -13,11 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from tunnelbench.bench import planfile, runner
-from tunnelbench.bench.planfile import TRIAL_OVERHEAD_S, Plan, estimate_seconds
+from tunnelbench.bench.planfile import (
+    TRIAL_OVERHEAD_S,
+    VM_BOOT_S,
+    VM_TRIAL_OVERHEAD_S,
+    Plan,
+    estimate_seconds,
+    guests,
+)
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.kinds import Order
 from tunnelbench.model.plan import expand, flatten, varying_paths
+from tunnelbench.model.wan import format_pct, format_us
 
 
 def to_json(plan: Plan) -> dict[str, Any]:
@@ -51,6 +59,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
         "adaptive": None
         if adaptive is None
         else {"target_pct": adaptive.target_pct, "max_repetitions": adaptive.max_repetitions},
+        "vm_boots": guests(runnable),
         "estimated_seconds": {
             "min": round(seconds, 1),
             "max": round(seconds * most / experiment.repetitions, 1),
@@ -61,6 +70,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
                 "repetition": trial.repetition,
                 "settings": flats[trial.config],
                 "skipped": skipped.get(keys[trial.config]),
+                "vm": trial.config.lab.in_vm,
             }
             for trial in trials
         ],
@@ -116,6 +126,13 @@ def render(plan: Plan) -> str:
         f" ({count(len(runnable))} trials, each its warm-up and duration"
         f" + ~{TRIAL_OVERHEAD_S:g} s besides its traffic: lab, tunnel, generator start)"
     )
+    if boots := guests(runnable):
+        in_vm = sum(1 for t in runnable if t.config.lab.in_vm)
+        lines.append(
+            f"in a VM: {in_vm} trials on another kernel, {boots} boot(s); counted at"
+            f" ~{VM_BOOT_S:g} s a boot and ~{VM_TRIAL_OVERHEAD_S:g} s a trial besides its"
+            " traffic (an emulated CPU, TCG; less under KVM)"
+        )
     lines.append("")
     # One row per configuration; the order says how its runs fall into trials.
     paths = [p for p in varying_paths(configs) if p != "tunnel.kind"]
@@ -124,8 +141,8 @@ def render(plan: Plan) -> str:
     flats = {c: flatten(c.to_dict()) for c in configs}
     for number, config in enumerate(configs, start=1):
         flat = flats[config]
-        status = "skip" if keys[config] in skipped else "run"
-        cells = [str(number), config.tunnel.kind.value, *(_cell(flat[p]) for p in paths)]
+        status = "skip" if keys[config] in skipped else "vm" if config.lab.in_vm else "run"
+        cells = [str(number), config.tunnel.kind.value, *(_cell(flat[p], p) for p in paths)]
         rows.append([*cells, count(experiment.repetitions), status])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
@@ -148,9 +165,13 @@ def _order(order: Order, configurations: int) -> str:
     return f"order: {rounds}, #1 to #{configurations}"
 
 
-def _cell(value: object) -> str:
+def _cell(value: object, path: str = "") -> str:
     if value is None:
         return "-"
+    if path in ("lab.wan.delay", "lab.wan.jitter") and isinstance(value, int):
+        return format_us(value)
+    if path in ("lab.wan.loss", "lab.wan.reorder") and isinstance(value, int | float):
+        return format_pct(value)
     if isinstance(value, list | tuple):
         return ",".join(str(v) for v in value) or "-"
     return str(value)

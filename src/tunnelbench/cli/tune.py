@@ -102,7 +102,7 @@ def register(verbs: Verbs) -> None:
     )
     add_traffic_choices(start)
     start.add_argument("--family", type=whole_number, help="IP version: 4 or 6 (default 4)")
-    add_lab_arguments(tune)
+    add_lab_arguments(tune, kernel=False)
     tune.set_defaults(func=handle)
 
 

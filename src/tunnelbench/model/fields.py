@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from fractions import Fraction
 from typing import Any
 
 from tunnelbench.echo import did_you_mean, shown
@@ -28,7 +29,7 @@ from tunnelbench.kinds import (
     Topology,
     TunnelKind,
 )
-from tunnelbench.model import cpulist
+from tunnelbench.model import cpulist, kernelspec
 from tunnelbench.model.plan import (
     CPU_BUDGET_MAX,
     MTU_MAX,
@@ -36,10 +37,13 @@ from tunnelbench.model.plan import (
     QUEUE_LIMIT_MAX,
     ROLES,
     STREAMS_MAX,
+    VM_CPUS_MAX,
+    VM_MEMORY_MIB,
     check_choice,
     check_family,
     check_int,
 )
+from tunnelbench.model.wan import DELAY_MAX_US
 from tunnelbench.units import parse_rate
 
 Parser = Callable[[str, Any], Any]
@@ -77,6 +81,46 @@ def _rate(key: str, value: Any) -> int:
 
 def _optional_rate(key: str, value: Any) -> int | None:
     return None if value == "none" else _rate(key, value)
+
+
+_DURATION = re.compile(r"(-?)(\d{1,9}(?:\.\d{1,6})?)\s*(us|ms|s)")
+_DURATION_SCALE = {"us": 1, "ms": 1000, "s": 1_000_000}
+_PERCENT = re.compile(r"(-?)(\d{1,9}(?:\.\d{1,6})?)\s*%")
+
+
+def _delay(key: str, value: Any) -> int | None:
+    """A delay such as '20ms', '500us', '0.5ms' or '1s', as whole microseconds from 0 to
+    10 s; 0 or 'none' is off (None)."""
+    match = _DURATION.fullmatch(value.strip()) if isinstance(value, str) else None
+    if value == "none":
+        return None
+    if match is None:
+        raise UserError(
+            f"{key}: {shown(value)} is not a time such as '20ms', '500us' or '0.5ms', or 'none'"
+        )
+    sign, number, unit = match.groups()
+    exact = Fraction(number) * _DURATION_SCALE[unit]
+    if sign or exact > DELAY_MAX_US:
+        raise UserError(f"{key}: {shown(value)} is out of range; allowed 0..10s")
+    if exact.denominator != 1:
+        raise UserError(f"{key}: {shown(value)} is not a whole number of microseconds")
+    return int(exact) or None
+
+
+def _percent(key: str, value: Any) -> float | None:
+    """A share of the packets such as '1%' or '0.1%', from 0 to 100; 0 or 'none' is off
+    (None)."""
+    match = _PERCENT.fullmatch(value.strip()) if isinstance(value, str) else None
+    if value == "none":
+        return None
+    if match is None:
+        raise UserError(
+            f"{key}: {shown(value)} is not a percentage such as '1%' or '0.1%', or 'none'"
+        )
+    number = float(match.group(2))
+    if match.group(1) or number > 100:
+        raise UserError(f"{key}: {shown(value)} is out of range; allowed 0%..100%")
+    return number or None
 
 
 def _switch(key: str, value: Any) -> bool:
@@ -146,6 +190,25 @@ def _implementation(key: str, value: Any) -> str:
     return value
 
 
+def _memory(key: str, value: Any) -> int:
+    """A guest's memory in MiB: a whole number of MiB, or '512M' / '2G'."""
+    low, high = VM_MEMORY_MIB
+    match = (
+        re.fullmatch(r"(\d{1,6})\s*([mg])i?b?", value.strip().lower())
+        if isinstance(value, str)
+        else None
+    )
+    if match is not None:
+        number = int(match.group(1)) * (1024 if match.group(2) == "g" else 1)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
+        raise UserError(f"{key}: {shown(value)} is not a size such as '2G', '512M' or 2048 (MiB)")
+    if not low <= number <= high:
+        raise UserError(f"{key}: {shown(value)} is out of range; allowed {low}..{high} MiB")
+    return number
+
+
 def _mtu(key: str, value: Any) -> int:
     return check_int(key, value, MTU_MIN, MTU_MAX)
 
@@ -162,6 +225,10 @@ _TABLE = [
     Setting("lab.wan.shaper", _choice(Shaper), _names(Shaper)),
     Setting("lab.wan.queue", _choice(Queue), _names(Queue)),
     Setting("lab.wan.queue_limit", _int(1, QUEUE_LIMIT_MAX), f"1..{QUEUE_LIMIT_MAX} packets"),
+    Setting("lab.wan.delay", _delay, "a time such as '20ms' or '500us' (0..10s), or 'none'"),
+    Setting("lab.wan.jitter", _delay, "a time up to lab.wan.delay, such as '5ms', or 'none'"),
+    Setting("lab.wan.loss", _percent, "a percentage such as '1%' or '0.1%', or 'none'"),
+    Setting("lab.wan.reorder", _percent, "a percentage such as '1%' (needs a delay), or 'none'"),
     Setting("lab.offloads.gro", _switch, "true, false"),
     Setting("lab.offloads.gso", _switch, "true, false"),
     Setting("lab.offloads.tso", _switch, "true, false"),
@@ -169,6 +236,15 @@ _TABLE = [
     Setting("lab.rps_cpus", _cpu_mask, "a hexadecimal CPU mask such as '3'"),
     Setting("lab.placement", _choice(Placement), _names(Placement)),
     *(Setting(f"lab.cpus.{role}", _cpu_list, "a CPU list such as '0-1'") for role in ROLES),
+    Setting(
+        "lab.kernel",
+        kernelspec.parse_spec,
+        "host, debian, a Debian kernel package or release, or a path",
+    ),
+    Setting("lab.vm.cpus", _int(1, VM_CPUS_MAX), f"1..{VM_CPUS_MAX} vCPUs"),
+    Setting(
+        "lab.vm.memory", _memory, f"{VM_MEMORY_MIB[0]}..{VM_MEMORY_MIB[1]} MiB, e.g. '2G' or '512M'"
+    ),
     Setting("tunnel.kind", _choice(TunnelKind), _names(TunnelKind)),
     Setting("tunnel.implementation", _implementation, "auto, or one of the kind's"),
     Setting("tunnel.mtu", _optional_mtu, f"{MTU_MIN}..{MTU_MAX}, or 'auto'"),

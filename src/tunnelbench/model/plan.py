@@ -5,9 +5,11 @@ Pure: nothing here touches the system. The CLI (and later plan files) build an
 executes, pairing every tunnel configuration with the same traffic over no tunnel.
 """
 
+import functools
 import itertools
 import json
 import math
+import operator
 import random
 import re
 import types
@@ -56,6 +58,12 @@ class LinkSettings:
 
     ``queue`` None means a pfifo of ``queue_limit`` packets under the shaper, and the
     device's own default (none, for a veth) when the link is not shaped.
+
+    The impairments (netem at each end's egress, above the shaper; None is off) are
+    ``delay`` and ``jitter`` in microseconds (jitter: uniform within delay ± jitter,
+    packets kept in order) and ``loss`` and ``reorder`` in percent of the packets
+    (reorder: sent at once, ahead of the delayed ones). :mod:`tunnelbench.model.wan`
+    checks how they combine.
     """
 
     mtu: int = 1500
@@ -63,6 +71,15 @@ class LinkSettings:
     shaper: Shaper = Shaper.TBF
     queue: Queue | None = None
     queue_limit: int = 1000  # packets held by the queue
+    delay: int | None = None  # microseconds, each direction
+    jitter: int | None = None  # microseconds
+    loss: float | None = None  # percent
+    reorder: float | None = None  # percent
+
+    @property
+    def impaired(self) -> bool:
+        """Whether netem runs on the link: any impairment is set."""
+        return any(v is not None for v in (self.delay, self.jitter, self.loss, self.reorder))
 
 
 @dataclass(frozen=True)
@@ -100,6 +117,21 @@ class RoleCpus:
         return {role: getattr(self, role) for role in ROLES if getattr(self, role) is not None}
 
 
+#: ``lab.kernel`` for the machine's own kernel: the lab in network namespaces here.
+HOST_KERNEL = "host"
+VM_CPUS_MAX = 8
+VM_MEMORY_MIB = (256, 16384)
+
+
+@dataclass(frozen=True)
+class VmSettings:
+    """The guest a lab on another kernel runs in (:mod:`tunnelbench.vm`): its vCPUs are
+    the lab's cores, its memory in MiB. Ignored (and normalized away) on the host."""
+
+    cpus: int = 2
+    memory: int = 2048
+
+
 @dataclass(frozen=True)
 class LabSettings:
     topology: Topology = Topology.ROAD_WARRIOR
@@ -109,6 +141,13 @@ class LabSettings:
     rps_cpus: str | None = None  # hex CPU mask for receive packet steering on every link
     placement: Placement = Placement.FREE
     cpus: RoleCpus = field(default_factory=RoleCpus)
+    #: ``host``, or a kernel booted in a VM for the lab (:mod:`tunnelbench.vm.kernels`).
+    kernel: str = HOST_KERNEL
+    vm: VmSettings = field(default_factory=VmSettings)
+
+    @property
+    def in_vm(self) -> bool:
+        return self.kernel != HOST_KERNEL
 
     @property
     def families(self) -> tuple[int, ...]:
@@ -177,9 +216,10 @@ class TrialConfig:
         A setting of :data:`LEGACY` is left out while it holds the value every earlier
         version ran with, so a configuration stored before it existed keeps its key."""
         data = self.to_dict()
-        for (section, name), value in LEGACY.items():
-            if data[section][name] == value:
-                del data[section][name]
+        for (*parents, name), value in LEGACY.items():
+            node = functools.reduce(operator.getitem, parents, data)
+            if node[name] == value:
+                del node[name]
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def baseline(self) -> "TrialConfig":
@@ -192,8 +232,11 @@ class TrialConfig:
         written before that setting existed) take the value it ran with: that of
         :data:`LEGACY`, else the default."""
         sections = {name: dict(data.get(name) or {}) for name in ("lab", "tunnel", "traffic")}
-        for (section, name), value in LEGACY.items():
-            sections[section].setdefault(name, value)
+        for (*parents, name), value in LEGACY.items():
+            node: dict[str, Any] = sections
+            for part in parents:  # copies, so that ``data`` is left as it was
+                node[part] = node = dict(node.get(part) or {})
+            node.setdefault(name, value)
         return _from_dict(cls, {**data, **sections})
 
     @classmethod
@@ -203,12 +246,18 @@ class TrialConfig:
         return _from_dict(cls, data)
 
 
-#: Settings added after configurations were first stored, with the value every earlier
-#: version ran with (today's default may differ): processes ran where the scheduler put
-#: them.
-LEGACY: dict[tuple[str, str], Any] = {
+#: Settings added after configurations were first stored, by their path, with the value
+#: every earlier version ran with (today's default may differ): processes ran where the
+#: scheduler put them, and the WAN had no impairments.
+LEGACY: dict[tuple[str, ...], Any] = {
     ("lab", "placement"): "free",
     ("lab", "cpus"): asdict(RoleCpus()),
+    ("lab", "kernel"): HOST_KERNEL,
+    ("lab", "vm"): asdict(VmSettings()),
+    ("lab", "wan", "delay"): None,
+    ("lab", "wan", "jitter"): None,
+    ("lab", "wan", "loss"): None,
+    ("lab", "wan", "reorder"): None,
 }
 
 

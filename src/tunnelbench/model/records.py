@@ -30,6 +30,11 @@ class RunStatus(StrEnum):
 
 
 #: The stored keys of the kind and generator facts.
+#: ``Resolved.virtualization``: this machine's own kernel, or a guest with hardware
+#: virtualisation, or one whose CPU QEMU emulates.
+NO_VM, KVM, TCG = "none", "kvm", "tcg"
+#: The run environment's key for the environments of its VM guests, by ``lab.kernel``.
+GUESTS = "guests"
 TUNNEL_FACTS_KEY = "tunnel_facts"
 GENERATOR_FACTS_KEY = "generator_facts"
 
@@ -62,6 +67,9 @@ class Resolved:
     #: tunnel devices steered the same way (role -> device).
     rps: dict[str, str] | None = None
     rps_tunnel_devices: dict[str, str] | None = None
+    #: role -> a kernel tunnel's device whose GSO/TSO a shaped or impaired lab turned
+    #: off, so the WAN's qdisc is handed wire packets (lab.netns.unbundle_tunnel).
+    unbundled_tunnel_devices: dict[str, str] | None = None
     #: Whether the trial's lab was built for it (True) or kept from an earlier trial of
     #: the run (bench.labpool), and the how-manyth trial of that lab it was (1: fresh).
     lab_fresh: bool | None = None
@@ -85,6 +93,15 @@ class Resolved:
     #: Generator processes that ran, and the congestion control the senders used.
     processes: int | None = None
     congestion: str | None = None
+    #: Where the lab ran: the kernel's release (and Debian package when it was fetched),
+    #: ``none`` (this machine's kernel), ``kvm`` or ``tcg`` (a VM guest: CPU-bound figures
+    #: under ``tcg`` measure QEMU's emulation) and why not KVM, the guest's size.
+    kernel_release: str | None = None
+    kernel_package: str | None = None
+    virtualization: str | None = None
+    virtualization_reason: str | None = None
+    vm_cpus: int | None = None
+    vm_memory_mib: int | None = None
     tunnel: TunnelFacts | None = None
     generator: GeneratorFacts | None = None
     #: Keys this version does not know, kept as they were.

@@ -14,6 +14,7 @@ from typing import Any
 
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig, flatten
+from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.units import format_rate
 
 
@@ -217,6 +218,10 @@ def plan_snippet(config: TrialConfig) -> str:
             continue
         if path in RATES:
             value = format_rate(value)
+        elif path in DURATIONS:
+            value = format_us(value)
+        elif path in PERCENTS:
+            value = format_pct(value)
         table, _, leaf = path.rpartition(".")
         sections.setdefault(table, []).append(f"{leaf} = {_toml_value(value)}")
     lines: list[str] = []
@@ -227,6 +232,9 @@ def plan_snippet(config: TrialConfig) -> str:
 
 #: Settings a plan writes as rate strings ("100mbit"), stored in bit/s.
 RATES = frozenset({"lab.wan.rate", "traffic.udp_rate"})
+#: ...as time strings ("20ms"), stored in microseconds, and as percentages ("1%").
+DURATIONS = frozenset({"lab.wan.delay", "lab.wan.jitter"})
+PERCENTS = frozenset({"lab.wan.loss", "lab.wan.reorder"})
 
 
 def _toml_value(value: Any) -> str:

@@ -11,6 +11,15 @@ One ``tc -s -j qdisc show`` per namespace. For each lab device whose root qdisc 
 - ``leaf_drops``, the delta of the drops of the root's only child qdisc, when it has one
   (the shaper's leaf).
 
+On an impaired WAN ``netem`` is the root and the shaper (or the queue) its child
+(:mod:`tunnelbench.lab.shaping`). The fields above then describe netem's child, the queue
+under test, as they do without impairments, so that its drops are the queue's alone, and
+``netem_drops`` is the delta of netem's own drops: its emulated loss (and overflow of its
+delay line, which its limit is sized to prevent). netem counts its child's drops with its
+own, as a shaper does its leaf's, so its own are its count minus its child's. A netem
+with nothing beneath it (no rate, no queue) gives its own counters, ``drops`` 0 (there
+is no queue to drop) and all its drops as ``netem_drops``.
+
 A root shaper counts the drops of its child: on this kernel (6.18) a 100 Mbit/s lab with
 a 5-packet pfifo leaf under ``tbf`` dropped 9,551 packets in 2 s at both the root and the
 leaf, and under ``htb`` 230 at both (the fixtures ``qdisc-tbf-*`` and ``qdisc-htb-*``,
@@ -59,28 +68,42 @@ class RootQdisc:
     handle: str
     values: dict[str, int]  # metric field -> value (counters and gauges)
     leaf_drops: int | None  # drops of its only child qdisc; None without exactly one
+    netem_drops: int | None = None  # a netem root's own drops; None without one
 
 
 def parse_qdiscs(text: str) -> dict[str, RootQdisc]:
-    """Root qdiscs by device from ``tc -s -j qdisc show``, ``noqueue`` ones left out."""
+    """Root qdiscs by device from ``tc -s -j qdisc show``, ``noqueue`` ones left out; a
+    netem root's figures are its child's, with netem's own drops apart."""
     entries: list[dict[str, Any]] = json.loads(text)
     roots: dict[str, RootQdisc] = {}
     for entry in entries:
         if not entry.get("root") or entry["kind"] == "noqueue":
             continue
         device, handle = entry["dev"], entry["handle"]
-        # Direct children sit under a class of the root: parent "1:1" for root "1:".
-        children = [
-            e
-            for e in entries
-            if e["dev"] == device
-            and not e.get("root")
-            and e.get("parent", "").split(":")[0] + ":" == handle
-        ]
-        values = {name: int(entry[key]) for name, key in (COUNTERS | GAUGES).items()}
+        top, netem_drops = entry, None
+        if entry["kind"] == "netem":
+            below = _children(entries, device, handle)
+            top = below[0] if len(below) == 1 else entry
+            netem_drops = int(entry["drops"]) - (0 if top is entry else int(top["drops"]))
+        values = {name: int(top[key]) for name, key in (COUNTERS | GAUGES).items()}
+        if top is entry and netem_drops is not None:
+            values["drops"] = 0  # netem alone: no queue, and its own drops are apart
+        children = _children(entries, device, top["handle"])
         leaf = int(children[0]["drops"]) if len(children) == 1 else None
-        roots[device] = RootQdisc(entry["kind"], handle, values, leaf)
+        roots[device] = RootQdisc(entry["kind"], handle, values, leaf, netem_drops)
     return roots
+
+
+def _children(entries: list[dict[str, Any]], device: str, handle: str) -> list[dict[str, Any]]:
+    """The qdiscs directly under ``handle`` on ``device``: they sit under one of its
+    classes (parent "1:1" for "1:")."""
+    return [
+        e
+        for e in entries
+        if e["dev"] == device
+        and not e.get("root")
+        and e.get("parent", "").split(":")[0] + ":" == handle
+    ]
 
 
 def qdisc_metrics(
@@ -111,6 +134,8 @@ def qdisc_metrics(
             metrics[metric.qdisc(role, link, name)] = new.values[name]
         if old.leaf_drops is not None and new.leaf_drops is not None:
             metrics[metric.qdisc(role, link, "leaf_drops")] = new.leaf_drops - old.leaf_drops
+        if old.netem_drops is not None and new.netem_drops is not None:
+            metrics[metric.qdisc(role, link, "netem_drops")] = new.netem_drops - old.netem_drops
     return metrics
 
 

@@ -14,8 +14,13 @@ window (after the warm-up) count:
   to. Ping is stopped soon after the traffic, not a whole ``-W 1`` timeout later (that
   would add most of a second to every trial), so a request counts as lost when ping ran
   on for its *patience* after sending it without a reply: twice the largest round trip
-  ping saw, at least 0.1 s and at most the 1 s timeout. A request younger than that
+  ping saw, at least 0.1 s and at most the timeout. A request younger than that
   when ping stops counts neither way.
+
+The timeout is 1 s, or on a WAN that can hold a packet longer the longest round trip it
+can give one (:func:`tunnelbench.model.wan.rtt_bound_s`: the impairments' delay and
+jitter both ways, and a full queue at each end at the shaped rate), rounded up to whole
+seconds: a reply that slow is still a reply, not a loss.
 
 With no reply in the window the three times are absent (never zero). ``-D`` stamps each
 reply line with the wall-clock time it arrived; the runner's start time is monotonic,
@@ -23,6 +28,7 @@ so the window is converted with the offset between the two clocks taken when the
 starts. The output format is that of iputils ping (20221126 on Debian 12).
 """
 
+import math
 import re
 import signal
 import statistics
@@ -32,6 +38,8 @@ from dataclasses import dataclass
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.netns import Lab
+from tunnelbench.model.plan import LinkSettings
+from tunnelbench.model.wan import rtt_bound_s
 from tunnelbench.probes.trial import ProbeContext, ProbeKind, ProbeReading, TrialProbe
 
 IDLE_COUNT = 5
@@ -65,9 +73,17 @@ class PingOutput:
     transmitted: int  # requests sent, from ping's summary (icmp_seq 1..transmitted)
 
 
-def ping_argv(target: str, family: int, interval: float, count: int | None = None) -> list[str]:
-    """ping with arrival timestamps (-D), numeric output and the 1 s reply timeout."""
-    argv = ["ping", f"-{family}", "-D", "-n", "-i", f"{interval:g}", "-W", str(TIMEOUT_S)]
+def reply_timeout(wan: LinkSettings) -> int:
+    """Seconds ping waits for a reply: :data:`TIMEOUT_S`, or the longest round trip the
+    WAN can give a packet, rounded up."""
+    return max(TIMEOUT_S, math.ceil(rtt_bound_s(wan)))
+
+
+def ping_argv(
+    target: str, family: int, interval: float, count: int | None = None, timeout: int = TIMEOUT_S
+) -> list[str]:
+    """ping with arrival timestamps (-D), numeric output and the reply timeout."""
+    argv = ["ping", f"-{family}", "-D", "-n", "-i", f"{interval:g}", "-W", str(timeout)]
     return argv + (["-c", str(count)] if count is not None else []) + [target]
 
 
@@ -124,12 +140,12 @@ def send_times(output: PingOutput, interval: float, first_sent: float) -> dict[i
     return times
 
 
-def patience(output: PingOutput) -> float:
+def patience(output: PingOutput, timeout: float = TIMEOUT_S) -> float:
     """How long a request waits for its reply before it counts as lost, in seconds."""
     if not output.replies:
-        return TIMEOUT_S
+        return timeout
     slowest = max(r.rtt_ms for r in output.replies) / 1000
-    return min(TIMEOUT_S, max(MIN_PATIENCE_S, 2 * slowest))
+    return min(timeout, max(MIN_PATIENCE_S, 2 * slowest))
 
 
 def loaded_metrics(
@@ -139,13 +155,14 @@ def loaded_metrics(
     interval: float,
     first_sent: float,
     stopped_at: float,
+    timeout: float = TIMEOUT_S,
 ) -> dict[str, float]:
     """The ``rtt.loaded*``, ``rtt.samples`` and ``rtt.lost`` metrics of one window
     (wall-clock seconds, as ping -D prints them)."""
     start, end = window
     inside = [r.rtt_ms for r in output.replies if start <= r.at <= end]
     replied = {r.seq for r in output.replies}
-    wait = patience(output)
+    wait = patience(output, timeout)
     lost = sum(
         1
         for seq, sent in send_times(output, interval, first_sent).items()
@@ -168,16 +185,17 @@ class RttProbe(TrialProbe):
         self.window: tuple[float, float] | None = None
         client = lab.chain.client
         self.target = lab.server_address(traffic.family)  # where the generator sends
+        self.timeout = reply_timeout(lab.settings.wan)
         idle = lab.exec(
             client,
-            ping_argv(self.target, traffic.family, IDLE_INTERVAL_S, IDLE_COUNT),
-            timeout=IDLE_COUNT * IDLE_INTERVAL_S + TIMEOUT_S + 5,
+            ping_argv(self.target, traffic.family, IDLE_INTERVAL_S, IDLE_COUNT, self.timeout),
+            timeout=IDLE_COUNT * IDLE_INTERVAL_S + self.timeout + 5,
         )
         self.idle_text = idle.stdout
         self.output = lab.directory / "ping-loaded.txt"
         self.errors = lab.directory / "ping-loaded.err"
         self.host = lab.host(client)
-        argv = ping_argv(self.target, traffic.family, LOADED_INTERVAL_S)
+        argv = ping_argv(self.target, traffic.family, LOADED_INTERVAL_S, timeout=self.timeout)
         self.first_sent = time.time()
         # Recorded in the lab's state: teardown ends it by PID if the trial fails.
         self.process = lab.start(client, argv, stdout=self.output, stderr=self.errors)
@@ -209,6 +227,7 @@ class RttProbe(TrialProbe):
             interval=LOADED_INTERVAL_S,
             first_sent=self.first_sent,
             stopped_at=stopped_at,
+            timeout=self.timeout,
         )
         raw = {
             "target": self.target,

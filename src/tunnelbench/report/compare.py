@@ -27,7 +27,7 @@ from tunnelbench.bench.store import Store
 from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import Experiment, flatten
-from tunnelbench.model.records import RunRecord
+from tunnelbench.model.records import NO_VM, TCG, RunRecord
 from tunnelbench.report import view
 from tunnelbench.report.fit import aligned
 from tunnelbench.report.markdown import escape
@@ -48,6 +48,7 @@ NUMERIC = {"A Mbit/s", "B Mbit/s", "B/A", "95% CI", "p", "A retrans", "B retrans
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("traffic.streams", "traffic.family", "tunnel.mtu")}
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("lab.lan_mtu", "lab.wan.mtu", "lab.wan.queue_limit")}
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("lab.wan.rate", "traffic.udp_rate", "tunnel.cpu_budget")}
+NUMERIC |= {AXIS_HEADINGS[f"lab.wan.{a}"] for a in ("delay", "jitter", "loss", "reorder")}
 
 
 def _is_file(text: str) -> bool:
@@ -241,6 +242,8 @@ def compare(a: Side, b: Side) -> Comparison:
         rows += [Row(s, b.summaries[i]) for i in partners] or [Row(s, None)]
         paired.update(partners)
     rows += [Row(None, s) for i, s in enumerate(b.summaries) if i not in paired]
+    for row in rows:
+        _refuse_emulated(row)
     env_a, env_b = flatten(a.run.environment), flatten(b.run.environment)
     changes = [
         (key, env_a.get(key), env_b.get(key))
@@ -248,6 +251,26 @@ def compare(a: Side, b: Side) -> Comparison:
         if env_a.get(key) != env_b.get(key)
     ]
     return Comparison(a, b, rows, changes)
+
+
+def _emulation(s: ConfigSummary) -> str:
+    """How the configuration's CPU ran: ``tcg`` (emulated), ``kvm`` or ``none`` (this
+    machine's kernel; also every run recorded before labs ran in guests)."""
+    return s.resolved.virtualization or NO_VM
+
+
+def _refuse_emulated(row: Row) -> None:
+    """An emulated CPU's figure against a real CPU's is not a comparison of settings:
+    QEMU's emulation of the CPU sets one side's CPU-bound figures."""
+    if row.a is None or row.b is None:
+        return
+    modes = (_emulation(row.a), _emulation(row.b))
+    if (TCG in modes) and modes[0] != modes[1]:
+        raise UserError(
+            f"compare: {row.a.label} ran with virtualization {modes[0]} in A and {modes[1]}"
+            " in B; a guest whose CPU QEMU emulates (tcg) measures the emulator, so its"
+            " figures compare only with other tcg figures (select them with lab.kernel)"
+        )
 
 
 # --- cells ---

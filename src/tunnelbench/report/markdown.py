@@ -6,6 +6,7 @@ skipped or failed and why, and the charts as PNG files beside the report.
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from tunnelbench.analysis import noise
@@ -15,8 +16,9 @@ from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, varying_axe
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.kinds import Generator, StreamMode
 from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
-from tunnelbench.model.records import Resolved, RunRecord, TrialRecord
+from tunnelbench.model.records import GUESTS, TCG, Resolved, RunRecord, TrialRecord
 from tunnelbench.model.tuning import TuneRecord
+from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.report import findings, png, precision, timeline, tune
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
@@ -36,6 +38,7 @@ STATUSES = ("ok", "failed", "skipped")
 NUMERIC_HEADINGS = {
     "streams", "IP", "tun MTU", "LAN MTU", "WAN MTU", "limit", "WAN rate", "UDP rate",
     "CPU budget", "duration s", "warm-up s", "median Mbit/s", "95% CI Mbit/s", "min-max Mbit/s",
+    "delay", "jitter", "loss", "reorder",
     "CV", "retransmits", "% of baseline", "% of ceiling", *RTT_COLUMNS,
 }  # fmt: skip
 
@@ -172,6 +175,14 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
     elif lab.wan.queue is not None:
         out.append(("lab.wan.queue", f"WAN queue {lab.wan.queue.value}"))
         out.append(("lab.wan.queue_limit", f"queue limit {lab.wan.queue_limit} packets"))
+    if lab.wan.delay:
+        out.append(("lab.wan.delay", f"WAN delay {format_us(lab.wan.delay)} each way"))
+    if lab.wan.jitter:
+        out.append(("lab.wan.jitter", f"jitter {format_us(lab.wan.jitter)}"))
+    if lab.wan.loss:
+        out.append(("lab.wan.loss", f"WAN loss {format_pct(lab.wan.loss)}"))
+    if lab.wan.reorder:
+        out.append(("lab.wan.reorder", f"WAN reordering {format_pct(lab.wan.reorder)}"))
     for name, value in lab.offloads.changes().items():
         roles = ",".join(lab.offloads.roles) or "all roles"
         out.append((f"lab.offloads.{name}", f"{name.upper()} {'on' if value else 'off'} ({roles})"))
@@ -253,8 +264,28 @@ def header_lines(
         f"- **Common settings:** {common_settings(summaries) or 'none'}",
         f"- **Machine:** {env.get('cpu_model', '?')}, {env.get('cores', '?')} cores; "
         f"kernel {env.get('kernel', '?')}; CPU frequency governor: {governor}",
+        *[f"- **VM guest:** {guest_line(spec, facts)}" for spec, facts in guests(env).items()],
         f"- **Software:** {_versions(run) or 'not recorded'}",
     ]
+
+
+def guests(env: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The VM guests the run's trials on other kernels ran in, by ``lab.kernel``."""
+    found: dict[str, dict[str, Any]] = env.get(GUESTS) or {}
+    return found
+
+
+def guest_line(spec: str, facts: dict[str, Any]) -> str:
+    """``lab.kernel = debian``: the guest's kernel, how its CPU ran and its size."""
+    mode = facts.get("virtualization", "?")
+    line = (
+        f"lab.kernel {spec}: kernel {facts.get('kernel', '?')}"
+        f" ({facts.get('kernel_package', 'unpacked')}), {mode}, {facts.get('vm_cpus', '?')}"
+        f" vCPUs, {facts.get('vm_memory_mib', '?')} MiB"
+    )
+    if mode == TCG:
+        line += "; QEMU emulates its CPU: CPU-bound figures measure the emulator"
+    return line
 
 
 def plural(n: int, word: str) -> str:

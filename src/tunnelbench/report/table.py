@@ -10,6 +10,7 @@ from tunnelbench.analysis.summary import (
 )
 from tunnelbench.analysis.tuning import ms
 from tunnelbench.kinds import Protocol
+from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.report.fit import aligned, fitted, wrap
 from tunnelbench.units import mbit
 
@@ -36,6 +37,10 @@ AXIS_HEADINGS = {
     "lab.wan.shaper": "shaper",
     "lab.wan.queue": "queue",
     "lab.wan.queue_limit": "limit",
+    "lab.wan.delay": "delay",
+    "lab.wan.jitter": "jitter",
+    "lab.wan.loss": "loss",
+    "lab.wan.reorder": "reorder",
     "lab.offloads.gro": "GRO",
     "lab.offloads.gso": "GSO",
     "lab.offloads.tso": "TSO",
@@ -47,6 +52,9 @@ AXIS_HEADINGS = {
     "lab.cpus.gwa": "gwa cores",
     "lab.cpus.gwb": "gwb cores",
     "lab.cpus.server": "server cores",
+    "lab.kernel": "kernel",
+    "lab.vm.cpus": "vCPUs",
+    "lab.vm.memory": "VM MiB",
     "traffic.duration": "duration s",
     "traffic.warmup": "warm-up s",
 }
@@ -57,14 +65,16 @@ TEXT_COLUMNS = {
     "tunnel", "generator", "direction", "mode", "topology", "shaper", "impl", "queue", "proto",
     "cc", "offload roles", "busiest core u/s/si", "consistency", "limited by", "cipher",
     "ESP mode", "protection", "placement", "client cores", "gw cores", "gwa cores", "gwb cores",
-    "server cores",
+    "server cores", "kernel",
 }  # fmt: skip
 # The verdicts in the width of a terminal column; the reports spell them out.
 LIMITED_BY = {
     "above-ceiling": "ABOVE CEILING", "link-bound": "link", "link-bound-lossy": "link, lossy",
     "outside-load": "OUTSIDE LOAD", "steal": "STEAL", "cpu-bound": "CPU",
-    "generator-bound": "generator", "queue-drop-bound": "queue drops", "loss-heavy": "loss",
-    "latency-under-load": "latency", "undetermined": "undetermined",
+    "generator-bound": "generator", "queue-below-bdp": "queue < BDP",
+    "queue-drop-bound": "queue drops", "loss-heavy": "loss",
+    "latency-under-load": "latency", "emulated-cpu": "EMULATED CPU",
+    "undetermined": "undetermined",
 }  # fmt: skip
 
 
@@ -76,6 +86,10 @@ def axis_value(summary: ConfigSummary, path: str) -> str:
         return "-" if value is None else f"{mbit(value):g}M"  # type: ignore[arg-type]
     if path == "tunnel.cpu_budget":
         return "-" if value is None else f"{value:.0%}"
+    if path in ("lab.wan.delay", "lab.wan.jitter"):
+        return "-" if value is None else format_us(value)  # type: ignore[arg-type]
+    if path in ("lab.wan.loss", "lab.wan.reorder"):
+        return "-" if value is None else format_pct(value)  # type: ignore[arg-type]
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, list | tuple):

@@ -16,7 +16,9 @@ from tunnelbench.report import precision as precision_report
 from tunnelbench.report.view import RunView
 
 # Verdicts that say the figure itself is suspect: shown in red where colour is wanted.
-WARNINGS = tuple(table.LIMITED_BY[b] for b in ("above-ceiling", "outside-load", "steal"))
+WARNINGS = tuple(
+    table.LIMITED_BY[b] for b in ("above-ceiling", "outside-load", "steal", "emulated-cpu")
+)
 
 
 def render(

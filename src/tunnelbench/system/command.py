@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 from tunnelbench.errors import LabError, UserError
@@ -42,6 +43,7 @@ def run(
     check: bool = True,
     timeout: float = 30.0,
     input_text: str | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a command to completion and return it; raise :class:`CommandError` on failure.
 
@@ -60,6 +62,7 @@ def run(
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            cwd=cwd,
         )
     except FileNotFoundError:
         raise UserError(f"required program {args[0]!r} was not found; run `make run`") from None

@@ -1,0 +1,152 @@
+"""Trials on another kernel: one VM boot for a run's trials of one kernel and guest
+size, each trial stored in the run as soon as the guest reports it.
+
+The guest runs the same runner on the same files (:mod:`tunnelbench.cli.guest`); what it
+sends back is exactly what :meth:`Store.add_trial` takes. When the guest dies or hangs,
+its finished trials are kept and the rest are stored as failed with the reason, and the
+run goes on; Ctrl-C stops the guest and leaves no QEMU and no exchange directory.
+"""
+
+import logging
+import os
+import time
+from typing import Any
+
+from tunnelbench.bench.progress import Progress
+from tunnelbench.bench.store import Store
+from tunnelbench.errors import LabError
+from tunnelbench.model import metrics as metric
+from tunnelbench.model.plan import Experiment, Trial, VmSettings
+from tunnelbench.model.records import Resolved, TrialStatus
+from tunnelbench.vm import machine
+from tunnelbench.vm.kernels import Kernel
+
+log = logging.getLogger("tunnelbench.bench.guest_trials")
+
+#: Seconds a guest may stay silent during a trial beyond the trial's own length: lab
+#: set-up and teardown under emulation take tens of seconds.
+TRIAL_SLACK_S = 240.0
+#: Variables the guest needs from this process (where the project's tools are).
+PASSED_ENV = ("TUNNELBENCH_TOOLS_DIR", "PATH")
+
+
+def run(
+    experiment: Experiment,
+    store: Store,
+    run_id: int,
+    kernel: Kernel,
+    vm: VmSettings,
+    trials: list[Trial],
+    progress: Progress,
+) -> None:
+    accel = machine.accel(kernel, vm)
+    facts = machine.describe(accel, vm) | kernel.facts()
+    if accel.reason:
+        facts["virtualization_reason"] = accel.reason
+    job = {
+        "experiment": experiment.to_dict(),
+        "trials": [
+            {"seq": t.seq, "repetition": t.repetition, "config": t.config.to_dict()} for t in trials
+        ],
+        "machine": facts,
+        "env": {name: os.environ[name] for name in PASSED_ENV if name in os.environ},
+        "verbose": log.isEnabledFor(logging.DEBUG),
+    }
+    by_seq = {t.seq: t for t in trials}
+    done: set[int] = set()
+    longest = max(t.config.traffic.duration + t.config.traffic.warmup for t in trials)
+    reason: str | None = None
+    with machine.Guest(kernel, vm, job, accel) as guest:
+        log.debug("guest exchange directory %s", guest.exchange)
+        try:
+            for event in guest.events(idle_timeout=longest + TRIAL_SLACK_S):
+                if event["event"] == "ready":
+                    log.info("guest %s up after %.1f s", event["release"], event["uptime_s"])
+                elif event["event"] == "environment":
+                    store.add_guest_environment(run_id, kernel.spec, event["facts"] | facts)
+                elif event["event"] == "started":
+                    progress.trial_started(by_seq[event["seq"]])
+                elif event["event"] == "trial":
+                    record = _store(store, run_id, event["trial"])
+                    done.add(record["seq"])
+                    progress.trial_finished(
+                        by_seq[record["seq"]],
+                        TrialStatus(record["status"]),
+                        record.get("error") or "",
+                        record["metrics"].get(metric.GOODPUT.name),
+                    )
+            code = guest.exit_code()
+            if code != 0 or len(done) < len(trials):
+                reason = (
+                    f"the VM running kernel {kernel.release} stopped"
+                    f" {'with exit code ' + str(code) if code is not None else 'without finishing'}"
+                    f" ({guest.console_tail()})"
+                )
+        except LabError as exc:
+            reason = str(exc)
+        finally:
+            log.debug("the guest's output:\n%s", guest.output())
+    if reason is not None:
+        for trial in trials:
+            if trial.seq not in done:
+                _store_failed(store, run_id, trial, reason, facts)
+                progress.trial_finished(trial, TrialStatus.FAILED, reason, None)
+
+
+def _store(store: Store, run_id: int, record: dict[str, Any]) -> dict[str, Any]:
+    fields = dict(record)
+    store.add_trial(
+        run_id,
+        seq=fields["seq"],
+        repetition=fields["repetition"],
+        config_key=fields["config_key"],
+        config=fields["config"],
+        resolved=Resolved.from_dict(fields["resolved"]),
+        status=TrialStatus(fields["status"]),
+        error=fields["error"],
+        started_at=fields["started_at"],
+        metrics=fields["metrics"],
+        artifacts=fields["artifacts"],
+    )
+    return fields
+
+
+def _store_failed(
+    store: Store, run_id: int, trial: Trial, reason: str, facts: dict[str, Any]
+) -> None:
+    store.add_trial(
+        run_id,
+        seq=trial.seq,
+        repetition=trial.repetition,
+        config_key=trial.config.key(),
+        config=trial.config.to_dict(),
+        resolved=Resolved.from_dict(facts),
+        status=TrialStatus.FAILED,
+        error=reason,
+        started_at=time.time(),
+        metrics={},
+        artifacts={},
+    )
+
+
+def doctor(kernel: Kernel, vm: VmSettings) -> dict[str, Any]:
+    """``doctor``'s report collected in a guest on ``kernel``, with how the guest ran."""
+    accel = machine.accel(kernel, vm)
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    with machine.Guest(kernel, vm, {"doctor": True, "env": env}, accel) as guest:
+        began = time.monotonic()
+        for event in guest.events(idle_timeout=machine.BOOT_TIMEOUT_S):
+            if event["event"] == "ready":
+                booted = event["uptime_s"]
+                up = time.monotonic() - began
+            elif event["event"] == "doctor":
+                report: dict[str, Any] = event["report"]
+                return report | {
+                    "vm": machine.describe(accel, vm)
+                    | kernel.facts()
+                    | {"virtualization_reason": accel.reason, "boot_s": booted, "up_s": up}
+                }
+        raise LabError(
+            f"the VM running kernel {kernel.release} stopped before its report"
+            f" ({guest.console_tail()})"
+        )

@@ -1,0 +1,103 @@
+"""The WAN link's figures that follow from its settings: what its impairments add to a
+round trip, what its queue holds and how long a packet can wait in it, and the
+bandwidth-delay product. Pure; shared by the lab (netem's limit), the probes (how long a
+ping may take), the pool (how long a lab takes to drain) and the analysis.
+
+Bytes are counted as the shaper counts them: the IP packet plus the 14-byte Ethernet
+header (docs/ceilings.md).
+"""
+
+from collections.abc import Mapping
+
+from tunnelbench.model.plan import LinkSettings
+
+ETHERNET_HEADER = 14
+#: The most delay (and jitter) a plan may set: 10 s, in microseconds.
+DELAY_MAX_US = 10_000_000
+#: How the checks below name each impairment: a plan's keys; the command line passes its
+#: options instead.
+PLAN_KEYS: Mapping[str, str] = {
+    name: f"lab.wan.{name}" for name in ("delay", "jitter", "loss", "reorder")
+}
+
+
+def format_us(us: int) -> str:
+    """A duration as it is written in a plan: ``20ms``, ``1.5ms``, ``500us``, ``2s``."""
+    if us and us % 1_000_000 == 0:
+        return f"{us // 1_000_000}s"
+    if us >= 1000:
+        return f"{us / 1000:g}ms"
+    return f"{us}us"
+
+
+def format_pct(pct: float) -> str:
+    """A percentage as it is written in a plan: ``1%``, ``0.1%``."""
+    return f"{pct:g}%"
+
+
+def conflicts(wan: LinkSettings, keys: Mapping[str, str] = PLAN_KEYS) -> list[str]:
+    """Impairments that are each valid but cannot go together, each naming its key.
+
+    Jitter varies the delay around its value, so it needs a delay at least as large
+    (netem would otherwise clamp the negative delays to zero, and the jitter asked for
+    would not be the one applied). Reordering is netem sending some packets at once,
+    ahead of the delayed ones: without a delay there is nothing to overtake.
+    """
+    found = []
+    delay = wan.delay or 0
+    if wan.jitter:
+        if not delay:
+            found.append(
+                f"{keys['jitter']}: {format_us(wan.jitter)} needs {keys['delay']} of at least"
+                " as much (jitter varies the delay around its value)"
+            )
+        elif wan.jitter > delay:
+            found.append(
+                f"{keys['jitter']}: {format_us(wan.jitter)} is more than {keys['delay']}"
+                f" ({format_us(delay)}); allowed up to the delay (jitter varies the delay"
+                " around its value)"
+            )
+    if wan.reorder and not delay:
+        found.append(
+            f"{keys['reorder']}: {format_pct(wan.reorder)} needs {keys['delay']} above 0"
+            " (netem reorders by sending some packets at once, ahead of the delayed ones)"
+        )
+    return found
+
+
+def frame_bytes(wan: LinkSettings) -> int:
+    """A full-sized packet as the shaper counts it."""
+    return wan.mtu + ETHERNET_HEADER
+
+
+def added_rtt_s(wan: LinkSettings) -> float:
+    """The round trip the impairments add on average: the delay each way."""
+    return 2 * (wan.delay or 0) / 1e6
+
+
+def most_delay_s(wan: LinkSettings) -> float:
+    """The longest netem holds a packet: delay + jitter (the jitter is uniform)."""
+    return ((wan.delay or 0) + (wan.jitter or 0)) / 1e6
+
+
+def queue_bytes(wan: LinkSettings) -> int:
+    """What the queue under test holds when full, in full-sized packets."""
+    return wan.queue_limit * frame_bytes(wan)
+
+
+def queue_wait_s(wan: LinkSettings) -> float:
+    """The longest a packet waits in a full queue at the shaped rate (limit x frame /
+    rate); 0 on a link that is not shaped."""
+    return queue_bytes(wan) * 8 / wan.rate if wan.rate else 0.0
+
+
+def rtt_bound_s(wan: LinkSettings) -> float:
+    """The longest round trip the WAN can give a packet crossing it and back: the most
+    netem delays it each way, and a full queue at each end."""
+    return 2 * (most_delay_s(wan) + queue_wait_s(wan))
+
+
+def bdp_bytes(rate_bps: float, rtt_s: float) -> float:
+    """The bandwidth-delay product: the bytes in flight that keep a link of ``rate_bps``
+    busy over a round trip of ``rtt_s``."""
+    return rate_bps * rtt_s / 8

@@ -1,0 +1,264 @@
+"""A VM that runs tunnelbench on another kernel: booted with virtme-ng on this
+machine's root file system (read-only; the guest's writes land in its own tmpfs).
+
+The host and the guest talk through one exchange directory, shared read-write: the host
+writes the job, the guest appends its events (one JSON object a line) and its exit code.
+Nothing else is relied on: virtme-ng's own console and exit status depend on the host
+having udev, and this machine has none.
+
+Hardware virtualisation is used when it works, which is found out by booting once and
+remembered per host kernel and QEMU (``/dev/kvm`` can exist and a guest still fail);
+otherwise QEMU emulates the CPU (TCG), about fifteen times slower.
+"""
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tunnelbench.errors import LabError, UserError
+from tunnelbench.model.plan import VmSettings
+from tunnelbench.model.records import KVM, TCG
+from tunnelbench.system import programs
+from tunnelbench.system.command import run
+from tunnelbench.vm.kernels import Kernel, cache_root
+
+#: Seconds a guest may take from start to its first event (TCG boots in ~15 s here).
+BOOT_TIMEOUT_S = 180.0
+#: Seconds the KVM probe waits for a guest to come up before calling KVM unusable.
+KVM_PROBE_TIMEOUT_S = 60.0
+#: Where exchange directories are made: the host's tmpfs, cleared at its boot.
+EXCHANGE_ROOT = Path("/run/tunnelbench/vm")
+EVENTS, EXIT_CODE, JOB, OUTPUT = "events.jsonl", "exit-code", "job.json", "guest.log"
+#: Set in the guest's environment: its labs are built there, not in another VM.
+IN_GUEST = "TUNNELBENCH_IN_GUEST"
+
+
+@dataclass(frozen=True)
+class Accel:
+    """How the guest's CPU runs: ``kvm`` or ``tcg``, and why not KVM."""
+
+    mode: str
+    reason: str = ""
+
+
+def vng() -> str:
+    """virtme-ng's launcher, from tunnelbench's own environment."""
+    path = Path(sys.executable).parent / "vng"
+    if not path.exists():
+        raise UserError("lab.kernel: virtme-ng (vng) is not installed; run `make run`")
+    programs.require(
+        "qemu-system-x86_64", "booting a kernel for lab.kernel (Debian qemu-system-x86)"
+    )
+    programs.require("busybox", "the guest's initramfs for lab.kernel (Debian busybox-static)")
+    return str(path)
+
+
+def boot_argv(
+    kernel: Kernel, vm: VmSettings, exchange: Path, command: str, *, accel: str
+) -> list[str]:
+    """virtme-ng's command line: ``kernel`` with its modules from the cache, ``vm``'s
+    vCPUs and memory, the exchange directory shared read-write, ``command`` run as root."""
+    argv = [
+        vng(),
+        "--disable-microvm",  # microvm has no PCI: no virtio-pci for 9p on Debian's kernel
+        "--run",
+        str(kernel.image),
+        "--cpus",
+        str(vm.cpus),
+        "--memory",
+        f"{vm.memory}M",
+        "--rodir",
+        f"/lib/modules={kernel.modules}",
+        "--rwdir",
+        str(exchange),
+        "--exec",
+        command,
+    ]
+    if accel == TCG:
+        argv.insert(2, "--disable-kvm")
+    return argv
+
+
+def guest_command(exchange: Path, argv: list[str]) -> str:
+    """The shell line the guest runs: ``argv`` with its output and exit code written
+    into the exchange directory (the only channel that works without udev)."""
+    out, code = shlex.quote(str(exchange / OUTPUT)), shlex.quote(str(exchange / EXIT_CODE))
+    return f"{shlex.join(argv)} >{out} 2>&1; echo $? >{code}"
+
+
+class Guest:
+    """``with Guest(kernel, vm, job, accel) as guest``: boot, follow ``guest.events()``,
+    and on leaving (however it is left) stop QEMU and remove the exchange directory."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        vm: VmSettings,
+        job: dict[str, Any],
+        accel: Accel,
+        *,
+        command: list[str] | None = None,
+    ) -> None:
+        """``command``: what the guest runs, by default tunnelbench's guest side
+        (:mod:`tunnelbench.cli.guest`) on the job."""
+        self.kernel, self.vm, self.accel = kernel, vm, accel
+        EXCHANGE_ROOT.mkdir(parents=True, exist_ok=True)
+        self.exchange = Path(tempfile.mkdtemp(prefix="guest-", dir=EXCHANGE_ROOT))
+        (self.exchange / JOB).write_text(json.dumps(job))
+        argv = command or [sys.executable, "-m", "tunnelbench.cli.guest", str(self.exchange)]
+        self._argv = boot_argv(
+            kernel, vm, self.exchange, guest_command(self.exchange, argv), accel=accel.mode
+        )
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
+
+    def __enter__(self) -> "Guest":
+        env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+        console = (self.exchange / "console.log").open("wb")
+        self.started = time.monotonic()
+        self._proc = subprocess.Popen(
+            self._argv,
+            stdin=subprocess.DEVNULL,
+            stdout=console,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # Ctrl-C reaches tunnelbench, which stops the VM
+        )
+        console.close()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.stop()
+        shutil.rmtree(self.exchange, ignore_errors=True)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def stop(self) -> None:
+        """End QEMU (and virtme-ng) by the process group this guest started."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass
+
+    def events(self, *, idle_timeout: float) -> Iterator[dict[str, Any]]:
+        """The guest's events as they are written, until it exits. Raises
+        :class:`LabError` when it stops without an exit code, or is silent for
+        ``idle_timeout`` seconds (:data:`BOOT_TIMEOUT_S` before its first event)."""
+        path, offset, pending = self.exchange / EVENTS, 0, b""
+        last = time.monotonic()
+        first = True
+        while True:
+            chunk = b""
+            if path.exists():
+                with path.open("rb") as stream:
+                    stream.seek(offset)
+                    chunk = stream.read()
+                offset += len(chunk)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    first, last = False, time.monotonic()
+                    yield json.loads(line)
+            if not self.running:
+                if pending.strip():
+                    yield json.loads(pending)
+                return
+            limit = BOOT_TIMEOUT_S if first else idle_timeout
+            if time.monotonic() - last > limit:
+                self.stop()
+                raise LabError(
+                    f"the VM running kernel {self.kernel.release} said nothing for {limit:g} s;"
+                    f" stopped it ({self.console_tail()})"
+                )
+            time.sleep(0.2)
+
+    def exit_code(self) -> int | None:
+        try:
+            return int((self.exchange / EXIT_CODE).read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def output(self) -> str:
+        try:
+            return (self.exchange / OUTPUT).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def console_tail(self, lines: int = 3) -> str:
+        """The last lines of what the guest and virtme-ng printed, for an error."""
+        text = self.output().strip() or _read(self.exchange / "console.log").strip()
+        tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+        return " / ".join(tail) or "no output"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def accel(kernel: Kernel, vm: VmSettings) -> Accel:
+    """KVM if a guest boots with it on this machine, else TCG; the answer of a real boot,
+    remembered in the cache per host kernel and QEMU version."""
+    if not Path("/dev/kvm").exists():
+        return Accel(TCG, "/dev/kvm is absent")
+    qemu = run(["qemu-system-x86_64", "--version"], timeout=30).stdout.splitlines()[0]
+    key = f"{os.uname().release} / {qemu}"
+    memo = cache_root() / "accel.json"
+    try:
+        known = json.loads(memo.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return Accel(**known[key])
+    found = _probe_kvm(kernel, vm)
+    known[key] = {"mode": found.mode, "reason": found.reason}
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    memo.write_text(json.dumps(known, indent=1))
+    return found
+
+
+def _probe_kvm(kernel: Kernel, vm: VmSettings) -> Accel:
+    guest = Guest(kernel, vm, {}, Accel(KVM), command=["true"])
+    with guest:
+        deadline = time.monotonic() + KVM_PROBE_TIMEOUT_S
+        while guest.running and time.monotonic() < deadline and guest.exit_code() is None:
+            time.sleep(0.2)
+        if guest.exit_code() == 0:
+            return Accel(KVM)
+        why = (
+            guest.console_tail(1) if not guest.running else f"no boot in {KVM_PROBE_TIMEOUT_S:g} s"
+        )
+    return Accel(TCG, f"a KVM guest did not start: {why}")
+
+
+def describe(accel_: Accel, vm: VmSettings) -> dict[str, Any]:
+    """What every trial in such a guest records about it."""
+    return {"virtualization": accel_.mode, "vm_cpus": vm.cpus, "vm_memory_mib": vm.memory}

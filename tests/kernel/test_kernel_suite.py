@@ -1,0 +1,228 @@
+"""Debian's stock kernel in a VM: every lab feature this machine's kernel lacks, end to
+end, from one run of ``kernel-suite.toml`` (one boot), plus ``doctor --kernel`` and
+Ctrl-C during a guest's trials.
+
+Every trial must run on the guest's kernel (not the host's), be link-bound at 95-101% of
+its ceiling, and show in the lab's own counters that the feature carried the traffic:
+the kernel's tunnel device, the kernel's ESP, the queue discipline asked for, netem's
+delay, the congestion control.
+"""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.helpers import tunnelbench
+from tests.kernel.conftest import exchanges, qemu_processes
+from tunnelbench.bench.store import Store
+from tunnelbench.model.records import KVM, TCG, TrialRecord, TrialStatus
+from tunnelbench.report import view
+
+SUITE = Path(__file__).with_name("kernel-suite.toml")
+HOST_RELEASE = os.uname().release
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The suite's run: its trials by case and its summaries by configuration key."""
+    work = tmp_path_factory.mktemp("kernel-suite")
+    done = tunnelbench("run", str(SUITE), "--db", "k.db", cwd=work, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    store = Store.read(work / "k.db")
+    try:
+        loaded = view.load(store, "latest")
+    finally:
+        store.close()
+    return {
+        "out": done.stdout,
+        "trials": {t.config_key: t for t in loaded.trials},
+        "summaries": {s.key: s for s in loaded.summaries},
+        "run": loaded.run,
+    }
+
+
+CASES: dict[str, dict[str, Any]] = {
+    "baseline": {"tunnel_kind": "none", "traffic_congestion": None, "lab_wan": None},
+    "wireguard": {"tunnel_kind": "wireguard"},
+    "esp-aes-gcm-tunnel": {"tunnel_kind": "ipsec", "tunnel_cipher": "aes-256-gcm"},
+    "esp-chacha-tunnel": {"tunnel_kind": "ipsec", "tunnel_cipher": "chacha20-poly1305"},
+    "gre": {"tunnel_kind": "gre"},
+    "gretap": {"tunnel_kind": "gretap", "tunnel_protection": "none"},
+    "ipip": {"tunnel_kind": "ipip"},
+    "geneve": {"tunnel_kind": "geneve"},
+    "sit": {"tunnel_kind": "sit"},
+    "gretap-in-esp-transport": {"tunnel_kind": "gretap", "tunnel_protection": "ipsec"},
+    "vxlan-in-esp-transport": {"tunnel_kind": "vxlan", "tunnel_protection": "ipsec"},
+    "openvpn": {"tunnel_kind": "openvpn"},
+    "fq_codel": {"lab_wan": "fq_codel"},
+    "cake": {"lab_wan": "cake"},
+    "fq": {"lab_wan": "fq"},
+    "netem": {"lab_wan": "delay"},
+    "cubic": {"traffic_congestion": "cubic"},
+    "bbr": {"traffic_congestion": "bbr"},
+}
+
+
+def _case(suite: dict[str, Any], name: str) -> TrialRecord:
+    wanted = dict(CASES[name])
+    wan = wanted.pop("lab_wan", "unset")
+    candidates = []
+    for trial in suite["trials"].values():
+        flat = {f"{s}_{k}": v for s, values in trial.config.items() for k, v in values.items()}
+        link = trial.config["lab"]["wan"]
+        if not all(flat.get(key) == value for key, value in wanted.items()):
+            continue
+        if wan == "delay" and not link.get("delay"):
+            continue
+        if wan not in ("unset", "delay", None) and link.get("queue") != wan:
+            continue
+        if wan is None and (link.get("queue") or link.get("delay")):
+            continue
+        candidates.append(trial)
+    assert len(candidates) == 1, (name, [t.config_key for t in candidates])
+    return candidates[0]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_feature_runs_on_the_guest_kernel_and_reaches_the_link(suite, name):
+    trial = _case(suite, name)
+    assert trial.status is TrialStatus.OK, trial.error
+    resolved = trial.resolved
+    assert resolved.virtualization in (TCG, KVM)
+    assert resolved.kernel_release and resolved.kernel_release != HOST_RELEASE
+    assert resolved.kernel_package and resolved.kernel_package.startswith("linux-image-")
+    summary = suite["summaries"][trial.config_key]
+    assert summary.ceiling is not None
+    assert 95.0 <= summary.pct_of_ceiling <= 101.0, (name, summary.pct_of_ceiling)
+    assert summary.diagnosis.verdict.bound.value == "link-bound", summary.diagnosis.verdict
+
+
+def _window_bytes(trial: TrialRecord) -> float:
+    """What the generator counted over the measured window, in bytes."""
+    return trial.metrics["goodput_bps"] * trial.config["traffic"]["duration"] / 8
+
+
+def test_kernel_wireguard_carried_the_traffic(suite):
+    trial = _case(suite, "wireguard")
+    assert trial.resolved.tunnel_implementation == "kernel"
+    # The tunnel device's counters over the window hold at least what the receiver got.
+    assert trial.metrics["link.gw.tunnel.rx_packets"] * 1420 >= _window_bytes(trial)
+
+
+@pytest.mark.parametrize(
+    ("name", "cipher", "mode"),
+    [
+        ("esp-aes-gcm-tunnel", "aes-256-gcm", "tunnel"),
+        ("esp-chacha-tunnel", "chacha20-poly1305", "tunnel"),
+        ("gretap-in-esp-transport", "aes-256-gcm", "transport"),
+        ("vxlan-in-esp-transport", "chacha20-poly1305", "transport"),
+    ],
+)
+def test_kernel_esp_in_both_modes_and_both_aeads(suite, name, cipher, mode):
+    resolved = _case(suite, name).resolved
+    assert resolved.esp_implementation == "kernel"
+    assert resolved.tunnel_cipher == cipher
+    assert resolved.esp_mode == mode
+
+
+@pytest.mark.parametrize("name", ["gre", "gretap", "ipip", "geneve", "sit"])
+def test_kernel_tunnel_devices_counted_the_traffic(suite, name):
+    trial = _case(suite, name)
+    assert trial.resolved.tunnel_implementation == "kernel"
+    mtu = trial.resolved.tunnel_mtu
+    assert mtu is not None
+    assert trial.metrics["link.gw.tunnel.rx_packets"] * mtu >= _window_bytes(trial)
+
+
+def test_openvpn_ran_over_tun(suite):
+    trial = _case(suite, "openvpn")
+    assert trial.metrics["link.gw.tunnel.rx_packets"] > 0
+    assert trial.resolved.openvpn_dco is not None  # what set-up found, either way
+
+
+@pytest.mark.parametrize("name", ["fq_codel", "cake", "fq"])
+def test_the_queue_under_test_held_the_traffic(suite, name):
+    trial = _case(suite, name)
+    # The sender's WAN egress (client for upload): its queue sent at least what the
+    # receiver counted.
+    sent = [v for k, v in trial.metrics.items() if k.endswith(".sent_bytes") and "client" in k]
+    assert sent and max(sent) >= _window_bytes(trial)
+    assert trial.config["lab"]["wan"]["queue"] == name
+
+
+def test_netem_delay_adds_its_round_trip(suite):
+    delayed, plain = _case(suite, "netem"), _case(suite, "baseline")
+    delay_ms = delayed.config["lab"]["wan"]["delay"] / 1000
+    added = delayed.metrics["rtt.idle_ms"] - plain.metrics["rtt.idle_ms"]
+    # Both directions of the WAN link carry the delay: one round trip adds it twice.
+    assert 2 * delay_ms * 0.9 <= added <= 2 * delay_ms * 1.5, added
+
+
+@pytest.mark.parametrize("name", ["cubic", "bbr"])
+def test_the_senders_used_the_congestion_control_asked_for(suite, name):
+    assert _case(suite, name).resolved.congestion == name
+
+
+def test_the_report_names_the_guest(suite):
+    run = suite["run"]
+    guest = run.environment["guests"]["debian"]
+    assert guest["virtualization"] in (TCG, KVM)
+    assert guest["kernel"] != HOST_RELEASE
+    # The guest's capabilities are what advice reads: cake is there.
+    assert guest["capabilities"]["qdiscs"]["cake"]["ok"] is True
+
+
+def test_doctor_reports_the_guest_kernel():
+    done = tunnelbench("doctor", "--kernel", "debian", "--json", timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["kernel"] != HOST_RELEASE
+    assert report["vm"]["virtualization"] in (TCG, KVM)
+    for section, name in [
+        ("tunnels", "wireguard"),
+        ("tunnels", "gretap"),
+        ("qdiscs", "fq_codel"),
+        ("qdiscs", "cake"),
+        ("qdiscs", "netem"),
+    ]:
+        assert report[section][name]["status"] == "yes", (section, name, report[section][name])
+
+
+def test_ctrl_c_stops_the_guest_and_keeps_its_finished_trials(tmp_path):
+    plan = tmp_path / "p.toml"
+    plan.write_text(
+        'name = "interrupted"\nrepetitions = 4\n[base]\n"lab.kernel" = "debian"\n'
+        '"lab.wan.rate" = "20mbit"\n"traffic.duration" = 1\n"traffic.warmup" = 0\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunnelbench", "run", str(plan), "--db", "i.db"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    stored = 0
+    while time.monotonic() < deadline and stored == 0 and proc.poll() is None:
+        time.sleep(1)
+        try:
+            with sqlite3.connect(tmp_path / "i.db") as db:
+                stored = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+        except sqlite3.Error:
+            continue
+    assert stored >= 1, "no trial came back from the guest"
+    assert qemu_processes(), "the guest is not running"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    with sqlite3.connect(tmp_path / "i.db") as db:
+        status = db.execute("SELECT status FROM runs").fetchone()[0]
+        kept = db.execute("SELECT COUNT(*) FROM trials WHERE status = 'ok'").fetchone()[0]
+    assert status == "interrupted"
+    assert 1 <= kept < 4
+    assert not exchanges()
