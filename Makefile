@@ -8,7 +8,7 @@ STAMP := $(VENV)/.tunnelbench-installed
 TB := $(VENV)/bin/tunnelbench
 export TUNNELBENCH_TOOLS_DIR := $(CURDIR)/$(TOOLS)
 
-.PHONY: run test setup lint unit integration bench clean
+.PHONY: run test setup lint unit integration kernel bench clean
 
 run: setup
 	$(TB) run
@@ -44,6 +44,9 @@ unit: setup
 
 integration: setup
 	$(VENV)/bin/pytest -q tests/integration
+
+kernel: setup
+	$(VENV)/bin/pytest -q tests/kernel
 
 bench: setup
 	$(VENV)/bin/python -m benchmarks

@@ -2,7 +2,7 @@
 
 import sys
 
-from benchmarks import fidelity, lab_setup, sampler_cost, tune_vs_matrix, variance
+from benchmarks import fidelity, lab_setup, sampler_cost, tune_vs_matrix, variance, vm
 
 ALL = {
     "fidelity": fidelity.main,
@@ -10,6 +10,7 @@ ALL = {
     "sampler_cost": sampler_cost.main,
     "tune_vs_matrix": tune_vs_matrix.main,
     "variance": variance.main,
+    "vm": vm.main,
 }
 
 if __name__ == "__main__":

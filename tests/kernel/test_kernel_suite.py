@@ -50,7 +50,12 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 CASES: dict[str, dict[str, Any]] = {
-    "baseline": {"tunnel_kind": "none", "traffic_congestion": None, "lab_wan": None},
+    "baseline": {
+        "tunnel_kind": "none",
+        "traffic_congestion": None,
+        "traffic_family": 4,
+        "lab_wan": None,
+    },
     "wireguard": {"tunnel_kind": "wireguard"},
     "esp-aes-gcm-tunnel": {"tunnel_kind": "ipsec", "tunnel_cipher": "aes-256-gcm"},
     "esp-chacha-tunnel": {"tunnel_kind": "ipsec", "tunnel_cipher": "chacha20-poly1305"},
@@ -102,7 +107,9 @@ def test_each_feature_runs_on_the_guest_kernel_and_reaches_the_link(suite, name)
     summary = suite["summaries"][trial.config_key]
     assert summary.ceiling is not None
     assert 95.0 <= summary.pct_of_ceiling <= 101.0, (name, summary.pct_of_ceiling)
-    assert summary.diagnosis.verdict.bound.value == "link-bound", summary.diagnosis.verdict
+    # Lossy is still the link: fq_codel and cake drop to keep the queue short.
+    verdict = summary.diagnosis.verdict
+    assert verdict.bound.value in ("link-bound", "link-bound-lossy"), verdict
 
 
 def _window_bytes(trial: TrialRecord) -> float:

@@ -152,18 +152,23 @@ class Guest:
         return self._proc is not None and self._proc.poll() is None
 
     def stop(self) -> None:
-        """End QEMU (and virtme-ng) by the process group this guest started."""
+        """End QEMU, virtme-ng and everything else of the process group this guest
+        started, and wait until none of them is left (QEMU is virtme-ng's grandchild:
+        virtme-ng's own exit does not mean QEMU's)."""
         proc = self._proc
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        except ProcessLookupError:
-            pass
+        for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + grace
+            while _group_alive(proc) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not _group_alive(proc):
+                break
+        proc.wait()
 
     def events(self, *, idle_timeout: float) -> Iterator[dict[str, Any]]:
         """The guest's events as they are written, until it exits. Raises
@@ -215,6 +220,16 @@ class Guest:
         text = self.output().strip() or _read(self.exchange / "console.log").strip()
         tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
         return " / ".join(tail) or "no output"
+
+
+def _group_alive(proc: "subprocess.Popen[bytes]") -> bool:
+    """Whether any process of ``proc``'s group (its session: it started one) is left."""
+    proc.poll()  # reap the leader, so that only the others count
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _read(path: Path) -> str:
