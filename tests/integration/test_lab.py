@@ -71,7 +71,7 @@ def test_a_failed_build_removes_what_it_created(monkeypatch):
     settings = LabSettings(wan=LinkSettings(rate=100_000_000))
     monkeypatch.setattr(
         netns,
-        "shaping_commands",
+        "link_commands",
         lambda *a: [["qdisc", "replace", "dev", "nosuchdev", "root", "tbf"]],
     )
     before = set(lab_state.list_namespaces())

@@ -122,8 +122,11 @@ def test_a_daemon_whose_pid_was_never_recorded_is_ended_by_lab_clean(tmp_path: P
         pytest.skip(reason)
     plan = tmp_path / "plan.toml"
     budget = "" if kind is TunnelKind.OPENVPN else 'cpu_budget = "50%"\n'
+    # Seed 1 puts the tunnel's trial before its baseline's: the 30 s baseline trial
+    # would otherwise run first and the test wait for it.
     plan.write_text(
-        f'name = "orphan"\nrepetitions = 1\n[base.tunnel]\nkind = "{kind.value}"\n{budget}'
+        f'name = "orphan"\nrepetitions = 1\norder = "shuffled"\nseed = 1\n'
+        f'[base.tunnel]\nkind = "{kind.value}"\n{budget}'
         "[base.traffic]\nstreams = 1\nduration = 30\nwarmup = 1\n"
     )
     run = _start_run(str(plan), "--db", str(tmp_path / "r.db"))
@@ -132,7 +135,12 @@ def test_a_daemon_whose_pid_was_never_recorded_is_ended_by_lab_clean(tmp_path: P
         st = _lab_of(run, lambda s: len(s.processes) >= 4 and (not budget or len(s.cgroups) == 2))
     finally:
         run.send_signal(signal.SIGKILL)
-        run.communicate(timeout=30)
+        # Not communicate(): what the killed run left running holds its pipes open until
+        # it ends (the 30 s generator), and `lab clean` below is what ends it.
+        run.wait(timeout=30)
+        for stream in (run.stdout, run.stderr):
+            if stream is not None:
+                stream.close()
     left = [p for p in st.processes if lab_state.is_alive(p)]
     program = "openvpn" if kind is TunnelKind.OPENVPN else "wireguard-go"
     daemons = [p for p in left if any(Path(word).name == program for word in p.argv)]

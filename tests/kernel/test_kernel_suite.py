@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from tests.integration.helpers import tunnelbench
@@ -27,6 +28,7 @@ from tunnelbench.model.records import KVM, TCG, TrialRecord, TrialStatus
 from tunnelbench.report import view
 
 SUITE = Path(__file__).with_name("kernel-suite.toml")
+SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "report-schema.json").read_text())
 HOST_RELEASE = os.uname().release
 
 
@@ -42,6 +44,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     finally:
         store.close()
     return {
+        "db": work / "k.db",
         "out": done.stdout,
         "trials": {t.config_key: t for t in loaded.trials},
         "summaries": {s.key: s for s in loaded.summaries},
@@ -71,7 +74,6 @@ CASES: dict[str, dict[str, Any]] = {
     "cake": {"lab_wan": "cake"},
     "fq": {"lab_wan": "fq"},
     "netem": {"lab_wan": "delay"},
-    "cubic": {"traffic_congestion": "cubic"},
     "bbr": {"traffic_congestion": "bbr"},
 }
 
@@ -173,9 +175,9 @@ def test_netem_delay_adds_its_round_trip(suite):
     assert 2 * delay_ms * 0.9 <= added <= 2 * delay_ms * 1.5, added
 
 
-@pytest.mark.parametrize("name", ["cubic", "bbr"])
-def test_the_senders_used_the_congestion_control_asked_for(suite, name):
-    assert _case(suite, name).resolved.congestion == name
+def test_the_senders_used_cubic_by_default_and_bbr_when_asked(suite):
+    assert _case(suite, "baseline").resolved.congestion == "cubic"
+    assert _case(suite, "bbr").resolved.congestion == "bbr"
 
 
 def test_the_report_names_the_guest(suite):
@@ -185,6 +187,17 @@ def test_the_report_names_the_guest(suite):
     assert guest["kernel"] != HOST_RELEASE
     # The guest's capabilities are what advice reads: cake is there.
     assert guest["capabilities"]["qdiscs"]["cake"]["ok"] is True
+
+
+def test_the_reports_of_a_run_in_a_guest_hold_to_the_schema_and_name_it(suite):
+    doc = json.loads(
+        tunnelbench("report", "latest", "--format", "json", "--db", str(suite["db"])).stdout
+    )
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    markdown = tunnelbench("report", "latest", "--format", "md", "--db", str(suite["db"])).stdout
+    assert "- **VM guest:** lab.kernel debian: kernel 6." in markdown
+    html = tunnelbench("report", "latest", "--format", "html", "--db", str(suite["db"])).stdout
+    assert "<th>VM guest</th><td>lab.kernel debian: kernel 6." in html
 
 
 def test_doctor_reports_the_guest_kernel():

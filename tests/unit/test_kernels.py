@@ -4,12 +4,17 @@ trials come back into the run's store."""
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.integration.helpers import tunnelbench
+from tests.report_fixtures import recorded as recorded_copy
+from tunnelbench.analysis.advice import advise
+from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
+from tunnelbench.analysis.summary import ConfigSummary, summarize_run, where
 from tunnelbench.bench import guest_trials
-from tunnelbench.bench.planfile import parse
+from tunnelbench.bench.planfile import TRIAL_OVERHEAD_S, VM_BOOT_S, VM_TRIAL_OVERHEAD_S, parse
 from tunnelbench.bench.store import Store
 from tunnelbench.cli.guest import EventSink
 from tunnelbench.errors import UserError
@@ -17,6 +22,8 @@ from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.kernelspec import parse_spec
 from tunnelbench.model.plan import TrialConfig, VmSettings
 from tunnelbench.model.records import KVM, TCG, Resolved, TrialStatus
+from tunnelbench.report import compare as compare_report
+from tunnelbench.report.markdown import guest_line
 from tunnelbench.vm import kernels, machine
 from tunnelbench.vm.kernels import Kernel
 
@@ -188,3 +195,111 @@ def test_a_guest_environment_lands_under_the_runs_guests(tmp_path):
         "guests": {"debian": {"kernel": "6.1.0-9-amd64"}},
     }
     store.close()
+
+
+def _recorded(name: str, tmp: Path) -> tuple[list[ConfigSummary], dict[str, Any]]:
+    store = recorded_copy(name, tmp)
+    run = store.run("latest")
+    summaries = summarize_run(store.trials(run.id))
+    store.close()
+    return summaries, run.environment
+
+
+def _subject(s: ConfigSummary, env: dict[str, Any], ceiling: float | None = None) -> Subject:
+    ok = [t.metrics for t in s.trials if t.status == "ok"]
+    return Subject(s.config, s.resolved, medians(ok), ceiling, env, runs=tuple(ok))
+
+
+def test_an_emulated_cpus_shortfall_is_its_own_verdict_with_no_advice(tmp_path):
+    """The generator-bound single stream of a recorded run, as if measured under TCG."""
+    summaries, env = _recorded("l2-tunnel-mtu", tmp_path)
+    base = summaries[0]
+    assert diagnose(_subject(base, env)).verdict.bound is Bound.GENERATOR
+    base.resolved.virtualization, base.resolved.kernel_release = TCG, "6.1.0-9-amd64"
+    subject = _subject(base, env)
+    found = diagnose(subject)
+    assert found.verdict.bound is Bound.EMULATED
+    assert "emulated CPU (QEMU TCG, kernel 6.1.0-9-amd64)" in found.verdict.summary
+    assert "the rules would have said generator-bound" in found.verdict.summary
+    assert advise(subject, found, []) == []
+
+
+def test_a_link_bound_figure_stays_valid_under_tcg(tmp_path):
+    summaries, env = _recorded("queue-comparison", tmp_path)
+    shaped = next(s for s in summaries if s.goodput and s.config.tunnel.kind.value == "none")
+    shaped.resolved.virtualization = TCG
+    found = diagnose(_subject(shaped, env, 1448 / 1514 * 1e9))
+    assert found.verdict.bound is Bound.LINK
+
+
+def _summary_in(mode: str | None, tmp_path: Path) -> ConfigSummary:
+    where_to = tmp_path / (mode or "none")
+    where_to.mkdir(parents=True, exist_ok=True)
+    summaries, _ = _recorded("queue-comparison", where_to)
+    first = summaries[0]
+    first.resolved.virtualization = mode
+    return first
+
+
+def test_compare_refuses_an_emulated_figure_against_a_real_cpus(tmp_path):
+    with pytest.raises(UserError, match=r"ran with virtualization tcg in A and none in B"):
+        compare_report._refuse_emulated(
+            compare_report.Row(_summary_in(TCG, tmp_path), _summary_in(None, tmp_path))
+        )
+    # tcg against tcg is a comparison; so is one side alone.
+    compare_report._refuse_emulated(
+        compare_report.Row(_summary_in(TCG, tmp_path), _summary_in(TCG, tmp_path / "b"))
+    )
+    compare_report._refuse_emulated(compare_report.Row(_summary_in(TCG, tmp_path / "c"), None))
+
+
+def test_advice_reads_the_capabilities_of_the_kernel_the_configuration_ran_on():
+    host = {"kernel": "host-k", "guests": {"debian": {"kernel": "6.1.0-9-amd64"}}}
+    on_host = TrialConfig()
+    in_guest = TrialConfig.from_settings({"lab": {"kernel": "debian"}})
+    assert where(on_host, host) is host
+    assert where(in_guest, host) == {"kernel": "6.1.0-9-amd64"}
+
+
+def test_the_report_names_each_guest_and_says_when_its_cpu_is_emulated():
+    line = guest_line(
+        "debian",
+        {
+            "kernel": "6.1.0-9-amd64",
+            "kernel_package": "linux-image-6.1.0-9-amd64=6.1.1-1",
+            "virtualization": TCG,
+            "vm_cpus": 1,
+            "vm_memory_mib": 512,
+        },
+    )
+    assert line == (
+        "lab.kernel debian: kernel 6.1.0-9-amd64 (linux-image-6.1.0-9-amd64=6.1.1-1), tcg,"
+        " 1 vCPUs, 512 MiB; QEMU emulates its CPU: CPU-bound figures measure the emulator"
+    )
+
+
+def test_plan_show_says_which_trials_need_a_vm_and_counts_the_boots(tmp_path):
+    plan = tmp_path / "p.toml"
+    plan.write_text(
+        'repetitions = 2\n[base]\n"traffic.duration" = 1\n[matrix]\n'
+        '"lab.kernel" = ["host", "debian"]\n"lab.vm.cpus" = [1, 2]\n'
+    )
+    shown = json.loads(tunnelbench("plan", "show", "--json", str(plan)).stdout)
+    assert shown["vm_boots"] == 2
+    vm = [t for t in shown["trials"] if t["vm"]]
+    # The host's configuration is one (its guest size normalized away), each guest's two.
+    assert len(vm) == 4 and len(shown["trials"]) == 6
+    # Trials of 2 s + 1.2 s on the host or 5 s in a VM, and two boots.
+    expected = 2 * (2 + TRIAL_OVERHEAD_S) + 4 * (2 + VM_TRIAL_OVERHEAD_S) + 2 * VM_BOOT_S
+    assert shown["estimated_seconds"]["min"] == pytest.approx(expected, abs=0.1)
+    table = tunnelbench("plan", "show", str(plan)).stdout
+    assert "in a VM: 4 trials on another kernel, 2 boot(s)" in table
+
+
+def test_tune_refuses_a_lab_on_another_kernel(tmp_path):
+    plan = tmp_path / "p.toml"
+    plan.write_text('[base]\n"lab.kernel" = "debian"\n')
+    done = tunnelbench("tune", str(plan), "--db", "t.db", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "lab.kernel: tune runs on this machine's kernel only, not 'debian'" in done.stderr
+    assert not (tmp_path / "t.db").exists()

@@ -39,6 +39,8 @@ def run(
     trials: list[Trial],
     progress: Progress,
 ) -> None:
+    """Run ``trials`` (all on ``kernel`` in a guest of size ``vm``) in one boot, storing
+    each as the guest reports it; what the guest did not finish is stored as failed."""
     accel = machine.accel(kernel, vm)
     facts = machine.describe(accel, vm) | kernel.facts()
     if accel.reason:

@@ -298,12 +298,12 @@ def run_trials(
     progress: Progress,
     labs: LabPool,
     *,
-    machine: dict[str, Any] | None = None,
+    where: dict[str, Any] | None = None,
 ) -> None:
     """Run ``trials`` in order; those on another kernel afterwards, one VM for each
-    kernel and guest size (:mod:`tunnelbench.bench.guests`). ``machine``: what the
+    kernel and guest size (:mod:`tunnelbench.bench.guest_trials`). ``where``: what the
     trials record about where they ran (:func:`here`)."""
-    facts = machine or here()
+    facts = where or here()
     guests: dict[tuple[str, VmSettings], list[Trial]] = {}
     for trial in trials:
         key = trial.config.key()
@@ -423,10 +423,10 @@ def run_trial(
     trial: Trial,
     resolution: Resolution,
     labs: LabPool,
-    machine: dict[str, Any],
+    where: dict[str, Any],
 ) -> TrialOutcome:
     """Measure one trial in a lab from ``labs`` (kept or fresh) and store what happened;
-    ``machine``: where it ran (:func:`here`, or the guest's)."""
+    ``where``: where it ran (:func:`here`, or the guest's)."""
     config = trial.config
     started = time.time()
     spec = resolution.tunnel
@@ -440,7 +440,7 @@ def run_trial(
         tunnel=TUNNELS.get(config.tunnel.kind).facts(spec),
         generator=GENERATORS.get(config.traffic.generator).facts(),
     )
-    resolved.update(machine)
+    resolved.update(where)
     metrics: dict[str, float] = {}
     artifacts: dict[str, Any] = {}
     try:

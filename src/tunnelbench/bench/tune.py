@@ -74,6 +74,13 @@ def prepare(request: Request) -> runner.Prepared:
     lacks) and the budget against the start's own measurement."""
     need = tuning.runs_needed(1)
     start = request.start
+    if start.lab.in_vm:
+        # A session measures trial by trial and decides between them: a guest would have
+        # to stand between its steps (docs/kernels.md, "What is left out").
+        raise UserError(
+            f"lab.kernel: tune runs on this machine's kernel only, not {start.lab.kernel!r};"
+            " run the plan's candidates with `tunnelbench run` on that kernel instead"
+        )
     least = need * planfile.trial_seconds(start)
     if request.budget_s < least:
         raise UserError(

@@ -89,7 +89,7 @@ def _run_trials(job: dict[str, Any], sink: EventSink) -> None:
     prepared = runner.Prepared(experiment, trials, resolutions, skipped)
     with LabPool(keep=0 if experiment.fresh_labs else KEEP) as labs:
         runner.run_trials(
-            prepared, sink, 0, trials, EventProgress(sink), labs, machine=job["machine"]
+            prepared, sink, 0, trials, EventProgress(sink), labs, where=job["machine"]
         )
 
 

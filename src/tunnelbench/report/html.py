@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from tunnelbench.analysis.summary import ConfigSummary
-from tunnelbench.model.records import RunRecord
+from tunnelbench.model.records import GUESTS, RunRecord
 from tunnelbench.report import findings, svg, table, timeline, tune
 from tunnelbench.report.charts import charts_for_run, config_labels
+from tunnelbench.report.markdown import guest_line
 from tunnelbench.report.view import RunView
 from tunnelbench.units import mbit
 
@@ -126,6 +127,9 @@ def _environment(env: dict[str, Any]) -> str:
         if key == "versions" and isinstance(value, dict):
             for tool, version in value.items():
                 rows.append((str(tool), str(version)))
+        elif key == GUESTS and isinstance(value, dict):
+            for spec, facts in value.items():
+                rows.append(("VM guest", guest_line(spec, facts)))
         elif isinstance(value, list | tuple):  # cpu_flags: a list, not its Python repr
             rows.append((names.get(key, key), ", ".join(map(str, value)) or "-"))
         else:
