@@ -223,6 +223,27 @@ def test_fair_queue_advice_names_the_kernels_refusal_of_fq_codel_and_cake(tmp_pa
     assert queue.phrased == "replace the FIFO with a fair, delay-managing queue (cake)"
 
 
+@pytest.mark.parametrize(
+    ("queue", "advised"), [("pfifo", True), ("fq_codel", False), ("cake", False)]
+)
+def test_a_larger_limit_is_advised_for_a_fifo_that_dropped_not_for_an_aqm(tmp_path, queue, advised):
+    """fq_codel and cake drop on purpose, long before their limit: the same drops ask
+    for a larger limit of a FIFO only."""
+    summaries, env = run_of("streams-5-runs", tmp_path)
+    s = pick(summaries, "none", 4)
+    config = s.config.to_dict()
+    config["lab"]["wan"] |= {"rate": 20_000_000, "queue": queue, "queue_limit": 1000}
+    runs = tuple(
+        t.metrics | {"qdisc.client.wan.drops": 400.0, "qdisc.client.wan.sent_packets": 1e5}
+        for t in s.trials
+    )
+    subject = Subject(
+        TrialConfig.from_dict(config), s.resolved, medians(runs), None, env, runs=runs
+    )
+    settings = {a.setting for a in advise(subject, diagnose(subject), [])}
+    assert ("lab.wan.queue_limit" in settings) is advised
+
+
 # --- B.8: every encrypting tunnel, from the registry ---
 
 

@@ -488,6 +488,8 @@ def _measure(
     if offloads := lab.state.info.get("offloads"):
         # role -> feature -> on (see netns.role_offloads)
         resolved.offloads = cast(dict[str, dict[str, bool]], offloads)
+    if single := lab.state.info.get("gso_max_segs"):
+        resolved.gso_max_segs = cast(dict[str, int], single)
     if placed := lab.state.info.get("placement"):
         resolved.placement = cast(dict[str, str], placed)
     if masks := lab.state.info.get("rps"):

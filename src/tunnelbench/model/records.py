@@ -61,6 +61,9 @@ class Resolved:
     lab_families: tuple[int, ...] | None = None
     #: role -> feature -> on, when the lab set offloads (see lab.netns.role_offloads).
     offloads: dict[str, dict[str, bool]] | None = None
+    #: role -> the gso_max_segs set on its links (1: every skb one wire packet), where
+    #: the lab turned GSO off (lab.netns._set_offloads).
+    gso_max_segs: dict[str, int] | None = None
     #: role -> the cores its processes were held to (lab.placement); None: all free.
     placement: dict[str, str] | None = None
     #: role -> the RPS mask written to its links' receive queues, and the pinned roles'
