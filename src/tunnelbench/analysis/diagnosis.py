@@ -785,6 +785,7 @@ PATH_BOUNDS = frozenset(
         Bound.LINK_LOSSY,
         Bound.QUEUE_BELOW_BDP,
         Bound.QUEUE_DROPS,
+        Bound.LOSS,
         Bound.LATENCY,
     }
 )
