@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,7 +40,7 @@ class EventSink:
         self, run_id: int, *, resolved: Resolved, status: TrialStatus, **fields: Any
     ) -> int:
         record = {**fields, "resolved": resolved.to_dict(), "status": status.value}
-        self.emit("trial", trial=record, ended_at=time.time())
+        self.emit("trial", trial=record)
         return 0
 
 
