@@ -1,9 +1,10 @@
 """Round-trip time through the tunnel, idle and under load, measured with ping.
 
 The client pings the address iperf3 sends to, so the echo requests take the traffic's
-path through the tunnel and wait in the same queues. Just before the traffic, 5 pings
-10 ms apart give ``rtt.idle_ms`` (their median; the first may include the tunnel's
-handshake or neighbour discovery, which the median ignores). A second ping runs through
+path through the tunnel and wait in the same queues. Just before the traffic, one ping
+is waited for (neighbour discovery along the path), then 5 pings 10 ms apart give
+``rtt.idle_ms`` (their median; the first may include the tunnel's handshake, which the
+median ignores). A second ping runs through
 the whole trial at 10 per second; only the replies that arrive inside the measured
 window (after the warm-up) count:
 
@@ -46,6 +47,9 @@ IDLE_COUNT = 5
 IDLE_INTERVAL_S = 0.01
 LOADED_INTERVAL_S = 0.1
 TIMEOUT_S = 1
+#: How long the neighbour warm-up ping waits: the kernel resends a lost ARP request or
+#: neighbour solicitation after 1 s.
+NEIGHBOUR_WAIT_S = 3
 MIN_PATIENCE_S = 0.1
 
 _REPLY = re.compile(
@@ -186,6 +190,16 @@ class RttProbe(TrialProbe):
         client = lab.chain.client
         self.target = lab.server_address(traffic.family)  # where the generator sends
         self.timeout = reply_timeout(lab.settings.wan)
+        # One ping first, waited for, so that the neighbours along the path are known:
+        # the idle pings go out within 40 ms, and all of them would wait out one lost
+        # ARP request (on an impaired WAN: a 1 s retry, and an idle "RTT" of 1,037 ms).
+        warm = max(self.timeout, NEIGHBOUR_WAIT_S)
+        lab.exec(
+            client,
+            ping_argv(self.target, traffic.family, IDLE_INTERVAL_S, 1, warm),
+            check=False,
+            timeout=warm + 5,
+        )
         idle = lab.exec(
             client,
             ping_argv(self.target, traffic.family, IDLE_INTERVAL_S, IDLE_COUNT, self.timeout),
