@@ -121,12 +121,10 @@ class Guest:
             kernel, vm, self.exchange, guest_command(self.exchange, argv), accel=accel.mode
         )
         self._proc: subprocess.Popen[bytes] | None = None
-        self.started = 0.0
 
     def __enter__(self) -> "Guest":
         env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
         console = (self.exchange / "console.log").open("wb")
-        self.started = time.monotonic()
         self._proc = subprocess.Popen(
             self._argv,
             stdin=subprocess.DEVNULL,
@@ -171,13 +169,15 @@ class Guest:
         proc.wait()
 
     def events(self, *, idle_timeout: float) -> Iterator[dict[str, Any]]:
-        """The guest's events as they are written, until it exits. Raises
-        :class:`LabError` when it stops without an exit code, or is silent for
-        ``idle_timeout`` seconds (:data:`BOOT_TIMEOUT_S` before its first event)."""
+        """The guest's events as they are written, until it exits (every event it wrote
+        before: whether it still runs is asked before the file is read). Raises
+        :class:`LabError` when it is silent for ``idle_timeout`` seconds
+        (:data:`BOOT_TIMEOUT_S` before its first event)."""
         path, offset, pending = self.exchange / EVENTS, 0, b""
         last = time.monotonic()
         first = True
         while True:
+            alive = self.running
             chunk = b""
             if path.exists():
                 with path.open("rb") as stream:
@@ -190,10 +190,8 @@ class Guest:
                 if line.strip():
                     first, last = False, time.monotonic()
                     yield json.loads(line)
-            if not self.running:
-                if pending.strip():
-                    yield json.loads(pending)
-                return
+            if not alive:
+                return  # a line cut short by the guest's end is no event
             limit = BOOT_TIMEOUT_S if first else idle_timeout
             if time.monotonic() - last > limit:
                 self.stop()
