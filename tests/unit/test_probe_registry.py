@@ -22,6 +22,7 @@ def test_every_probe_kind_is_registered_once_in_run_order():
         ProbeKind.LINKS,
         ProbeKind.TCP,
         ProbeKind.RTT,
+        ProbeKind.BUDGET,
     ]
     with pytest.raises(ValueError, match="trial probe 'rtt' is registered twice"):
         probes.REGISTRY.register(ProbeKind.RTT, RttProbe)

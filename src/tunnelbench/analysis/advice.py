@@ -456,7 +456,8 @@ def raise_cpu_budget(c: Context) -> Advice | None:
 
 def spread_softirq(c: Context) -> Advice | None:
     s = c.subject
-    if c.finding(Bound.CPU) is None or not s.cores or s.config.lab.rps_cpus is not None:
+    lab = s.config.lab
+    if c.finding(Bound.CPU) is None or not s.cores or lab.rps_cpus is not None or lab.queues:
         return None
     hot = max(s.cores, key=s.busy)
     softirq = s.metrics.get(metric.cpu(hot, "softirq"), 0.0)
@@ -472,6 +473,40 @@ def spread_softirq(c: Context) -> Advice | None:
         f" {idle[spare[0]]:.0f}% idle",
         c.measured("lab.rps_cpus", lambda v: v is not None),
         candidates=(mask,),
+    )
+
+
+def more_queues(c: Context) -> Advice | None:
+    """One queue on one core: as many queues as cores, each on a core of its own."""
+    verdict, s = c.diagnosis.verdict, c.subject
+    if verdict.bound is not Bound.SINGLE_QUEUE:
+        return None
+    queues = s.config.lab.queues or 1
+    return Advice(
+        "lab.queues",
+        f"give each link {len(s.cores)} queues, one per core (on a router: the NIC's RSS"
+        " queues, or RPS across its cores where the NIC or a PPPoE WAN has one queue)",
+        verdict.summary,
+        c.measured("lab.queues", lambda v: (v or 1) > queues),
+        candidates=(len(s.cores),),
+    )
+
+
+def raise_role_budget(c: Context) -> Advice | None:
+    cpu = c.finding(Bound.CPU)
+    if cpu is None or cpu.subject is None:
+        return None
+    budget = c.subject.config.lab.budget.given().get(cpu.subject)
+    if budget is None or not any(e.name == f"lab.budget.{cpu.subject}" for e in cpu.evidence):
+        return None
+    setting = f"lab.budget.{cpu.subject}"
+    return Advice(
+        setting,
+        f"give the {cpu.subject} more CPU time (on a router: a faster or unthrottled CPU,"
+        " the performance governor)",
+        cpu.summary,
+        c.measured(setting, lambda v: v is None or v > budget),
+        candidates=(min(round(2 * budget, 4), CPU_BUDGET_MAX), None),
     )
 
 
@@ -671,6 +706,8 @@ RULES: tuple[AdviceRule, ...] = (
     openvpn_dco,
     faster_wireguard,
     raise_cpu_budget,
+    raise_role_budget,
+    more_queues,
     generator_processes,
     several_flows,
     spread_softirq,

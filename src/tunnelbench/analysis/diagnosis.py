@@ -54,6 +54,13 @@ STEAL_PCT = 1.0
 # of a CPU-bound figure between runs here and cannot change which resource is the limit
 # (CI saw 1.1% steal in one run of four outrank a saturated iperf3), so it is told after.
 STEAL_VERDICT_PCT = 5.0
+# A role's budget cgroup throttled in this share of the periods it had work is held by
+# its budget (a role within its budget is throttled in none).
+THROTTLED_PCT = 50.0
+# A saturated core spending this much in softirq while another has room: receive work
+# one queue put on one core.
+SINGLE_QUEUE_SOFTIRQ_PCT = 50.0
+SPARE_IDLE_PCT = 25.0
 BLOAT_EXTRA_MS = 30.0  # RTT under load above idle RTT by at least this much...
 BLOAT_FACTOR = 2.0  # ...and at least this many times the idle RTT
 
@@ -64,6 +71,7 @@ class Bound(StrEnum):
     LINK_LOSSY = "link-bound-lossy"
     OUTSIDE_LOAD = "outside-load"
     STEAL = "steal"
+    SINGLE_QUEUE = "single-queue"
     CPU = "cpu-bound"
     GENERATOR = "generator-bound"
     QUEUE_BELOW_BDP = "queue-below-bdp"
@@ -323,6 +331,64 @@ def cpu_budget_bound(s: Subject) -> Finding | None:
         " the budget is the limit",
         (Evidence(f"{label} CPU", pct, "%"), Evidence("tunnel.cpu_budget", limit, "%")),
         subject=label,
+    )
+
+
+def role_budget_bound(s: Subject) -> Finding | None:
+    """A role held by its ``lab.budget``, by the kernel's own count: its cgroup ended
+    most of the periods it had work throttled, its quota spent."""
+    held = [
+        (pct, role, budget)
+        for role, budget in s.config.lab.budget.given().items()
+        if (pct := s.metrics.get(metric.budget(role, "throttled_pct"))) is not None
+        and pct >= THROTTLED_PCT
+    ]
+    if not held:
+        return None
+    pct, role, budget = max(held)
+    limit = 100.0 * budget
+    return Finding(
+        Bound.CPU,
+        f"the {role}'s processes hit its CPU budget of {limit:.0f}% of a core in {pct:.0f}%"
+        " of the 100 ms periods they had work (the cgroup's own count): the budget is the"
+        " limit",
+        (
+            Evidence(f"{role} budget periods throttled", pct, "%"),
+            Evidence(f"lab.budget.{role}", limit, "%"),
+        ),
+        subject=role,
+    )
+
+
+def single_queue(s: Subject) -> Finding | None:
+    """One queue served by one core: a saturated core busy mostly in softirq (receive
+    and forwarding work) while another core has room, on links of one queue and no
+    steering. Only where the lab's own work fills the core (:func:`cpu_bound` agrees)."""
+    lab = s.config.lab
+    if (lab.queues or 1) > 1 or lab.rps_cpus is not None or len(s.cores) < 2:
+        return None
+    if cpu_bound(s) is None:
+        return None
+    hot = max(s.cores, key=s.busy)
+    softirq = s.metrics.get(metric.cpu(hot, "softirq"), 0.0)
+    spare = max(
+        (c for c in s.cores if c != hot), key=lambda c: s.metrics.get(metric.cpu(c, "idle"), 0.0)
+    )
+    idle = s.metrics.get(metric.cpu(spare, "idle"), 0.0)
+    if softirq < SINGLE_QUEUE_SOFTIRQ_PCT or idle < SPARE_IDLE_PCT:
+        return None
+    return Finding(
+        Bound.SINGLE_QUEUE,
+        f"one queue, one core: cpu{hot} is {s.busy(hot):.0f}% busy, {softirq:.0f}% of it in"
+        f" softirq (receive and forwarding), while cpu{spare} is {idle:.0f}% idle; the"
+        f" links have {lab.queues or 1} queue, so one core serves it",
+        (
+            Evidence(f"cpu{hot} busy", s.busy(hot), "%"),
+            Evidence(f"cpu{hot} softirq", softirq, "%"),
+            Evidence(f"cpu{spare} idle", idle, "%"),
+            Evidence("queues per link", lab.queues or 1, ""),
+        ),
+        subject=f"cpu{hot}",
     )
 
 
@@ -756,8 +822,10 @@ RULES: tuple[Rule, ...] = (
     # hypervisor's steal does not take from it, so a daemon at its quota is held by the
     # quota whatever the steal (a tune test saw 1.0% steal outrank a 10% budget).
     cpu_budget_bound,
+    role_budget_bound,
     heavy_steal,
     generator_bound,
+    single_queue,
     cpu_bound,
     queue_below_bdp,
     queue_drops,

@@ -622,6 +622,22 @@ def _conflicts(config: TrialConfig) -> list[str]:
             "lab.rps_cpus: cannot go with lab.placement = 'pinned' or lab.cpus, which steer"
             " each role's receive work to its own cores; set one of them"
         )
+    for role in lab.budget.given():
+        if role not in roles:
+            found.append(
+                f"lab.budget.{role}: {role!r} is not a role of {lab.topology.value}"
+                f" ({', '.join(roles)})"
+            )
+    if lab.rps_cpus is not None and lab.queues is not None:
+        found.append(
+            "lab.rps_cpus: cannot go with lab.queues, which steers each receive queue to a"
+            " core of its own; set one of them"
+        )
+    if tunnel.cpu_budget is not None and lab.budget.given():
+        found.append(
+            "tunnel.cpu_budget: cannot go with lab.budget, which already holds each role's"
+            " processes (its tunnel daemon among them) to a budget; set one of them"
+        )
     return found
 
 

@@ -494,6 +494,10 @@ def _measure(
         resolved.placement = cast(dict[str, str], placed)
     if masks := lab.state.info.get("rps"):
         resolved.rps = cast(dict[str, str], masks)
+    if spread := lab.state.info.get("queue_rps"):
+        resolved.queue_rps = cast(dict[str, list[str]], spread)
+    if budgets := lab.state.info.get("role_budgets"):
+        resolved.update(cast(dict[str, Any], budgets))
     resolved.update(session.facts)
     # What only set-up could tell (OpenVPN's data channel in the kernel or not).
     resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(resolution.tunnel, session.facts)

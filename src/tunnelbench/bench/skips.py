@@ -127,6 +127,8 @@ def _missing(caps: Capabilities, tunnel: TunnelSettings) -> list[tuple[str, str]
 
 def _cpu_budget(config: TrialConfig, caps: Capabilities) -> str | None:
     tunnel, kind = config.tunnel, config.tunnel.kind.value
+    if config.lab.budget.given() and caps.cgroup.ok is False:
+        return f"lab.budget: no cgroup CPU controller ({caps.cgroup.detail})"
     if tunnel.cpu_budget is None:
         return None
     needs = "tunnel.cpu_budget: needs a userspace tunnel daemon"

@@ -1,16 +1,28 @@
-"""CPU budgets for userspace tunnel daemons, as cgroups with a CPU quota.
+"""CPU budgets as cgroups with a CPU quota: for userspace tunnel daemons
+(``tunnel.cpu_budget``, one cgroup per daemon) and for whole roles (``lab.budget.<role>``,
+one cgroup per role holding every process the role starts).
 
-Each daemon gets a cgroup of its own, named after its lab and role
-(``tunnelbench-<lab>-<role>``), directly under the root of the hierarchy that has the
-``cpu`` controller, with a quota of the budget times one core per 100 ms period:
+Each cgroup is named after its lab and role (``tunnelbench-<lab>-<role>``), directly
+under the root of the hierarchy that has the ``cpu`` controller, with a quota of the
+budget times one core per 100 ms period:
 
 - cgroup v2 (``cpu.max``), when the v2 root delegates ``cpu`` to its children;
 - else cgroup v1 (``cpu.cfs_period_us``, ``cpu.cfs_quota_us``).
 
-The daemon is moved with ``cgroup.procs``, which moves every thread of it; threads it
-starts later are born in the same cgroup. The directory is recorded in the lab's state
-before it is created, and teardown removes it once the daemon is gone. Nothing else is
-written: no other cgroup, and no controller is enabled anywhere.
+A daemon is moved with ``cgroup.procs``, which moves every thread of it; threads it
+starts later are born in the same cgroup. A role's processes enter its cgroup before they
+execute (:meth:`tunnelbench.lab.host.NetnsHost.spawn_argv`), so none runs a moment free.
+
+What a quota slows: the CPU time of the cgroup's tasks, which includes the kernel work
+done in their context (a sender's system calls, the transmit path through the veth and
+the stack). It cannot slow work that runs in no task of the role: the kernel's
+forwarding of a router role without processes, its kernel tunnels' encryption, and
+receive work in softirq, which runs on whatever core RPS or the sender chose. A VM
+guest's vCPUs (``lab.vm.cpus``) are the way to give kernel work fewer cores.
+
+Each directory is recorded in the lab's state before it is created, and teardown removes
+it once its processes are gone. Nothing else is written: no other cgroup, and no
+controller is enabled anywhere.
 """
 
 import logging
@@ -56,12 +68,12 @@ class CpuLimit:
         }
 
 
-def controller() -> CpuController:
+def controller(key: str = "tunnel.cpu_budget") -> CpuController:
     """This machine's CPU controller, as the capability probe found it; a
-    :class:`LabError` when there is none."""
+    :class:`LabError` naming the setting ``key`` when there is none."""
     found = probing.cgroup()
     if not found.ok or found.version is None or found.path is None:
-        raise LabError(f"tunnel.cpu_budget: no cgroup CPU controller ({found.detail})")
+        raise LabError(f"{key}: no cgroup CPU controller ({found.detail})")
     return CpuController(found.version, Path(found.path))
 
 
@@ -95,24 +107,68 @@ def limit_cpu(
         if not is_alive(daemon):
             raise LabError(f"tunnel daemon on {role} (pid {daemon.pid}) is not running")
         path = cpu.root / cgroup_name(state.lab_id, role)
-        state.add_cgroup(path)
-        try:
-            path.mkdir()
-        except OSError as exc:
-            # Not created, so not ours to remove (it may be another lab's, or a leftover).
-            state.cgroups.remove(str(path))
-            state.save()
-            raise LabError(f"cannot create cgroup {path}: {exc.strerror}") from exc
-        if cpu.version == 2:
-            _write(path / "cpu.max", f"{limit.quota_us} {limit.period_us}")
-        else:
-            _write(path / "cpu.cfs_period_us", str(limit.period_us))
-            _write(path / "cpu.cfs_quota_us", str(limit.quota_us))
+        _make(state, path)
+        _set_quota(cpu, path, budget)
         _write(path / "cgroup.procs", str(daemon.pid))
         if str(daemon.pid) not in _words(path / "cgroup.procs"):
             raise LabError(f"process {daemon.pid} did not move into cgroup {path}")
         limit.cgroups[role] = str(path)
     return limit
+
+
+@dataclass
+class RoleLimits:
+    """What :func:`limit_roles` did, for the trial's record: role -> quota and cgroup."""
+
+    version: int
+    period_us: int
+    quotas_us: dict[str, int] = field(default_factory=dict)
+    cgroups: dict[str, str] = field(default_factory=dict)
+
+    def resolved(self) -> dict[str, Any]:
+        return {
+            "cgroup_version": self.version,
+            "cpu_period_us": self.period_us,
+            "role_quotas_us": dict(self.quotas_us),
+            "role_cgroups": dict(self.cgroups),
+        }
+
+
+def limit_roles(
+    state: LabState, budgets: Mapping[str, float], cpu: CpuController | None = None
+) -> RoleLimits:
+    """A cgroup per role (role -> budget, a fraction of one core) for its processes to
+    start in; each recorded in ``state`` before it is created. Made before the role
+    starts anything, so it holds no process yet."""
+    cpu = cpu or controller(key="lab.budget")
+    limits = RoleLimits(version=cpu.version, period_us=PERIOD_US)
+    for role, budget in budgets.items():
+        path = cpu.root / cgroup_name(state.lab_id, role)
+        _make(state, path)
+        limits.quotas_us[role] = _set_quota(cpu, path, budget)
+        limits.cgroups[role] = str(path)
+    return limits
+
+
+def _make(state: LabState, path: Path) -> None:
+    state.add_cgroup(path)
+    try:
+        path.mkdir()
+    except OSError as exc:
+        # Not created, so not ours to remove (it may be another lab's, or a leftover).
+        state.cgroups.remove(str(path))
+        state.save()
+        raise LabError(f"cannot create cgroup {path}: {exc.strerror}") from exc
+
+
+def _set_quota(cpu: CpuController, path: Path, budget: float) -> int:
+    quota = quota_us(budget)
+    if cpu.version == 2:
+        _write(path / "cpu.max", f"{quota} {PERIOD_US}")
+    else:
+        _write(path / "cpu.cfs_period_us", str(PERIOD_US))
+        _write(path / "cpu.cfs_quota_us", str(quota))
+    return quota
 
 
 def _write(path: Path, value: str) -> None:

@@ -94,12 +94,21 @@ class NetnsHost(Host):
 
     ``cpus``: the cores the role is held to (:mod:`tunnelbench.lab.placement`); every
     process it starts runs under ``taskset`` on them, threads it starts later included.
+    ``cgroup``: the role's CPU budget (:func:`tunnelbench.lab.cgroup.limit_roles`), which
+    every process it starts enters before it executes.
     """
 
-    def __init__(self, namespace: str, state: LabState, cpus: str | None = None) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        state: LabState,
+        cpus: str | None = None,
+        cgroup: Path | None = None,
+    ) -> None:
         self.name = namespace
         self.state = state
         self.cpus = cpus
+        self.cgroup = cgroup
 
     def run(
         self,
@@ -141,10 +150,15 @@ class NetnsHost(Host):
         return proc
 
     def spawn_argv(self, argv: Sequence[str]) -> list[str]:
-        """What :meth:`spawn` runs for ``argv``: in the namespace, under ``taskset`` on
-        the role's cores when it has them."""
+        """What :meth:`spawn` runs for ``argv``: in the namespace, in the role's cgroup
+        and under ``taskset`` on the role's cores when it has them."""
         pinned = ["taskset", "-c", self.cpus, *argv] if self.cpus else list(argv)
-        return in_netns(self.name, pinned)
+        if self.cgroup is None:
+            return in_netns(self.name, pinned)
+        # The shell moves itself, then becomes the program: no moment outside. Before
+        # `ip netns exec`, whose fresh /sys has no cgroup file systems mounted.
+        enter = 'echo $$ >"$0" && exec "$@"'
+        return ["sh", "-c", enter, str(self.cgroup / "cgroup.procs"), *in_netns(self.name, pinned)]
 
     def write(self, path: Path, text: str, *, mode: int = 0o644) -> None:
         if str(path) not in self.state.files:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunnelbench.errors import LabError
-from tunnelbench.lab import placement
+from tunnelbench.lab import cgroup, placement
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.host import Host, NetnsHost
 from tunnelbench.lab.shaping import device_commands, link_commands
@@ -72,6 +72,8 @@ class Lab:
     interfaces: dict[tuple[str, str], Interface] = field(default_factory=dict)
     #: role -> the cores it is held to (roles absent run free): see lab.placement.
     cpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: role -> the cgroup of its CPU budget (lab.budget), which its processes start in.
+    cgroups: dict[str, Path] = field(default_factory=dict)
 
     def ns(self, role: str) -> str:
         return f"tb-{self.lab_id}-{role}"
@@ -127,7 +129,8 @@ class Lab:
         """Where ``role`` runs: every command, process and file of the role goes through
         it (:mod:`tunnelbench.lab.host`)."""
         cores = self.cpus.get(role)
-        return NetnsHost(self.ns(role), self.state, cpulist.canonical(cores) if cores else None)
+        pinned = cpulist.canonical(cores) if cores else None
+        return NetnsHost(self.ns(role), self.state, pinned, self.cgroups.get(role))
 
     def exec(
         self,
@@ -231,6 +234,10 @@ def _wait_for_carrier(lab: Lab, timeout: float = 5.0) -> None:
 
 def _create(lab: Lab, tunnel: bool) -> None:
     chain, settings = lab.chain, lab.settings
+    if budgets := settings.budget.given():
+        limits = cgroup.limit_roles(lab.state, budgets)
+        lab.cgroups = {role: Path(path) for role, path in limits.cgroups.items()}
+        lab.state.info["role_budgets"] = limits.resolved()
     for i, role in enumerate(chain.roles):
         name = lab.ns(role)
         lab.state.add_namespace(name)
@@ -247,7 +254,9 @@ def _create(lab: Lab, tunnel: bool) -> None:
         # pair never exists in the host namespace.
         run(
             ["ip", "-n", lab.ns(left), "link", "add", lab.ifname(right), "mtu", str(mtu)]
+            + queue_counts(settings)
             + ["type", "veth", "peer", "name", lab.ifname(left), "mtu", str(mtu)]
+            + queue_counts(settings)
             + ["netns", lab.ns(right)]
         )
     for role in chain.roles:
@@ -267,8 +276,11 @@ def _create(lab: Lab, tunnel: bool) -> None:
         lab.ip_batch(role, commands)
     _queue_wan(lab)
     _set_offloads(lab)
-    masks = receive_masks(lab)
-    if masks:
+    if settings.queues is not None:
+        spread = queue_masks(lab, probing.cpus())
+        _spread_queues(lab, spread)
+        lab.state.info["queue_rps"] = spread
+    elif masks := receive_masks(lab):
         _set_rps(lab, masks)
         lab.state.info["rps"] = masks
     if lab.cpus:
@@ -376,6 +388,40 @@ def receive_masks(lab: Lab) -> dict[str, str]:
     if lab.settings.rps_cpus is not None:
         return {role: lab.settings.rps_cpus for role in lab.chain.roles}
     return {role: cpulist.mask(cores) for role, cores in lab.cpus.items()}
+
+
+def queue_counts(settings: LabSettings) -> list[str]:
+    """``ip link add`` arguments for the veth's queues (none: the device's one)."""
+    if settings.queues is None:
+        return []
+    return ["numtxqueues", str(settings.queues), "numrxqueues", str(settings.queues)]
+
+
+def queue_masks(lab: Lab, online: Sequence[int]) -> dict[str, list[str]]:
+    """role -> the RPS mask of receive queue i of its links, for ``lab.queues``: one core
+    each, in turn over the role's own cores (or every online core when it has none), as a
+    NIC's RSS gives each queue an interrupt on a core of its own. XPS is left unset: it
+    would choose the transmit queue by the sending core, so one sender's flows would all
+    take one queue; unset, the flow's hash chooses, which is what RSS does."""
+    count = lab.settings.queues or 1
+    spread = {}
+    for role in lab.chain.roles:
+        cores = lab.cpus.get(role) or tuple(online)
+        spread[role] = [cpulist.mask([cores[i % len(cores)]]) for i in range(count)]
+    return spread
+
+
+def _spread_queues(lab: Lab, spread: dict[str, list[str]]) -> None:
+    for role, masks in spread.items():
+        devices = [i.name for (r, _), i in lab.interfaces.items() if r == role]
+        # One shell per role (a command costs ~0.2 s in an emulated guest), in the
+        # namespace's own /sys as `ip netns exec` mounts it; names and masks are the lab's.
+        script = "".join(
+            f"echo {mask} >/sys/class/net/{device}/queues/rx-{i}/rps_cpus\n"
+            for device in devices
+            for i, mask in enumerate(masks)
+        )
+        lab.exec(role, ["sh", "-e", "-c", script])
 
 
 def _set_rps(lab: Lab, masks: dict[str, str]) -> None:

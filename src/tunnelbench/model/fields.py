@@ -35,6 +35,7 @@ from tunnelbench.model.plan import (
     MTU_MAX,
     MTU_MIN,
     QUEUE_LIMIT_MAX,
+    QUEUES_MAX,
     ROLES,
     STREAMS_MAX,
     VM_CPUS_MAX,
@@ -236,6 +237,11 @@ _TABLE = [
     Setting("lab.rps_cpus", _cpu_mask, "a hexadecimal CPU mask such as '3'"),
     Setting("lab.placement", _choice(Placement), _names(Placement)),
     *(Setting(f"lab.cpus.{role}", _cpu_list, "a CPU list such as '0-1'") for role in ROLES),
+    *(
+        Setting(f"lab.budget.{role}", _cpu_budget, "a share of one core: 0.5 or '50%'")
+        for role in ROLES
+    ),
+    Setting("lab.queues", _int(1, QUEUES_MAX), f"1..{QUEUES_MAX} queues per link"),
     Setting(
         "lab.kernel",
         kernelspec.parse_spec,

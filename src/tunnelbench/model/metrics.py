@@ -64,6 +64,12 @@ def cores(names: Iterable[str]) -> list[int]:
     return sorted({found[0] for name in names if (found := parse_cpu(name)) is not None})
 
 
+def budget(role: str, field: str) -> str:
+    """``budget.<role>.<field>``: the role's CPU budget cgroup over the traffic
+    (tunnelbench.probes.budget): ``throttled_pct`` of its periods, ``throttled_s``."""
+    return f"budget.{role}.{field}"
+
+
 def scheduling(name: str) -> str:
     """``sched.<name>``: the lab's threads' migrations or context switches over the
     measured window (tunnelbench.probes.scheduling)."""

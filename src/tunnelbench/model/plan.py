@@ -45,6 +45,7 @@ IPV6_MTU_MIN = 1280
 STREAMS_MAX = 128
 QUEUE_LIMIT_MAX = 100_000  # packets
 CPU_BUDGET_MAX = 64.0  # cores
+QUEUES_MAX = 16  # receive and transmit queues per veth
 #: The most trials one experiment may hold (every repetition and added baseline counted;
 #: an adaptive one at its most repetitions): over a day and a half at 1 s per trial plus
 #: overhead, and a bound on the memory and time that expanding it takes.
@@ -117,6 +118,23 @@ class RoleCpus:
         return {role: getattr(self, role) for role in ROLES if getattr(self, role) is not None}
 
 
+@dataclass(frozen=True)
+class RoleBudgets:
+    """A CPU budget per role, as a fraction of one core, over every process the role
+    starts (its generator, its tunnel daemon, its probes) together; None is no limit.
+    What it slows and what it cannot (the kernel's own forwarding) is in
+    :mod:`tunnelbench.lab.cgroup`."""
+
+    client: float | None = None
+    gw: float | None = None
+    gwa: float | None = None
+    gwb: float | None = None
+    server: float | None = None
+
+    def given(self) -> dict[str, float]:
+        return {role: getattr(self, role) for role in ROLES if getattr(self, role) is not None}
+
+
 #: ``lab.kernel`` for the machine's own kernel: the lab in network namespaces here.
 HOST_KERNEL = "host"
 VM_CPUS_MAX = 8
@@ -141,6 +159,12 @@ class LabSettings:
     rps_cpus: str | None = None  # hex CPU mask for receive packet steering on every link
     placement: Placement = Placement.FREE
     cpus: RoleCpus = field(default_factory=RoleCpus)
+    budget: RoleBudgets = field(default_factory=RoleBudgets)
+    #: Receive and transmit queues of every veth; None is the device's one queue with
+    #: receive work on the sending core. N: flows are spread over the queues by their
+    #: hash, as a NIC's RSS does, and receive queue i is steered (RPS) to one core each
+    #: (:func:`tunnelbench.lab.netns.queue_masks`), so 1 is "one queue, one core".
+    queues: int | None = None
     #: ``host``, or a kernel booted in a VM for the lab (:mod:`tunnelbench.vm.kernels`).
     kernel: str = HOST_KERNEL
     vm: VmSettings = field(default_factory=VmSettings)
@@ -252,6 +276,8 @@ class TrialConfig:
 LEGACY: dict[tuple[str, ...], Any] = {
     ("lab", "placement"): "free",
     ("lab", "cpus"): asdict(RoleCpus()),
+    ("lab", "budget"): asdict(RoleBudgets()),
+    ("lab", "queues"): None,
     ("lab", "kernel"): HOST_KERNEL,
     ("lab", "vm"): asdict(VmSettings()),
     ("lab", "wan", "delay"): None,

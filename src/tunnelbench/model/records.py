@@ -70,6 +70,8 @@ class Resolved:
     #: tunnel devices steered the same way (role -> device).
     rps: dict[str, str] | None = None
     rps_tunnel_devices: dict[str, str] | None = None
+    #: role -> the RPS mask of each receive queue of its links, with lab.queues.
+    queue_rps: dict[str, list[str]] | None = None
     #: role -> a kernel tunnel's device whose GSO/TSO a shaped or impaired lab turned
     #: off, so the WAN's qdisc is handed wire packets (lab.netns.unbundle_tunnel).
     unbundled_tunnel_devices: dict[str, str] | None = None
@@ -93,6 +95,9 @@ class Resolved:
     cpu_period_us: int | None = None
     cpu_quota_us: int | None = None
     cgroups: dict[str, str] | None = None
+    #: The role budgets as applied (lab.budget: lab.cgroup.RoleLimits.resolved).
+    role_quotas_us: dict[str, int] | None = None
+    role_cgroups: dict[str, str] | None = None
     #: Generator processes that ran, and the congestion control the senders used.
     processes: int | None = None
     congestion: str | None = None

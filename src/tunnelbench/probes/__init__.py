@@ -2,10 +2,11 @@
 
 Samplers that run during the measured window (per-core CPU, process CPU: ``sampler``),
 and the trial probes read before and after the traffic (queue disciplines, interface
-counters, TCP counters, round-trip time): one module each, one interface
+counters, TCP counters, round-trip time, CPU budgets): one module each, one interface
 (:class:`TrialProbe`) and one registry, whose order is the order they run in.
 """
 
+from tunnelbench.probes.budget import BudgetProbe
 from tunnelbench.probes.links import LinkProbe
 from tunnelbench.probes.qdisc import QdiscProbe
 from tunnelbench.probes.rtt import RttProbe
@@ -14,7 +15,7 @@ from tunnelbench.probes.trial import ProbeKind, ProbeSet, TrialProbe
 from tunnelbench.registry import Registry
 
 REGISTRY: Registry[ProbeKind, type[TrialProbe]] = Registry("trial probe")
-for _probe in (QdiscProbe, LinkProbe, TcpProbe, RttProbe):
+for _probe in (QdiscProbe, LinkProbe, TcpProbe, RttProbe, BudgetProbe):
     REGISTRY.register(_probe.kind, _probe)
 
 

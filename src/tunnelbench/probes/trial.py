@@ -26,6 +26,7 @@ class ProbeKind(StrEnum):
     LINKS = "links"
     TCP = "tcp"
     RTT = "rtt"
+    BUDGET = "budget"
 
 
 @dataclass(frozen=True)

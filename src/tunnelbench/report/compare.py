@@ -27,6 +27,7 @@ from tunnelbench.bench.store import Store
 from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import Experiment, flatten
+from tunnelbench.model.plan import ROLES
 from tunnelbench.model.records import NO_VM, TCG, RunRecord
 from tunnelbench.report import view
 from tunnelbench.report.fit import aligned
@@ -49,6 +50,7 @@ NUMERIC |= {AXIS_HEADINGS[a] for a in ("traffic.streams", "traffic.family", "tun
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("lab.lan_mtu", "lab.wan.mtu", "lab.wan.queue_limit")}
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("lab.wan.rate", "traffic.udp_rate", "tunnel.cpu_budget")}
 NUMERIC |= {AXIS_HEADINGS[f"lab.wan.{a}"] for a in ("delay", "jitter", "loss", "reorder")}
+NUMERIC |= {AXIS_HEADINGS["lab.queues"]} | {AXIS_HEADINGS[f"lab.budget.{r}"] for r in ROLES}
 
 
 def _is_file(text: str) -> bool:

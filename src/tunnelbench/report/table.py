@@ -52,6 +52,12 @@ AXIS_HEADINGS = {
     "lab.cpus.gwa": "gwa cores",
     "lab.cpus.gwb": "gwb cores",
     "lab.cpus.server": "server cores",
+    "lab.budget.client": "client budget",
+    "lab.budget.gw": "gw budget",
+    "lab.budget.gwa": "gwa budget",
+    "lab.budget.gwb": "gwb budget",
+    "lab.budget.server": "server budget",
+    "lab.queues": "queues",
     "lab.kernel": "kernel",
     "lab.vm.cpus": "vCPUs",
     "lab.vm.memory": "VM MiB",
@@ -72,6 +78,7 @@ LIMITED_BY = {
     "above-ceiling": "ABOVE CEILING", "link-bound": "link", "link-bound-lossy": "link, lossy",
     "outside-load": "OUTSIDE LOAD", "steal": "STEAL", "cpu-bound": "CPU",
     "generator-bound": "generator", "queue-below-bdp": "queue < BDP",
+    "single-queue": "one queue",
     "queue-drop-bound": "queue drops", "loss-heavy": "loss",
     "latency-under-load": "latency", "emulated-cpu": "EMULATED CPU",
     "undetermined": "undetermined",
@@ -84,7 +91,7 @@ def axis_value(summary: ConfigSummary, path: str) -> str:
         value = value[part]  # type: ignore[index]
     if path in ("lab.wan.rate", "traffic.udp_rate"):
         return "-" if value is None else f"{mbit(value):g}M"  # type: ignore[arg-type]
-    if path == "tunnel.cpu_budget":
+    if path == "tunnel.cpu_budget" or path.startswith("lab.budget."):
         return "-" if value is None else f"{value:.0%}"
     if path in ("lab.wan.delay", "lab.wan.jitter"):
         return "-" if value is None else format_us(value)  # type: ignore[arg-type]
