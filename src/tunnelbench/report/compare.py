@@ -26,8 +26,7 @@ from tunnelbench.analysis.summary import ConfigSummary, varying_axes
 from tunnelbench.bench.store import Store
 from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
-from tunnelbench.model.plan import Experiment, flatten
-from tunnelbench.model.plan import ROLES
+from tunnelbench.model.plan import ROLES, Experiment, flatten
 from tunnelbench.model.records import NO_VM, TCG, RunRecord
 from tunnelbench.report import view
 from tunnelbench.report.fit import aligned
