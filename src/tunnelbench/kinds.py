@@ -83,6 +83,14 @@ class Shaper(StrEnum):
     HTB = "htb"
 
 
+class WanEncapsulation(StrEnum):
+    """What the WAN link carries IP in: plain Ethernet, or a PPPoE session (RFC 2516)
+    between the router and its WAN peer, as a DSL or fibre line's ISP runs it."""
+
+    NONE = "none"
+    PPPOE = "pppoe"
+
+
 class Queue(StrEnum):
     """The queue discipline holding packets at the WAN link's egress.
 

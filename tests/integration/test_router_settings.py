@@ -31,7 +31,8 @@ def test_every_veth_has_the_queues_asked_for_each_steered_to_a_core_in_turn():
                 path = f"/sys/class/net/{iface.name}/queues/rx-{i}/rps_cpus"
                 mask = int(lab.exec(role, ["cat", path]).stdout, 16)
                 assert mask == int(cpulist.mask([cores[i % len(cores)]]), 16), path
-        assert lab.state.info["queue_rps"]["gwb"] == ["1", "1", "1"]
+        assert lab.state.info["queue_rps"] == netns.queue_masks(lab, online)
+        assert netns.queue_masks(lab, online)["gwb"] == ["1", "1", "1"]
     finally:
         lab.teardown()
     # Without the setting, a veth keeps its one queue and no steering.

@@ -58,6 +58,7 @@ CASES: dict[str, dict[str, Any]] = {
         "traffic_congestion": None,
         "traffic_family": 4,
         "lab_wan": None,
+        "lab_queues": None,
     },
     "wireguard": {"tunnel_kind": "wireguard"},
     "esp-aes-gcm-tunnel": {"tunnel_kind": "ipsec", "tunnel_cipher": "aes-256-gcm"},
@@ -76,6 +77,7 @@ CASES: dict[str, dict[str, Any]] = {
     "netem": {"lab_wan": "delay"},
     "impaired": {"lab_wan": "loss"},
     "bbr": {"traffic_congestion": "bbr"},
+    "pppoe": {"lab_queues": 2},
 }
 
 
@@ -192,6 +194,31 @@ def test_netem_loses_what_was_asked_apart_from_the_queues_drops(suite):
     assert any("lab.wan.loss" in f.summary for f in summary.diagnosis.findings), [
         f.summary for f in summary.diagnosis.findings
     ]
+
+
+def test_pppoe_carried_the_traffic_in_a_session_the_kernels_listed(suite):
+    trial, plain = _case(suite, "pppoe"), _case(suite, "baseline")
+    left, right = ("client", "gw")
+    sessions = trial.resolved.pppoe
+    assert sessions is not None and set(sessions) == {left, right}
+    assert {s["session"] for s in sessions.values()} == {1}
+    assert sessions[left]["peer"] != sessions[right]["peer"]
+    # Every data packet crossed the ppp devices, and the WAN veth carried them framed.
+    metrics = trial.metrics
+    segments = _window_bytes(trial) / 1440  # a full segment's payload at IP MTU 1492
+    assert metrics["link.client.ppp.tx_packets"] >= segments
+    assert metrics["link.gw.ppp.rx_packets"] == pytest.approx(
+        metrics["link.client.ppp.tx_packets"], abs=5
+    )
+    # The shaper counted 1514 bytes for a full 1492-byte packet: L3 + 8 PPPoE + 14.
+    sent = metrics["qdisc.client.wan.sent_bytes"] / metrics["qdisc.client.wan.sent_packets"]
+    assert 1490 < sent <= 1514, sent
+    # Its ceiling is the baseline's less 8 bytes a packet and 8 bytes of MTU.
+    ceilings = {s.key: s.ceiling for s in suite["summaries"].values()}
+    here, there = ceilings[trial.config_key], ceilings[plain.config_key]
+    assert here is not None and there is not None
+    assert here.goodput_bps == pytest.approx(20e6 * 1440 / 1514)
+    assert there.goodput_bps == pytest.approx(20e6 * 1448 / 1514)
 
 
 def test_the_senders_used_cubic_by_default_and_bbr_when_asked(suite):

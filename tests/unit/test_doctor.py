@@ -57,6 +57,9 @@ VM = Capabilities(
     },
     cpus=(0, 1),
     openvpn_dco=Check(False, "no ovpn-dco-v2 netlink family in this kernel"),
+    pppoe=Check(
+        False, "no PPPoE in this kernel (a PPPoE socket: Address family not supported by protocol)"
+    ),
     packages={"wireguard-go": "0.0.20220316-1+b4"},
 )
 

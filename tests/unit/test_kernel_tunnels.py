@@ -334,6 +334,7 @@ VM = Capabilities(
         for name in c.program_names()
     },
     cpus=(0, 1),
+    pppoe=Check(False, "no PPPoE in this kernel (a PPPoE socket: Address family not supported)"),
 )
 FULL = replace(VM, links={kind: YES for kind in VM.links})
 

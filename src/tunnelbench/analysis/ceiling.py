@@ -99,6 +99,8 @@ class Ceiling:
     overhead_fields: tuple[tuple[str, int], ...] = field(default=())
     options: EncapOptions = field(default_factory=EncapOptions)
     protection: Encapsulation | None = None  # ESP around the encapsulation
+    #: Bytes the link adds below IP in every frame (PPPoE: 8), counted by its shaper.
+    link_header: int = 0
 
     @property
     def label(self) -> str:
@@ -124,6 +126,8 @@ class Ceiling:
             parts = " + ".join(str(s) for s in self.fragment_sizes)
             sizes += f"; FRAGMENTED into {self.fragments} packets of {parts} B"
         framing = "L3 + 14" if self.framing is Framing.SHAPER else "L3 + 38, min. 64 B frame"
+        if self.link_header:
+            framing = framing.replace("L3", f"L3 + {self.link_header} PPPoE", 1)
         sizes += f"; counted {self.counted_bytes_per_packet} B ({self.framing.value}: {framing})"
         both = f" {TIMES} 2 directions" if self.directions == 2 else ""
         rate = human_rate(self.rate_bps)
@@ -148,6 +152,7 @@ def ceiling(
     options: EncapOptions = DEFAULT_OPTIONS,
     directions: int = 1,
     protection: Encapsulation | str | None = None,
+    link_header: int = 0,
 ) -> Ceiling:
     """The ceiling of TCP goodput at ``rate_bps`` through a link of ``link_mtu``.
 
@@ -161,8 +166,9 @@ def ceiling(
     ``protection`` (esp-tunnel or esp-transport) puts each encapsulated packet in ESP, as
     ``tunnel.protection = "ipsec"`` does around VXLAN or GRE; both layers use
     ``outer_family``. ``encapsulation``, ``framing`` and ``protection`` also accept their
-    names (``"wireguard"``, ``"ethernet"``). Impossible input raises
-    :class:`CeilingInputError`.
+    names (``"wireguard"``, ``"ethernet"``). ``link_header``: bytes the link itself adds
+    below IP in every frame (a PPPoE session: 8), with ``link_mtu`` the IP MTU above them.
+    Impossible input raises :class:`CeilingInputError`.
     """
     encapsulation = _member("encapsulation", encapsulation, Encapsulation)
     framing = _member("framing", framing, Framing)
@@ -221,7 +227,7 @@ def ceiling(
             f"above IP's limit of {IP_MAX_PACKET}",
         )
     sizes = fragment_sizes(packed.outer_packet, link_mtu, outer_family)
-    counted = sum(counted_bytes(size, framing) for size in sizes)
+    counted = sum(counted_bytes(size + link_header, framing) for size in sizes)
     efficiency = payload / counted
     return Ceiling(
         rate_bps=rate_bps,
@@ -246,6 +252,7 @@ def ceiling(
         overhead_fields=packed.fields,
         options=options,
         protection=protection,
+        link_header=link_header,
     )
 
 
@@ -394,21 +401,23 @@ def for_config(config: TrialConfig, resolved: Resolved) -> Ceiling | None:
         return None
     family = config.traffic.family
     directions = 2 if config.traffic.direction is Direction.BIDIR else 1
+    link_header = wan.mtu - wan.ip_mtu  # PPPoE's, counted by the shaper on the veth
     if wire.encapsulation is Encapsulation.NONE:
         return ceiling(
             wan.rate,
-            link_mtu=wan.mtu,
+            link_mtu=wan.ip_mtu,
             encapsulation=wire.encapsulation,
-            inner_mtu=min(wan.mtu, config.lab.lan_mtu),
+            inner_mtu=min(wan.ip_mtu, config.lab.lan_mtu),
             inner_family=family,
             outer_family=family,
             directions=directions,
+            link_header=link_header,
         )
     assert resolved.tunnel_mtu is not None  # every tunnel records its device's MTU
     tunnel_mtu = resolved.tunnel_mtu
     return ceiling(
         wan.rate,
-        link_mtu=wan.mtu,
+        link_mtu=wan.ip_mtu,
         encapsulation=wire.encapsulation,
         tunnel_mtu=tunnel_mtu,
         inner_mtu=min(tunnel_mtu, config.lab.lan_mtu),
@@ -417,4 +426,5 @@ def for_config(config: TrialConfig, resolved: Resolved) -> Ceiling | None:
         directions=directions,
         options=wire.options,
         protection=wire.protection,
+        link_header=link_header,
     )

@@ -27,9 +27,9 @@ LAB_LINKS: dict[str, tuple[str, ...]] = {
     "tun": (),
 }
 #: Programs the lab needs beyond any kind's or generator's.
-LAB_PROGRAMS = ("ethtool",)
+LAB_PROGRAMS = ("ethtool", "pppd")
 #: Their Debian packages.
-LAB_PACKAGES = {"ethtool": "ethtool"}
+LAB_PACKAGES = {"ethtool": "ethtool", "pppd": "ppp"}
 #: The kernel modules behind what is probed besides the tunnel kinds' links (each kind
 #: declares its own ``kernel_module``): the lab's links, queue disciplines and ESP
 #: algorithms, by the name ``doctor`` reports them under. What is always built in
@@ -46,6 +46,7 @@ KERNEL_MODULES: dict[str, tuple[str, ...]] = {
     "htb": ("sch_htb",),
     "netem": ("sch_netem",),
     "ingress": ("sch_ingress",),
+    "pppoe": ("ppp_generic", "pppoe"),
     "rfc4106(gcm(aes))": ("esp4", "esp6", "gcm"),
     "rfc7539esp(chacha20,poly1305)": ("esp4", "esp6", "chacha20poly1305"),
     "cbc(aes)+hmac(sha256)": ("esp4", "esp6", "cbc", "sha256"),
@@ -141,5 +142,6 @@ def probe() -> Capabilities:
         programs=MappingProxyType({name: probing.program(name) for name in program_names()}),
         cpus=probing.cpus(),
         openvpn_dco=probing.openvpn_dco(),
+        pppoe=probing.pppoe(),
         packages=MappingProxyType({name: probing.debian_package(name) for name in package_names()}),
     )

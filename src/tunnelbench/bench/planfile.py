@@ -21,7 +21,14 @@ from typing import Any, TypeVar
 
 from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import Order, Placement, Protocol, StreamMode, TunnelKind
+from tunnelbench.kinds import (
+    Order,
+    Placement,
+    Protocol,
+    StreamMode,
+    TunnelKind,
+    WanEncapsulation,
+)
 from tunnelbench.lab.topology import CHAINS
 from tunnelbench.model import wan
 from tunnelbench.model.fields import GROUPS, SETTINGS
@@ -590,6 +597,11 @@ def _conflicts(config: TrialConfig) -> list[str]:
         for path, mtu in mtus.items():
             if mtu is not None and mtu < IPV6_MTU_MIN:
                 found.append(f"{path}: {mtu} is below IPv6's minimum of {IPV6_MTU_MIN}")
+    if traffic.family == 6 and lab.wan.encapsulation is WanEncapsulation.PPPOE:
+        found.append(
+            "traffic.family: 6 cannot cross lab.wan.encapsulation = 'pppoe', which carries"
+            " IPv4 only here"
+        )
     if traffic.protocol is Protocol.UDP and traffic.udp_rate is None:
         found.append(
             "traffic.udp_rate: required with traffic.protocol = 'udp'"

@@ -174,7 +174,7 @@ def resolve_tunnel(config: TrialConfig) -> TunnelSpec:
     """The tunnel of ``config`` as it runs here (a run's and ``lab up``'s): "auto"
     resolved, the traffic's family carried, its programs found."""
     tunnel = TUNNELS.get(config.tunnel.kind)
-    spec = tunnel.resolve(config.tunnel, config.lab.wan.mtu)
+    spec = tunnel.resolve(config.tunnel, config.lab.wan.ip_mtu)
     family = config.traffic.family
     carried = tunnel.carried_families(config.lab.families, spec.mtu or 0)
     if family in tunnel.families and family not in carried:  # else refused by its kind
@@ -494,6 +494,8 @@ def _measure(
         resolved.placement = cast(dict[str, str], placed)
     if masks := lab.state.info.get("rps"):
         resolved.rps = cast(dict[str, str], masks)
+    if sessions := lab.state.info.get("pppoe"):
+        resolved.pppoe = cast(dict[str, dict[str, Any]], sessions)
     if spread := lab.state.info.get("queue_rps"):
         resolved.queue_rps = cast(dict[str, list[str]], spread)
     if budgets := lab.state.info.get("role_budgets"):

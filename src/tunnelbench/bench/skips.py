@@ -5,7 +5,7 @@ Pure rules over the :class:`~tunnelbench.bench.capabilities.Capabilities` probed
 capability that could not be probed never causes a skip: the run meets the real error.
 """
 
-from tunnelbench.kinds import TunnelKind
+from tunnelbench.kinds import TunnelKind, WanEncapsulation
 from tunnelbench.model import cpulist
 from tunnelbench.model.plan import TrialConfig, TunnelSettings
 from tunnelbench.system import programs
@@ -22,7 +22,8 @@ def unmet(config: TrialConfig, caps: Capabilities) -> str | None:
 
     A capability that could not be probed never causes a skip.
     """
-    for rule in (_family, _tunnel, _cpu_budget, _qdiscs, _congestion_rule, _rps, _cores, _tools):
+    rules = (_family, _tunnel, _cpu_budget, _qdiscs, _congestion_rule, _rps, _cores, _pppoe, _tools)
+    for rule in rules:
         if reason := rule(config, caps):
             return reason
     return None
@@ -200,6 +201,16 @@ def _cores(config: TrialConfig, caps: Capabilities) -> str | None:
                 f"lab.cpus.{role}: core {cpulist.canonical(missing)} is not online here"
                 f" (cores {online})"
             )
+    return None
+
+
+def _pppoe(config: TrialConfig, caps: Capabilities) -> str | None:
+    if config.lab.wan.encapsulation is not WanEncapsulation.PPPOE:
+        return None
+    if caps.pppoe.ok is False:
+        return f"lab.wan.encapsulation: pppoe: {caps.pppoe.detail}"
+    if _program(caps, "pppd") is False:
+        return "lab.wan.encapsulation: pppoe needs pppd (Debian ppp), which is not installed"
     return None
 
 

@@ -36,6 +36,7 @@ SECTIONS = {
     "qdiscs": "qdisc",
     "congestion": "tcp cc",
     "esp": "esp",
+    "wan": "wan",
     "cgroup": "cgroup",
     "generators": "generator",
     "cpus": "cpus",
@@ -66,6 +67,16 @@ def _program(found: Program, name: str, **extra: Any) -> dict[str, Any]:
 def _module(found: Check, name: str) -> dict[str, Any]:
     """A kernel capability's row (a link type, queue discipline, ESP algorithm)."""
     return _entry(found, hint=capabilities.module_hint(name))
+
+
+def _pppoe(caps: Capabilities) -> dict[str, Any]:
+    """``lab.wan.encapsulation = "pppoe"``: the kernel's part, then pppd."""
+    if caps.pppoe.ok is False:
+        return _module(caps.pppoe, "pppoe")
+    pppd = caps.programs.get("pppd", Program(None, "not probed"))
+    if not pppd.ok:
+        return _program(pppd, "pppd", detail=f"pppd: {pppd.detail}; kernel: {caps.pppoe.detail}")
+    return _entry(caps.pppoe, f"{caps.pppoe.detail}; {pppd.version} ({pppd.path})")
 
 
 def _tunnels(caps: Capabilities) -> dict[str, Any]:
@@ -220,6 +231,7 @@ def collect(caps: Capabilities | None = None) -> dict[str, Any]:
         "qdiscs": {kind: _module(found, kind) for kind, found in caps.qdiscs.items()},
         "congestion": _congestion(caps),
         "esp": _esp(caps),
+        "wan": {"pppoe": _pppoe(caps)},
         "cgroup": {"cpu": _entry(caps.cgroup, version=caps.cgroup.version, path=caps.cgroup.path)},
         "generators": _generators(caps),
         "cpus": {

@@ -64,8 +64,10 @@ def main(exchange: Path) -> int:
         level=logging.DEBUG if job.get("verbose") else logging.WARNING,
         format="%(relativeCreated)8.0f ms %(name)s: %(message)s",
     )
-    # /dev/net/tun exists only once tun is loaded (opening it does not load it).
-    run(["modprobe", "tun"], check=False, timeout=30)
+    # /dev/net/tun and /dev/ppp exist only once tun and ppp_generic are loaded (opening
+    # them does not load them).
+    for module in ("tun", "ppp_generic"):
+        run(["modprobe", module], check=False, timeout=30)
     with (exchange / EVENTS).open("a") as stream:
         sink = EventSink(stream)
         sink.emit("ready", release=os.uname().release, uptime_s=_uptime())

@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunnelbench.errors import LabError
+from tunnelbench.kinds import WanEncapsulation
 from tunnelbench.lab import cgroup, placement
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.host import Host, NetnsHost
+from tunnelbench.lab.pppoe import single_queue_commands
+from tunnelbench.lab.pppoe import up as pppoe_up
 from tunnelbench.lab.shaping import device_commands, link_commands
 from tunnelbench.lab.topology import CHAINS, Chain, link_address, plen, routes_for
 from tunnelbench.model import cpulist
@@ -74,6 +77,8 @@ class Lab:
     cpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: role -> the cgroup of its CPU budget (lab.budget), which its processes start in.
     cgroups: dict[str, Path] = field(default_factory=dict)
+    #: role -> its ppp device, on a WAN over PPPoE (lab.pppoe).
+    ppp: dict[str, str] = field(default_factory=dict)
 
     def ns(self, role: str) -> str:
         return f"tb-{self.lab_id}-{role}"
@@ -259,21 +264,28 @@ def _create(lab: Lab, tunnel: bool) -> None:
             + queue_counts(settings)
             + ["netns", lab.ns(right)]
         )
+    pppoe = settings.wan.encapsulation is WanEncapsulation.PPPOE
+    routes: dict[str, list[list[str]]] = {}
     for role in chain.roles:
         commands = [["link", "set", "lo", "up"]]
         for (owner, peer), iface in lab.interfaces.items():
             if owner != role:
                 continue
-            for family in settings.families:
+            # Over PPPoE the WAN's addresses are the ppp devices' (pppd sets them).
+            wan_end = {role, peer} == set(chain.tunnel_ends)
+            for family in () if pppoe and wan_end else settings.families:
                 address = f"{lab.address(role, peer, family)}/{plen(family)}"
                 command = ["address", "add", address, "dev", iface.name]
                 commands.append(command + (["nodad"] if family == 6 else []))
             commands.append(["link", "set", iface.name, "up"])
-        for family in settings.families:
-            for route in routes_for(chain, role, family, tunnel):
-                if route.via is not None:  # tunnel routes come with the tunnel device
-                    commands.append(["route", "add", route.prefix, "via", route.via])
-        lab.ip_batch(role, commands)
+        routes[role] = [
+            ["route", "add", route.prefix, "via", route.via]
+            for family in settings.families
+            for route in routes_for(chain, role, family, tunnel)
+            if route.via is not None  # tunnel routes come with the tunnel device
+        ]
+        # Routes via the WAN peer wait for the PPPoE session to give it an address.
+        lab.ip_batch(role, commands + ([] if pppoe else routes[role]))
     _queue_wan(lab)
     _set_offloads(lab)
     if settings.queues is not None:
@@ -286,6 +298,15 @@ def _create(lab: Lab, tunnel: bool) -> None:
     if lab.cpus:
         lab.state.info["placement"] = placement.describe(lab.cpus)
     _wait_for_carrier(lab)
+    if pppoe:
+        if settings.queues is not None:
+            for role in chain.tunnel_ends:
+                lab.tc_batch(role, single_queue_commands(lab.wan_device(role)))
+        sessions = pppoe_up(lab)
+        lab.ppp = {role: str(session["device"]) for role, session in sessions.items()}
+        lab.state.info["pppoe"] = sessions
+        for role, commands in routes.items():
+            lab.ip_batch(role, commands)
     lab.state.info["interfaces"] = {f"{o}>{p}": i.name for (o, p), i in lab.interfaces.items()}
     lab.state.save()
 

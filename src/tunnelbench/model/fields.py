@@ -28,6 +28,7 @@ from tunnelbench.kinds import (
     StreamMode,
     Topology,
     TunnelKind,
+    WanEncapsulation,
 )
 from tunnelbench.model import cpulist, kernelspec
 from tunnelbench.model.plan import (
@@ -230,6 +231,7 @@ _TABLE = [
     Setting("lab.wan.jitter", _delay, "a time up to lab.wan.delay, such as '5ms', or 'none'"),
     Setting("lab.wan.loss", _percent, "a percentage such as '1%' or '0.1%', or 'none'"),
     Setting("lab.wan.reorder", _percent, "a percentage such as '1%' (needs a delay), or 'none'"),
+    Setting("lab.wan.encapsulation", _choice(WanEncapsulation), _names(WanEncapsulation)),
     Setting("lab.offloads.gro", _switch, "true, false"),
     Setting("lab.offloads.gso", _switch, "true, false"),
     Setting("lab.offloads.tso", _switch, "true, false"),

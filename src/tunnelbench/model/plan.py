@@ -35,6 +35,7 @@ from tunnelbench.kinds import (
     StreamMode,
     Topology,
     TunnelKind,
+    WanEncapsulation,
 )
 
 E = TypeVar("E", bound=Enum)
@@ -46,6 +47,7 @@ STREAMS_MAX = 128
 QUEUE_LIMIT_MAX = 100_000  # packets
 CPU_BUDGET_MAX = 64.0  # cores
 QUEUES_MAX = 16  # receive and transmit queues per veth
+PPPOE_HEADER = 8  # PPPoE's 6 bytes and PPP's 2-byte protocol field, in every frame
 #: The most trials one experiment may hold (every repetition and added baseline counted;
 #: an adaptive one at its most repetitions): over a day and a half at 1 s per trial plus
 #: overhead, and a bound on the memory and time that expanding it takes.
@@ -76,6 +78,13 @@ class LinkSettings:
     jitter: int | None = None  # microseconds
     loss: float | None = None  # percent
     reorder: float | None = None  # percent
+    #: PPPoE: the link's IP MTU is ``mtu`` minus PPPOE_HEADER (:mod:`tunnelbench.lab.pppoe`).
+    encapsulation: WanEncapsulation = WanEncapsulation.NONE
+
+    @property
+    def ip_mtu(self) -> int:
+        """The largest IP packet the WAN carries: PPPoE takes its header from the MTU."""
+        return self.mtu - (PPPOE_HEADER if self.encapsulation is WanEncapsulation.PPPOE else 0)
 
     @property
     def impaired(self) -> bool:
@@ -177,6 +186,8 @@ class LabSettings:
     def families(self) -> tuple[int, ...]:
         """The IP versions the lab's links carry: IPv6 needs an MTU of at least 1280
         on every link (RFC 8200), so a lab with a smaller link MTU is IPv4 only."""
+        if self.wan.encapsulation is WanEncapsulation.PPPOE:
+            return (4,)  # IPv6 over PPP needs IPV6CP and addressing the lab does not do
         return (4, 6) if min(self.wan.mtu, self.lan_mtu) >= IPV6_MTU_MIN else (4,)
 
 
@@ -284,6 +295,7 @@ LEGACY: dict[tuple[str, ...], Any] = {
     ("lab", "wan", "jitter"): None,
     ("lab", "wan", "loss"): None,
     ("lab", "wan", "reorder"): None,
+    ("lab", "wan", "encapsulation"): "none",
 }
 
 

@@ -70,6 +70,9 @@ class Resolved:
     #: tunnel devices steered the same way (role -> device).
     rps: dict[str, str] | None = None
     rps_tunnel_devices: dict[str, str] | None = None
+    #: role -> its ppp device, PPPoE session and peer MAC as its kernel listed them, on a
+    #: WAN over PPPoE (lab.pppoe).
+    pppoe: dict[str, dict[str, Any]] | None = None
     #: role -> the RPS mask of each receive queue of its links, with lab.queues.
     queue_rps: dict[str, list[str]] | None = None
     #: role -> a kernel tunnel's device whose GSO/TSO a shaped or impaired lab turned

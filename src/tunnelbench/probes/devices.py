@@ -6,7 +6,7 @@ metrics name a device by what it is instead:
 - a veth by its link in the topology's chain: ``wan``, ``lan``, ``lan-a``, ``lan-b``
   (the role owning the end tells the two ends apart: ``qdisc.gw.wan`` is the gateway's
   end of the WAN link);
-- the tunnel device by ``tunnel``;
+- the tunnel device by ``tunnel``; a WAN end's ppp device over PPPoE by ``ppp``;
 - any other device the lab created (named ``tb<lab>-<suffix>``, e.g. an ``ifb`` device
   a shaper might redirect ingress traffic to) by its suffix, which holds no lab id.
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from tunnelbench.lab.netns import Lab
 
 TUNNEL = "tunnel"
+PPP = "ppp"  # a WAN end's device over PPPoE (lab.pppoe)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class DeviceNames:
             known[role][iface.name] = link
         for role, device in tunnel_devices.items():
             known[role][device] = TUNNEL
+        for role, device in lab.ppp.items():
+            known[role][device] = PPP
         return cls(known, lab.ifname(""))
 
     def name(self, role: str, device: str) -> str | None:

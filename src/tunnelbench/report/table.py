@@ -41,6 +41,7 @@ AXIS_HEADINGS = {
     "lab.wan.jitter": "jitter",
     "lab.wan.loss": "loss",
     "lab.wan.reorder": "reorder",
+    "lab.wan.encapsulation": "WAN encap",
     "lab.offloads.gro": "GRO",
     "lab.offloads.gso": "GSO",
     "lab.offloads.tso": "TSO",
@@ -71,7 +72,7 @@ TEXT_COLUMNS = {
     "tunnel", "generator", "direction", "mode", "topology", "shaper", "impl", "queue", "proto",
     "cc", "offload roles", "busiest core u/s/si", "consistency", "limited by", "cipher",
     "ESP mode", "protection", "placement", "client cores", "gw cores", "gwa cores", "gwb cores",
-    "server cores", "kernel",
+    "server cores", "kernel", "WAN encap",
 }  # fmt: skip
 # The verdicts in the width of a terminal column; the reports spell them out.
 LIMITED_BY = {

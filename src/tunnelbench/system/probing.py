@@ -15,6 +15,7 @@ import functools
 import os
 import platform
 import re
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,7 @@ class Capabilities:
     programs: Mapping[str, Program] = field(default_factory=dict)
     cpus: tuple[int, ...] = ()  # online CPU numbers
     openvpn_dco: Check = Check(None, "not probed")  # detail: the module's version, or why not
+    pppoe: Check = Check(None, "not probed")  # a PPPoE session's kernel parts
     packages: Mapping[str, str | None] = field(default_factory=dict)  # Debian: version
 
     @property
@@ -279,6 +281,23 @@ def esp(algorithm: str) -> Check:
     """Whether the kernel can make an ESP security association with ``algorithm`` (a key
     of the ESP table, e.g. ``rfc4106(gcm(aes))``)."""
     return attempt(esp_probe_argv(algorithm))
+
+
+AF_PPPOX, PX_PROTO_OE = 24, 0  # linux/if_pppox.h
+
+
+@functools.cache
+def pppoe() -> Check:
+    """Whether the kernel carries PPPoE sessions: a PPPoX socket of the PPPoE protocol
+    (making one loads the pppoe module where it is a module) and ``/dev/ppp``
+    (ppp_generic's device, which pppd opens)."""
+    try:
+        socket.socket(AF_PPPOX, socket.SOCK_STREAM, PX_PROTO_OE).close()
+    except OSError as exc:
+        return Check(False, f"no PPPoE in this kernel (a PPPoE socket: {exc.strerror})")
+    if not Path("/dev/ppp").exists():
+        return Check(False, "no /dev/ppp: the ppp_generic module is not loaded")
+    return Check(True, "PPPoE sockets and /dev/ppp")
 
 
 @functools.cache

@@ -313,7 +313,7 @@ def protect(lab: Lab, spec: TunnelSpec, protocol: str) -> tuple[dict[str, Underl
     session = Session(lab, spec.esp_implementation, spec.cipher, spec.esp_mode)
     ends = protected_ends(lab, spec.esp_mode, protocol)
     tunnel_mode = spec.esp_mode is EspMode.TUNNEL
-    session.start(device_mtu=esp_device_mtu(lab.settings.wan.mtu, spec) if tunnel_mode else None)
+    session.start(device_mtu=esp_device_mtu(lab.settings.wan.ip_mtu, spec) if tunnel_mode else None)
     if tunnel_mode:
         for role, (underlay, _) in ends.items():
             device = session.devices[role]
