@@ -17,7 +17,12 @@ def queue_dirs(lab: netns.Lab, role: str, device: str) -> list[str]:
     return sorted(lab.exec(role, ["ls", f"/sys/class/net/{device}/queues"]).stdout.split())
 
 
-def test_every_veth_has_the_queues_asked_for_each_steered_to_a_core_in_turn():
+def rps(lab: netns.Lab, role: str, device: str, queue: int) -> int:
+    path = f"/sys/class/net/{device}/queues/rx-{queue}/rps_cpus"
+    return int(lab.exec(role, ["cat", path]).stdout.replace(",", ""), 16)
+
+
+def test_every_veth_has_the_queues_asked_for_and_each_steers_over_that_many_cores():
     online = probing.cpus()
     settings = LabSettings(topology=Topology.SITE_TO_SITE, queues=3, cpus=RoleCpus(gwb="0"))
     lab = netns.build(settings)
@@ -26,24 +31,21 @@ def test_every_veth_has_the_queues_asked_for_each_steered_to_a_core_in_turn():
         for (role, _), iface in lab.interfaces.items():
             found = queue_dirs(lab, role, iface.name)
             assert found == ["rx-0", "rx-1", "rx-2", "tx-0", "tx-1", "tx-2"], iface.name
-            cores = (0,) if role == "gwb" else online
-            for i in range(3):
-                path = f"/sys/class/net/{iface.name}/queues/rx-{i}/rps_cpus"
-                mask = int(lab.exec(role, ["cat", path]).stdout, 16)
-                assert mask == int(cpulist.mask([cores[i % len(cores)]]), 16), path
-        assert lab.state.info["queue_rps"] == netns.queue_masks(lab, online)
-        assert netns.queue_masks(lab, online)["gwb"] == ["1", "1", "1"]
+            cores = (0,) if role == "gwb" else online[:3]
+            for queue in range(3):
+                assert rps(lab, role, iface.name, queue) == int(cpulist.mask(cores), 16)
+        assert lab.state.info["rps"] == netns.queue_masks(lab, online)
     finally:
         lab.teardown()
-    # Without the setting, a veth keeps its one queue and no steering.
-    plain = netns.build(LabSettings())
-    try:
-        (role, _), iface = next(iter(plain.interfaces.items()))
-        assert queue_dirs(plain, role, iface.name) == ["rx-0", "tx-0"]
-        path = f"/sys/class/net/{iface.name}/queues/rx-0/rps_cpus"
-        assert int(plain.exec(role, ["cat", path]).stdout, 16) == 0
-    finally:
-        plain.teardown()
+    # One queue: one core. Without the setting, one queue and no steering.
+    for queues, mask in ((1, 1), (None, 0)):
+        plain = netns.build(LabSettings(queues=queues))
+        try:
+            (role, _), iface = next(iter(plain.interfaces.items()))
+            assert queue_dirs(plain, role, iface.name) == ["rx-0", "tx-0"]
+            assert rps(plain, role, iface.name, 0) == mask
+        finally:
+            plain.teardown()
 
 
 def test_a_role_budget_holds_the_roles_generator_and_the_kernel_counts_it_throttled():

@@ -1,6 +1,6 @@
-"""PPPoE on the WAN, without a kernel that has it: pppd's command line, the filter that
-holds session frames to one queue, the kernel's session list, the ceiling's 8 bytes, and
-the plan and skip rules. The session itself runs in the kernel suite (tests/kernel)."""
+"""PPPoE on the WAN, without a kernel that has it: pppd's command line, the kernel's
+session list, the ceiling's 8 bytes, and the plan and skip rules. The session itself
+runs in the kernel suite (tests/kernel)."""
 
 import pytest
 
@@ -33,13 +33,6 @@ def test_pppd_attaches_to_the_session_on_the_veth_without_compression_or_auth():
     assert argv[argv.index("ifname") + 1] == "tbab-ppp0"
     # Debian's hooks would set DNS from the peer: replaced.
     assert argv[argv.index("ip-up-script") + 1] == "/bin/true"
-
-
-def test_session_frames_are_held_to_queue_zero_as_a_nics_rss_would():
-    qdisc, rule = pppoe.single_queue_commands("tbab-gw")
-    assert qdisc == ["qdisc", "add", "dev", "tbab-gw", "clsact"]
-    assert rule[rule.index("protocol") + 1] == "0x8864"  # PPPoE session, not discovery
-    assert rule[-3:] == ["skbedit", "queue_mapping", "0"]
 
 
 def test_the_kernels_session_list_is_read_in_network_byte_order():

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tunnelbench.kinds import Direction, Protocol, Queue
+from tunnelbench.kinds import Direction, Placement, Protocol, Queue
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import TCG, Resolved
@@ -363,9 +363,13 @@ def role_budget_bound(s: Subject) -> Finding | None:
 def single_queue(s: Subject) -> Finding | None:
     """One queue served by one core: a saturated core busy mostly in softirq (receive
     and forwarding work) while another core has room, on links of one queue and no
-    steering. Only where the lab's own work fills the core (:func:`cpu_bound` agrees)."""
+    steering. Only where the lab's own work fills the core (:func:`cpu_bound` agrees), and
+    not where the plan held roles to cores (``lab.cpus``, pinned placement): a core full
+    of the roles put on it is that choice, not the queue's."""
     lab = s.config.lab
     if (lab.queues or 1) > 1 or lab.rps_cpus is not None or len(s.cores) < 2:
+        return None
+    if lab.placement is Placement.PINNED or lab.cpus.given():
         return None
     if cpu_bound(s) is None:
         return None
@@ -862,6 +866,9 @@ def undetermined(s: Subject) -> Finding:
     )
 
 
+#: Verdicts about where the work lands, not how fast a core is: an emulated guest slows
+#: every core alike, so one core full while another idles is as true there.
+SHAPE_BOUNDS = frozenset({Bound.SINGLE_QUEUE})
 #: Verdicts that are about the network path, not the CPU: they stay valid in a guest
 #: whose CPU QEMU emulates, as long as the guest keeps up with the link.
 PATH_BOUNDS = frozenset(
@@ -906,6 +913,10 @@ def diagnose(s: Subject) -> Diagnosis:
             found.append(finding)
     if not found:
         found = [undetermined(s)]
-    if s.resolved.virtualization == TCG and found[0].bound not in PATH_BOUNDS:
-        return Diagnosis(emulated(s, found[0]))
+    if s.resolved.virtualization == TCG:
+        valid = PATH_BOUNDS | SHAPE_BOUNDS
+        if found[0].bound not in valid:
+            return Diagnosis(emulated(s, found[0]))
+        # What the emulator's speed set is no finding of the guest's, nor a basis for advice.
+        return Diagnosis(found[0], tuple(f for f in found[1:] if f.bound in valid))
     return Diagnosis(found[0], tuple(found[1:]))

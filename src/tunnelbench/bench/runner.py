@@ -496,8 +496,8 @@ def _measure(
         resolved.rps = cast(dict[str, str], masks)
     if sessions := lab.state.info.get("pppoe"):
         resolved.pppoe = cast(dict[str, dict[str, Any]], sessions)
-    if spread := lab.state.info.get("queue_rps"):
-        resolved.queue_rps = cast(dict[str, list[str]], spread)
+    if held := lab.state.info.get("rps_pppoe_wan"):
+        resolved.rps_pppoe_wan = cast(dict[str, str], held)
     if budgets := lab.state.info.get("role_budgets"):
         resolved.update(cast(dict[str, Any], budgets))
     resolved.update(session.facts)

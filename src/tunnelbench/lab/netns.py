@@ -22,7 +22,6 @@ from tunnelbench.kinds import WanEncapsulation
 from tunnelbench.lab import cgroup, placement
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.host import Host, NetnsHost
-from tunnelbench.lab.pppoe import single_queue_commands
 from tunnelbench.lab.pppoe import up as pppoe_up
 from tunnelbench.lab.shaping import device_commands, link_commands
 from tunnelbench.lab.topology import CHAINS, Chain, link_address, plen, routes_for
@@ -288,20 +287,16 @@ def _create(lab: Lab, tunnel: bool) -> None:
         lab.ip_batch(role, commands + ([] if pppoe else routes[role]))
     _queue_wan(lab)
     _set_offloads(lab)
-    if settings.queues is not None:
-        spread = queue_masks(lab, probing.cpus())
-        _spread_queues(lab, spread)
-        lab.state.info["queue_rps"] = spread
-    elif masks := receive_masks(lab):
+    if masks := receive_masks(lab):
         _set_rps(lab, masks)
         lab.state.info["rps"] = masks
+        if pppoe and settings.queues is not None:
+            held = hold_session_to_one_core(lab, probing.cpus())
+            lab.state.info["rps_pppoe_wan"] = held
     if lab.cpus:
         lab.state.info["placement"] = placement.describe(lab.cpus)
     _wait_for_carrier(lab)
     if pppoe:
-        if settings.queues is not None:
-            for role in chain.tunnel_ends:
-                lab.tc_batch(role, single_queue_commands(lab.wan_device(role)))
         sessions = pppoe_up(lab)
         lab.ppp = {role: str(session["device"]) for role, session in sessions.items()}
         lab.state.info["pppoe"] = sessions
@@ -405,9 +400,12 @@ def _set_offloads(lab: Lab) -> None:
 
 def receive_masks(lab: Lab) -> dict[str, str]:
     """role -> the RPS mask of its links' receive queues: ``lab.rps_cpus`` on every role,
-    or each pinned role's own cores (the two are never set together: plan check)."""
+    ``lab.queues``' spreading (:func:`queue_masks`), or each pinned role's own cores
+    (``lab.rps_cpus`` goes with neither of the others: plan check)."""
     if lab.settings.rps_cpus is not None:
         return {role: lab.settings.rps_cpus for role in lab.chain.roles}
+    if lab.settings.queues is not None:
+        return queue_masks(lab, probing.cpus())
     return {role: cpulist.mask(cores) for role, cores in lab.cpus.items()}
 
 
@@ -418,31 +416,33 @@ def queue_counts(settings: LabSettings) -> list[str]:
     return ["numtxqueues", str(settings.queues), "numrxqueues", str(settings.queues)]
 
 
-def queue_masks(lab: Lab, online: Sequence[int]) -> dict[str, list[str]]:
-    """role -> the RPS mask of receive queue i of its links, for ``lab.queues``: one core
-    each, in turn over the role's own cores (or every online core when it has none), as a
-    NIC's RSS gives each queue an interrupt on a core of its own. XPS is left unset: it
-    would choose the transmit queue by the sending core, so one sender's flows would all
-    take one queue; unset, the flow's hash chooses, which is what RSS does."""
+def queue_masks(lab: Lab, online: Sequence[int]) -> dict[str, str]:
+    """role -> the RPS mask of every receive queue of its links, for ``lab.queues`` N:
+    N of the role's cores (its ``lab.cpus``, else every online core), so each flow's hash
+    picks one of N cores, as a NIC's RSS picks one of N queues, each with its interrupt
+    on a core of its own.
+
+    Not one core per queue: a veth hands its peer every packet through receive queue 0's
+    steering (the transmit queue's index is not carried over as a receive queue; measured:
+    rx-1's mask never took a packet), so RPS over N cores is how the spreading is done.
+    The WAN ends of a PPPoE WAN get one core: a NIC's RSS cannot hash inside PPPoE and
+    puts the whole session into one queue (RPS could: the kernel's flow dissector reads
+    through PPPoE, which is why it is held to one core here)."""
     count = lab.settings.queues or 1
-    spread = {}
-    for role in lab.chain.roles:
-        cores = lab.cpus.get(role) or tuple(online)
-        spread[role] = [cpulist.mask([cores[i % len(cores)]]) for i in range(count)]
-    return spread
+    return {
+        role: cpulist.mask((lab.cpus.get(role) or tuple(online))[:count])
+        for role in lab.chain.roles
+    }
 
 
-def _spread_queues(lab: Lab, spread: dict[str, list[str]]) -> None:
-    for role, masks in spread.items():
-        devices = [i.name for (r, _), i in lab.interfaces.items() if r == role]
-        # One shell per role (a command costs ~0.2 s in an emulated guest), in the
-        # namespace's own /sys as `ip netns exec` mounts it; names and masks are the lab's.
-        script = "".join(
-            f"echo {mask} >/sys/class/net/{device}/queues/rx-{i}/rps_cpus\n"
-            for device in devices
-            for i, mask in enumerate(masks)
-        )
-        lab.exec(role, ["sh", "-e", "-c", script])
+def hold_session_to_one_core(lab: Lab, online: Sequence[int]) -> dict[str, str]:
+    """Steer each PPPoE WAN veth to the first of its role's cores (see
+    :func:`queue_masks`); returns role -> that mask."""
+    held = {}
+    for role in lab.chain.tunnel_ends:
+        held[role] = cpulist.mask((lab.cpus.get(role) or tuple(online))[:1])
+        steer(lab, role, [lab.wan_device(role)], held[role])
+    return held
 
 
 def _set_rps(lab: Lab, masks: dict[str, str]) -> None:

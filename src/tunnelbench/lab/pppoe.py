@@ -17,8 +17,8 @@ What it changes, and where to see it:
 - the shaper and the queue under test stay on the WAN veth, where they see PPPoE frames,
   as an ISP's line does;
 - a NIC's RSS cannot hash inside PPPoE, so it puts every session frame into one receive
-  queue: with ``lab.queues``, PPPoE frames are held to queue 0 on the WAN veths
-  (:func:`single_queue_commands`), and so to one core, as on the APU2.
+  queue: with ``lab.queues``, the WAN veths are steered to one core
+  (:func:`tunnelbench.lab.netns.hold_session_to_one_core`), as on the APU2.
 
 No compression of any kind (BSD, deflate, Van Jacobson, CCP), no authentication, no
 default route, no DNS, no IPv6 (the lab over PPPoE is IPv4 only). Each pppd writes its
@@ -44,7 +44,6 @@ from tunnelbench.system import programs
 SESSION = 1
 #: LCP and IPCP in an emulated guest took 3-5 s; a real one a fraction of that.
 SETUP_TIMEOUT_S = 30.0
-ETH_P_PPP_SES = "0x8864"  # PPPoE session frames
 RUN = Path("/run")
 
 
@@ -102,17 +101,6 @@ def pppd_argv(
         "lcp-restart", "1", "lcp-max-terminate", "1",
         # Debian's hooks (DNS from the peer) and its /etc/ppp/options' "auth" are not ours.
         "ip-up-script", "/bin/true", "ip-down-script", "/bin/true",
-    ]  # fmt: skip
-
-
-def single_queue_commands(device: str) -> list[list[str]]:
-    """``tc`` commands that send every PPPoE session frame leaving ``device`` to transmit
-    queue 0 (and so to receive queue 0 of its veth peer): the NIC's RSS, which hashes
-    IP and TCP/UDP headers it can see, sees none inside PPPoE."""
-    return [
-        ["qdisc", "add", "dev", device, "clsact"],
-        ["filter", "add", "dev", device, "egress", "protocol", ETH_P_PPP_SES, "matchall",
-         "action", "skbedit", "queue_mapping", "0"],
     ]  # fmt: skip
 
 

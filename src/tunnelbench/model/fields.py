@@ -179,6 +179,11 @@ def _cpu_budget(key: str, value: Any) -> float:
     return number
 
 
+def _optional_budget(key: str, value: Any) -> float | None:
+    """A role's budget, or 'none' for no limit (a matrix can then compare the two)."""
+    return None if value == "none" else _cpu_budget(key, value)
+
+
 def _name(key: str, value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", value):
         raise UserError(f"{key}: {shown(value)} is not a name such as 'cubic' or 'bbr'")
@@ -240,7 +245,7 @@ _TABLE = [
     Setting("lab.placement", _choice(Placement), _names(Placement)),
     *(Setting(f"lab.cpus.{role}", _cpu_list, "a CPU list such as '0-1'") for role in ROLES),
     *(
-        Setting(f"lab.budget.{role}", _cpu_budget, "a share of one core: 0.5 or '50%'")
+        Setting(f"lab.budget.{role}", _optional_budget, "a share of one core: 0.5 or '50%'; 'none'")
         for role in ROLES
     ),
     Setting("lab.queues", _int(1, QUEUES_MAX), f"1..{QUEUES_MAX} queues per link"),

@@ -170,8 +170,8 @@ class LabSettings:
     cpus: RoleCpus = field(default_factory=RoleCpus)
     budget: RoleBudgets = field(default_factory=RoleBudgets)
     #: Receive and transmit queues of every veth; None is the device's one queue with
-    #: receive work on the sending core. N: flows are spread over the queues by their
-    #: hash, as a NIC's RSS does, and receive queue i is steered (RPS) to one core each
+    #: receive work on the sending core. N: the receive work of each flow goes to one of
+    #: N cores by the flow's hash, as a NIC's RSS spreads flows over N queues
     #: (:func:`tunnelbench.lab.netns.queue_masks`), so 1 is "one queue, one core".
     queues: int | None = None
     #: ``host``, or a kernel booted in a VM for the lab (:mod:`tunnelbench.vm.kernels`).

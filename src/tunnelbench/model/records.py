@@ -73,8 +73,9 @@ class Resolved:
     #: role -> its ppp device, PPPoE session and peer MAC as its kernel listed them, on a
     #: WAN over PPPoE (lab.pppoe).
     pppoe: dict[str, dict[str, Any]] | None = None
-    #: role -> the RPS mask of each receive queue of its links, with lab.queues.
-    queue_rps: dict[str, list[str]] | None = None
+    #: role -> the one core its PPPoE WAN veth was steered to, with lab.queues (a NIC's
+    #: RSS puts a PPPoE session in one queue).
+    rps_pppoe_wan: dict[str, str] | None = None
     #: role -> a kernel tunnel's device whose GSO/TSO a shaped or impaired lab turned
     #: off, so the WAN's qdisc is handed wire packets (lab.netns.unbundle_tunnel).
     unbundled_tunnel_devices: dict[str, str] | None = None
