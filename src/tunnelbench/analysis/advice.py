@@ -63,6 +63,8 @@ KERNEL_ESP = {
 # results vary ~10% run to run here).
 FASTER_PCT = 10.0
 QUEUE_LIMIT_MIN = 2  # packets: the shortest queue advice proposes
+#: The evidence a CPU budget's verdict names (tunnel.cpu_budget, lab.budget.<role>).
+BUDGETS = ("tunnel.cpu_budget", "lab.budget.")
 RPS_IDLE_PCT = 25.0  # another core at least this idle can take receive processing
 RPS_SOFTIRQ_PCT = 25.0  # softirq share on the saturated core worth spreading
 # Crypto-relevant CPU flags, as /proc/cpuinfo names them, and what they accelerate.
@@ -587,6 +589,8 @@ def several_flows(c: Context) -> Advice | None:
         Bound.UNDETERMINED,
     ):
         return None
+    if any(e.name.startswith(BUDGETS) for e in c.diagnosis.verdict.evidence):
+        return None  # a CPU budget caps every flow of what it holds together
     return Advice(
         "traffic.streams",
         "use several flows: one flow is processed on one core at a time",

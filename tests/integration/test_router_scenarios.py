@@ -1,0 +1,62 @@
+"""The router scenarios' findings, with their statistics, on this machine's kernel.
+
+``slow-end`` (scenarios/slow-end.toml, the RB5009 report): one end held to half a core
+slows the direction in which it sends, not the one in which it receives. Run here on
+the scenario's own lab setting without its tunnel (the userspace tunnel's runs take
+minutes; the quick-mode test runs the whole file), five short runs a side.
+"""
+
+from pathlib import Path
+
+from tests.integration.helpers import tunnelbench
+from tunnelbench.analysis.diagnosis import Bound
+from tunnelbench.analysis.significance import ALPHA, compare
+from tunnelbench.analysis.summary import ConfigSummary
+from tunnelbench.bench import planfile
+from tunnelbench.bench.store import Store
+from tunnelbench.report import view
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOW_END = """
+name = "slow-end-check"
+repetitions = 5
+[base.lab.budget]
+client = "50%"
+[base.traffic]
+duration = 1
+warmup = 0
+[matrix]
+"traffic.direction" = ["upload", "download"]
+"""
+
+
+def goodputs(summary: ConfigSummary) -> list[float]:
+    return [t.metrics["goodput_bps"] for t in summary.trials if t.status == "ok"]
+
+
+def test_slow_end_a_slow_client_slows_its_upload_and_not_its_download(tmp_path):
+    scenario = planfile.load(ROOT / "scenarios" / "slow-end.toml").experiment
+    assert any(c.lab.budget.client == 0.5 for c in scenario.configs)  # the scenario's setting
+    (tmp_path / "plan.toml").write_text(SLOW_END)
+    done = tunnelbench("run", "plan.toml", "--db", "r.db", "-q", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    store = Store.read(tmp_path / "r.db")
+    try:
+        loaded = view.load(store, "latest")
+    finally:
+        store.close()
+    by_direction = {s.config.traffic.direction.value: s for s in loaded.summaries}
+    upload, download = by_direction["upload"], by_direction["download"]
+    sent, received = goodputs(upload), goodputs(download)
+    assert len(sent) == len(received) == 5
+    # The finding: the slow end sending is significantly slower than it receiving.
+    test = compare(received, sent)
+    assert test.p is not None and test.p < ALPHA, (sent, received)
+    assert test.ratio is not None and test.ratio < 0.8, (sent, received)
+    # The kernel's count says why: sending, the client's quota ran out in most periods.
+    throttled = {d: s.metrics["budget.client.throttled_pct"] for d, s in by_direction.items()}
+    assert throttled["upload"] >= 50 > throttled["download"], throttled
+    assert upload.diagnosis is not None and download.diagnosis is not None
+    assert upload.diagnosis.verdict.bound is Bound.CPU
+    assert upload.diagnosis.verdict.subject == "client"
+    assert download.diagnosis.verdict.subject != "client"
