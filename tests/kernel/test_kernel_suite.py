@@ -1,6 +1,7 @@
 """Debian's stock kernel in a VM: every lab feature this machine's kernel lacks, end to
-end, from one run of ``kernel-suite.toml`` (one boot), plus ``doctor --kernel`` and
-Ctrl-C during a guest's trials.
+end, from one run of ``kernel-suite.toml`` (one boot), plus ``doctor --kernel``, a
+PPPoE session on one core against plain traffic on two, and Ctrl-C during a guest's
+trials.
 
 Every trial must run on the guest's kernel (not the host's), be link-bound at 95-101% of
 its ceiling, and show in the lab's own counters that the feature carried the traffic:
@@ -23,11 +24,15 @@ import pytest
 
 from tests.integration.helpers import tunnelbench
 from tests.kernel.conftest import exchanges, qemu_processes
+from tunnelbench.analysis.diagnosis import Bound
+from tunnelbench.analysis.significance import ALPHA, compare
+from tunnelbench.bench import planfile
 from tunnelbench.bench.store import Store
 from tunnelbench.model.records import KVM, TCG, TrialRecord, TrialStatus
 from tunnelbench.report import view
 
 SUITE = Path(__file__).with_name("kernel-suite.toml")
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "report-schema.json").read_text())
 HOST_RELEASE = os.uname().release
 
@@ -260,6 +265,65 @@ def test_doctor_reports_the_guest_kernel():
         ("qdiscs", "netem"),
     ]:
         assert report[section][name]["status"] == "yes", (section, name, report[section][name])
+
+
+ROUTER = """
+name = "pppoe-one-core"
+repetitions = 4
+[base.lab]
+kernel = "debian"
+queues = 2
+[base.traffic]
+streams = 4
+duration = 1
+warmup = 1
+[matrix]
+"lab.wan.encapsulation" = ["none", "pppoe"]
+"""
+
+
+def busiest_softirq(trial: TrialRecord) -> float:
+    return max(v for k, v in trial.metrics.items() if k.endswith(".softirq"))
+
+
+def test_pppoe_puts_the_session_on_one_core(tmp_path):
+    """kernel-router-forwarding's PPPoE finding (the APU2 report): on two queues a plain
+    WAN's receive work spreads over both cores, a PPPoE session's stays on one, which
+    is busier in softirq while the other idles, and carries less."""
+    scenario = planfile.load(ROOT / "scenarios" / "kernel-router-forwarding.toml").experiment
+    assert {c.lab.wan.encapsulation.value for c in scenario.configs} == {"none", "pppoe"}
+    (tmp_path / "plan.toml").write_text(ROUTER)
+    done = tunnelbench("run", "plan.toml", "--db", "r.db", "-q", cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    store = Store.read(tmp_path / "r.db")
+    try:
+        loaded = view.load(store, "latest")
+    finally:
+        store.close()
+    runs: dict[str, list[TrialRecord]] = {"none": [], "pppoe": []}
+    for trial in loaded.trials:
+        assert trial.status is TrialStatus.OK, trial.error
+        runs[trial.config["lab"]["wan"]["encapsulation"]].append(trial)
+    plain, session = runs["none"], runs["pppoe"]
+    assert len(plain) == len(session) == 4
+    softirq = compare([busiest_softirq(t) for t in plain], [busiest_softirq(t) for t in session])
+    assert softirq.p is not None and softirq.p < ALPHA, softirq
+    assert softirq.ratio is not None and softirq.ratio > 1.5, softirq
+    goodput = compare(
+        [t.metrics["goodput_bps"] for t in plain], [t.metrics["goodput_bps"] for t in session]
+    )
+    assert goodput.p is not None and goodput.p < ALPHA, goodput
+    assert goodput.ratio is not None and goodput.ratio < 1, goodput
+    # Each end steered its WAN veth to one core, and the verdict says why.
+    assert all(t.resolved.rps_pppoe_wan == {"client": "1", "gw": "1"} for t in session)
+    verdicts = {
+        s.config.lab.wan.encapsulation.value: s.diagnosis.verdict
+        for s in loaded.summaries
+        if s.diagnosis is not None
+    }
+    assert verdicts["pppoe"].bound is Bound.SINGLE_QUEUE, verdicts["pppoe"]
+    assert "PPPoE session is one queue" in verdicts["pppoe"].summary
+    assert verdicts["none"].bound is not Bound.SINGLE_QUEUE
 
 
 def test_ctrl_c_stops_the_guest_and_keeps_its_finished_trials(tmp_path):

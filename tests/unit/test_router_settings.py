@@ -11,11 +11,11 @@ from tunnelbench.analysis.advice import Sibling, advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose
 from tunnelbench.bench import planfile
 from tunnelbench.errors import LabError
-from tunnelbench.kinds import Topology
+from tunnelbench.kinds import Topology, WanEncapsulation
 from tunnelbench.lab import netns
 from tunnelbench.lab.host import NetnsHost
 from tunnelbench.lab.topology import CHAINS
-from tunnelbench.model.plan import LabSettings, RoleBudgets, RoleCpus, TrialConfig
+from tunnelbench.model.plan import LabSettings, LinkSettings, RoleBudgets, RoleCpus, TrialConfig
 from tunnelbench.model.records import Resolved
 from tunnelbench.probes.budget import budget_metrics, parse_stat
 from tunnelbench.system import probing
@@ -143,6 +143,18 @@ def test_one_queue_on_one_busy_core_is_the_verdict_and_more_queues_the_advice():
     emulated = Subject(one, Resolved(virtualization="tcg"), HOT, runs=(HOT,))
     d = diagnose(emulated)
     assert d.verdict.bound is Bound.SINGLE_QUEUE and d.others == ()
+
+
+def test_a_pppoe_session_is_one_queue_however_many_the_links_have():
+    wan = LinkSettings(encapsulation=WanEncapsulation.PPPOE)
+    config = TrialConfig(lab=LabSettings(queues=2, wan=wan))
+    d = diagnose(subject(config, HOT))
+    assert d.verdict.bound is Bound.SINGLE_QUEUE
+    assert "the WAN's PPPoE session is one queue" in d.verdict.summary
+    assert {e.name: e.value for e in d.verdict.evidence}["queues per link"] == 1
+    (advice,) = [a for a in advise(subject(config, HOT), d, []) if a.setting is None]
+    assert "RPS on the ppp device" in advice.suggestion
+    assert not [a for a in advise(subject(config, HOT), d, []) if a.setting == "lab.queues"]
 
 
 def test_a_role_held_by_its_budget_is_named_by_the_kernels_throttle_count():

@@ -38,7 +38,7 @@ from tunnelbench.analysis.significance import (
     format_p,
     repetitions_needed,
 )
-from tunnelbench.kinds import Cipher, Queue, StreamMode, TunnelKind
+from tunnelbench.kinds import Cipher, Queue, StreamMode, TunnelKind, WanEncapsulation
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import (
     CPU_BUDGET_MAX,
@@ -483,6 +483,14 @@ def more_queues(c: Context) -> Advice | None:
     verdict, s = c.diagnosis.verdict, c.subject
     if verdict.bound is not Bound.SINGLE_QUEUE:
         return None
+    if s.config.lab.wan.encapsulation is WanEncapsulation.PPPOE:
+        return Advice(
+            None,
+            "spread the PPPoE session's receive work over the cores in software, since no"
+            " NIC queue can: RPS on the ppp device (Linux: rps_cpus of its rx-0; pfSense:"
+            " net.isr.dispatch=deferred), or terminate PPPoE on a device with more cores",
+            verdict.summary,
+        )
     queues = s.config.lab.queues or 1
     return Advice(
         "lab.queues",

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tunnelbench.kinds import Direction, Placement, Protocol, Queue
+from tunnelbench.kinds import Direction, Placement, Protocol, Queue, WanEncapsulation
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import TCG, Resolved
@@ -367,7 +367,10 @@ def single_queue(s: Subject) -> Finding | None:
     not where the plan held roles to cores (``lab.cpus``, pinned placement): a core full
     of the roles put on it is that choice, not the queue's."""
     lab = s.config.lab
-    if (lab.queues or 1) > 1 or lab.rps_cpus is not None or len(s.cores) < 2:
+    # A NIC's RSS cannot hash inside PPPoE: the session is one queue, whatever the rest.
+    session = lab.wan.encapsulation is WanEncapsulation.PPPOE
+    queues = 1 if session else (lab.queues or 1)
+    if queues > 1 or lab.rps_cpus is not None or len(s.cores) < 2:
         return None
     if lab.placement is Placement.PINNED or lab.cpus.given():
         return None
@@ -381,16 +384,21 @@ def single_queue(s: Subject) -> Finding | None:
     idle = s.metrics.get(metric.cpu(spare, "idle"), 0.0)
     if softirq < SINGLE_QUEUE_SOFTIRQ_PCT or idle < SPARE_IDLE_PCT:
         return None
+    why = (
+        "the WAN's PPPoE session is one queue (a NIC's RSS cannot hash inside it)"
+        if session
+        else f"the links have {queues} queue"
+    )
     return Finding(
         Bound.SINGLE_QUEUE,
         f"one queue, one core: cpu{hot} is {s.busy(hot):.0f}% busy, {softirq:.0f}% of it in"
-        f" softirq (receive and forwarding), while cpu{spare} is {idle:.0f}% idle; the"
-        f" links have {lab.queues or 1} queue, so one core serves it",
+        f" softirq (receive and forwarding), while cpu{spare} is {idle:.0f}% idle; {why},"
+        " so one core serves it",
         (
             Evidence(f"cpu{hot} busy", s.busy(hot), "%"),
             Evidence(f"cpu{hot} softirq", softirq, "%"),
             Evidence(f"cpu{spare} idle", idle, "%"),
-            Evidence("queues per link", lab.queues or 1, ""),
+            Evidence("queues per link", queues, ""),
         ),
         subject=f"cpu{hot}",
     )

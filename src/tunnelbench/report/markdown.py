@@ -188,6 +188,12 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
         out.append((f"lab.offloads.{name}", f"{name.upper()} {'on' if value else 'off'} ({roles})"))
     if lab.rps_cpus:
         out.append(("lab.rps_cpus", f"RPS CPUs {lab.rps_cpus}"))
+    if lab.wan.encapsulation.value == "pppoe":
+        out.append(("lab.wan.encapsulation", "WAN over PPPoE"))
+    if lab.queues is not None:
+        out.append(("lab.queues", f"{lab.queues} queue{'s' if lab.queues > 1 else ''} per link"))
+    for role, budget in lab.budget.given().items():
+        out.append((f"lab.budget.{role}", f"{role} at {budget:.0%} of a core"))
     if tunnel.kind.value != "none":
         if tunnel.implementation != "auto":
             out.append(("tunnel.implementation", f"implementation {tunnel.implementation}"))
