@@ -58,9 +58,10 @@ STEAL_VERDICT_PCT = 5.0
 # its budget (a role within its budget is throttled in none).
 THROTTLED_PCT = 50.0
 # A saturated core spending this much in softirq while another has room: receive work
-# one queue put on one core.
+# one queue put on one core. A PPPoE session on one of two emulated cores left the other
+# 18-31% idle (tests/kernel), so room is counted from 15%.
 SINGLE_QUEUE_SOFTIRQ_PCT = 50.0
-SPARE_IDLE_PCT = 25.0
+SPARE_IDLE_PCT = 15.0
 BLOAT_EXTRA_MS = 30.0  # RTT under load above idle RTT by at least this much...
 BLOAT_FACTOR = 2.0  # ...and at least this many times the idle RTT
 
