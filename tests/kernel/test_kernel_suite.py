@@ -276,7 +276,7 @@ queues = 2
 [base.traffic]
 streams = 4
 duration = 1
-warmup = 1
+warmup = 0
 [matrix]
 "lab.wan.encapsulation" = ["none", "pppoe"]
 """
