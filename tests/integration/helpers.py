@@ -4,6 +4,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tunnelbench.bench.store import Store
+from tunnelbench.report import view
+
 
 def tunnelbench(
     *args: str, cwd: Path | None = None, timeout: float = 300
@@ -12,3 +15,16 @@ def tunnelbench(
         [sys.executable, "-m", "tunnelbench", *args],
         cwd=cwd, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
+
+
+def run_plan(work: Path, plan: str, timeout: float = 300) -> view.RunView:
+    """Run ``plan`` (a plan file's text) in ``work`` as a user would, and load what it
+    stored: its trials, summaries and verdicts."""
+    (work / "plan.toml").write_text(plan)
+    done = tunnelbench("run", "plan.toml", "--db", "r.db", "-q", cwd=work, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    store = Store.read(work / "r.db")
+    try:
+        return view.load(store, "latest")
+    finally:
+        store.close()

@@ -8,13 +8,11 @@ minutes; the quick-mode test runs the whole file), five short runs a side.
 
 from pathlib import Path
 
-from tests.integration.helpers import tunnelbench
+from tests.integration.helpers import run_plan
 from tunnelbench.analysis.diagnosis import Bound
 from tunnelbench.analysis.significance import ALPHA, compare
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.bench import planfile
-from tunnelbench.bench.store import Store
-from tunnelbench.report import view
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_END = """
@@ -37,14 +35,7 @@ def goodputs(summary: ConfigSummary) -> list[float]:
 def test_slow_end_a_slow_client_slows_its_upload_and_not_its_download(tmp_path):
     scenario = planfile.load(ROOT / "scenarios" / "slow-end.toml").experiment
     assert any(c.lab.budget.client == 0.5 for c in scenario.configs)  # the scenario's setting
-    (tmp_path / "plan.toml").write_text(SLOW_END)
-    done = tunnelbench("run", "plan.toml", "--db", "r.db", "-q", cwd=tmp_path, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    store = Store.read(tmp_path / "r.db")
-    try:
-        loaded = view.load(store, "latest")
-    finally:
-        store.close()
+    loaded = run_plan(tmp_path, SLOW_END)
     by_direction = {s.config.traffic.direction.value: s for s in loaded.summaries}
     upload, download = by_direction["upload"], by_direction["download"]
     sent, received = goodputs(upload), goodputs(download)

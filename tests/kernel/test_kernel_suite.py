@@ -22,7 +22,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from tests.integration.helpers import tunnelbench
+from tests.integration.helpers import run_plan, tunnelbench
 from tests.kernel.conftest import exchanges, qemu_processes
 from tunnelbench.analysis.diagnosis import Bound
 from tunnelbench.analysis.significance import ALPHA, compare
@@ -292,14 +292,7 @@ def test_pppoe_puts_the_session_on_one_core(tmp_path):
     is busier in softirq while the other idles, and carries less."""
     scenario = planfile.load(ROOT / "scenarios" / "kernel-router-forwarding.toml").experiment
     assert {c.lab.wan.encapsulation.value for c in scenario.configs} == {"none", "pppoe"}
-    (tmp_path / "plan.toml").write_text(ROUTER)
-    done = tunnelbench("run", "plan.toml", "--db", "r.db", "-q", cwd=tmp_path, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    store = Store.read(tmp_path / "r.db")
-    try:
-        loaded = view.load(store, "latest")
-    finally:
-        store.close()
+    loaded = run_plan(tmp_path, ROUTER, timeout=600)
     runs: dict[str, list[TrialRecord]] = {"none": [], "pppoe": []}
     for trial in loaded.trials:
         assert trial.status is TrialStatus.OK, trial.error
