@@ -54,7 +54,8 @@ def test_a_tiny_shaped_queue_drops_and_tcp_retransmits(tmp_path):
         raw = store.artifact(trial.id, "probe_readings")
         docs = store.artifact(trial.id, "iperf3")  # one per stream (a process each)
         assert {raw["rtt"]["target"]} == {d["start"]["connected"][0]["remote_host"] for d in docs}
-        assert set(raw) == {"qdisc", "links", "tcp", "rtt", "seconds"}
+        assert set(raw) == {"qdisc", "links", "tcp", "rtt", "budget", "seconds"}
+        assert raw["budget"] == {"before": {}, "after": {}}  # no lab.budget: nothing read
         assert m["probes.overhead_s"] < 1.0  # timing limits live in benchmarks/
     wireguard = trials[1].metrics
     docs = store.artifact(trials[1].id, "iperf3")
