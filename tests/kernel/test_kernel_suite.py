@@ -269,7 +269,7 @@ def test_doctor_reports_the_guest_kernel():
 
 ROUTER = """
 name = "pppoe-one-core"
-repetitions = 4
+repetitions = 5
 [base.lab]
 kernel = "debian"
 queues = 2
@@ -298,7 +298,8 @@ def test_pppoe_puts_the_session_on_one_core(tmp_path):
         assert trial.status is TrialStatus.OK, trial.error
         runs[trial.config["lab"]["wan"]["encapsulation"]].append(trial)
     plain, session = runs["none"], runs["pppoe"]
-    assert len(plain) == len(session) == 4
+    # Five a side: with four, one overlapping run leaves p at 0.057 (seen in CI).
+    assert len(plain) == len(session) == 5
     softirq = compare([busiest_softirq(t) for t in plain], [busiest_softirq(t) for t in session])
     assert softirq.p is not None and softirq.p < ALPHA, softirq
     assert softirq.ratio is not None and softirq.ratio > 1.5, softirq
