@@ -16,7 +16,7 @@ run: setup
 test: setup lint
 	$(VENV)/bin/pytest -q --durations=15 tests
 
-setup: system-packages $(TOOLS)/wireguard-go $(TOOLS)/boringtun-cli $(STAMP)
+setup: system-packages $(TOOLS)/wireguard-go $(TOOLS)/boringtun-cli $(TOOLS)/sshd $(STAMP)
 
 .PHONY: system-packages
 system-packages:
@@ -27,6 +27,10 @@ $(TOOLS)/wireguard-go: scripts/install-wireguard-go
 
 $(TOOLS)/boringtun-cli: scripts/install-boringtun
 	@scripts/install-boringtun $(TOOLS)
+
+# Debian's sshd unpacked, not installed (that would start a host sshd): tests/sshd.py.
+$(TOOLS)/sshd: scripts/install-sshd
+	@scripts/install-sshd $(TOOLS)
 
 $(STAMP): pyproject.toml requirements-dev.lock
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)

@@ -28,6 +28,8 @@ from tunnelbench.analysis.diagnosis import (
     Diagnosis,
     Finding,
     Subject,
+    core_name,
+    dut,
     generator_cores,
     threaded_generator,
 )
@@ -712,6 +714,77 @@ def shorter_queue(c: Context) -> Advice | None:
     )
 
 
+def dut_receive_spread(c: Context) -> Advice | None:
+    """Real hosts: the DUT's receive work on one core while another has room. The lab's
+    settings do not reach a real router; the router's own do."""
+    s = c.subject
+    owner = dut(s)
+    if owner is None or (c.finding(Bound.SINGLE_QUEUE) or c.finding(Bound.CPU)) is None:
+        return None
+    hot = max(s.cores, key=s.busy)
+    softirq = s.metrics.get(metric.cpu(hot, "softirq"), 0.0)
+    spare = [
+        core
+        for core in s.cores
+        if core != hot and s.metrics[metric.cpu(core, "idle")] >= RPS_IDLE_PCT
+    ]
+    if s.busy(hot) < SATURATED_PCT or softirq < RPS_SOFTIRQ_PCT or not spare:
+        return None
+    mask = format(sum(1 << core for core in s.cores), "x")
+    return Advice(
+        None,
+        f"on {owner}: spread receive work over its cores: more NIC queues (`ethtool -L DEV"
+        f" combined {len(s.cores)}`) or RPS (`echo {mask} > /sys/class/net/DEV/queues/rx-0/rps_cpus`"
+        " on the interfaces the traffic arrives on; OpenWrt: packet steering)",
+        f"{core_name(s, hot)} spends {softirq:.0f}% in softirq while cpu{spare[0]} is"
+        f" {s.metrics[metric.cpu(spare[0], 'idle')]:.0f}% idle",
+    )
+
+
+#: The /proc/crypto algorithms each cipher's work goes through.
+CIPHER_ALGORITHMS = {
+    "chacha20-poly1305": (
+        "chacha20",
+        "rfc7539(chacha20,poly1305)",
+        "rfc7539esp(chacha20,poly1305)",
+    ),
+    "aes-256-gcm": ("gcm(aes)", "rfc4106(gcm(aes))", "aes"),
+}
+
+
+def dut_crypto_driver(c: Context) -> Advice | None:
+    """Real hosts: which driver the DUT's kernel picks for the tunnel's cipher (the
+    highest priority in /proc/crypto), when the DUT is CPU-bound on an encrypting tunnel."""
+    s = c.subject
+    owner, cpu = dut(s), c.finding(Bound.CPU)
+    drivers = (s.resolved.remote or {}).get("crypto_drivers") or {}
+    if owner is None or cpu is None or not drivers:
+        return None
+    kind = s.config.tunnel.kind.value
+    cipher = s.resolved.tunnel_cipher or ("chacha20-poly1305" if kind == "wireguard" else None)
+    if kind == "none" or cipher not in CIPHER_ALGORITHMS:
+        return None
+    served = [(n, drivers[n]["driver"]) for n in CIPHER_ALGORITHMS[cipher] if n in drivers]
+    if not served:
+        return None
+    shown = ", ".join(f"{n} by {d}" for n, d in served)
+    generic = [d for _, d in served if "generic" in d]
+    if generic:
+        return Advice(
+            None,
+            f"on {owner}: load an accelerated driver for {cipher} (its kernel picks {generic[0]},"
+            " the portable C code: look for the CPU's module, e.g. chacha-neon, aes-ce, or the"
+            " SoC's crypto engine, and check /proc/crypto's priorities)",
+            f"{cpu.summary}; {owner}'s kernel serves {shown}",
+        )
+    return Advice(
+        None,
+        f"on {owner}: the kernel already uses accelerated drivers for {cipher}; a faster CPU,"
+        " or a cipher its crypto engine offloads, is what is left",
+        f"{cpu.summary}; {owner}'s kernel serves {shown}",
+    )
+
+
 RULES: tuple[AdviceRule, ...] = (
     kernel_wireguard,
     kernel_esp,
@@ -729,6 +802,8 @@ RULES: tuple[AdviceRule, ...] = (
     shorter_queue,
     accelerated_crypto,
     frequency_scaling,
+    dut_receive_spread,
+    dut_crypto_driver,
 )
 
 
@@ -742,4 +817,7 @@ def advise(subject: Subject, diagnosis: Diagnosis, run: Sequence[Sibling]) -> li
         return []  # an emulated CPU's limits say nothing of a real router's settings
     context = Context(subject, diagnosis, run)
     found = [a for a in (rule(context) for rule in RULES) if a is not None]
+    if dut(subject) is not None:
+        # A real router has none of the lab's settings; its own are advised instead.
+        found = [a for a in found if not (a.setting or "").startswith("lab.")]
     return sorted(found, key=lambda a: _ORDER[a.measured.outcome if a.measured else None])

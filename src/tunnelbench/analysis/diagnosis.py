@@ -62,6 +62,10 @@ THROTTLED_PCT = 50.0
 # 18-31% idle (tests/kernel), so room is counted from 15%.
 SINGLE_QUEUE_SOFTIRQ_PCT = 50.0
 SPARE_IDLE_PCT = 15.0
+# Real hosts: a DUT zone this close to its lowest trip point is being (or about to be)
+# throttled; a core whose clock fell this far below its top was slowed.
+TRIP_MARGIN_C = 5.0
+CLOCK_SHORT_PCT = 10.0
 BLOAT_EXTRA_MS = 30.0  # RTT under load above idle RTT by at least this much...
 BLOAT_FACTOR = 2.0  # ...and at least this many times the idle RTT
 
@@ -72,6 +76,7 @@ class Bound(StrEnum):
     LINK_LOSSY = "link-bound-lossy"
     OUTSIDE_LOAD = "outside-load"
     STEAL = "steal"
+    THERMAL = "thermal-limit"
     SINGLE_QUEUE = "single-queue"
     CPU = "cpu-bound"
     GENERATOR = "generator-bound"
@@ -361,6 +366,67 @@ def role_budget_bound(s: Subject) -> Finding | None:
     )
 
 
+def dut(s: Subject) -> str | None:
+    """The DUT of a run on real hosts (whose cores ``cpu<N>.*`` are); None in a lab."""
+    remote = s.resolved.remote
+    return str(remote["dut"]) if remote and remote.get("dut") else None
+
+
+def core_name(s: Subject, core: int) -> str:
+    """``cpu1``, or on real hosts ``gw's cpu1``: which machine's core it is."""
+    owner = dut(s)
+    return f"{owner}'s cpu{core}" if owner else f"cpu{core}"
+
+
+def clock_short(s: Subject, core: int) -> tuple[float, float, float] | None:
+    """(mean MHz, lowest MHz, top MHz) of a real DUT's core whose clock ran at least
+    :data:`CLOCK_SHORT_PCT` below its top over the window; None otherwise."""
+    remote = s.resolved.remote or {}
+    top = (remote.get("max_mhz") or {}).get(str(core))
+    mean, low = s.metrics.get(metric.cpu(core, "mhz")), s.metrics.get(metric.cpu(core, "mhz_min"))
+    if not top or mean is None or low is None:
+        return None
+    if mean > top * (1 - CLOCK_SHORT_PCT / 100):
+        return None
+    return mean, low, float(top)
+
+
+def thermal_limit(s: Subject) -> Finding | None:
+    """A real DUT near its thermal trip point during the traffic: its clock is being
+    lowered (or about to be) to cool it, whatever else is saturated."""
+    owner = dut(s)
+    if owner is None:
+        return None
+    trips = (s.resolved.remote or {}).get("trips_c") or {}
+    hot = []
+    for zone, trip in sorted(trips.items()):
+        reached = s.metrics.get(f"thermal.{owner}.{zone}.max_c")
+        if reached is not None and reached >= float(trip) - TRIP_MARGIN_C:
+            hot.append((zone, reached, float(trip)))
+    if not hot:
+        return None
+    zone, reached, trip = max(hot, key=lambda h: h[1] - h[2])
+    evidence = [
+        Evidence(f"{owner} {zone} max", reached, "°C"),
+        Evidence(f"{zone} trip point", trip, "°C"),
+    ]
+    slowed = ""
+    for core in s.cores:
+        if (short := clock_short(s, core)) is not None:
+            mean, low, top = short
+            evidence.append(Evidence(f"cpu{core} clock", mean, "MHz"))
+            slowed = (
+                f"; {core_name(s, core)} ran at {mean:,.0f} of {top:,.0f} MHz (down to {low:,.0f})"
+            )
+            break
+    return Finding(
+        Bound.THERMAL,
+        f"{owner} ran hot: {zone} reached {reached:.0f} °C against a trip point of {trip:.0f} °C{slowed}",
+        tuple(evidence),
+        subject=zone,
+    )
+
+
 def single_queue(s: Subject) -> Finding | None:
     """One queue served by one core: a saturated core busy mostly in softirq (receive
     and forwarding work) while another core has room, on links of one queue and no
@@ -371,7 +437,8 @@ def single_queue(s: Subject) -> Finding | None:
     # A NIC's RSS cannot hash inside PPPoE: the session is one queue, whatever the rest.
     session = lab.wan.encapsulation is WanEncapsulation.PPPOE
     queues = 1 if session else (lab.queues or 1)
-    if queues > 1 or lab.rps_cpus is not None or len(s.cores) < 2:
+    owner = dut(s)
+    if (queues > 1 and owner is None) or lab.rps_cpus is not None or len(s.cores) < 2:
         return None
     if lab.placement is Placement.PINNED or lab.cpus.given():
         return None
@@ -385,21 +452,22 @@ def single_queue(s: Subject) -> Finding | None:
     idle = s.metrics.get(metric.cpu(spare, "idle"), 0.0)
     if softirq < SINGLE_QUEUE_SOFTIRQ_PCT or idle < SPARE_IDLE_PCT:
         return None
-    why = (
-        "the WAN's PPPoE session is one queue (a NIC's RSS cannot hash inside it)"
-        if session
-        else f"the links have {queues} queue"
-    )
+    if owner is not None:
+        why = f"{owner}'s NIC queues (RSS) or RPS put this traffic's receive work on one core"
+    elif session:
+        why = "the WAN's PPPoE session is one queue (a NIC's RSS cannot hash inside it)"
+    else:
+        why = f"the links have {queues} queue"
     return Finding(
         Bound.SINGLE_QUEUE,
-        f"one queue, one core: cpu{hot} is {s.busy(hot):.0f}% busy, {softirq:.0f}% of it in"
-        f" softirq (receive and forwarding), while cpu{spare} is {idle:.0f}% idle; {why},"
-        " so one core serves it",
+        f"one queue, one core: {core_name(s, hot)} is {s.busy(hot):.0f}% busy, {softirq:.0f}%"
+        f" of it in softirq (receive and forwarding), while cpu{spare} is {idle:.0f}% idle;"
+        f" {why}, so one core serves it",
         (
             Evidence(f"cpu{hot} busy", s.busy(hot), "%"),
             Evidence(f"cpu{hot} softirq", softirq, "%"),
             Evidence(f"cpu{spare} idle", idle, "%"),
-            Evidence("queues per link", queues, ""),
+            *(() if owner else (Evidence("queues per link", queues, ""),)),
         ),
         subject=f"cpu{hot}",
     )
@@ -524,7 +592,10 @@ def cpu_bound(s: Subject) -> Finding | None:
         Evidence(f"cpu{core} busy", s.busy(core), "%"),
         *(Evidence(f"cpu{core} {p}", v, "%") for p, v in split.items()),
     ]
-    where = f"cpu{core} at {s.busy(core):.0f}%"
+    where = f"{core_name(s, core)} at {s.busy(core):.0f}%"
+    if (short := clock_short(s, core)) is not None:
+        where += f" with its clock at {short[0]:,.0f} of {short[2]:,.0f} MHz"
+        evidence.append(Evidence(f"cpu{core} clock", short[0], "MHz"))
     if filled == len(saturated) == len(cores) > 1:
         where = f"all {len(cores)} cores at {SATURATED_PCT:.0f}% or more (busiest: {where})"
     hot = {label: pct for label, pct in s.processes().items() if not _is_generator(s, label)}
@@ -538,7 +609,8 @@ def cpu_bound(s: Subject) -> Finding | None:
         who = f"; the kernel's share (system + softirq) is {kernel:.0f}%"
         subject = f"cpu{core}"
     if attribution is None:
-        who += "; outside load not recorded in this run"
+        if dut(s) is None:  # a real DUT's load is all the DUT's own
+            who += "; outside load not recorded in this run"
     else:
         lab_work, lab_procs, outside = attribution
         softirq = sum(s.metrics.get(metric.cpu(c, "softirq"), 0.0) for c in cores)
@@ -837,6 +909,7 @@ RULES: tuple[Rule, ...] = (
     cpu_budget_bound,
     role_budget_bound,
     heavy_steal,
+    thermal_limit,
     generator_bound,
     single_queue,
     cpu_bound,

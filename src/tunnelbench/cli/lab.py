@@ -4,6 +4,7 @@ import argparse
 import json
 import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from tunnelbench.bench import capabilities, runner, skips
@@ -16,6 +17,8 @@ from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.topology import CHAINS, Chain, link_address, tunnel_address
 from tunnelbench.model.plan import TrafficSettings, TrialConfig, check_choice
+from tunnelbench.remote import hostsfile
+from tunnelbench.remote import session as remote_session
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 
@@ -171,6 +174,8 @@ def down(args: argparse.Namespace) -> int:
 def clean(args: argparse.Namespace) -> int:
     """Remove every lab whose owner is gone (every lab with ``--force``); list the labs
     left because a live process is using them."""
+    if args.hosts is not None:
+        return _clean_hosts(Path(args.hosts))
     require_root("tunnelbench lab clean")
     labs, unreadable = [], 0
     for lab_id in lab_state.known_labs():
@@ -193,6 +198,13 @@ def clean(args: argparse.Namespace) -> int:
             print("nothing to clean")
         return 1 if unreadable else 0
     return max(_remove(dead), 1 if unreadable else 0)
+
+
+def _clean_hosts(path: Path) -> int:
+    """What killed remote runs left on the hosts of a hosts file (their owner is gone)."""
+    said = remote_session.clean(hostsfile.load(path))
+    print("\n".join(said) if said else "nothing to clean on any host")
+    return 1 if any("could not" in line for line in said) else 0
 
 
 def _remove(labs: list[lab_state.LabState]) -> int:
@@ -243,5 +255,10 @@ def register(verbs: Verbs) -> None:
     )
     cleaned.add_argument(
         "--force", action="store_true", help="also remove labs that live runs are using"
+    )
+    cleaned.add_argument(
+        "--hosts",
+        metavar="FILE",
+        help="instead: remove what killed remote runs left on the hosts of this hosts file",
     )
     cleaned.set_defaults(func=clean)

@@ -17,6 +17,7 @@ from tunnelbench.cli import (
     compare,
     completion,
     doctor,
+    hosts,
     lab,
     plan,
     report,
@@ -29,7 +30,7 @@ from tunnelbench.echo import capped
 from tunnelbench.errors import LabError, SystemFault, UserError
 
 #: Every verb, in the order ``--help`` lists them; each module registers its own parser.
-VERBS = (run, tune, plan, doctor, ceiling, report, compare, runs, lab, completion)
+VERBS = (run, tune, plan, doctor, ceiling, report, compare, runs, lab, hosts, completion)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -25,6 +25,8 @@ from tunnelbench.echo import capped
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import TrialStatus
+from tunnelbench.remote import hostsfile
+from tunnelbench.remote import run as remote_run
 from tunnelbench.report import view
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
@@ -37,6 +39,11 @@ def register(verbs: Verbs) -> None:
     )
     run.add_argument("plan", nargs="?", help="a plan file (TOML); see docs/plans.md")
     run.add_argument("--resume", metavar="RUN", help="run the trials a stopped run lacks")
+    run.add_argument(
+        "--hosts",
+        metavar="FILE",
+        help="measure real hosts over SSH, as a hosts file names them (docs/remote.md)",
+    )
     run.add_argument(
         "--quick", action="store_true", help="one repetition of 1 s trials, for a first look"
     )
@@ -93,7 +100,11 @@ def register(verbs: Verbs) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     if args.resume is not None:
+        if args.hosts is not None:
+            raise UserError("--resume: cannot be combined with --hosts; start a new remote run")
         return _resume(args)
+    if args.hosts is not None:
+        return _remote(args)
     experiment, strict = _requested_experiment(args)
     runner.preflight()
     # Every check happens before the database is touched: bad input creates nothing.
@@ -102,6 +113,38 @@ def handle(args: argparse.Namespace) -> int:
         run_id = runner.start(prepared, store, command_line=shlex.join(sys.argv), lock=lock)
         describe(args, store, run_id)
         return _execute(args, prepared, store, run_id)
+
+
+def _remote(args: argparse.Namespace) -> int:
+    """A run on the hosts file's machines; everything is checked before any host is
+    contacted, and a host that cannot be reached stops the run before it is stored."""
+    hosts = hostsfile.load(Path(args.hosts))
+    if args.plan is None and "tunnels" not in vars(args):
+        args.tunnels = ["none"] if hosts.tunnel.mode == "none" else ["none", hosts.tunnel.kind]
+    experiment, _ = _requested_experiment(args)
+    trials = remote_run.check(experiment, hosts)
+    display = (
+        progress.JsonProgress()
+        if args.json
+        else progress.Progress()
+        if args.quiet
+        else progress.for_terminal()
+    )
+    with holding(args, existing=False) as (store, lock):
+        run_id = remote_run.execute(
+            hosts,
+            experiment,
+            trials,
+            store,
+            command_line=shlex.join(sys.argv),
+            lock=lock,
+            progress=display,
+        )
+        describe(args, store, run_id)
+        loaded = view.load(store, str(run_id))
+        failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
+        reported = finished(loaded, args.db, as_json=args.json)
+    return 1 if failed or not reported else 0
 
 
 def _requested_experiment(args: argparse.Namespace) -> tuple[Experiment, bool]:

@@ -114,6 +114,10 @@ class Resolved:
     virtualization_reason: str | None = None
     vm_cpus: int | None = None
     vm_memory_mib: int | None = None
+    #: A run on real hosts (tunnelbench.remote): the DUT whose cores ``cpu<N>.*`` are,
+    #: each role's SSH destination and kernel, whether tunnelbench built the tunnel or
+    #: only used the user's, the DUT's crypto drivers, thermal zones and top clocks.
+    remote: dict[str, Any] | None = None
     tunnel: TunnelFacts | None = None
     generator: GeneratorFacts | None = None
     #: Keys this version does not know, kept as they were.

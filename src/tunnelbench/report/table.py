@@ -79,7 +79,7 @@ LIMITED_BY = {
     "above-ceiling": "ABOVE CEILING", "link-bound": "link", "link-bound-lossy": "link, lossy",
     "outside-load": "OUTSIDE LOAD", "steal": "STEAL", "cpu-bound": "CPU",
     "generator-bound": "generator", "queue-below-bdp": "queue < BDP",
-    "single-queue": "one queue",
+    "single-queue": "one queue", "thermal-limit": "THERMAL",
     "queue-drop-bound": "queue drops", "loss-heavy": "loss",
     "latency-under-load": "latency", "emulated-cpu": "EMULATED CPU",
     "undetermined": "undetermined",

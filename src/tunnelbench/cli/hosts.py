@@ -1,0 +1,95 @@
+"""``tunnelbench hosts check FILE``: connect to every host of a hosts file and say what
+each has (kernel, cores, traffic generators, tunnel tools, busybox or not, clock
+offset, thermal zones, clocks, crypto drivers), changing nothing on any of them."""
+
+import argparse
+import time
+from pathlib import Path
+
+from tunnelbench.cli.parsing import Verbs
+from tunnelbench.remote import hostsfile, probes
+from tunnelbench.remote.session import Session, missing
+
+
+def register(verbs: Verbs) -> None:
+    hosts = verbs.add_parser("hosts", help="real hosts over SSH: check a hosts file")
+    sub = hosts.add_subparsers(dest="hosts_verb", required=True, metavar="VERB")
+    checked = sub.add_parser("check", help="connect to each host and report what it has")
+    checked.add_argument("file", help="a hosts file (TOML); see docs/remote.md")
+    checked.set_defaults(func=check)
+
+
+def check(args: argparse.Namespace) -> int:
+    hosts = hostsfile.load(Path(args.file))
+    began = time.monotonic()
+    with Session(hosts, begin=False) as session:
+        connected = time.monotonic() - began
+        now = time.time()
+        lines = [f"{hosts.path}: {hosts.layout}, DUT {hosts.dut}, tunnel {_tunnel(hosts)}"]
+        for role in hosts.roles:
+            lines += describe(
+                role, hosts.hosts[role].destination, session.facts[role], now, role == hosts.dut
+            )
+        problems = missing(hosts, session.facts)
+    lines.append(
+        f"connected to {len(hosts.roles)} hosts in {connected:.1f} s; changed nothing on any host"
+    )
+    lines += [f"problem: {p}" for p in problems]
+    print("\n".join(lines))
+    return 1 if problems else 0
+
+
+def _tunnel(hosts: hostsfile.HostsFile) -> str:
+    plan = hosts.tunnel
+    if plan.mode == "none":
+        return "none"
+    if plan.mode == "existing":
+        return f"{plan.kind}, already up (traffic to {plan.address})"
+    return f"{plan.kind} built by tunnelbench between {plan.ends[0]} and {plan.ends[1]}"
+
+
+def describe(role: str, destination: str, facts: probes.Facts, now: float, dut: bool) -> list[str]:
+    tools = ", ".join(
+        f"{name} {'yes' if name in facts.programs else 'no'}"
+        for name in ("wg", "wireguard-go", "ip", "tc")
+    )
+    offset = facts.clock - now
+    lines = [
+        f"{role}{' (DUT)' if dut else ''}: ssh {destination}",
+        f"  kernel {facts.kernel} {facts.machine}, {facts.cores} cores, busybox {'yes' if facts.busybox else 'no'}",
+        f"  iperf3: {facts.iperf3 or 'not installed'}; iperf2: {facts.iperf2 or 'not installed'}",
+        f"  tools: {tools}; IPv4 forwarding {_onoff(facts.forwarding)}",
+        f"  clock offset {_offset(offset)}",
+    ]
+    if facts.zones:
+        zones = ", ".join(f"{z} ({t})" for z, t in sorted(facts.zones.items()))
+        lines.append(f"  thermal zones: {zones}")
+    else:
+        lines.append("  thermal zones: none exposed (/sys/class/thermal)")
+    if facts.governors:
+        clocks = ", ".join(
+            f"cpu{c} {g} up to {facts.max_mhz.get(c, 0):,.0f} MHz"
+            for c, g in sorted(facts.governors.items())
+        )
+        lines.append(f"  cpufreq: {clocks}")
+    else:
+        lines.append("  cpufreq: none exposed (no frequency scaling driver)")
+    drivers = facts.cipher_drivers()
+    if drivers:
+        shown = "; ".join(f"{n}: {d} ({p})" for n, (d, p) in drivers.items())
+        lines.append(f"  crypto drivers: {shown}")
+    else:
+        lines.append("  crypto drivers: no cipher registered in /proc/crypto yet")
+    return lines
+
+
+def _offset(seconds: float) -> str:
+    """The host's clock against this machine's, read to the second (busybox's ``date``
+    has no fractions) over a connection that takes a fraction of one."""
+    if abs(seconds) <= 1.5:
+        return "within 1 s of this machine's"
+    return f"{seconds:+.0f} s against this machine's (to 1 s)"
+
+
+def _onoff(value: bool | None) -> str:
+    return "unknown" if value is None else ("on" if value else "off")

@@ -1,0 +1,221 @@
+"""A role on a real machine over SSH: the host seam (:mod:`tunnelbench.lab.host`) for
+hosts tunnelbench does not own.
+
+Everything it leaves on a host is inside one directory, ``/tmp/tunnelbench.<tag>``, or
+named by a line of that directory's ``undo`` file, written *before* the change is made:
+the processes it started (PID and start time, written by the process's own shell before
+it becomes the program, so no moment exists in which a started process is unrecorded),
+and a command that reverses each change to the host (a link, a route). Cleanup ends
+exactly those processes, runs those commands in reverse order and removes the
+directory, in one POSIX sh script that busybox runs. It needs nothing of this machine,
+so ``lab clean --hosts`` can finish what a killed run left, from the host's record alone.
+
+Every command is POSIX sh and uses only what busybox provides (OpenWrt has no Python,
+bash, or GNU tools).
+"""
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tunnelbench.errors import LabError
+from tunnelbench.lab.host import SAME_AS_STDOUT, Host
+from tunnelbench.lab.state import process_start_time
+from tunnelbench.remote.ssh import Connection
+
+#: Where a host's directories live; the tag makes each run's its own.
+REMOTE_ROOT = "/tmp"
+PREFIX = "tunnelbench."
+
+#: The shell lines that record the shell's own PID and start time (field 22 of
+#: /proc/PID/stat, after the command name, which may hold spaces) before it execs.
+RECORD_SELF = 'read -r s </proc/$$/stat; s=${s##*) }; set -- $s; echo "$$ ${20}" >>"$TB_DIR/pids"'
+
+#: Ends the recorded processes whose start time still matches, undoes the recorded
+#: changes newest first, removes the directory. ``$1``: the directory.
+CLEANUP = r"""
+D=$1
+[ -d "$D" ] || exit 0
+alive() {
+  want=$2; [ -r "/proc/$1/stat" ] || return 1; read -r s <"/proc/$1/stat"
+  s=${s##*) }; set -- $s; [ "$1" != Z ] && [ "${20}" = "$want" ]
+}
+if [ -f "$D/pids" ]; then
+  while read -r pid start; do alive "$pid" "$start" && kill "$pid" 2>/dev/null; done <"$D/pids"
+  n=0
+  while [ $n -lt 30 ]; do
+    left=0
+    while read -r pid start; do alive "$pid" "$start" && left=1; done <"$D/pids"
+    [ $left = 0 ] && break
+    sleep 0.1; n=$((n+1))
+  done
+  while read -r pid start; do alive "$pid" "$start" && kill -9 "$pid" 2>/dev/null; done <"$D/pids"
+fi
+status=0
+if [ -f "$D/undo" ]; then
+  awk '{ line[NR] = $0 } END { for (i = NR; i > 0; i--) print line[i] }' "$D/undo" >"$D/undo.rev"
+  while read -r line; do
+    out=$(sh -c "$line" 2>&1) || case "$out" in
+      *"Cannot find"*|*"can't find"*|*"No such"*|*"does not exist"*|*"not found"*) ;;
+      *) echo "undo failed: $line: $out" >&2; status=1 ;;
+    esac
+  done <"$D/undo.rev"
+fi
+rm -rf "$D"
+exit $status
+"""
+
+
+def owner() -> dict[str, object]:
+    """This process, as the owner of what it leaves on hosts: a killed owner's leftovers
+    are cleanable, a live one's are not."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return {"boot_id": boot, "pid": os.getpid(), "start_time": process_start_time(os.getpid()) or 0}
+
+
+def owner_alive(record: dict[str, object]) -> bool | None:
+    """Whether the owner still runs; None when it ran on another machine (not ours to say)."""
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    if record.get("boot_id") != boot:
+        return None
+    pid = record.get("pid")
+    return isinstance(pid, int) and process_start_time(pid) == record.get("start_time")
+
+
+class SshHost(Host):
+    """One role on a host reached by ``connection``; its files are under :attr:`directory`."""
+
+    def __init__(self, role: str, connection: Connection, tag: str) -> None:
+        self.role = role
+        self.name = f"{role} ({connection.destination})"
+        self.connection = connection
+        # The role in the name: one machine may play two roles (and the tests' hosts
+        # share one file system).
+        self.directory = Path(REMOTE_ROOT) / f"{PREFIX}{tag}.{role}"
+        self.started = False
+
+    # -- the directory and its record --------------------------------------------------
+
+    def begin(self) -> None:
+        """Create the host's directory (private, new) with its owner record."""
+        d = shlex.quote(str(self.directory))
+        record = shlex.quote(json.dumps(owner()))
+        self.connection.run(f"umask 077 && mkdir {d} && echo {record} >{d}/owner && : >{d}/pids")
+        self.started = True
+
+    def env(self) -> str:
+        return f"TB_DIR={shlex.quote(str(self.directory))}; export TB_DIR; "
+
+    def undo(self, command: Sequence[str]) -> None:
+        """Record ``command`` as the reversal of a change about to be made."""
+        line = shlex.quote(shlex.join(command))
+        self.connection.run(f'{self.env()}echo {line} >>"$TB_DIR/undo"')
+
+    def cleanup(self, timeout: float = 30.0) -> str | None:
+        """End, undo and remove what this run left on the host; what failed, or None."""
+        if not self.started:
+            return None
+        done = self.connection.run(
+            ["sh", "-c", CLEANUP, "cleanup", str(self.directory)], check=False, timeout=timeout
+        )
+        self.started = False
+        return done.stderr.strip() or None if done.returncode else None
+
+    # -- the seam ------------------------------------------------------------------------
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float = 30.0,
+        input_text: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return self.connection.run(argv, check=check, timeout=timeout, input_text=input_text)
+
+    def recorded(self, argv: Sequence[str]) -> str:
+        """A script that records its PID in the directory, then becomes ``argv``."""
+        return f"{self.env()}{RECORD_SELF}; exec {shlex.join(argv)}"
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        stdout: Path | None = None,
+        stderr: Path | str | None = None,
+    ) -> "subprocess.Popen[bytes]":
+        """Start ``argv`` on the host, recorded; its output goes to files on the host
+        (paths inside :attr:`directory`). The local ``ssh`` process stands for it: it
+        ends when the program does."""
+        out = shlex.quote(str(stdout)) if stdout else "/dev/null"
+        if stderr == SAME_AS_STDOUT:
+            err = "&1"
+        else:
+            err = shlex.quote(str(stderr)) if isinstance(stderr, Path) else "/dev/null"
+        script = f"{self.recorded(argv)} >{out} 2>{err} </dev/null"
+        return subprocess.Popen(
+            self.connection.command(script),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def write(self, path: Path, text: str, *, mode: int = 0o644) -> None:
+        """Create ``path`` (inside the directory, so cleanup removes it) with ``mode`` set
+        before any text is in it."""
+        if not str(path).startswith(f"{self.directory}/"):
+            raise LabError(f"{self.name}: {path} is outside the run's directory")
+        p = shlex.quote(str(path))
+        self.connection.run(
+            f"rm -f {p} && (umask 077 && : >{p}) && chmod {mode:o} {p} && cat >{p}", input_text=text
+        )
+
+    def make_directory(self, path: Path, *, mode: int = 0o700) -> None:
+        if not str(path).startswith(f"{self.directory}/"):
+            raise LabError(f"{self.name}: {path} is outside the run's directory")
+        self.connection.run(["mkdir", "-m", f"{mode:o}", str(path)])
+
+    def read(self, path: Path) -> str:
+        return self.connection.run(["cat", str(path)]).stdout
+
+    def record(self, path: Path, *, kind: str) -> None:
+        self.undo(["rm", "-rf", str(path)])
+
+
+def leftovers(connection: Connection) -> list[tuple[str, dict[str, object]]]:
+    """The run directories on a host, with their owners' records."""
+    script = (
+        f'for d in {REMOTE_ROOT}/{PREFIX}*; do [ -d "$d" ] || continue;'
+        ' o=$(cat "$d/owner" 2>/dev/null); echo "$d $o"; done'
+    )
+    found = []
+    for line in connection.run(script).stdout.splitlines():
+        path, _, text = line.partition(" ")
+        try:
+            record = json.loads(text) if text else {}
+        except json.JSONDecodeError:
+            record = {}
+        found.append((path, record if isinstance(record, dict) else {}))
+    return found
+
+
+def clean_directory(connection: Connection, path: str) -> str | None:
+    """Cleanup of one run directory (a killed run's); what failed, or None."""
+    if not path.startswith(f"{REMOTE_ROOT}/{PREFIX}") or "/" in path[len(REMOTE_ROOT) + 1 :]:
+        raise LabError(f"{path}: not a tunnelbench run directory")
+    done = connection.run(["sh", "-c", CLEANUP, "cleanup", path], check=False, timeout=60)
+    return (done.stderr.strip() or "cleanup failed") if done.returncode else None
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

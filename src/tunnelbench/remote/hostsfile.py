@@ -1,0 +1,285 @@
+"""The hosts file: which machine plays each role of a remote run, how to reach it over
+SSH, the addresses traffic must use, and the tunnel between them.
+
+It is validated whole before anything connects, with the plan file's error style: every
+problem named by its key, one message, exit code 2. Traffic goes only to the addresses
+written here (``address`` of the server, the tunnel's ``address``), and a tunnel
+tunnelbench builds may not route the SSH management connection (:func:`management_overlap`).
+"""
+
+import ipaddress
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tunnelbench.echo import capped, did_you_mean
+from tunnelbench.errors import UserError
+
+#: The roles of each layout, in path order; the DUT (the router measured) is in between.
+LAYOUTS: dict[str, tuple[str, ...]] = {
+    "road-warrior": ("client", "gw", "server"),
+    "site-to-site": ("client", "gwa", "gwb", "server"),
+}
+MODES = ("existing", "build", "none")
+BUILDABLE = ("wireguard",)
+IMPLEMENTATIONS = ("auto", "kernel", "wireguard-go")
+#: A slow router's SSH login (key exchange on a small CPU) takes a second or two.
+CONNECT_TIMEOUT_S = 10.0
+TOP_KEYS = {"layout", "ssh_config", "connect_timeout", "tunnel", "dut"}
+HOST_KEYS = {"ssh", "address"}
+TUNNEL_KEYS = {"mode", "kind", "implementation", "ends", "address", "process", "inner", "via"}
+
+
+@dataclass(frozen=True)
+class RemoteHost:
+    role: str
+    destination: str  # as ``ssh`` takes it: an alias of the SSH config, user@host, host
+    address: str | None  # where traffic reaches this host (the server's is required)
+
+
+@dataclass(frozen=True)
+class TunnelPlan:
+    """``existing``: the user's tunnel is up; traffic to ``address`` crosses it.
+    ``build``: tunnelbench builds ``kind`` between ``ends`` and removes it after.
+    ``none``: no tunnel, only the path through the DUT."""
+
+    mode: str
+    kind: str = "none"
+    implementation: str = "auto"
+    ends: tuple[str, str] = ("client", "gw")
+    address: str | None = None  # existing: the server's address through the tunnel
+    process: str | None = None  # existing: the daemon whose CPU to name (``wireguard-go``)
+    inner: tuple[str, str] = ("198.19.0.1", "198.19.0.2")  # build: the ends' tunnel addresses
+    via: str | None = None  # build: the server's next hop back to the client's inner address
+
+
+@dataclass(frozen=True)
+class HostsFile:
+    path: Path
+    layout: str
+    hosts: dict[str, RemoteHost]
+    tunnel: TunnelPlan
+    dut: str
+    ssh_config: Path | None = None
+    connect_timeout: float = CONNECT_TIMEOUT_S
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return LAYOUTS[self.layout]
+
+    @property
+    def client(self) -> RemoteHost:
+        return self.hosts["client"]
+
+    @property
+    def server(self) -> RemoteHost:
+        return self.hosts["server"]
+
+    def target(self, tunnelled: bool) -> str:
+        """The address the client sends to: through the tunnel, or the plain path."""
+        if tunnelled and self.tunnel.mode == "existing" and self.tunnel.address:
+            return self.tunnel.address
+        address = self.server.address
+        assert address is not None  # required by parse
+        return address
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a run records of where it ran (destinations, not credentials)."""
+        return {
+            "path": str(self.path),
+            "layout": self.layout,
+            "dut": self.dut,
+            "hosts": {
+                r: {"ssh": h.destination, "address": h.address} for r, h in self.hosts.items()
+            },
+            "tunnel_mode": self.tunnel.mode,
+            "tunnel_kind": self.tunnel.kind,
+        }
+
+
+def load(path: Path) -> HostsFile:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UserError(f"{capped(str(path), 300)}: no such hosts file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise UserError(f"{capped(str(path), 300)}: cannot read the hosts file ({exc})") from None
+    return parse(text, path)
+
+
+def parse(text: str, path: Path) -> HostsFile:
+    source = capped(str(path), 300)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{source}: not valid TOML: {exc}") from None
+    problems: list[str] = []
+    layout = data.get("layout", "road-warrior")
+    if layout not in LAYOUTS:
+        problems.append(f"layout: {layout!r} is none of {', '.join(LAYOUTS)}")
+        layout = "road-warrior"
+    roles = LAYOUTS[layout]
+    for key in data:
+        if key not in TOP_KEYS and key not in roles:
+            problems.append(f"{key}: unknown key{did_you_mean(key, [*TOP_KEYS, *roles])}")
+    hosts: dict[str, RemoteHost] = {}
+    for role in roles:
+        table = data.get(role)
+        if not isinstance(table, dict):
+            problems.append(f'{role}: missing: a [{role}] table with ssh = "..."')
+            continue
+        for key in table:
+            if key not in HOST_KEYS:
+                problems.append(f"{role}.{key}: unknown key{did_you_mean(key, HOST_KEYS)}")
+        destination = table.get("ssh")
+        if not isinstance(destination, str) or not destination.strip():
+            problems.append(f"{role}.ssh: missing: the SSH destination (user@host or an alias)")
+            destination = ""
+        elif destination.startswith("-") or any(c.isspace() for c in destination):
+            problems.append(f"{role}.ssh: {destination!r} is not an SSH destination")
+        address = table.get("address")
+        if address is not None:
+            address = _address(problems, f"{role}.address", address)
+        hosts[role] = RemoteHost(role, destination, address)
+    if "server" in hosts and hosts["server"].address is None:
+        problems.append("server.address: missing: the address the client sends traffic to")
+    dut = data.get("dut", roles[1])
+    if dut not in roles[1:-1]:
+        problems.append(f"dut: {dut!r} is not a router of this layout ({', '.join(roles[1:-1])})")
+    tunnel = _tunnel(problems, data.get("tunnel", {}), roles)
+    ssh_config = None
+    if (raw := data.get("ssh_config")) is not None:
+        if not isinstance(raw, str):
+            problems.append("ssh_config: must be a path")
+        else:
+            ssh_config = (path.parent / raw).resolve()
+            if not ssh_config.is_file():
+                problems.append(f"ssh_config: {capped(str(ssh_config), 200)} is not a file")
+    timeout = data.get("connect_timeout", CONNECT_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 1 <= timeout <= 120:
+        problems.append(f"connect_timeout: {timeout!r} is not a number of seconds from 1 to 120")
+        timeout = CONNECT_TIMEOUT_S
+    if problems:
+        raise UserError(f"{source}: " + "; ".join(problems))
+    return HostsFile(path, layout, hosts, tunnel, dut, ssh_config, float(timeout))
+
+
+def _address(problems: list[str], key: str, raw: Any) -> str | None:
+    try:
+        address = ipaddress.ip_address(raw if isinstance(raw, str) else "")
+    except ValueError:
+        problems.append(f"{key}: {raw!r} is not an IP address")
+        return None
+    if address.version != 4:
+        problems.append(f"{key}: {raw!r}: a remote run carries IPv4 only")
+        return None
+    return str(address)
+
+
+def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPlan:
+    if not isinstance(table, dict):
+        problems.append("tunnel: must be a table")
+        return TunnelPlan("none")
+    for key in table:
+        if key not in TUNNEL_KEYS:
+            problems.append(f"tunnel.{key}: unknown key{did_you_mean(key, TUNNEL_KEYS)}")
+    mode = table.get("mode", "none")
+    if mode not in MODES:
+        problems.append(f"tunnel.mode: {mode!r} is none of {', '.join(MODES)}")
+        return TunnelPlan("none")
+    if mode == "none":
+        return TunnelPlan("none")
+    kind = table.get("kind")
+    if not isinstance(kind, str):
+        problems.append(
+            f"tunnel.kind: missing: which tunnel {'is up' if mode == 'existing' else 'to build'}"
+        )
+        kind = "none"
+    if mode == "existing":
+        address = _address(problems, "tunnel.address", table.get("address"))
+        process = table.get("process")
+        if process is not None and (not isinstance(process, str) or "/" in process):
+            problems.append(f"tunnel.process: {process!r} is not a program name")
+            process = None
+        return TunnelPlan("existing", kind, address=address, process=process)
+    if kind not in BUILDABLE:
+        problems.append(
+            f"tunnel.kind: {kind!r}: tunnelbench builds {', '.join(BUILDABLE)} on real hosts"
+        )
+    implementation = table.get("implementation", "auto")
+    if implementation not in IMPLEMENTATIONS:
+        problems.append(
+            f"tunnel.implementation: {implementation!r} is none of {', '.join(IMPLEMENTATIONS)}"
+        )
+    ends = table.get("ends", [roles[0], roles[1]])
+    if not (
+        isinstance(ends, list)
+        and len(ends) == 2
+        and all(e in roles for e in ends)
+        and ends[0] != ends[1]
+    ):
+        problems.append(f"tunnel.ends: {ends!r} is not two roles of {', '.join(roles)}")
+        ends = [roles[0], roles[1]]
+    if ends[0] != "client":
+        problems.append(
+            "tunnel.ends: the first end must be the client (it routes the server's address into the tunnel)"
+        )
+    inner_raw = table.get("inner", ["198.19.0.1", "198.19.0.2"])
+    inner = (
+        [_address(problems, "tunnel.inner", a) for a in inner_raw]
+        if isinstance(inner_raw, list)
+        else []
+    )
+    if len(inner) != 2 or None in inner:
+        problems.append(f"tunnel.inner: {inner_raw!r} is not two IPv4 addresses")
+        inner = ["198.19.0.1", "198.19.0.2"]
+    via = table.get("via")
+    if via is not None:
+        via = _address(problems, "tunnel.via", via)
+    elif ends[1] != "server":
+        problems.append(
+            "tunnel.via: missing: the server's next hop towards the tunnel (the router's"
+            " address on the server's side), for the route back to the client's tunnel address"
+        )
+    return TunnelPlan(
+        "build",
+        kind,
+        str(implementation),
+        (str(ends[0]), str(ends[1])),
+        inner=(str(inner[0]), str(inner[1])),
+        via=via,
+    )
+
+
+def routed_on(hosts: HostsFile) -> dict[str, set[str]]:
+    """role -> the addresses a built tunnel makes that host route differently: the client
+    sends the server's address into the tunnel, the far end and the server send the
+    client's tunnel address back."""
+    if hosts.tunnel.mode != "build":
+        return {}
+    near, far = hosts.tunnel.ends
+    back = {hosts.tunnel.inner[0]}
+    routed = {near: {hosts.target(False)}, far: set(back)}
+    if far != "server":
+        routed["server"] = set(back)
+    return routed
+
+
+def management_overlap(hosts: HostsFile, controller: dict[str, str]) -> str | None:
+    """Why building the tunnel would carry an SSH management connection, or None.
+
+    ``controller``: role -> this machine's address as that host sees it (the first field
+    of ``SSH_CONNECTION`` there). A host that routes that address into the tunnel would
+    send its SSH replies through it, and lose them whenever the tunnel is down.
+    """
+    for role, addresses in routed_on(hosts).items():
+        seen = controller.get(role)
+        if seen in addresses:
+            return (
+                f"{role}.ssh: this machine reaches {role} from {seen}, which the tunnel would"
+                f" route on {role}; its SSH connection would go through the tunnel. Run"
+                " tunnelbench from a machine that is not the traffic's server, or give"
+                " the hosts other addresses"
+            )
+    return None

@@ -1,0 +1,220 @@
+"""A run on real hosts: a plan's traffic matrix measured between the hosts file's
+machines, stored like any run, so every report, ``compare`` and the diagnosis read it.
+
+What a plan may vary here is what tunnelbench can set on someone else's machines
+without changing them: the traffic (streams, direction, duration, warm-up, protocol,
+congestion control), the repetitions and the tunnel (none, or the hosts file's). The lab
+settings (rates, MTUs, queue disciplines, offloads, cores) are the hosts' own and
+refused by name. Every trial that fails is stored with its cause and the run goes on
+while the hosts are reachable; a lost host stops the run, with the finished trials kept.
+"""
+
+import dataclasses
+import logging
+import os
+import platform
+import time
+from typing import Any
+
+from tunnelbench import __version__
+from tunnelbench.bench.progress import Progress
+from tunnelbench.bench.runner import guarded
+from tunnelbench.bench.store import Store
+from tunnelbench.errors import LabError, UserError
+from tunnelbench.kinds import Generator, StreamMode
+from tunnelbench.model import metrics as metric
+from tunnelbench.model.plan import Experiment, LabSettings, Trial, expand
+from tunnelbench.model.records import Resolved, TrialStatus
+from tunnelbench.remote import trial as remote_trial
+from tunnelbench.remote.hostsfile import HostsFile
+from tunnelbench.remote.session import Session, missing
+from tunnelbench.remote.ssh import Unreachable
+from tunnelbench.remote.tunnel import RemoteTunnel, build_wireguard, existing, teardown
+from tunnelbench.traffic import REGISTRY as GENERATORS
+
+log = logging.getLogger("tunnelbench.remote.run")
+
+
+def check(experiment: Experiment, hosts: HostsFile) -> list[Trial]:
+    """The trials of ``experiment``, checked to be measurable on ``hosts``; anything
+    else is a :class:`UserError` naming the key, before any host is contacted."""
+    trials = expand(experiment)
+    default = dataclasses.asdict(LabSettings())
+    for trial in trials:
+        config = trial.config
+        lab = dataclasses.asdict(config.lab)
+        for key, value in lab.items():
+            if value != default[key]:
+                raise UserError(
+                    f"lab.{key}: cannot be set for real hosts (their links, queues and cores are"
+                    " their own; tunnelbench changes no setting of your machines); remove it"
+                    " from the plan or run it in a lab without --hosts"
+                )
+        traffic = config.traffic
+        if traffic.generator is not Generator.IPERF3:
+            raise UserError(
+                "traffic.generator: a remote run drives iperf3 (iperf2 runs only in the lab)"
+            )
+        if traffic.family != 4:
+            raise UserError(
+                "traffic.family: a remote run carries IPv4 (the hosts file's addresses)"
+            )
+        if traffic.stream_mode is StreamMode.PROCESSES:
+            raise UserError("traffic.stream_mode: a remote run uses one iperf3 process (-P N)")
+        kind = config.tunnel.kind.value
+        if kind != "none" and kind != hosts.tunnel.kind:
+            have = (
+                f"{hosts.tunnel.kind} ({hosts.tunnel.mode})"
+                if hosts.tunnel.mode != "none"
+                else "none"
+            )
+            raise UserError(
+                f"tunnel.kind: {kind!r}: the hosts file's tunnel is {have}; a remote run compares"
+                " no tunnel with that one"
+            )
+        if config.tunnel.cpu_budget is not None:
+            raise UserError("tunnel.cpu_budget: cannot be set for real hosts")
+    return trials
+
+
+def environment(session: Session) -> dict[str, Any]:
+    """The run's environment: the DUT's (it is the machine measured), every host's
+    facts, and the machine that controlled the run."""
+    dut = session.facts[session.file.dut]
+    client = session.facts["client"]
+    return {
+        "kernel": dut.kernel,
+        "machine": dut.machine,
+        "cores": dut.cores,
+        "cpu_governor": dut.governors.get(0),
+        "tunnelbench": __version__,
+        "versions": {"iperf3": client.iperf3 or "?"},
+        "remote": {
+            "hosts": session.file.to_dict(),
+            "facts": {role: f.to_dict() for role, f in session.facts.items()},
+            "controller": {"kernel": platform.release(), "pid": os.getpid()},
+        },
+    }
+
+
+def execute(
+    hosts: HostsFile,
+    experiment: Experiment,
+    trials: list[Trial],
+    store: Store,
+    *,
+    command_line: str,
+    lock: dict[str, Any] | None,
+    progress: Progress,
+) -> int:
+    """Connect, record the run, measure every trial, clean every host; the run's id.
+    A failure to connect raises before anything is stored."""
+    with Session(hosts) as session:
+        if problems := missing(hosts, session.facts):
+            raise UserError("; ".join(problems))
+        env = environment(session)
+        if lock is not None:
+            env["measurement_lock"] = lock
+        owner = {"pid": os.getpid(), "start_time": 0}
+        run_id = store.start_run(command_line, experiment.to_dict(), env, owner)
+        progress.run_started(run_id, len(trials), trials, growing=False)
+
+        def body() -> None:
+            _trials(session, trials, store, run_id, progress)
+
+        status = guarded(store, run_id, body, lambda s: progress.run_finished(run_id, s))
+        log.debug("run %d ended %s", run_id, status)
+    if session.problems:
+        raise LabError("; ".join(session.problems))
+    return run_id
+
+
+def _trials(
+    session: Session, trials: list[Trial], store: Store, run_id: int, progress: Progress
+) -> None:
+    standing: list[RemoteTunnel] = []  # the built tunnel up now, if any
+    for trial in trials:
+        kind = trial.config.tunnel.kind.value
+        progress.trial_started(trial)
+        started = time.time()
+        resolved = Resolved(
+            stream_mode=StreamMode.SINGLE, generator=GENERATORS.get(Generator.IPERF3).facts()
+        )
+        metrics: dict[str, float] = {}
+        artifacts: dict[str, Any] = {}
+        try:
+            tunnel = _tunnel(session, kind, trial, standing)
+            resolved.tunnel_implementation = tunnel.implementation if kind != "none" else "none"
+            if kind != "none" and tunnel.facts.get("mtu"):
+                resolved.tunnel_mtu = int(tunnel.facts["mtu"])
+            resolved.remote = {
+                "dut": session.file.dut,
+                "tunnel_mode": tunnel.mode if kind != "none" else "none",
+                "tunnel_built_by": tunnel.facts.get("built_by") if kind != "none" else None,
+                "hosts": {r: h.destination for r, h in session.file.hosts.items()},
+                "kernels": {r: f.kernel for r, f in session.facts.items()},
+                "crypto_drivers": session.facts[session.file.dut].to_dict()["crypto_drivers"],
+                "thermal_zones": session.facts[session.file.dut].zones,
+                "max_mhz": {str(k): v for k, v in session.facts[session.file.dut].max_mhz.items()},
+            }
+            outcome = remote_trial.measure(session, tunnel, trial.config, trial.seq)
+            metrics, artifacts = outcome.metrics, outcome.artifacts
+            resolved.remote |= outcome.facts
+            status, error = TrialStatus.OK, None
+        except Unreachable as exc:
+            _store(store, run_id, trial, resolved, TrialStatus.FAILED, str(exc), started, {}, {})
+            progress.trial_finished(trial, TrialStatus.FAILED, str(exc), None)
+            raise LabError(f"lost a host mid-run: {exc}; the finished trials are kept") from None
+        except LabError as exc:
+            status, error = TrialStatus.FAILED, str(exc)
+            log.warning("trial %d failed: %s", trial.seq, error)
+        _store(store, run_id, trial, resolved, status, error, started, metrics, artifacts)
+        progress.trial_finished(trial, status, error or "", metrics.get(metric.GOODPUT.name))
+
+
+def _tunnel(
+    session: Session, kind: str, trial: Trial, standing: list[RemoteTunnel]
+) -> RemoteTunnel:
+    """The tunnel ``trial`` crosses, built or kept; a built one is removed before a
+    trial without it (its route would carry that trial's traffic too)."""
+    plan = session.file.tunnel
+    implementation = trial.config.tunnel.implementation
+    choice = plan.implementation if implementation in ("auto", None) else implementation
+    if standing and (kind == "none" or standing[0].facts.get("asked") != choice):
+        old = standing.pop()
+        teardown(session, old)
+    if kind == "none":
+        return RemoteTunnel("none", "none", "none")
+    if plan.mode == "existing":
+        return existing(session.file)
+    if not standing:
+        tunnel = build_wireguard(session, choice)
+        tunnel.facts["asked"] = choice
+        standing.append(tunnel)
+    return standing[0]
+
+
+def _store(
+    store: Store,
+    run_id: int,
+    trial: Trial,
+    resolved: Resolved,
+    status: TrialStatus,
+    error: str | None,
+    started: float,
+    metrics: dict[str, float],
+    artifacts: dict[str, Any],
+) -> None:
+    store.add_trial(
+        run_id,
+        seq=trial.seq,
+        repetition=trial.repetition,
+        config_key=trial.config.key(),
+        config=trial.config.to_dict(),
+        resolved=resolved,
+        status=status,
+        error=error,
+        started_at=started,
+        metrics=metrics,
+        artifacts=artifacts,
+    )

@@ -1,0 +1,128 @@
+"""The hosts of a remote run, connected: one SSH master per role, each host's facts,
+its run directory, and cleanup of everything on every host however the run ends."""
+
+import logging
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+
+from tunnelbench.errors import LabError, UserError
+from tunnelbench.remote import probes
+from tunnelbench.remote.host import SshHost, clean_directory, leftovers, owner_alive
+from tunnelbench.remote.hostsfile import HostsFile, management_overlap
+from tunnelbench.remote.ssh import Connection, Unreachable
+
+log = logging.getLogger("tunnelbench.remote")
+
+
+class Session:
+    """Use as a context manager: connected on entry (a failure to connect is a
+    :class:`UserError` and leaves nothing anywhere), cleaned up on exit."""
+
+    def __init__(self, hosts: HostsFile, *, begin: bool = True) -> None:
+        self.file = hosts
+        self.tag = secrets.token_hex(4)
+        self.begin = begin
+        self.control = Path(tempfile.mkdtemp(prefix="tunnelbench-ssh-"))
+        self.hosts: dict[str, SshHost] = {}
+        self.facts: dict[str, probes.Facts] = {}
+        self.controller: dict[str, str] = {}  # role -> this machine's address as it sees it
+        self.problems: list[str] = []  # what cleanup could not do
+
+    def __enter__(self) -> "Session":
+        try:
+            self.open()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        for role in self.file.roles:
+            remote = self.file.hosts[role]
+            connection = Connection(
+                remote.destination,
+                self.control,
+                config=self.file.ssh_config,
+                connect_timeout=self.file.connect_timeout,
+                name=role,
+            )
+            self.hosts[role] = SshHost(role, connection, self.tag)
+            connection.open()
+        for role, host in self.hosts.items():
+            seen = host.run(["sh", "-c", 'echo "$SSH_CONNECTION"']).stdout.split()
+            if seen:
+                self.controller[role] = seen[0]
+            self.facts[role] = probes.parse_facts(host.run(["sh", "-c", probes.FACTS]).stdout)
+        if (why := management_overlap(self.file, self.controller)) is not None:
+            raise UserError(why)
+        if self.begin:
+            for host in self.hosts.values():
+                host.begin()
+
+    def close(self) -> None:
+        for role, host in self.hosts.items():
+            if not host.started:
+                continue
+            try:
+                if (failed := host.cleanup()) is not None:
+                    self.problems.append(f"{role}: {failed}")
+            except (Unreachable, LabError) as exc:
+                self.problems.append(
+                    f"{role}: could not clean up ({exc}); `tunnelbench lab clean --hosts"
+                    f" {self.file.path}` removes what is left once the host is reachable"
+                )
+        for host in self.hosts.values():
+            host.connection.close()
+        shutil.rmtree(self.control, ignore_errors=True)
+        for problem in self.problems:
+            log.warning("%s", problem)
+
+
+def clean(hosts: HostsFile) -> list[str]:
+    """``lab clean --hosts``: remove what killed runs left on each host; lines to print."""
+    said: list[str] = []
+    with Session(hosts, begin=False) as session:
+        for role, host in session.hosts.items():
+            for path, record in leftovers(host.connection):
+                alive = owner_alive(record)
+                if alive is None:
+                    said.append(
+                        f"{role}: {path}: left alone: made from another machine (boot id {record.get('boot_id', '?')})"
+                    )
+                    continue
+                if alive:
+                    said.append(
+                        f"{role}: {path}: left alone: its run is still running (pid {record.get('pid')})"
+                    )
+                    continue
+                failed = clean_directory(host.connection, path)
+                said.append(
+                    f"{role}: {path}: "
+                    + (f"could not remove all: {failed}" if failed else "removed")
+                )
+    return said
+
+
+def missing(hosts: HostsFile, facts: dict[str, probes.Facts]) -> list[str]:
+    """What a run with this hosts file would be refused for, host by host."""
+    problems = [
+        f"{role}: iperf3 is not installed (its PATH has no iperf3)"
+        for role in ("client", "server")
+        if facts[role].iperf3 is None
+    ]
+    if hosts.tunnel.mode == "build":
+        for role in hosts.tunnel.ends:
+            if "wg" not in facts[role].programs:
+                problems.append(f"{role}: wg (wireguard-tools) is not installed; it sets up the tunnel")
+    for role in hosts.roles[1:-1]:
+        if facts[role].forwarding is False:
+            problems.append(
+                f"{role}: IPv4 forwarding is off (net.ipv4.ip_forward = 0); the router must"
+                " forward, and tunnelbench changes no setting of your hosts"
+            )
+    return problems

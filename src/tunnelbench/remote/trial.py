@@ -1,0 +1,231 @@
+"""One trial on real hosts: an iperf3 server on a free port of the server, the client's
+iperf3 across the DUT (and the tunnel), the samplers on every host, the counters before
+and after; the figures held against the hosts' own counters.
+
+The DUT's cores are the trial's ``cpu<N>.*`` metrics (the machine the verdict is about);
+the endpoints' busiest core, every host's sampler cost, the DUT's temperatures and
+clocks, its busiest processes and every host's link and TCP counters are stored beside
+them.
+"""
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tunnelbench.errors import LabError
+from tunnelbench.kinds import Direction
+from tunnelbench.model import metrics as metric
+from tunnelbench.model.plan import TrialConfig
+from tunnelbench.probes import tcp
+from tunnelbench.remote import probes
+from tunnelbench.remote.host import SshHost, wait_until
+from tunnelbench.remote.session import Session
+from tunnelbench.remote.tunnel import RemoteTunnel
+from tunnelbench.traffic import iperf3_json
+from tunnelbench.traffic.iperf3 import client_argv, server_argv
+
+PORTS = range(5201, 5300)
+#: The client's iperf3 may take this long beyond its test to connect and report.
+CLIENT_MARGIN_S = 20.0
+
+
+@dataclass
+class RemoteOutcome:
+    metrics: dict[str, float]
+    artifacts: dict[str, Any]
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: int) -> RemoteOutcome:
+    traffic = config.traffic
+    client, server = session.hosts["client"], session.hosts["server"]
+    dut = session.file.dut
+    tunnelled = tunnel.kind != "none"
+    target = session.file.target(tunnelled)
+    port = _free_tcp_port(server)
+    server_log = server.directory / f"server.{seq}.json"
+    server.spawn(server_argv("iperf3", port), stdout=server_log, stderr="stdout")
+    if not wait_until(lambda: port in _listening(server), 5.0, 0.1):
+        raise LabError(
+            f"server: iperf3 did not listen on port {port}: {server.read(server_log)[-300:]}"
+        )
+    seconds = traffic.warmup + traffic.duration
+    samplers = {
+        role: probes.RemoteSampler(host, f"{seq}", seconds + CLIENT_MARGIN_S + 5)
+        for role, host in session.hosts.items()
+    }
+    before = {
+        role: probes.parse_counters(h.run(["sh", "-c", probes.COUNTERS]).stdout)
+        for role, h in session.hosts.items()
+    }
+    marks: dict[str, probes.Counters] = {}
+    tcp_marks: dict[str, dict[str, str]] = {}
+
+    def snapshot(name: str) -> None:
+        """The window's edge: the DUT's processes, the endpoints' TCP counters."""
+        try:
+            dut_host = session.hosts[dut]
+            marks[name] = probes.parse_counters(dut_host.run(["sh", "-c", probes.COUNTERS]).stdout)
+            tcp_marks[name] = {
+                role: session.hosts[role].run(["cat", "/proc/net/snmp", "/proc/net/netstat"]).stdout
+                for role in ("client", "server")
+            }
+        except LabError:
+            pass  # a figure of the window is then missing, never made up
+
+    timers = [
+        threading.Timer(traffic.warmup, snapshot, ("begin",)),
+        threading.Timer(seconds, snapshot, ("end",)),
+    ]
+    started = time.monotonic()
+    for timer in timers:
+        timer.start()
+    argv = client_argv("iperf3", target, port, traffic, traffic.streams)
+    try:
+        done = client.run(client.recorded(argv), check=False, timeout=seconds + CLIENT_MARGIN_S)
+    finally:
+        for timer in timers:
+            timer.cancel()
+        results = {role: s.stop() for role, s in samplers.items()}
+    ended = time.monotonic()
+    after = {
+        role: probes.parse_counters(h.run(["sh", "-c", probes.COUNTERS]).stdout)
+        for role, h in session.hosts.items()
+    }
+    doc = _document(done.stdout, done.stderr)
+    measured = iperf3_json.parse(doc, traffic.duration)
+    window_begin = started + traffic.warmup
+    window_end = min(ended, window_begin + traffic.duration)
+    metrics = _traffic_metrics(measured)
+    metrics |= _host_metrics(session, results, window_begin, window_end)
+    if "begin" in marks and "end" in marks:
+        for comm, pct in probes.process_cpu(marks["begin"], marks["end"], traffic.duration).items():
+            metrics[metric.process(f"{comm}@{dut}")] = pct
+    if "begin" in tcp_marks and "end" in tcp_marks:
+        metrics |= tcp.window_metrics(tcp_marks["begin"], tcp_marks["end"])
+    metrics |= _counter_metrics(before, after)
+    _check_counters(session, metrics, traffic.duration)
+    artifacts = {"iperf3": [doc], "intervals": measured.intervals_bps}
+    return RemoteOutcome(metrics, artifacts, {"port": port, "target": target})
+
+
+def _free_tcp_port(host: SshHost) -> int:
+    used = _listening(host)
+    free = [p for p in PORTS if p not in used]
+    if not free:
+        raise LabError(f"{host.name}: no free TCP port in {PORTS.start}-{PORTS.stop - 1}")
+    return random.choice(free)
+
+
+def _listening(host: SshHost) -> set[int]:
+    """TCP ports in LISTEN (state 0A) on the host, from /proc/net/tcp{,6}."""
+    text = host.run(["cat", "/proc/net/tcp", "/proc/net/tcp6"], check=False).stdout
+    ports = set()
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) > 3 and parts[3] == "0A" and ":" in parts[1]:
+            ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _document(stdout: str, stderr: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(stdout)
+    except json.JSONDecodeError:
+        tail = (stderr or stdout).strip().splitlines()
+        raise LabError(
+            f"client: iperf3 gave no JSON report ({tail[-1] if tail else 'no output'})"
+        ) from None
+    if not isinstance(doc, dict):
+        raise LabError("client: iperf3's report is not a JSON object")
+    return doc
+
+
+def _traffic_metrics(measured: iperf3_json.ProcessMeasurement) -> dict[str, float]:
+    up, down = measured.upload_bps, measured.download_bps
+    metrics = {metric.GOODPUT.name: (up or 0.0) + (down or 0.0), metric.GENERATOR_PROCESSES.name: 1}
+    if up is not None:
+        metrics[metric.UPLOAD.name] = up
+    if down is not None:
+        metrics[metric.DOWNLOAD.name] = down
+    if measured.retransmits is not None:
+        metrics[metric.RETRANSMITS.name] = measured.retransmits
+    return metrics
+
+
+def _host_metrics(
+    session: Session, results: dict[str, probes.SamplerResult], begin: float, end: float
+) -> dict[str, float]:
+    metrics: dict[str, float] = {}
+    dut = session.file.dut
+    for role, result in results.items():
+        if result.cost_pct is not None:
+            metrics[f"remote.{role}.sampler_cpu_pct"] = round(result.cost_pct, 2)
+        figures = probes.window(result.samples, begin, end)
+        if figures is None:
+            raise LabError(
+                f"{role}: the CPU sampler sent {len(result.samples)} samples, too few for the"
+                " measured window (a slow or lost SSH connection)"
+            )
+        metrics[f"remote.{role}.samples"] = figures.samples
+        busiest = max(figures.cores.values(), key=lambda parts: -parts["idle"])
+        metrics[f"remote.{role}.busiest_core_pct"] = round(100.0 - busiest["idle"], 2)
+        if role != dut:
+            continue
+        for core, parts in figures.cores.items():
+            for part, value in parts.items():
+                metrics[metric.cpu(core, part)] = round(value, 2)
+        for core, mhz in figures.mhz_mean.items():
+            metrics[metric.cpu(core, "mhz")] = mhz
+            metrics[metric.cpu(core, "mhz_min")] = figures.mhz_min[core]
+        for zone, celsius in figures.temp_max_c.items():
+            metrics[f"thermal.{role}.{zone}.max_c"] = celsius
+        metrics[metric.SAMPLER_SAMPLES.name] = figures.samples
+        metrics[metric.SAMPLER_WINDOW.name] = round(end - begin, 3)
+        if result.cost_pct is not None:
+            metrics[metric.SAMPLER_CPU.name] = round(result.cost_pct, 2)
+    return metrics
+
+
+def _counter_metrics(
+    before: dict[str, probes.Counters], after: dict[str, probes.Counters]
+) -> dict[str, float]:
+    metrics: dict[str, float] = {}
+    for role, end in after.items():
+        start = before[role]
+        for device, values in end.links.items():
+            if device not in start.links or device == "lo":
+                continue
+            for name, a, b in zip(probes.LINK_FIELDS, values, start.links[device], strict=True):
+                metrics[metric.link(role, device, name)] = a - b
+        if "RetransSegs" in end.tcp and "RetransSegs" in start.tcp:
+            metrics[f"tcp.{role}.retrans_segs"] = end.tcp["RetransSegs"] - start.tcp["RetransSegs"]
+    return metrics
+
+
+def _check_counters(session: Session, metrics: dict[str, float], duration: int) -> None:
+    """The second instrument: the bytes iperf3 says crossed must have crossed the DUT.
+    Its busiest interface sent at least the goodput's bytes over the measured seconds
+    (the counters span more: warm-up, set-up, headers)."""
+    dut = session.file.dut
+    delivered = metrics[metric.GOODPUT.name] * duration / 8
+    sent = [
+        v for n, v in metrics.items() if n.startswith(f"link.{dut}.") and n.endswith(".tx_bytes")
+    ]
+    if not sent or max(sent) < delivered:
+        raise LabError(
+            f"the DUT ({dut}) sent {max(sent, default=0):,.0f} bytes on its busiest interface,"
+            f" fewer than the {delivered:,.0f} iperf3 reports delivered: the traffic did not"
+            f" cross {dut} (check the route from the client to the server's address)"
+        )
+
+
+def senders(direction: Direction) -> tuple[str, ...]:
+    """The endpoints whose kernels send the TCP data (their RetransSegs count its
+    retransmissions, and more: the kernel's count is at least iperf3's)."""
+    return {Direction.UPLOAD: ("client",), Direction.DOWNLOAD: ("server",)}.get(
+        direction, ("client", "server")
+    )

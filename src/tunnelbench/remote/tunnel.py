@@ -1,0 +1,184 @@
+"""The tunnel of a remote run: built by tunnelbench between two hosts (WireGuard, the
+kernel's or wireguard-go), or the user's own, already up, which is only used.
+
+A built tunnel changes each host only through recorded steps (:meth:`SshHost.undo`
+before each change): the device, the daemon, the key file, one route per host. The
+client routes only the server's address into the tunnel; the far end and the server
+route only the client's tunnel address back. Nothing else of the hosts' routing moves.
+"""
+
+import random
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from tunnelbench.errors import LabError, UserError
+from tunnelbench.remote.host import SshHost, wait_until
+from tunnelbench.remote.hostsfile import HostsFile
+from tunnelbench.remote.session import Session
+
+PORTS = range(51820, 51900)
+WG_MTU = 1420  # WireGuard's own default: 1500 less 80 bytes of IPv6 + UDP + WireGuard
+
+
+@dataclass
+class RemoteTunnel:
+    kind: str  # TunnelKind's value, or "none"
+    mode: str  # hostsfile.MODES
+    implementation: str  # kernel, wireguard-go, or "existing" (the user's)
+    devices: dict[str, str] = field(default_factory=dict)  # role -> device
+    facts: dict[str, Any] = field(default_factory=dict)
+    #: role -> the commands that remove what was built there, in the order made
+    undo: dict[str, list[list[str]]] = field(default_factory=dict)
+
+
+def teardown(session: Session, tunnel: RemoteTunnel) -> None:
+    """Remove a built tunnel before trials without it (the hosts' own routing back). The
+    same steps stay in each host's record, for a run that dies before this."""
+    for role, steps in tunnel.undo.items():
+        for step in reversed(steps):
+            session.hosts[role].run(step)
+    tunnel.undo.clear()
+
+
+def existing(hosts: HostsFile) -> RemoteTunnel:
+    return RemoteTunnel(hosts.tunnel.kind, "existing", "existing", facts={"built_by": "user"})
+
+
+def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
+    """WireGuard between the hosts file's two ends; ``implementation``: kernel,
+    wireguard-go or auto (the kernel's where it has WireGuard)."""
+    plan = session.file.tunnel
+    near, far = plan.ends
+    for role in (near, far):
+        if "wg" not in session.facts[role].programs:
+            raise UserError(
+                f"{role}: `wg` is not installed (wireguard-tools); it sets up the tunnel"
+            )
+    if far != "server" and session.facts[far].forwarding is False:
+        raise UserError(
+            f"{far}: IPv4 forwarding is off (net.ipv4.ip_forward = 0); the router forwards the"
+            " tunnel's traffic to the server, and tunnelbench changes no setting of your hosts"
+        )
+    endpoint = session.file.hosts[far].address
+    assert endpoint is not None  # required by the hosts file for a built tunnel
+    device = f"tbwg{session.tag[:6]}"
+    keys = {role: _key_pair() for role in (near, far)}
+    port = _free_udp_port(session.hosts[far])
+    tunnel = RemoteTunnel("wireguard", "build", implementation, facts={"built_by": "tunnelbench"})
+    inner = dict(zip((near, far), plan.inner, strict=True))
+    for role, peer in ((far, near), (near, far)):
+        host = session.hosts[role]
+        used = _create_device(host, device, implementation, session.facts[role].programs)
+        tunnel.undo.setdefault(role, []).append(["ip", "link", "del", device])
+        tunnel.implementation = used
+        tunnel.devices[role] = device
+        key = host.directory / "wg.key"
+        host.write(key, keys[role][0] + "\n", mode=0o600)
+        allowed = (
+            f"{inner[near]}/32"
+            if role == far
+            else f"{session.file.target(False)}/32,{inner[far]}/32"
+        )
+        setting = [
+            "wg",
+            "set",
+            device,
+            "private-key",
+            str(key),
+            "peer",
+            keys[peer][1],
+            "allowed-ips",
+            allowed,
+        ]
+        if role == far:
+            setting[5:5] = ["listen-port", str(port)]
+        else:
+            setting += ["endpoint", f"{endpoint}:{port}", "persistent-keepalive", "0"]
+        host.run(setting)
+        host.run(["ip", "address", "add", f"{inner[role]}/32", "dev", device])
+        host.run(["ip", "link", "set", device, "mtu", str(WG_MTU), "up"])
+    target = session.file.target(False)
+    routes = {
+        near: [f"{target}/32", "dev", device, "src", inner[near]],
+        far: [f"{inner[near]}/32", "dev", device],
+    }
+    if far != "server":
+        assert plan.via is not None  # required by the hosts file
+        routes["server"] = [f"{inner[near]}/32", "via", plan.via]
+    for role, spec in routes.items():
+        removal = ["ip", "route", "del", *spec[:3]]
+        session.hosts[role].undo(removal)
+        tunnel.undo.setdefault(role, []).append(removal)
+        session.hosts[role].run(["ip", "route", "add", *spec])
+    _check_path(session, tunnel, near, far, target)
+    tunnel.facts |= {"mtu": WG_MTU, "port": port, "device": device}
+    return tunnel
+
+
+def _key_pair() -> tuple[str, str]:
+    """Made where the run is controlled: a private key never crosses a network unencrypted
+    (it goes to each host over its SSH connection) and needs no tool on the host."""
+    private = subprocess.run(
+        ["wg", "genkey"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    public = subprocess.run(
+        ["wg", "pubkey"], input=private + "\n", capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return private, public
+
+
+def _free_udp_port(host: SshHost) -> int:
+    used = set()
+    for line in host.run(
+        ["cat", "/proc/net/udp", "/proc/net/udp6"], check=False
+    ).stdout.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) > 1 and ":" in parts[1]:
+            used.add(int(parts[1].rsplit(":", 1)[1], 16))
+    free = [p for p in PORTS if p not in used]
+    if not free:
+        raise LabError(f"{host.name}: no free UDP port in {PORTS.start}-{PORTS.stop - 1}")
+    return random.choice(free)
+
+
+def _create_device(
+    host: SshHost, device: str, implementation: str, programs: dict[str, str]
+) -> str:
+    host.undo(["ip", "link", "del", device])
+    if implementation in ("auto", "kernel"):
+        done = host.run(["ip", "link", "add", device, "type", "wireguard"], check=False)
+        if done.returncode == 0:
+            return "kernel"
+        if implementation == "kernel":
+            raise UserError(f"{host.name}: the kernel has no WireGuard ({done.stderr.strip()})")
+    if "wireguard-go" not in programs:
+        raise UserError(f"{host.name}: neither kernel WireGuard nor wireguard-go is available")
+    host.undo(["rm", "-f", f"/var/run/wireguard/{device}.sock"])
+    log = host.directory / f"{device}.log"
+    host.spawn(
+        ["env", "WG_PROCESS_FOREGROUND=1", "wireguard-go", "-f", device],
+        stdout=log,
+        stderr="stdout",
+    )
+    up = wait_until(
+        lambda: host.run(["ip", "link", "show", device], check=False).returncode == 0, 5.0, 0.2
+    )
+    if not up:
+        raise LabError(
+            f"{host.name}: wireguard-go did not create {device}: {host.run(['cat', str(log)], check=False).stdout[-300:]}"
+        )
+    return "wireguard-go"
+
+
+def _check_path(session: Session, tunnel: RemoteTunnel, near: str, far: str, target: str) -> None:
+    """The client's packets to the server go through the tunnel: the far end received
+    them (its WireGuard counters), else the route or the tunnel is wrong."""
+    session.hosts[near].run(["ping", "-c", "3", "-W", "1", target], check=False, timeout=15)
+    shown = session.hosts[far].run(["wg", "show", tunnel.devices[far], "transfer"]).stdout.split()
+    received = int(shown[1]) if len(shown) >= 2 and shown[1].isdigit() else 0
+    if received == 0:
+        raise LabError(
+            f"the tunnel carries nothing: {far} received no WireGuard traffic after the client"
+            f" pinged {target} (check {far}'s address in the hosts file and the firewalls)"
+        )

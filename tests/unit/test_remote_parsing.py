@@ -1,0 +1,238 @@
+"""Real hosts over SSH, without hosts: the hosts file's validation, what the probes read
+from a host's text (an OpenWrt router's, a Raspberry Pi's), ssh's failures as messages,
+and the cleanup script run by a real busybox sh against real processes."""
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tunnelbench.errors import UserError
+from tunnelbench.remote import hostsfile, probes
+from tunnelbench.remote.host import CLEANUP, RECORD_SELF
+from tunnelbench.remote.ssh import explain
+
+ROAD = """
+[client]
+ssh = "client"
+[gw]
+ssh = "root@192.168.1.1"
+address = "192.168.1.1"
+[server]
+ssh = "server"
+address = "198.18.1.2"
+"""
+
+
+def parse(text: str) -> hostsfile.HostsFile:
+    return hostsfile.parse(text, Path("/tmp/hosts.toml"))
+
+
+def test_a_road_warrior_hosts_file_names_each_role_and_the_dut():
+    hosts = parse(ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "198.18.1.1"\n')
+    assert hosts.roles == ("client", "gw", "server")
+    assert hosts.dut == "gw"
+    assert hosts.hosts["gw"].destination == "root@192.168.1.1"
+    assert hosts.tunnel.ends == ("client", "gw")
+    assert hosts.target(True) == hosts.target(False) == "198.18.1.2"
+
+
+def test_an_existing_tunnel_sends_tunnelled_traffic_to_its_own_address():
+    hosts = parse(ROAD + '[tunnel]\nmode = "existing"\nkind = "wireguard"\naddress = "10.9.0.2"\n')
+    assert hosts.target(True) == "10.9.0.2"
+    assert hosts.target(False) == "198.18.1.2"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (ROAD.replace('ssh = "client"', 'shh = "client"'), "client.shh: unknown key; did you mean 'ssh'?"),
+        (ROAD.replace('address = "198.18.1.2"', 'address = "server.lan"'), "server.address: 'server.lan' is not an IP address"),
+        (ROAD.replace('address = "198.18.1.2"', ""), "server.address: missing"),
+        (ROAD.replace('ssh = "client"', 'ssh = "-oProxyCommand=x"'), "client.ssh: '-oProxyCommand=x' is not an SSH destination"),
+        ("connect_timeout = 0\n" + ROAD, "connect_timeout: 0 is not a number of seconds"),
+        (ROAD + '[tunnel]\nmode = "build"\nkind = "openvpn"\nvia = "1.2.3.4"\n', "tunnel.kind: 'openvpn': tunnelbench builds wireguard"),
+        (ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\n', "tunnel.via: missing"),
+        (ROAD + '[tunnel]\nmode = "sideways"\n', "tunnel.mode: 'sideways' is none of"),
+        (ROAD.replace('address = "198.18.1.2"', 'address = "2001:2::2"'), "IPv4 only"),
+        ('layout = "site-to-site"\n' + ROAD, "gwa: missing"),
+    ],
+)  # fmt: skip
+def test_a_bad_hosts_file_is_one_message_naming_the_key(text, message):
+    with pytest.raises(UserError, match="^/tmp/hosts.toml: ") as caught:
+        parse(text)
+    assert message in str(caught.value)
+
+
+def test_a_built_tunnel_may_not_route_the_management_connection():
+    hosts = parse(ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "198.18.1.1"\n')
+    # tunnelbench runs on the server: the client would route its SSH replies into the tunnel
+    why = hostsfile.management_overlap(hosts, {"client": "198.18.1.2", "gw": "10.0.0.9"})
+    assert why is not None and why.startswith(
+        "client.ssh: this machine reaches client from 198.18.1.2"
+    )
+    assert (
+        hostsfile.management_overlap(
+            hosts, {"client": "10.0.0.9", "gw": "10.0.0.9", "server": "10.0.0.9"}
+        )
+        is None
+    )
+    # the far end and the server route the client's tunnel address back
+    assert hostsfile.management_overlap(hosts, {"server": "198.19.0.1"}) is not None
+
+
+OPENWRT_FACTS = textwrap.dedent("""\
+    kernel 6.6.73
+    machine aarch64
+    cores 4
+    program iperf3 /usr/bin/iperf3
+    program ip /sbin/ip
+    iperf3 iperf 3.17.1 (cJSON 1.7.15)
+    busybox yes
+    clock 1764000000
+    zone thermal_zone0 cpu-thermal
+    trip thermal_zone0 120000
+    trip thermal_zone0 85000
+    governor 0 ondemand 1800000
+    governor 1 ondemand 1800000
+    forwarding 1
+    crypto chacha20 chacha20-generic 100
+    crypto chacha20 chacha20-neon 300
+    crypto gcm(aes) gcm_base(ctr(aes-ce),ghash-generic) 200
+    crypto sha256 sha256-ce 200
+    crypto crc32c crc32c-generic 100
+    """)
+
+
+def test_facts_of_an_openwrt_router():
+    facts = probes.parse_facts(OPENWRT_FACTS)
+    assert (facts.kernel, facts.machine, facts.cores, facts.busybox) == (
+        "6.6.73",
+        "aarch64",
+        4,
+        True,
+    )
+    assert facts.programs == {"iperf3": "/usr/bin/iperf3", "ip": "/sbin/ip"}
+    assert facts.zones == {"thermal_zone0": "cpu-thermal"}
+    assert facts.trips_c == {"thermal_zone0": 85.0}  # the lowest trip point
+    assert facts.governors == {0: "ondemand", 1: "ondemand"}
+    assert facts.max_mhz == {0: 1800.0, 1: 1800.0}
+    assert facts.forwarding is True
+    # the kernel picks the highest priority: the NEON driver, not the generic one
+    assert facts.cipher_drivers() == {
+        "chacha20": ("chacha20-neon", 300),
+        "gcm(aes)": ("gcm_base(ctr(aes-ce),ghash-generic)", 200),
+    }
+
+
+COUNTERS_BEFORE = textwrap.dedent("""\
+    link lo 100 100 1 1 0 0
+    link eth0 1000 2000 10 20 0 0
+    Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts
+    Tcp: 1 200 120000 -1 10 5 0 0 2 1000 900 7 0 3
+    P 1 (procd) S 0 1 1 0 -1 4194560 1000 0 0 0 50 30 0 0 20 0 1 0 5 0 0
+    P 812 (wireguard-go) S 1 812 812 0 -1 4194560 1000 0 0 0 1000 500 0 0 20 0 9 0 400 0 0
+    P 9 (ksoftirqd/0) S 2 0 0 0 -1 69238848 0 0 0 0 0 300 0 0 20 0 1 0 9 0 0
+    """)
+COUNTERS_AFTER = (
+    COUNTERS_BEFORE.replace("1000 2000 10 20 0 0", "5000 900000 50 700 0 3")
+    .replace("1000 900 7 0 3", "1400 90000 19 0 3")
+    .replace("0 1000 500 0 0 20 0 9", "0 1100 600 0 0 20 0 9")
+    .replace("0 0 300 0 0 20", "0 0 390 0 0 20")
+)
+
+
+def test_counters_and_the_busiest_processes_over_a_window():
+    before, after = probes.parse_counters(COUNTERS_BEFORE), probes.parse_counters(COUNTERS_AFTER)
+    assert before.links["eth0"] == (1000, 2000, 10, 20, 0, 0)
+    assert after.links["eth0"][1] == 900000
+    assert after.tcp["RetransSegs"] == 19 and before.tcp["RetransSegs"] == 7
+    # over 2 s: wireguard-go 200 ticks = 100% of a core, ksoftirqd 90 ticks = 45%
+    assert probes.process_cpu(before, after, 2.0) == {"wireguard-go": 100.0, "ksoftirqd/0": 45.0}
+
+
+def test_a_reused_pid_is_not_counted_as_the_same_process():
+    before = probes.parse_counters(
+        "P 812 (wireguard-go) S 1 812 812 0 -1 0 0 0 0 0 10 10 0 0 20 0 9 0 400 0 0"
+    )
+    after = probes.parse_counters(
+        "P 812 (dropbear) S 1 812 812 0 -1 0 0 0 0 0 99 99 0 0 20 0 9 0 900 0 0"
+    )
+    assert probes.process_cpu(before, after, 1.0) == {}
+
+
+def test_samples_make_per_core_shares_and_the_clock_and_heat_of_the_window():
+    def sample(at: float, busy: int, temp: int, khz: int) -> probes.Sample:
+        idle = 1000 + int(at * 100) - busy  # 100 ticks a second in all
+        lines = [f"cpu0 {busy} 0 0 {idle} 0 0 0 0 0 0", f"cpu1 0 0 0 {1000 + int(at * 100)} 0 0 0 0 0 0",
+                 f"Z thermal_zone0 {temp}", f"F 0 {khz}", "F 1 1800000"]  # fmt: skip
+        return probes.parse_sample(lines, at)
+
+    samples = [sample(0.0, 0, 50000, 1800000), sample(1.0, 0, 60000, 1800000),
+               sample(2.0, 100, 71000, 600000), sample(3.0, 150, 65000, 1200000)]  # fmt: skip
+    figures = probes.window(samples, 1.0, 3.0)
+    assert figures is not None and figures.samples == 3
+    assert figures.cores[0]["user"] == pytest.approx(75.0)  # 150 of 200 ticks
+    assert figures.cores[1]["idle"] == pytest.approx(100.0)
+    assert figures.temp_max_c == {"thermal_zone0": 71.0}
+    assert figures.mhz_min[0] == 600.0 and figures.mhz_mean[0] == pytest.approx(1200.0)
+    assert probes.window(samples, 2.5, 3.0) is None  # one sample is no window
+
+
+def test_the_samplers_cost_is_its_own_and_its_childrens_cpu_over_its_life():
+    # uptime 1000 s; started at tick 99000 (990 s): 10 s of life; 5+3 own, 10+2 children
+    stat = "4242 (sh) S 1 4242 4242 0 -1 0 0 0 0 0 5 3 10 2 20 0 1 0 99000 0 0"
+    assert probes.sampler_cost(f"C 1000.00 {stat}") == pytest.approx((2.0, 10.0))
+    assert probes.sampler_cost("C garbage") is None
+
+
+@pytest.mark.parametrize(
+    ("stderr", "expected"),
+    [
+        ("Host key verification failed.", "host key is not in known_hosts; refusing to accept it unseen"),
+        ("@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@\nHost key verification failed.", "host key has CHANGED"),
+        ("root@1.2.3.4: Permission denied (publickey).", "authentication failed"),
+        ("ssh: connect to host 1.2.3.4 port 22: Connection refused", "unreachable (ssh: connect to host"),
+        ("ssh: connect to host 1.2.3.4 port 22: Connection timed out", "unreachable"),
+        ("ssh: Could not resolve hostname nope: Name or service not known", "unknown host name"),
+    ],
+)  # fmt: skip
+def test_ssh_failures_become_what_to_do(stderr, expected):
+    assert expected in explain("gw", stderr)
+    assert explain("gw", stderr).startswith("gw: ")
+
+
+def test_cleanup_ends_only_recorded_processes_and_undoes_newest_first(tmp_path):
+    """busybox sh runs the record-then-exec preamble and the cleanup script for real."""
+    d = tmp_path / "tunnelbench.t"
+    d.mkdir()
+    (d / "pids").write_text("")
+    order = tmp_path / "order"
+    (d / "undo").write_text(
+        f"echo first >>{order}\necho second >>{order}\nip link del tbnothere0\n"
+    )
+    env = {"TB_DIR": str(d), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
+    recorded = subprocess.Popen(["busybox", "sh", "-c", f"{RECORD_SELF}; exec sleep 30"], env=env)
+    other = subprocess.Popen(["sleep", "30"])  # same program, not recorded: left alone
+    try:
+        for _ in range(50):
+            if (d / "pids").read_text():
+                break
+            subprocess.run(["sleep", "0.05"])
+        pid, start = (d / "pids").read_text().split()
+        assert int(pid) == recorded.pid
+        done = subprocess.run(
+            ["busybox", "sh", "-c", CLEANUP, "cleanup", str(d)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert recorded.wait(timeout=5) != 0  # ended by its PID
+        assert other.poll() is None
+        assert order.read_text() == "second\nfirst\n"
+        assert not d.exists()
+    finally:
+        other.kill()
+        other.wait()
+        if recorded.poll() is None:
+            recorded.kill()
+            recorded.wait()
