@@ -260,6 +260,11 @@ class SshdHosts:
                     found.append(int(entry.name))
         return found
 
+    def start(self, role: str) -> None:
+        """Starts the role's sshd again (after :meth:`stop`): the host is back."""
+        self._start(role)
+        self._wait_ready(role)
+
     def stop(self, role: str) -> None:
         """Ends the role's sshd and its connections now (SIGTERM, then SIGKILL)."""
         process = self._processes[role]

@@ -22,11 +22,12 @@ from tunnelbench.cli.options import (
 )
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.echo import capped
-from tunnelbench.errors import UserError
+from tunnelbench.errors import LabError, UserError
 from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import TrialStatus
 from tunnelbench.remote import hostsfile
 from tunnelbench.remote import run as remote_run
+from tunnelbench.remote import session as remote_session
 from tunnelbench.report import view
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
@@ -120,30 +121,35 @@ def _remote(args: argparse.Namespace) -> int:
     contacted, and a host that cannot be reached stops the run before it is stored."""
     hosts = hostsfile.load(Path(args.hosts))
     if args.plan is None and "tunnels" not in vars(args):
-        args.tunnels = ["none"] if hosts.tunnel.mode == "none" else ["none", hosts.tunnel.kind]
+        kinds = [] if hosts.tunnel.mode == "none" else [hosts.tunnel.kind]
+        args.tunnels = (["none"] if hosts.plain_path else []) + kinds
     experiment, _ = _requested_experiment(args)
     trials = remote_run.check(experiment, hosts)
-    display = (
-        progress.JsonProgress()
-        if args.json
-        else progress.Progress()
-        if args.quiet
-        else progress.for_terminal()
-    )
-    with holding(args, existing=False) as (store, lock):
-        run_id = remote_run.execute(
-            hosts,
-            experiment,
-            trials,
-            store,
-            command_line=shlex.join(sys.argv),
-            lock=lock,
-            progress=display,
-        )
-        describe(args, store, run_id)
-        loaded = view.load(store, str(run_id))
-        failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
-        reported = finished(loaded, args.db, as_json=args.json)
+    display: progress.Progress = progress.for_terminal()
+    if args.json:
+        display = progress.JsonProgress()
+    elif args.quiet:
+        display = progress.Progress()
+    # Connected and checked before the database exists: a host that cannot be reached,
+    # or lacks a program, creates nothing.
+    session = remote_session.Session(hosts)
+    try:
+        with session:
+            remote_run.preflight(session)
+            with holding(args, existing=False) as (store, lock):
+                run_id = remote_run.execute(
+                    session, experiment, trials, store, command_line=shlex.join(sys.argv),
+                    lock=lock, progress=display,
+                )  # fmt: skip
+                describe(args, store, run_id)
+                loaded = view.load(store, str(run_id))
+                failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
+                reported = finished(loaded, args.db, as_json=args.json)
+    except LabError as exc:
+        # What the hosts keep of a run that failed is said with why it failed.
+        raise LabError("; ".join([str(exc), *session.problems])) from None
+    if session.problems:
+        raise LabError("; ".join(session.problems))
     return 1 if failed or not reported else 0
 
 

@@ -69,6 +69,11 @@ class HostsFile:
         return LAYOUTS[self.layout]
 
     @property
+    def plain_path(self) -> bool:
+        """Whether the server can be reached around the tunnel too (a baseline)."""
+        return self.tunnel.mode != "existing" or self.tunnel.address != self.server.address
+
+    @property
     def client(self) -> RemoteHost:
         return self.hosts["client"]
 
@@ -148,6 +153,9 @@ def parse(text: str, path: Path) -> HostsFile:
     if dut not in roles[1:-1]:
         problems.append(f"dut: {dut!r} is not a router of this layout ({', '.join(roles[1:-1])})")
     tunnel = _tunnel(problems, data.get("tunnel", {}), roles)
+    far = tunnel.ends[1]
+    if tunnel.mode == "build" and far in hosts and hosts[far].address is None:
+        problems.append(f"{far}.address: missing: where the client reaches {far}, the tunnel's far end")
     ssh_config = None
     if (raw := data.get("ssh_config")) is not None:
         if not isinstance(raw, str):
@@ -197,7 +205,13 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
         )
         kind = "none"
     if mode == "existing":
-        address = _address(problems, "tunnel.address", table.get("address"))
+        address = None
+        if table.get("address") is None:
+            problems.append(
+                "tunnel.address: missing: where the client reaches the server through the tunnel"
+            )
+        else:
+            address = _address(problems, "tunnel.address", table["address"])
         process = table.get("process")
         if process is not None and (not isinstance(process, str) or "/" in process):
             problems.append(f"tunnel.process: {process!r} is not a program name")

@@ -22,6 +22,7 @@ from tunnelbench.bench.runner import guarded
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Generator, StreamMode
+from tunnelbench.lab.state import process_start_time
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, LabSettings, Trial, expand
 from tunnelbench.model.records import Resolved, TrialStatus
@@ -38,7 +39,18 @@ log = logging.getLogger("tunnelbench.remote.run")
 def check(experiment: Experiment, hosts: HostsFile) -> list[Trial]:
     """The trials of ``experiment``, checked to be measurable on ``hosts``; anything
     else is a :class:`UserError` naming the key, before any host is contacted."""
+    asked = {config.tunnel.kind.value for config in experiment.configs}
+    if "none" in asked and not hosts.plain_path:
+        raise UserError(
+            "tunnel.kind: 'none' needs a path around the tunnel, but the hosts file's"
+            " tunnel.address is the server's address; give the server's plain address in"
+            " server.address, or measure only the tunnel"
+        )
     trials = expand(experiment)
+    if not hosts.plain_path:
+        # No baseline where the only path crosses the user's tunnel: it would be the tunnel.
+        kept = [t for t in trials if t.config.tunnel.kind.value != "none"]
+        trials = [dataclasses.replace(t, seq=i) for i, t in enumerate(kept, 1)]
     default = dataclasses.asdict(LabSettings())
     for trial in trials:
         config = trial.config
@@ -97,8 +109,14 @@ def environment(session: Session) -> dict[str, Any]:
     }
 
 
+def preflight(session: Session) -> None:
+    """What the hosts lack for this hosts file: one message naming each, exit code 2."""
+    if problems := missing(session.file, session.facts):
+        raise UserError("; ".join(problems))
+
+
 def execute(
-    hosts: HostsFile,
+    session: Session,
     experiment: Experiment,
     trials: list[Trial],
     store: Store,
@@ -107,25 +125,19 @@ def execute(
     lock: dict[str, Any] | None,
     progress: Progress,
 ) -> int:
-    """Connect, record the run, measure every trial, clean every host; the run's id.
-    A failure to connect raises before anything is stored."""
-    with Session(hosts) as session:
-        if problems := missing(hosts, session.facts):
-            raise UserError("; ".join(problems))
-        env = environment(session)
-        if lock is not None:
-            env["measurement_lock"] = lock
-        owner = {"pid": os.getpid(), "start_time": 0}
-        run_id = store.start_run(command_line, experiment.to_dict(), env, owner)
-        progress.run_started(run_id, len(trials), trials, growing=False)
+    """Record the run and measure every trial on the connected hosts; the run's id. A
+    host lost mid-run stops it (the finished trials are kept) with a :class:`LabError`."""
+    env = environment(session)
+    if lock is not None:
+        env["measurement_lock"] = lock
+    owner = {"pid": os.getpid(), "start_time": process_start_time(os.getpid()) or 0}
+    run_id = store.start_run(command_line, experiment.to_dict(), env, owner)
+    progress.run_started(run_id, len(trials), trials, growing=False)
 
-        def body() -> None:
-            _trials(session, trials, store, run_id, progress)
+    def body() -> None:
+        _trials(session, trials, store, run_id, progress)
 
-        status = guarded(store, run_id, body, lambda s: progress.run_finished(run_id, s))
-        log.debug("run %d ended %s", run_id, status)
-    if session.problems:
-        raise LabError("; ".join(session.problems))
+    guarded(store, run_id, body, lambda status: progress.run_finished(run_id, status))
     return run_id
 
 

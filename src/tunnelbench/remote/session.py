@@ -1,7 +1,6 @@
 """The hosts of a remote run, connected: one SSH master per role, each host's facts,
 its run directory, and cleanup of everything on every host however the run ends."""
 
-import logging
 import secrets
 import shutil
 import tempfile
@@ -12,8 +11,6 @@ from tunnelbench.remote import probes
 from tunnelbench.remote.host import SshHost, clean_directory, leftovers, owner_alive
 from tunnelbench.remote.hostsfile import HostsFile, management_overlap
 from tunnelbench.remote.ssh import Connection, Unreachable
-
-log = logging.getLogger("tunnelbench.remote")
 
 
 class Session:
@@ -79,8 +76,6 @@ class Session:
         for host in self.hosts.values():
             host.connection.close()
         shutil.rmtree(self.control, ignore_errors=True)
-        for problem in self.problems:
-            log.warning("%s", problem)
 
 
 def clean(hosts: HostsFile) -> list[str]:

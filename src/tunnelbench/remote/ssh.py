@@ -57,7 +57,8 @@ def explain(destination: str, stderr: str) -> str:
     if "could not resolve hostname" in lowered:
         return f"{destination}: unknown host name ({_last(text)})"
     for sign in ("connection refused", "timed out", "no route to host", "network is unreachable",
-                 "connection closed", "connection reset", "broken pipe", "not responding"):  # fmt: skip
+                 "connection closed", "connection reset", "broken pipe", "not responding",
+                 "proxy dialer did not pass back a connection"):  # fmt: skip
         if sign in lowered:
             return f"{destination}: unreachable ({_last(text)})"
     return f"{destination}: ssh failed ({_last(text) or 'no error output'})"

@@ -268,11 +268,36 @@ def header_lines(
         f"- **Command:** `{run.command_line}`",
         f"- **Experiment:** {design}",
         f"- **Common settings:** {common_settings(summaries) or 'none'}",
-        f"- **Machine:** {env.get('cpu_model', '?')}, {env.get('cores', '?')} cores; "
-        f"kernel {env.get('kernel', '?')}; CPU frequency governor: {governor}",
+        *(
+            [f"- **Hosts:** {hosts_line(env['remote'])}"]
+            if env.get("remote")
+            else [
+                f"- **Machine:** {env.get('cpu_model', '?')}, {env.get('cores', '?')} cores; "
+                f"kernel {env.get('kernel', '?')}; CPU frequency governor: {governor}"
+            ]
+        ),
         *[f"- **VM guest:** {guest_line(spec, facts)}" for spec, facts in guests(env).items()],
         f"- **Software:** {_versions(run) or 'not recorded'}",
     ]
+
+
+def hosts_line(remote: dict[str, Any]) -> str:
+    """A run on real hosts: each role's SSH destination, kernel and cores, which is the
+    DUT, and who built the tunnel (the lab's settings in the line above do not apply)."""
+    hosts = remote.get("hosts") or {}
+    facts = remote.get("facts") or {}
+    parts = []
+    for role, where in (hosts.get("hosts") or {}).items():
+        f = facts.get(role) or {}
+        dut = " = DUT" if role == hosts.get("dut") else ""
+        tools = ", busybox" if f.get("busybox") else ""
+        parts.append(
+            f"{role}{dut} (`{escape(str(where.get('ssh')))}`: kernel {f.get('kernel', '?')},"
+            f" {f.get('cores', '?')} cores{tools})"
+        )
+    mode = hosts.get("tunnel_mode", "none")
+    tunnel = {"build": "built by tunnelbench", "existing": "the user's, already up"}.get(mode, "none")
+    return f"{'; '.join(parts)}; tunnel: {tunnel} (the lab settings do not apply to real hosts)"
 
 
 def guests(env: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,276 @@
+"""Real hosts over SSH, against real OpenSSH servers: one sshd per role in the lab's
+namespaces (tests/sshd.py), reached through ssh's ProxyCommand, each its own "machine"
+with its own host key, login and PATH. One role runs with busybox's tools only, as on
+OpenWrt. Every figure is held against the hosts' own counters, and every host is checked
+to keep nothing of the run afterwards."""
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import tunnelbench
+from tests.sshd import SshdHosts
+from tunnelbench.bench.store import Store
+from tunnelbench.lab import netns
+from tunnelbench.model.plan import LabSettings
+from tunnelbench.report import view
+
+ROLES = ("client", "gw", "server")
+
+
+@dataclass
+class Hosts:
+    lab: netns.Lab
+    farm: SshdHosts
+    work: Path
+
+    def file(self, tunnel: str = "", name: str = "hosts.toml", config: Path | None = None) -> Path:
+        path = self.work / name
+        path.write_text(
+            f'ssh_config = "{config or self.farm.ssh_config}"\nconnect_timeout = 3\n'
+            '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
+            f'[server]\nssh = "server"\naddress = "198.18.1.2"\n{tunnel}'
+        )
+        return path
+
+
+BUILD = '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "198.18.1.1"\n'
+
+
+def leftovers() -> list[str]:
+    """What a run left on the hosts (their /tmp is this machine's): run directories."""
+    return sorted(str(p) for p in Path("/tmp").glob("tunnelbench.*"))
+
+
+def routes(lab: netns.Lab) -> dict[str, str]:
+    return {
+        r: subprocess.run(["ip", "-n", lab.ns(r), "-o", "route"], capture_output=True, text=True).stdout
+        for r in ROLES
+    }
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosts]:
+    """A plain lab (client - gw - server, no tunnel) with an sshd in each namespace; the
+    server has busybox's tools only."""
+    work = tmp_path_factory.mktemp("remote")
+    lab = netns.build(LabSettings(), tunnel=False)
+    try:
+        with SshdHosts(work / "ssh", {r: lab.ns(r) for r in ROLES}, busybox=frozenset({"server"})) as farm:
+            yield Hosts(lab, farm, work)
+    finally:
+        lab.teardown()
+
+
+def test_hosts_check_reports_each_host_and_changes_nothing(hosts):
+    before = routes(hosts.lab)
+    done = tunnelbench("hosts", "check", str(hosts.file(BUILD)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "road-warrior, DUT gw, tunnel wireguard built by tunnelbench between client and gw" in out
+    assert "gw (DUT): ssh gw" in out
+    kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
+    assert out.count(f"kernel {kernel} ") == 3
+    blocks = out.split("\nserver: ssh server\n")
+    assert "busybox no" in blocks[0] and "busybox yes" in blocks[1]  # the server is busybox's
+    assert "IPv4 forwarding on" in blocks[0].split("gw (DUT)")[1]
+    assert "iperf3: iperf 3." in blocks[1]
+    assert "changed nothing on any host" in out
+    # the server's shell is busybox's, with its applets only: no bash, no python
+    shell = ["ssh", "-F", str(hosts.farm.ssh_config), "server", "for p in bash python3 awk; do command -v $p; done"]
+    assert subprocess.run(shell, capture_output=True, text=True).stdout.split() == ["awk"]
+    assert leftovers() == [] and routes(hosts.lab) == before
+
+
+def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
+    """none, then WireGuard built between the client and the DUT; the DUT's cores and
+    counters, every host's sampler cost; nothing left on any host."""
+    before = routes(hosts.lab)
+    work = hosts.work / "build"
+    work.mkdir()
+    done = tunnelbench(
+        "run", "--hosts", str(hosts.file(BUILD)), "--duration", "2", "--runs", "1",
+        "--streams", "2", "--db", str(work / "r.db"), "-q", cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    store = Store.read(work / "r.db")
+    try:
+        run = view.load(store, "latest")
+    finally:
+        store.close()
+    assert [t.config["tunnel"]["kind"] for t in run.trials] == ["none", "wireguard"]
+    plain, tunnelled = run.trials
+    for trial in run.trials:
+        m = trial.metrics
+        delivered = m["goodput_bps"] * 2 / 8
+        # the DUT forwarded at least what iperf3 says arrived: its busiest interface's bytes
+        sent = [v for n, v in m.items() if n.startswith("link.gw.") and n.endswith(".tx_bytes")]
+        assert max(sent) >= delivered
+        # the kernel counts every retransmission iperf3 counts, and more
+        assert m["tcp.window.retrans_segs"] >= m["retransmits"]
+        # the DUT's cores are the trial's; every host measured its sampler's cost
+        assert {"cpu0.idle", "cpu1.idle"} <= m.keys()
+        for role in ROLES:
+            assert 0 < m[f"remote.{role}.sampler_cpu_pct"] < 50
+            assert m[f"remote.{role}.samples"] >= 8  # 5 a second over 2 s
+        assert trial.resolved.remote["dut"] == "gw"
+    assert plain.resolved.remote["tunnel_built_by"] is None
+    assert tunnelled.resolved.remote["tunnel_built_by"] == "tunnelbench"
+    assert tunnelled.resolved.tunnel_implementation == "wireguard-go"  # no kernel WireGuard here
+    # the traffic crossed the tunnel: the DUT's WireGuard device received it
+    device = [n for n in tunnelled.metrics if n.startswith("link.gw.tbwg") and n.endswith(".rx_bytes")]
+    assert device and tunnelled.metrics[device[0]] >= tunnelled.metrics["goodput_bps"] * 2 / 8
+    assert not any(n.startswith("link.gw.tbwg") for n in plain.metrics)
+    assert "Hosts:** client" in (work / "r-run1.md").read_text()
+    assert leftovers() == [] and routes(hosts.lab) == before
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("unknown_host", "server: its host key is not in known_hosts; refusing to accept it unseen"),
+        ("wrong_key", "authentication failed"),
+        ("no_iperf3", "server: iperf3 is not installed"),
+        ("management", "client.ssh: this machine reaches client from 127.0.0.1"),
+    ],
+)
+def test_faults_are_one_clear_message_and_leave_nothing(hosts, setup, message):
+    before = routes(hosts.lab)
+    config = None
+    tunnel = ""
+    if setup == "unknown_host":
+        config = hosts.farm.unknown_host_config("server")
+    elif setup == "wrong_key":
+        config = hosts.work / "wrong_config"
+        config.write_text(hosts.farm.ssh_config.read_text().replace(str(hosts.farm.identity), str(hosts.farm.wrong_key)))
+    elif setup == "management":
+        tunnel = BUILD
+    path = hosts.file(tunnel, name=f"{setup}.toml", config=config)
+    if setup == "management":
+        # the server's traffic address is where this machine's SSH reaches the client from
+        path.write_text(path.read_text().replace('address = "198.18.1.2"', 'address = "127.0.0.1"'))
+    iperf3 = hosts.farm.workdir / "busybox-bin" / "iperf3"
+    if setup == "no_iperf3":
+        target = iperf3.readlink()
+        iperf3.unlink()
+    try:
+        done = tunnelbench("run", "--hosts", str(path), "--duration", "1", "--runs", "1", "--db", str(hosts.work / f"{setup}.db"))
+    finally:
+        if setup == "no_iperf3":
+            iperf3.symlink_to(target)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert not (hosts.work / f"{setup}.db").exists()  # nothing stored
+    assert leftovers() == [] and routes(hosts.lab) == before
+
+
+def test_an_unreachable_host_is_named(hosts):
+    hosts.farm.stop("gw")
+    try:
+        done = tunnelbench("hosts", "check", str(hosts.file()))
+    finally:
+        hosts.farm.start("gw")
+    assert done.returncode == 2
+    assert done.stderr.startswith("tunnelbench: error: gw: unreachable")
+
+
+def test_a_connection_lost_mid_trial_keeps_the_finished_trials_and_lab_clean_removes_the_rest(tmp_path):
+    lab = netns.build(LabSettings(), tunnel=False)
+    try:
+        with SshdHosts(tmp_path / "ssh", {r: lab.ns(r) for r in ROLES}) as farm:
+            h = Hosts(lab, farm, tmp_path)
+            path = h.file()
+            db = tmp_path / "r.db"
+            run = subprocess.Popen(
+                [*tunnelbench_argv(), "run", "--hosts", str(path), "--tunnels", "none", "--runs", "2",
+                 "--duration", "3", "--streams", "1", "--db", str(db), "-q"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            try:
+                _wait_for_trials(db, 1, run)
+                time.sleep(2.0)  # into the second trial's traffic
+                farm.stop("client")
+                out, err = run.communicate(timeout=60)
+            finally:
+                if run.poll() is None:
+                    run.kill()
+                    run.wait()
+            assert run.returncode == 1, out + err
+            assert "lost a host mid-run: client" in err
+            assert f"`tunnelbench lab clean --hosts {path}`" in err
+            store = Store.read(db)
+            try:
+                trials = view.load(store, "latest").trials
+            finally:
+                store.close()
+            assert [t.status.value for t in trials] == ["ok", "failed"]
+            assert [p for p in leftovers() if p.endswith(".client")]  # the client's is left
+            farm.start("client")
+            cleaned = tunnelbench("lab", "clean", "--hosts", str(path))
+            assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+            assert cleaned.stdout.startswith("client: /tmp/tunnelbench.") and "removed" in cleaned.stdout
+            assert leftovers() == []
+    finally:
+        lab.teardown()
+
+
+def tunnelbench_argv() -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "tunnelbench"]
+
+
+def _wait_for_trials(db: Path, count: int, run: subprocess.Popen[str], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert run.poll() is None, run.communicate()
+        if db.exists():
+            done = subprocess.run(["sqlite3", str(db), "select count(*) from trials"], capture_output=True, text=True)
+            if done.returncode == 0 and done.stdout.strip().isdigit() and int(done.stdout) >= count:
+                return
+        time.sleep(0.1)
+    raise AssertionError("the run stored no trial in time")
+
+
+def test_an_existing_tunnel_is_used_and_left_as_it_was(tmp_path):
+    """The user's WireGuard is up (here: a lab's, built before); tunnelbench only drives
+    traffic across it and probes, with the DUT on busybox, and leaves it up."""
+    up = tunnelbench("lab", "up", "--tunnel", "wireguard", "--name", "rmtx")
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        namespaces = {r: f"tb-rmtx-{r}" for r in ROLES}
+        with SshdHosts(tmp_path / "ssh", namespaces, busybox=frozenset({"gw"})) as farm:
+            path = tmp_path / "hosts.toml"
+            path.write_text(
+                f'ssh_config = "{farm.ssh_config}"\n[client]\nssh = "client"\n[gw]\nssh = "gw"\n'
+                '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
+                '[tunnel]\nmode = "existing"\nkind = "wireguard"\naddress = "198.18.1.2"\n'
+            )
+            links = subprocess.run(["ip", "-n", namespaces["gw"], "-j", "link"], capture_output=True, text=True).stdout
+            done = tunnelbench(
+                "run", "--hosts", str(path), "--duration", "2", "--runs", "1", "--streams", "1",
+                "--db", str(tmp_path / "r.db"), "--json", cwd=tmp_path,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+            store = Store.read(tmp_path / "r.db")
+            try:
+                (trial,) = view.load(store, "latest").trials  # none is refused: one path only
+            finally:
+                store.close()
+            assert trial.resolved.remote["tunnel_built_by"] == "user"
+            m = trial.metrics
+            wg = [n for n in m if n.startswith("link.gw.tb") and "wg" in n and n.endswith(".rx_bytes")]
+            assert wg and m[wg[0]] >= m["goodput_bps"] * 2 / 8  # it crossed the user's tunnel
+            assert m.get("proc.wireguard-go@gw", 0) > 0  # the daemon's CPU, read on busybox
+            after = subprocess.run(["ip", "-n", namespaces["gw"], "-j", "link"], capture_output=True, text=True).stdout
+            assert [x["ifname"] for x in json.loads(after)] == [x["ifname"] for x in json.loads(links)]
+            assert leftovers() == []
+    finally:
+        down = tunnelbench("lab", "down", "rmtx")
+        assert down.returncode == 0, down.stdout + down.stderr
