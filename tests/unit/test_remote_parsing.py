@@ -47,20 +47,28 @@ def test_an_existing_tunnel_sends_tunnelled_traffic_to_its_own_address():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (ROAD.replace('ssh = "client"', 'shh = "client"'), "client.shh: unknown key; did you mean 'ssh'?"),
-        (ROAD.replace('address = "198.18.1.2"', 'address = "server.lan"'), "server.address: 'server.lan' is not an IP address"),
+        (ROAD.replace('ssh = "client"', 'shh = "client"'),
+         "client.shh: unknown key; did you mean 'ssh'?"),
+        (ROAD.replace('address = "198.18.1.2"', 'address = "server.lan"'),
+         "server.address: 'server.lan' is not an IP address"),
         (ROAD.replace('address = "198.18.1.2"', ""), "server.address: missing"),
-        (ROAD.replace('ssh = "client"', 'ssh = "-oProxyCommand=x"'), "client.ssh: '-oProxyCommand=x' is not an SSH destination"),
+        (ROAD.replace('ssh = "client"', 'ssh = "-oProxyCommand=x"'),
+         "client.ssh: '-oProxyCommand=x' is not an SSH destination"),
         ("connect_timeout = 0\n" + ROAD, "connect_timeout: 0 is not a number of seconds"),
-        (ROAD + '[tunnel]\nmode = "build"\nkind = "openvpn"\nvia = "1.2.3.4"\n', "tunnel.kind: 'openvpn': tunnelbench builds wireguard"),
+        (ROAD + '[tunnel]\nmode = "build"\nkind = "openvpn"\nvia = "1.2.3.4"\n',
+         "tunnel.kind: 'openvpn': tunnelbench builds wireguard"),
         (ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\n', "tunnel.via: missing"),
+        (ROAD.replace('address = "192.168.1.1"', "")
+         + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "1.2.3.4"\n',
+         "gw.address: missing: where the client reaches gw"),
+        (ROAD + '[tunnel]\nmode = "existing"\nkind = "wireguard"\n', "tunnel.address: missing"),
         (ROAD + '[tunnel]\nmode = "sideways"\n', "tunnel.mode: 'sideways' is none of"),
         (ROAD.replace('address = "198.18.1.2"', 'address = "2001:2::2"'), "IPv4 only"),
         ('layout = "site-to-site"\n' + ROAD, "gwa: missing"),
     ],
 )  # fmt: skip
 def test_a_bad_hosts_file_is_one_message_naming_the_key(text, message):
-    with pytest.raises(UserError, match="^/tmp/hosts.toml: ") as caught:
+    with pytest.raises(UserError, match=r"^/tmp/hosts\.toml: ") as caught:
         parse(text)
     assert message in str(caught.value)
 
@@ -129,7 +137,8 @@ def test_facts_of_an_openwrt_router():
 COUNTERS_BEFORE = textwrap.dedent("""\
     link lo 100 100 1 1 0 0
     link eth0 1000 2000 10 20 0 0
-    Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts
+    Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets \
+CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts
     Tcp: 1 200 120000 -1 10 5 0 0 2 1000 900 7 0 3
     P 1 (procd) S 0 1 1 0 -1 4194560 1000 0 0 0 50 30 0 0 20 0 1 0 5 0 0
     P 812 (wireguard-go) S 1 812 812 0 -1 4194560 1000 0 0 0 1000 500 0 0 20 0 9 0 400 0 0
@@ -165,7 +174,8 @@ def test_a_reused_pid_is_not_counted_as_the_same_process():
 def test_samples_make_per_core_shares_and_the_clock_and_heat_of_the_window():
     def sample(at: float, busy: int, temp: int, khz: int) -> probes.Sample:
         idle = 1000 + int(at * 100) - busy  # 100 ticks a second in all
-        lines = [f"cpu0 {busy} 0 0 {idle} 0 0 0 0 0 0", f"cpu1 0 0 0 {1000 + int(at * 100)} 0 0 0 0 0 0",
+        lines = [f"cpu0 {busy} 0 0 {idle} 0 0 0 0 0 0",
+                 f"cpu1 0 0 0 {1000 + int(at * 100)} 0 0 0 0 0 0",
                  f"Z thermal_zone0 {temp}", f"F 0 {khz}", "F 1 1800000"]  # fmt: skip
         return probes.parse_sample(lines, at)
 
@@ -190,10 +200,13 @@ def test_the_samplers_cost_is_its_own_and_its_childrens_cpu_over_its_life():
 @pytest.mark.parametrize(
     ("stderr", "expected"),
     [
-        ("Host key verification failed.", "host key is not in known_hosts; refusing to accept it unseen"),
-        ("@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@\nHost key verification failed.", "host key has CHANGED"),
+        ("Host key verification failed.",
+         "host key is not in known_hosts; refusing to accept it unseen"),
+        ("@@@ WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED! @@@\nHost key verification failed.",
+         "host key has CHANGED"),
         ("root@1.2.3.4: Permission denied (publickey).", "authentication failed"),
-        ("ssh: connect to host 1.2.3.4 port 22: Connection refused", "unreachable (ssh: connect to host"),
+        ("ssh: connect to host 1.2.3.4 port 22: Connection refused",
+         "unreachable (ssh: connect to host"),
         ("ssh: connect to host 1.2.3.4 port 22: Connection timed out", "unreachable"),
         ("ssh: Could not resolve hostname nope: Name or service not known", "unknown host name"),
     ],
@@ -221,7 +234,7 @@ def test_cleanup_ends_only_recorded_processes_and_undoes_newest_first(tmp_path):
                 break
             subprocess.run(["sleep", "0.05"])
         pid, start = (d / "pids").read_text().split()
-        assert int(pid) == recorded.pid
+        assert int(pid) == recorded.pid and int(start) > 0
         done = subprocess.run(
             ["busybox", "sh", "-c", CLEANUP, "cleanup", str(d)], capture_output=True, text=True
         )

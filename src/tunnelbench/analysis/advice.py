@@ -734,7 +734,8 @@ def dut_receive_spread(c: Context) -> Advice | None:
     return Advice(
         None,
         f"on {owner}: spread receive work over its cores: more NIC queues (`ethtool -L DEV"
-        f" combined {len(s.cores)}`) or RPS (`echo {mask} > /sys/class/net/DEV/queues/rx-0/rps_cpus`"
+        f" combined {len(s.cores)}`) or RPS (`echo {mask} >"
+        " /sys/class/net/DEV/queues/rx-0/rps_cpus`"
         " on the interfaces the traffic arrives on; OpenWrt: packet steering)",
         f"{core_name(s, hot)} spends {softirq:.0f}% in softirq while cpu{spare[0]} is"
         f" {s.metrics[metric.cpu(spare[0], 'idle')]:.0f}% idle",

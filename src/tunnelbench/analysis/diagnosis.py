@@ -421,7 +421,8 @@ def thermal_limit(s: Subject) -> Finding | None:
             break
     return Finding(
         Bound.THERMAL,
-        f"{owner} ran hot: {zone} reached {reached:.0f} °C against a trip point of {trip:.0f} °C{slowed}",
+        f"{owner} ran hot: {zone} reached {reached:.0f} °C against a trip point of"
+        f" {trip:.0f} °C{slowed}",
         tuple(evidence),
         subject=zone,
     )

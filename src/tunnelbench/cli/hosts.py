@@ -56,7 +56,8 @@ def describe(role: str, destination: str, facts: probes.Facts, now: float, dut: 
     offset = facts.clock - now
     lines = [
         f"{role}{' (DUT)' if dut else ''}: ssh {destination}",
-        f"  kernel {facts.kernel} {facts.machine}, {facts.cores} cores, busybox {'yes' if facts.busybox else 'no'}",
+        f"  kernel {facts.kernel} {facts.machine}, {facts.cores} cores,"
+        f" busybox {'yes' if facts.busybox else 'no'}",
         f"  iperf3: {facts.iperf3 or 'not installed'}; iperf2: {facts.iperf2 or 'not installed'}",
         f"  tools: {tools}; IPv4 forwarding {_onoff(facts.forwarding)}",
         f"  clock offset {_offset(offset)}",

@@ -155,7 +155,9 @@ def parse(text: str, path: Path) -> HostsFile:
     tunnel = _tunnel(problems, data.get("tunnel", {}), roles)
     far = tunnel.ends[1]
     if tunnel.mode == "build" and far in hosts and hosts[far].address is None:
-        problems.append(f"{far}.address: missing: where the client reaches {far}, the tunnel's far end")
+        problems.append(
+            f"{far}.address: missing: where the client reaches {far}, the tunnel's far end"
+        )
     ssh_config = None
     if (raw := data.get("ssh_config")) is not None:
         if not isinstance(raw, str):
@@ -237,7 +239,8 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
         ends = [roles[0], roles[1]]
     if ends[0] != "client":
         problems.append(
-            "tunnel.ends: the first end must be the client (it routes the server's address into the tunnel)"
+            "tunnel.ends: the first end must be the client (it routes the server's address"
+            " into the tunnel)"
         )
     inner_raw = table.get("inner", ["198.19.0.1", "198.19.0.2"])
     inner = (

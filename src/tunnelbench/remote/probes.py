@@ -36,7 +36,9 @@ while [ ! -e "$stop" ] && [ $n -lt $2 ]; do
   echo "T $up"
   grep '^cpu[0-9]' /proc/stat
   for z in $zones; do read -r t <"$z/temp" 2>/dev/null && echo "Z ${z##*/} $t"; done
-  for f in $freqs; do read -r v <"$f" 2>/dev/null && c=${f%/cpufreq/*} && echo "F ${c##*/cpu} $v"; done
+  for f in $freqs; do
+    read -r v <"$f" 2>/dev/null && c=${f%/cpufreq/*} && echo "F ${c##*/cpu} $v"
+  done
   echo E
   sleep 0.2
   n=$((n+1))
@@ -60,7 +62,9 @@ case "$b" in *busybox*|*BusyBox*) echo "busybox yes";; *) echo "busybox no";; es
 echo "clock $(date +%s)"
 for z in /sys/class/thermal/thermal_zone*; do
   [ -r "$z/type" ] || continue; read -r t <"$z/type"; echo "zone ${z##*/} $t"
-  for tp in "$z"/trip_point_*_temp; do [ -r "$tp" ] && read -r v <"$tp" && echo "trip ${z##*/} $v"; done
+  for tp in "$z"/trip_point_*_temp; do
+    [ -r "$tp" ] && read -r v <"$tp" && echo "trip ${z##*/} $v"
+  done
 done
 for c in /sys/devices/system/cpu/cpu[0-9]*; do
   [ -r "$c/cpufreq/scaling_governor" ] || continue
@@ -69,7 +73,8 @@ for c in /sys/devices/system/cpu/cpu[0-9]*; do
 done
 [ -r /proc/sys/net/ipv4/ip_forward ] && echo "forwarding $(cat /proc/sys/net/ipv4/ip_forward)"
 if [ -r /proc/crypto ]; then
-  awk '/^name/ { n = $3 } /^driver/ { d = $3 } /^priority/ { print "crypto", n, d, $3 }' /proc/crypto
+  awk '/^name/ { n = $3 } /^driver/ { d = $3 }
+       /^priority/ { print "crypto", n, d, $3 }' /proc/crypto
 fi
 """
 
@@ -108,13 +113,19 @@ class Facts:
     crypto: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
+        drivers = self.cipher_drivers().items()
         return {
-            "kernel": self.kernel, "machine": self.machine, "cores": self.cores,
-            "iperf3": self.iperf3, "busybox": self.busybox, "thermal_zones": self.zones,
+            "kernel": self.kernel,
+            "machine": self.machine,
+            "cores": self.cores,
+            "iperf3": self.iperf3,
+            "busybox": self.busybox,
+            "thermal_zones": self.zones,
+            "trips_c": self.trips_c,
             "governors": {str(k): v for k, v in self.governors.items()},
             "max_mhz": {str(k): v for k, v in self.max_mhz.items()},
-            "crypto_drivers": {k: {"driver": d, "priority": p} for k, (d, p) in self.cipher_drivers().items()},
-        }  # fmt: skip
+            "crypto_drivers": {k: {"driver": d, "priority": p} for k, (d, p) in drivers},
+        }
 
     def cipher_drivers(self) -> dict[str, tuple[str, int]]:
         """The tunnels' ciphers: ChaCha20, Poly1305 and AES (GCM, CBC), as served."""
@@ -311,9 +322,8 @@ class RemoteSampler:
 class WindowFigures:
     """A host's cores, temperatures and clocks over the measured window."""
 
-    cores: dict[
-        int, dict[str, float]
-    ]  # core -> part -> % (user, system, softirq, irq, idle, steal)
+    #: core -> part -> % (user, system, softirq, irq, idle, steal)
+    cores: dict[int, dict[str, float]]
     temp_max_c: dict[str, float]
     mhz_mean: dict[int, float]
     mhz_min: dict[int, float]
@@ -327,17 +337,8 @@ def window(samples: list[Sample], begin: float, end: float) -> WindowFigures | N
     if len(inside) < 2:
         return None
     first, last = inside[0], inside[-1]
-    cores = {
-        u.core: {
-            "user": u.user,
-            "system": u.system,
-            "softirq": u.softirq,
-            "irq": u.irq,
-            "idle": u.idle,
-            "steal": u.steal,
-        }  # fmt: skip
-        for u in usage(first.cores, last.cores)
-    }
+    parts = ("user", "system", "softirq", "irq", "idle", "steal")
+    cores = {u.core: {p: getattr(u, p) for p in parts} for u in usage(first.cores, last.cores)}
     temps: dict[str, float] = {}
     clocks: dict[int, list[float]] = {}
     for s in inside:

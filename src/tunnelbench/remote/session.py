@@ -87,12 +87,14 @@ def clean(hosts: HostsFile) -> list[str]:
                 alive = owner_alive(record)
                 if alive is None:
                     said.append(
-                        f"{role}: {path}: left alone: made from another machine (boot id {record.get('boot_id', '?')})"
+                        f"{role}: {path}: left alone: made from another machine (boot id"
+                        f" {record.get('boot_id', '?')})"
                     )
                     continue
                 if alive:
                     said.append(
-                        f"{role}: {path}: left alone: its run is still running (pid {record.get('pid')})"
+                        f"{role}: {path}: left alone: its run is still running"
+                        f" (pid {record.get('pid')})"
                     )
                     continue
                 failed = clean_directory(host.connection, path)
@@ -113,7 +115,9 @@ def missing(hosts: HostsFile, facts: dict[str, probes.Facts]) -> list[str]:
     if hosts.tunnel.mode == "build":
         for role in hosts.tunnel.ends:
             if "wg" not in facts[role].programs:
-                problems.append(f"{role}: wg (wireguard-tools) is not installed; it sets up the tunnel")
+                problems.append(
+                    f"{role}: wg (wireguard-tools) is not installed; it sets up the tunnel"
+                )
     for role in hosts.roles[1:-1]:
         if facts[role].forwarding is False:
             problems.append(

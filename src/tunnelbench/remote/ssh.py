@@ -26,7 +26,7 @@ from tunnelbench.errors import LabError, UserError
 
 log = logging.getLogger("tunnelbench.remote.ssh")
 
-#: Keep-alives: a silent peer is declared lost after about INTERVAL × COUNT seconds.
+#: Keep-alives: a silent peer is declared lost after about INTERVAL x COUNT seconds.
 ALIVE_INTERVAL_S, ALIVE_COUNT = 2, 3
 SSH_FAILED = 255  # ssh's own exit code: the connection, not the remote command, failed
 
@@ -107,22 +107,11 @@ class Connection:
         raises :class:`UserError` (nothing was created on the host yet)."""
         with self._log.open("wb") as err:
             self.master = subprocess.Popen(
-                [
-                    "ssh",
-                    *self.options(),
-                    "-o",
-                    "ControlMaster=yes",
-                    "-o",
-                    "ControlPersist=no",
-                    "-N",
-                    "-T",
-                    self.destination,
-                ],  # fmt: skip
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
+                ["ssh", *self.options(), "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
+                 "-N", "-T", self.destination],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                 start_new_session=True,  # Ctrl-C reaches tunnelbench, which closes it in order
-            )
+            )  # fmt: skip
         deadline = time.monotonic() + self.connect_timeout + 5
         while time.monotonic() < deadline:
             if self.master.poll() is not None:

@@ -166,7 +166,8 @@ def _create_device(
     )
     if not up:
         raise LabError(
-            f"{host.name}: wireguard-go did not create {device}: {host.run(['cat', str(log)], check=False).stdout[-300:]}"
+            f"{host.name}: wireguard-go did not create {device}:"
+            f" {host.run(['cat', str(log)], check=False).stdout[-300:]}"
         )
     return "wireguard-go"
 

@@ -296,7 +296,9 @@ def hosts_line(remote: dict[str, Any]) -> str:
             f" {f.get('cores', '?')} cores{tools})"
         )
     mode = hosts.get("tunnel_mode", "none")
-    tunnel = {"build": "built by tunnelbench", "existing": "the user's, already up"}.get(mode, "none")
+    tunnel = {"build": "built by tunnelbench", "existing": "the user's, already up"}.get(
+        mode, "none"
+    )
     return f"{'; '.join(parts)}; tunnel: {tunnel} (the lab settings do not apply to real hosts)"
 
 
