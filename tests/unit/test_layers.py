@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("lab", "vm"),
     ("tunnels", "traffic", "probes"),
     ("bench",),
+    ("remote",),
     ("report",),
     ("cli",),
 )

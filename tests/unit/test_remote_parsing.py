@@ -12,6 +12,7 @@ from tunnelbench.errors import UserError
 from tunnelbench.remote import hostsfile, probes
 from tunnelbench.remote.host import CLEANUP, RECORD_SELF
 from tunnelbench.remote.ssh import explain
+from tunnelbench.remote.tunnel import wire_plan
 
 ROAD = """
 [client]
@@ -60,7 +61,7 @@ def test_an_existing_tunnel_sends_tunnelled_traffic_to_its_own_address():
         (ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\n', "tunnel.via: missing"),
         (ROAD.replace('address = "192.168.1.1"', "")
          + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "1.2.3.4"\n',
-         "gw.address: missing: where the client reaches gw"),
+         "gw.address: missing: where client reaches gw"),
         (ROAD + '[tunnel]\nmode = "existing"\nkind = "wireguard"\n', "tunnel.address: missing"),
         (ROAD + '[tunnel]\nmode = "sideways"\n', "tunnel.mode: 'sideways' is none of"),
         (ROAD.replace('address = "198.18.1.2"', 'address = "2001:2::2"'), "IPv4 only"),
@@ -249,3 +250,52 @@ def test_cleanup_ends_only_recorded_processes_and_undoes_newest_first(tmp_path):
         if recorded.poll() is None:
             recorded.kill()
             recorded.wait()
+
+
+SITE = """
+layout = "site-to-site"
+[client]
+ssh = "pc-a"
+address = "10.1.0.2"
+[gwa]
+ssh = "root@10.1.0.1"
+[gwb]
+ssh = "root@10.2.0.1"
+address = "192.0.2.2"
+[server]
+ssh = "pc-b"
+address = "10.2.0.2"
+[tunnel]
+mode = "build"
+kind = "wireguard"
+ends = ["gwa", "gwb"]
+"""
+
+
+def test_a_road_warrior_tunnel_routes_only_the_server_and_the_clients_tunnel_address():
+    hosts = parse(ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "198.18.1.1"\n')
+    plan = wire_plan(hosts, "tbwg0")
+    assert plan.routes == {
+        "client": ["198.18.1.2/32", "dev", "tbwg0", "src", "198.19.0.1"],
+        "gw": ["198.19.0.1/32", "dev", "tbwg0"],
+        "server": ["198.19.0.1/32", "via", "198.18.1.1"],
+    }
+    assert plan.allowed == {"client": "198.18.1.2/32,198.19.0.2/32", "gw": "198.19.0.1/32"}
+
+
+def test_a_site_to_site_tunnel_joins_the_two_routers_and_routes_each_sides_endpoint():
+    hosts = parse(SITE)
+    assert hosts.dut == "gwa" and hosts.tunnel.ends == ("gwa", "gwb")
+    plan = wire_plan(hosts, "tbwg0")
+    assert plan.routes == {
+        "gwa": ["10.2.0.2/32", "dev", "tbwg0"],
+        "gwb": ["10.1.0.2/32", "dev", "tbwg0"],
+    }
+    assert plan.allowed == {"gwa": "10.2.0.2/32,198.19.0.2/32", "gwb": "10.1.0.2/32,198.19.0.1/32"}
+    # the routers route the endpoints: a controller behind either would lose its SSH
+    assert hostsfile.management_overlap(hosts, {"gwb": "10.1.0.2"}) is not None
+    assert hostsfile.management_overlap(hosts, {"gwa": "10.9.9.9", "gwb": "10.9.9.9"}) is None
+    with pytest.raises(UserError, match=r"client\.address: missing"):
+        parse(SITE.replace('address = "10.1.0.2"', ""))
+    with pytest.raises(UserError, match=r"tunnel\.ends: \[.gwb., .gwa.\]"):
+        parse(SITE.replace('ends = ["gwa", "gwb"]', 'ends = ["gwb", "gwa"]'))

@@ -153,10 +153,14 @@ def parse(text: str, path: Path) -> HostsFile:
     if dut not in roles[1:-1]:
         problems.append(f"dut: {dut!r} is not a router of this layout ({', '.join(roles[1:-1])})")
     tunnel = _tunnel(problems, data.get("tunnel", {}), roles)
-    far = tunnel.ends[1]
+    near, far = tunnel.ends
     if tunnel.mode == "build" and far in hosts and hosts[far].address is None:
+        problems.append(f"{far}.address: missing: where {near} reaches {far}, the tunnel's far end")
+    client = hosts.get("client")
+    if tunnel.mode == "build" and near != "client" and client and client.address is None:
         problems.append(
-            f"{far}.address: missing: where the client reaches {far}, the tunnel's far end"
+            f"client.address: missing: the client's address, which {far} routes back into"
+            " the tunnel"
         )
     ssh_config = None
     if (raw := data.get("ssh_config")) is not None:
@@ -237,10 +241,9 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
     ):
         problems.append(f"tunnel.ends: {ends!r} is not two roles of {', '.join(roles)}")
         ends = [roles[0], roles[1]]
-    if ends[0] != "client":
+    if ends[0] != "client" and ("server" in ends or roles.index(ends[0]) > roles.index(ends[1])):
         problems.append(
-            "tunnel.ends: the first end must be the client (it routes the server's address"
-            " into the tunnel)"
+            f"tunnel.ends: {ends!r}: the client and one router, or two routers, client side first"
         )
     inner_raw = table.get("inner", ["198.19.0.1", "198.19.0.2"])
     inner = (
@@ -254,7 +257,7 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
     via = table.get("via")
     if via is not None:
         via = _address(problems, "tunnel.via", via)
-    elif ends[1] != "server":
+    elif ends[0] == "client" and ends[1] != "server":
         problems.append(
             "tunnel.via: missing: the server's next hop towards the tunnel (the router's"
             " address on the server's side), for the route back to the client's tunnel address"
@@ -276,6 +279,8 @@ def routed_on(hosts: HostsFile) -> dict[str, set[str]]:
     if hosts.tunnel.mode != "build":
         return {}
     near, far = hosts.tunnel.ends
+    if near != "client":  # two routers: each sends the far side's endpoint into the tunnel
+        return {near: {hosts.target(False)}, far: {str(hosts.client.address)}}
     back = {hosts.tunnel.inner[0]}
     routed = {near: {hosts.target(False)}, far: set(back)}
     if far != "server":

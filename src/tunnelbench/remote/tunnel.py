@@ -45,6 +45,42 @@ def existing(hosts: HostsFile) -> RemoteTunnel:
     return RemoteTunnel(hosts.tunnel.kind, "existing", "existing", facts={"built_by": "user"})
 
 
+@dataclass(frozen=True)
+class WirePlan:
+    """Who routes what into a built tunnel, as addresses (a pure function of the hosts
+    file, so the plan is tested without hosts)."""
+
+    allowed: dict[str, str]  # end -> the peer's allowed IPs (comma-separated /32s)
+    routes: dict[str, list[str]]  # role -> `ip route add` arguments
+    sources: tuple[str, ...]  # addresses the tunnel's traffic comes from (the client's)
+
+
+def wire_plan(hosts: HostsFile, device: str) -> WirePlan:
+    """Road-warrior (the client is an end): the client sends the server's address into
+    the tunnel from its tunnel address, the far end routes that address back, and the
+    server reaches it through ``via``. Site-to-site (two routers are the ends): the near
+    router sends the server's address into the tunnel, the far one the client's."""
+    plan = hosts.tunnel
+    near, far = plan.ends
+    server = hosts.target(False)
+    inner = dict(zip((near, far), plan.inner, strict=True))
+    if near == "client":
+        routes = {
+            near: [f"{server}/32", "dev", device, "src", inner[near]],
+            far: [f"{inner[near]}/32", "dev", device],
+        }
+        if far != "server":
+            assert plan.via is not None  # required by the hosts file
+            routes["server"] = [f"{inner[near]}/32", "via", plan.via]
+        allowed = {near: f"{server}/32,{inner[far]}/32", far: f"{inner[near]}/32"}
+        return WirePlan(allowed, routes, (inner[near],))
+    client = hosts.client.address
+    assert client is not None  # required by the hosts file for a site-to-site tunnel
+    routes = {near: [f"{server}/32", "dev", device], far: [f"{client}/32", "dev", device]}
+    allowed = {near: f"{server}/32,{inner[far]}/32", far: f"{client}/32,{inner[near]}/32"}
+    return WirePlan(allowed, routes, (client,))
+
+
 def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
     """WireGuard between the hosts file's two ends; ``implementation``: kernel,
     wireguard-go or auto (the kernel's where it has WireGuard)."""
@@ -55,14 +91,10 @@ def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
             raise UserError(
                 f"{role}: `wg` is not installed (wireguard-tools); it sets up the tunnel"
             )
-    if far != "server" and session.facts[far].forwarding is False:
-        raise UserError(
-            f"{far}: IPv4 forwarding is off (net.ipv4.ip_forward = 0); the router forwards the"
-            " tunnel's traffic to the server, and tunnelbench changes no setting of your hosts"
-        )
     endpoint = session.file.hosts[far].address
     assert endpoint is not None  # required by the hosts file for a built tunnel
     device = f"tbwg{session.tag[:6]}"
+    wiring = wire_plan(session.file, device)
     keys = {role: _key_pair() for role in (near, far)}
     port = _free_udp_port(session.hosts[far])
     tunnel = RemoteTunnel("wireguard", "build", implementation, facts={"built_by": "tunnelbench"})
@@ -75,43 +107,21 @@ def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
         tunnel.devices[role] = device
         key = host.directory / "wg.key"
         host.write(key, keys[role][0] + "\n", mode=0o600)
-        allowed = (
-            f"{inner[near]}/32"
-            if role == far
-            else f"{session.file.target(False)}/32,{inner[far]}/32"
-        )
-        setting = [
-            "wg",
-            "set",
-            device,
-            "private-key",
-            str(key),
-            "peer",
-            keys[peer][1],
-            "allowed-ips",
-            allowed,
-        ]
+        setting = ["wg", "set", device, "private-key", str(key)]
         if role == far:
-            setting[5:5] = ["listen-port", str(port)]
-        else:
-            setting += ["endpoint", f"{endpoint}:{port}", "persistent-keepalive", "0"]
+            setting += ["listen-port", str(port)]
+        setting += ["peer", keys[peer][1], "allowed-ips", wiring.allowed[role]]
+        if role == near:
+            setting += ["endpoint", f"{endpoint}:{port}"]
         host.run(setting)
         host.run(["ip", "address", "add", f"{inner[role]}/32", "dev", device])
         host.run(["ip", "link", "set", device, "mtu", str(WG_MTU), "up"])
-    target = session.file.target(False)
-    routes = {
-        near: [f"{target}/32", "dev", device, "src", inner[near]],
-        far: [f"{inner[near]}/32", "dev", device],
-    }
-    if far != "server":
-        assert plan.via is not None  # required by the hosts file
-        routes["server"] = [f"{inner[near]}/32", "via", plan.via]
-    for role, spec in routes.items():
+    for role, spec in wiring.routes.items():
         removal = ["ip", "route", "del", *spec[:3]]
         session.hosts[role].undo(removal)
         tunnel.undo.setdefault(role, []).append(removal)
         session.hosts[role].run(["ip", "route", "add", *spec])
-    _check_path(session, tunnel, near, far, target)
+    _check_path(session, tunnel, near, far, session.file.target(False))
     tunnel.facts |= {"mtu": WG_MTU, "port": port, "device": device}
     return tunnel
 
