@@ -88,6 +88,8 @@ def _call(args: argparse.Namespace) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         torn = "; the lab was torn down" if args.verb in ("run", "tune", "lab") else ""
+        if getattr(args, "hosts", None) and args.verb == "run":
+            torn = "; what the run made on the hosts was removed"
         print(f"\ntunnelbench: interrupted{torn}", file=sys.stderr)
         return 130
     except BrokenPipeError:

@@ -148,6 +148,10 @@ def _remote(args: argparse.Namespace) -> int:
     except LabError as exc:
         # What the hosts keep of a run that failed is said with why it failed.
         raise LabError("; ".join([str(exc), *session.problems])) from None
+    except KeyboardInterrupt:
+        for problem in session.problems:
+            print(f"tunnelbench: {problem}", file=sys.stderr)
+        raise
     if session.problems:
         raise LabError("; ".join(session.problems))
     return 1 if failed or not reported else 0
