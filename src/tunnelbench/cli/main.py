@@ -89,7 +89,7 @@ def _call(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         torn = "; the lab was torn down" if args.verb in ("run", "tune", "lab") else ""
         if getattr(args, "hosts", None) and args.verb == "run":
-            torn = "; what the run made on the hosts was removed"
+            torn = "; the run's changes were undone on every host it could reach"
         print(f"\ntunnelbench: interrupted{torn}", file=sys.stderr)
         return 130
     except BrokenPipeError:
