@@ -105,10 +105,19 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
     before = routes(hosts.lab)
     work = hosts.work / "build"
     work.mkdir()
-    done = tunnelbench(
-        "run", "--hosts", str(hosts.file(BUILD)), "--duration", "2", "--runs", "1",
-        "--streams", "2", "--db", str(work / "r.db"), "-q", cwd=work,
-    )  # fmt: skip
+    # The router's owner gave its server-side port a queue: its counters are read too.
+    lan = hosts.lab.link_device("gw", "server")
+    queue = ["ip", "netns", "exec", hosts.lab.ns("gw"), "tc", "qdisc"]
+    subprocess.run(
+        [*queue, "add", "dev", lan, "root", "handle", "1:", "pfifo", "limit", "1000"], check=True
+    )
+    try:
+        done = tunnelbench(
+            "run", "--hosts", str(hosts.file(BUILD)), "--duration", "2", "--runs", "1",
+            "--streams", "2", "--db", str(work / "r.db"), "-q", cwd=work,
+        )  # fmt: skip
+    finally:
+        subprocess.run([*queue, "del", "dev", lan, "root"], check=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     store = Store.read(work / "r.db")
     try:
@@ -131,6 +140,9 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
             assert 0 < m[f"remote.{role}.sampler_cpu_pct"] < 50
             assert m[f"remote.{role}.samples"] >= 8  # 5 a second over 2 s
         assert (trial.resolved.remote or {})["dut"] == "gw"
+        # the DUT's queue on the server side sent the tunnel's decrypted traffic, or the plain
+        assert (trial.resolved.remote or {})["dut_qdiscs"][lan] == "pfifo"
+        assert m[f"qdisc.gw.{lan}.sent_bytes"] >= delivered
     assert (plain.resolved.remote or {})["tunnel_built_by"] is None
     assert (tunnelled.resolved.remote or {})["tunnel_built_by"] == "tunnelbench"
     assert tunnelled.resolved.tunnel_implementation == "wireguard-go"  # no kernel WireGuard here

@@ -20,6 +20,8 @@ from tunnelbench.kinds import Direction
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.probes import tcp
+from tunnelbench.probes.qdisc import COUNTERS as QDISC_COUNTERS
+from tunnelbench.probes.qdisc import RootQdisc, parse_qdiscs
 from tunnelbench.remote import probes
 from tunnelbench.remote.host import SshHost, wait_until
 from tunnelbench.remote.session import Session
@@ -61,14 +63,16 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
         role: probes.parse_counters(h.run(["sh", "-c", probes.COUNTERS]).stdout)
         for role, h in session.hosts.items()
     }
-    marks: dict[str, probes.Counters] = {}
+    queues_before = _qdiscs(session.hosts[dut], session.facts[dut].programs)
+    marks: dict[str, tuple[float, probes.Counters]] = {}
     tcp_marks: dict[str, dict[str, str]] = {}
 
     def snapshot(name: str) -> None:
         """The window's edge: the DUT's processes, the endpoints' TCP counters."""
         try:
             dut_host = session.hosts[dut]
-            marks[name] = probes.parse_counters(dut_host.run(["sh", "-c", probes.COUNTERS]).stdout)
+            text = dut_host.run(["sh", "-c", probes.COUNTERS]).stdout
+            marks[name] = (time.monotonic(), probes.parse_counters(text))
             tcp_marks[name] = {
                 role: session.hosts[role].run(["cat", "/proc/net/snmp", "/proc/net/netstat"]).stdout
                 for role in ("client", "server")
@@ -102,14 +106,49 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
     metrics = _traffic_metrics(measured)
     metrics |= _host_metrics(session, results, window_begin, window_end)
     if "begin" in marks and "end" in marks:
-        for comm, pct in probes.process_cpu(marks["begin"], marks["end"], traffic.duration).items():
+        (t0, first), (t1, last) = marks["begin"], marks["end"]
+        for comm, pct in probes.process_cpu(first, last, t1 - t0).items():
             metrics[metric.process(f"{comm}@{dut}")] = pct
     if "begin" in tcp_marks and "end" in tcp_marks:
         metrics |= tcp.window_metrics(tcp_marks["begin"], tcp_marks["end"])
     metrics |= _counter_metrics(before, after)
+    facts: dict[str, Any] = {"port": port, "target": target}
+    queues_after = _qdiscs(session.hosts[dut], session.facts[dut].programs)
+    if queues_before is not None and queues_after is not None:
+        metrics |= _qdisc_metrics(dut, queues_before, queues_after)
+        facts["dut_qdiscs"] = {dev: q.kind for dev, q in sorted(queues_after.items())}
     _check_counters(session, metrics, traffic.duration)
     artifacts = {"iperf3": [doc], "intervals": measured.intervals_bps}
-    return RemoteOutcome(metrics, artifacts, {"port": port, "target": target})
+    return RemoteOutcome(metrics, artifacts, facts)
+
+
+def _qdiscs(host: SshHost, programs: dict[str, str]) -> dict[str, RootQdisc] | None:
+    """The DUT's root qdiscs (``tc -s -j``), or None where it has no ``tc`` or one without
+    JSON output (busybox has no tc; OpenWrt's tc-tiny may lack -j): then not recorded."""
+    if "tc" not in programs:
+        return None
+    done = host.run(["tc", "-s", "-j", "qdisc", "show"], check=False)
+    if done.returncode != 0:
+        return None
+    try:
+        return parse_qdiscs(done.stdout)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _qdisc_metrics(
+    role: str, before: dict[str, RootQdisc], after: dict[str, RootQdisc]
+) -> dict[str, float]:
+    """``qdisc.<role>.<device>.<counter>`` over the trial, for each root qdisc that was
+    the same one before and after (a qdisc replaced meanwhile measured nothing whole)."""
+    metrics: dict[str, float] = {}
+    for device, new in after.items():
+        old = before.get(device)
+        if old is None or (old.kind, old.handle) != (new.kind, new.handle):
+            continue
+        for name in QDISC_COUNTERS:
+            metrics[metric.qdisc(role, device, name)] = new.values[name] - old.values[name]
+    return metrics
 
 
 def _free_tcp_port(host: SshHost) -> int:
