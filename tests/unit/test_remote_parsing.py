@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tunnelbench.bench import planfile
 from tunnelbench.errors import UserError
 from tunnelbench.remote import hostsfile, probes
+from tunnelbench.remote import run as remote_run
 from tunnelbench.remote.host import CLEANUP, RECORD_SELF
 from tunnelbench.remote.ssh import explain
 from tunnelbench.remote.tunnel import wire_plan
@@ -299,3 +301,33 @@ def test_a_site_to_site_tunnel_joins_the_two_routers_and_routes_each_sides_endpo
         parse(SITE.replace('address = "10.1.0.2"', ""))
     with pytest.raises(UserError, match=r"tunnel\.ends: \[.gwb., .gwa.\]"):
         parse(SITE.replace('ends = ["gwa", "gwb"]', 'ends = ["gwb", "gwa"]'))
+
+
+def test_a_plan_for_real_hosts_may_vary_traffic_and_tunnel_not_the_lab():
+    hosts = parse(ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "198.18.1.1"\n')
+    plan = (
+        'repetitions = 1\n[base.tunnel]\nkind = "wireguard"\n[matrix]\n"traffic.streams" = [1, 4]\n'
+    )
+    trials = remote_run.check(planfile.parse(plan, "p.toml").experiment, hosts)
+    assert [(t.seq, t.config.tunnel.kind.value, t.config.traffic.streams) for t in trials] == [
+        (1, "none", 1), (2, "wireguard", 1), (3, "none", 4), (4, "wireguard", 4),
+    ]  # fmt: skip
+    shaped = plan + '[base.lab.wan]\nrate = "100M"\n'
+    with pytest.raises(UserError, match=r"^lab\.wan\.rate: cannot be set for real hosts"):
+        remote_run.check(planfile.parse(shaped, "p.toml").experiment, hosts)
+    other = '[base.tunnel]\nkind = "vxlan"\n'
+    with pytest.raises(UserError, match="the hosts file's tunnel is wireguard"):
+        remote_run.check(planfile.parse(other, "p.toml").experiment, hosts)
+
+
+def test_the_only_path_through_an_existing_tunnel_has_no_baseline():
+    hosts = parse(
+        ROAD + '[tunnel]\nmode = "existing"\nkind = "wireguard"\naddress = "198.18.1.2"\n'
+    )
+    plan = 'repetitions = 1\n[base.tunnel]\nkind = "wireguard"\n'
+    trials = remote_run.check(planfile.parse(plan, "p.toml").experiment, hosts)
+    assert [(t.seq, t.config.tunnel.kind.value) for t in trials] == [(1, "wireguard")]
+    with pytest.raises(UserError, match="'none' needs a path around the tunnel"):
+        remote_run.check(
+            planfile.parse('[base.tunnel]\nkind = "none"\n', "p.toml").experiment, hosts
+        )

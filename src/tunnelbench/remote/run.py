@@ -21,7 +21,7 @@ from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.runner import guarded
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Generator, StreamMode
+from tunnelbench.kinds import Generator, StreamMode, Topology
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, LabSettings, Trial, expand
@@ -51,17 +51,22 @@ def check(experiment: Experiment, hosts: HostsFile) -> list[Trial]:
         # No baseline where the only path crosses the user's tunnel: it would be the tunnel.
         kept = [t for t in trials if t.config.tunnel.kind.value != "none"]
         trials = [dataclasses.replace(t, seq=i) for i, t in enumerate(kept, 1)]
-    default = dataclasses.asdict(LabSettings())
+    # The layout is the hosts file's: the trials record it as their topology.
+    topology = Topology(hosts.layout)
+    trials = [
+        dataclasses.replace(t, config=dataclasses.replace(
+            t.config, lab=dataclasses.replace(t.config.lab, topology=topology)))
+        for t in trials
+    ]  # fmt: skip
+    default = dataclasses.asdict(dataclasses.replace(LabSettings(), topology=topology))
     for trial in trials:
         config = trial.config
-        lab = dataclasses.asdict(config.lab)
-        for key, value in lab.items():
-            if value != default[key]:
-                raise UserError(
-                    f"lab.{key}: cannot be set for real hosts (their links, queues and cores are"
-                    " their own; tunnelbench changes no setting of your machines); remove it"
-                    " from the plan or run it in a lab without --hosts"
-                )
+        if (key := _first_difference(dataclasses.asdict(config.lab), default)) is not None:
+            raise UserError(
+                f"lab.{key}: cannot be set for real hosts (their links, queues and cores are"
+                " their own; tunnelbench changes no setting of your machines); remove it"
+                " from the plan or run it in a lab without --hosts"
+            )
         traffic = config.traffic
         if traffic.generator is not Generator.IPERF3:
             raise UserError(
@@ -87,6 +92,17 @@ def check(experiment: Experiment, hosts: HostsFile) -> list[Trial]:
         if config.tunnel.cpu_budget is not None:
             raise UserError("tunnel.cpu_budget: cannot be set for real hosts")
     return trials
+
+
+def _first_difference(given: dict[str, Any], default: dict[str, Any]) -> str | None:
+    """The dotted path of the first setting that is not its default, or None."""
+    for key, value in given.items():
+        if isinstance(value, dict) and isinstance(default.get(key), dict):
+            if (inner := _first_difference(value, default[key])) is not None:
+                return f"{key}.{inner}"
+        elif value != default.get(key):
+            return key
+    return None
 
 
 def environment(session: Session) -> dict[str, Any]:

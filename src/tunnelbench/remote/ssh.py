@@ -213,17 +213,3 @@ class Connection:
 
 def _short(command: str) -> str:
     return command if len(command) <= 120 else command[:117] + "..."
-
-
-def resolved_hostname(destination: str, config: Path | None) -> str:
-    """The host name ssh would connect to for ``destination`` (``ssh -G``: the user's
-    config applied, no connection made)."""
-    argv = ["ssh", *(["-F", str(config)] if config else []), "-G", destination]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-    if done.returncode != 0:
-        raise UserError(f"{destination}: {explain(destination, done.stderr)}")
-    for line in done.stdout.splitlines():
-        key, _, value = line.partition(" ")
-        if key == "hostname":
-            return value.strip()
-    return destination

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunnelbench.errors import LabError
-from tunnelbench.kinds import Direction
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.probes import tcp
@@ -260,11 +259,3 @@ def _check_counters(session: Session, metrics: dict[str, float], duration: int) 
             f" fewer than the {delivered:,.0f} iperf3 reports delivered: the traffic did not"
             f" cross {dut} (check the route from the client to the server's address)"
         )
-
-
-def senders(direction: Direction) -> tuple[str, ...]:
-    """The endpoints whose kernels send the TCP data (their RetransSegs count its
-    retransmissions, and more: the kernel's count is at least iperf3's)."""
-    return {Direction.UPLOAD: ("client",), Direction.DOWNLOAD: ("server",)}.get(
-        direction, ("client", "server")
-    )
