@@ -35,6 +35,7 @@ SUITE = Path(__file__).with_name("kernel-suite.toml")
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "report-schema.json").read_text())
 HOST_RELEASE = os.uname().release
+RATE = 3e6  # the suite's WAN (kernel-suite.toml): what a TCG guest sustains with room
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +193,8 @@ def test_netem_loses_what_was_asked_apart_from_the_queues_drops(suite):
     assert trial.status is TrialStatus.OK, trial.error
     lost = trial.metrics["qdisc.client.wan.netem_drops"]
     passed = trial.metrics["qdisc.client.wan.sent_packets"]
-    assert 0.004 <= lost / (lost + passed) <= 0.02, (lost, passed)
+    # about 750 packets at 3 Mbit/s: 1% is 7.5 of them, and 2-19 the Poisson's 99.5%
+    assert 0.002 <= lost / (lost + passed) <= 0.025, (lost, passed)
     assert trial.metrics["qdisc.client.wan.drops"] == 0  # the queue under test lost nothing
     assert 18 <= trial.metrics["rtt.idle_ms"] <= 30
     summary = suite["summaries"][trial.config_key]
@@ -216,14 +218,16 @@ def test_pppoe_carried_the_traffic_in_a_session_the_kernels_listed(suite):
         metrics["link.client.ppp.tx_packets"], abs=5
     )
     # The shaper counted 1514 bytes for a full 1492-byte packet: L3 + 8 PPPoE + 14.
+    # (The mean is a little lower: at 3 Mbit/s the probe's pings and PPP's echoes are a
+    # few percent of the packets.)
     sent = metrics["qdisc.client.wan.sent_bytes"] / metrics["qdisc.client.wan.sent_packets"]
-    assert 1490 < sent <= 1514, sent
+    assert 1300 < sent <= 1514, sent
     # Its ceiling is the baseline's less 8 bytes a packet and 8 bytes of MTU.
     ceilings = {s.key: s.ceiling for s in suite["summaries"].values()}
     here, there = ceilings[trial.config_key], ceilings[plain.config_key]
     assert here is not None and there is not None
-    assert here.goodput_bps == pytest.approx(20e6 * 1440 / 1514)
-    assert there.goodput_bps == pytest.approx(20e6 * 1448 / 1514)
+    assert here.goodput_bps == pytest.approx(RATE * 1440 / 1514)
+    assert there.goodput_bps == pytest.approx(RATE * 1448 / 1514)
 
 
 def test_the_senders_used_cubic_by_default_and_bbr_when_asked(suite):
@@ -324,7 +328,7 @@ def test_ctrl_c_stops_the_guest_and_keeps_its_finished_trials(tmp_path):
     plan = tmp_path / "p.toml"
     plan.write_text(
         'name = "interrupted"\nrepetitions = 4\n[base]\n"lab.kernel" = "debian"\n'
-        '"lab.wan.rate" = "20mbit"\n"traffic.duration" = 1\n"traffic.warmup" = 0\n'
+        '"lab.wan.rate" = "3mbit"\n"traffic.duration" = 1\n"traffic.warmup" = 0\n'
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "tunnelbench", "run", str(plan), "--db", "i.db"],

@@ -999,7 +999,8 @@ def diagnose(s: Subject) -> Diagnosis:
     if s.resolved.virtualization == TCG:
         valid = PATH_BOUNDS | SHAPE_BOUNDS
         if found[0].bound not in valid:
-            return Diagnosis(emulated(s, found[0]))
+            # The path's findings (a loss asked for, a queue's drops) hold in a guest too.
+            return Diagnosis(emulated(s, found[0]), tuple(f for f in found[1:] if f.bound in valid))
         # What the emulator's speed set is no finding of the guest's, nor a basis for advice.
         return Diagnosis(found[0], tuple(f for f in found[1:] if f.bound in valid))
     return Diagnosis(found[0], tuple(found[1:]))
