@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ import pytest
 
 from tests.integration.helpers import run_plan, tunnelbench
 from tests.kernel.conftest import exchanges, qemu_processes
-from tunnelbench.analysis.diagnosis import Bound
+from tunnelbench.analysis.diagnosis import SPARE_IDLE_PCT, Bound
 from tunnelbench.analysis.significance import ALPHA, compare
 from tunnelbench.bench import planfile
 from tunnelbench.bench.store import Store
@@ -188,7 +189,8 @@ def test_netem_delay_adds_its_round_trip(suite):
 
 def test_netem_loses_what_was_asked_apart_from_the_queues_drops(suite):
     """1% loss with jitter and reordering on a 20 ms round trip: netem's own drops are
-    about 1% of what it was handed, counted apart from the queue's; the loss is named."""
+    about 1% of what it was handed, counted apart from the queue's; the loss is named
+    where it limited TCP."""
     trial = _case(suite, "impaired")
     assert trial.status is TrialStatus.OK, trial.error
     lost = trial.metrics["qdisc.client.wan.netem_drops"]
@@ -197,10 +199,13 @@ def test_netem_loses_what_was_asked_apart_from_the_queues_drops(suite):
     assert 0.002 <= lost / (lost + passed) <= 0.025, (lost, passed)
     assert trial.metrics["qdisc.client.wan.drops"] == 0  # the queue under test lost nothing
     assert 18 <= trial.metrics["rtt.idle_ms"] <= 30
+    # The loss is named where it limited TCP; at 3 Mbit/s a 20 ms round trip with 1% loss
+    # still fills the link (98.2% of the ceiling on an AMD EPYC host): then it is link-bound.
     summary = suite["summaries"][trial.config_key]
-    assert any("lab.wan.loss" in f.summary for f in summary.diagnosis.findings), [
-        f.summary for f in summary.diagnosis.findings
-    ]
+    findings = summary.diagnosis.findings
+    named = any("lab.wan.loss" in f.summary for f in findings)
+    link = summary.diagnosis.verdict.bound in (Bound.LINK, Bound.LINK_LOSSY)
+    assert named or link, [f.summary for f in findings]
 
 
 def test_pppoe_carried_the_traffic_in_a_session_the_kernels_listed(suite):
@@ -319,8 +324,17 @@ def test_pppoe_puts_the_session_on_one_core(tmp_path):
         for s in loaded.summaries
         if s.diagnosis is not None
     }
-    assert verdicts["pppoe"].bound is Bound.SINGLE_QUEUE, verdicts["pppoe"]
-    assert "PPPoE session is one queue" in verdicts["pppoe"].summary
+    # The verdict says "one queue" only where another core had room: on one host the other
+    # core idled 18-31% (single-queue); on an AMD EPYC host the generators filled it (2%
+    # idle), and a queue cannot be what held a machine with no core to spare.
+    summary = next(s for s in loaded.summaries if s.config.lab.wan.encapsulation.value == "pppoe")
+    ok = [t.metrics for t in summary.trials if t.status == "ok"]
+    room = max(statistics.median(m[f"cpu{c}.idle"] for m in ok) for c in (0, 1))
+    if room >= SPARE_IDLE_PCT:
+        assert verdicts["pppoe"].bound is Bound.SINGLE_QUEUE, verdicts["pppoe"]
+        assert "PPPoE session is one queue" in verdicts["pppoe"].summary
+    else:
+        assert verdicts["pppoe"].bound is not Bound.SINGLE_QUEUE, verdicts["pppoe"]
     assert verdicts["none"].bound is not Bound.SINGLE_QUEUE
 
 
