@@ -140,6 +140,9 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
             assert 0 < m[f"remote.{role}.sampler_cpu_pct"] < 50
             assert m[f"remote.{role}.samples"] >= 8  # 5 a second over 2 s
         assert (trial.resolved.remote or {})["dut"] == "gw"
+        # what the diagnosis reads of the DUT (this VM exposes no zones or clocks: empty)
+        facts = {"crypto_drivers", "thermal_zones", "trips_c", "max_mhz"}
+        assert facts <= (trial.resolved.remote or {}).keys()
         # the DUT's queue on the server side sent the tunnel's decrypted traffic, or the plain
         assert (trial.resolved.remote or {})["dut_qdiscs"][lan] == "pfifo"
         assert m[f"qdisc.gw.{lan}.sent_bytes"] >= delivered

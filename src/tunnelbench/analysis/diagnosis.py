@@ -933,7 +933,7 @@ def undetermined(s: Subject) -> Finding:
     if s.cores:
         core = max(s.cores, key=s.busy)
         evidence.append(Evidence(f"cpu{core} busy", s.busy(core), "%"))
-        seen.append(f"busiest core cpu{core} at {s.busy(core):.0f}%")
+        seen.append(f"busiest core {core_name(s, core)} at {s.busy(core):.0f}%")
     if processes := s.processes():
         label, pct = max(processes.items(), key=lambda item: item[1])
         evidence.append(Evidence(f"{label} CPU", pct, "%"))

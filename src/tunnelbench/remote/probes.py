@@ -225,7 +225,8 @@ def process_cpu(
             if delta > 0:
                 used[comm] = used.get(comm, 0.0) + 100.0 * delta / USER_HZ / seconds
     ranked = sorted(used.items(), key=lambda item: -item[1])[:top]
-    return {comm: round(pct, 1) for comm, pct in ranked if pct >= 1.0}
+    # Below a tenth of a core a process is no candidate for what held the DUT.
+    return {comm: round(pct, 1) for comm, pct in ranked if pct >= 10.0}
 
 
 @dataclass

@@ -175,15 +175,15 @@ def _trials(
             resolved.tunnel_implementation = tunnel.implementation if kind != "none" else "none"
             if kind != "none" and tunnel.facts.get("mtu"):
                 resolved.tunnel_mtu = int(tunnel.facts["mtu"])
+            dut = session.facts[session.file.dut].to_dict()
             resolved.remote = {
                 "dut": session.file.dut,
                 "tunnel_mode": tunnel.mode if kind != "none" else "none",
                 "tunnel_built_by": tunnel.facts.get("built_by") if kind != "none" else None,
                 "hosts": {r: h.destination for r, h in session.file.hosts.items()},
                 "kernels": {r: f.kernel for r, f in session.facts.items()},
-                "crypto_drivers": session.facts[session.file.dut].to_dict()["crypto_drivers"],
-                "thermal_zones": session.facts[session.file.dut].zones,
-                "max_mhz": {str(k): v for k, v in session.facts[session.file.dut].max_mhz.items()},
+                # What the diagnosis reads of the DUT: crypto drivers, trip points, top clocks.
+                **{k: dut[k] for k in ("crypto_drivers", "thermal_zones", "trips_c", "max_mhz")},
             }
             outcome = remote_trial.measure(session, tunnel, trial.config, trial.seq)
             metrics, artifacts = outcome.metrics, outcome.artifacts
