@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from tunnelbench.bench.progress import Progress
+from tunnelbench.bench.sink import store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError
 from tunnelbench.model import metrics as metric
@@ -116,19 +117,10 @@ def _store(store: Store, run_id: int, record: dict[str, Any]) -> dict[str, Any]:
 def _store_failed(
     store: Store, run_id: int, trial: Trial, reason: str, facts: dict[str, Any]
 ) -> None:
-    store.add_trial(
-        run_id,
-        seq=trial.seq,
-        repetition=trial.repetition,
-        config_key=trial.config.key(),
-        config=trial.config.to_dict(),
-        resolved=Resolved.from_dict(facts),
-        status=TrialStatus.FAILED,
-        error=reason,
-        started_at=time.time(),
-        metrics={},
-        artifacts={},
-    )
+    store_trial(
+        store, run_id, trial, resolved=Resolved.from_dict(facts), status=TrialStatus.FAILED,
+        error=reason, started_at=time.time(), metrics={}, artifacts={},
+    )  # fmt: skip
 
 
 def doctor(kernel: Kernel, vm: VmSettings) -> dict[str, Any]:

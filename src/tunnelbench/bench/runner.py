@@ -14,12 +14,13 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from tunnelbench.analysis import precision
 from tunnelbench.bench import capabilities, environment, guest_trials, skips
 from tunnelbench.bench.labpool import KEEP, LabPool
 from tunnelbench.bench.progress import Progress
+from tunnelbench.bench.sink import TrialSink, store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, StorageError, UserError
 from tunnelbench.kinds import Order, StreamMode, TunnelKind
@@ -269,27 +270,6 @@ def guarded(
     return RunStatus.COMPLETE
 
 
-class TrialSink(Protocol):
-    """Where a finished trial goes: the run's :class:`Store`, or in a VM guest the
-    events the host stores (:class:`tunnelbench.cli.guest.EventSink`)."""
-
-    def add_trial(
-        self,
-        run_id: int,
-        *,
-        seq: int,
-        repetition: int,
-        config_key: str,
-        config: dict[str, Any],
-        resolved: Resolved,
-        status: TrialStatus,
-        error: str | None,
-        started_at: float,
-        metrics: dict[str, float],
-        artifacts: dict[str, Any],
-    ) -> int: ...
-
-
 def run_trials(
     prepared: Prepared,
     store: TrialSink,
@@ -402,19 +382,10 @@ def _owner_alive(record: dict[str, int]) -> bool:
 
 
 def _store_skipped(store: TrialSink, run_id: int, trial: Trial, reason: str) -> None:
-    store.add_trial(
-        run_id,
-        seq=trial.seq,
-        repetition=trial.repetition,
-        config_key=trial.config.key(),
-        config=trial.config.to_dict(),
-        resolved=Resolved(),
-        status=TrialStatus.SKIPPED,
-        error=reason,
-        started_at=time.time(),
-        metrics={},
-        artifacts={},
-    )
+    store_trial(
+        store, run_id, trial, resolved=Resolved(), status=TrialStatus.SKIPPED, error=reason,
+        started_at=time.time(), metrics={}, artifacts={},
+    )  # fmt: skip
 
 
 def run_trial(
@@ -459,19 +430,10 @@ def run_trial(
     except LabError as exc:
         status, error = TrialStatus.FAILED, str(exc)
         log.warning("trial %d failed: %s", trial.seq, error)
-    store.add_trial(
-        run_id,
-        seq=trial.seq,
-        repetition=trial.repetition,
-        config_key=config.key(),
-        config=config.to_dict(),
-        resolved=resolved,
-        status=status,
-        error=error,
-        started_at=started,
-        metrics=metrics,
-        artifacts=artifacts,
-    )
+    store_trial(
+        store, run_id, trial, resolved=resolved, status=status, error=error,
+        started_at=started, metrics=metrics, artifacts=artifacts,
+    )  # fmt: skip
     return TrialOutcome(trial, status, error, metrics)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from tunnelbench import __version__
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.runner import guarded
+from tunnelbench.bench.sink import store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Generator, StreamMode, Topology
@@ -190,13 +191,19 @@ def _trials(
             resolved.remote |= outcome.facts
             status, error = TrialStatus.OK, None
         except Unreachable as exc:
-            _store(store, run_id, trial, resolved, TrialStatus.FAILED, str(exc), started, {}, {})
+            store_trial(
+                store, run_id, trial, resolved=resolved, status=TrialStatus.FAILED,
+                error=str(exc), started_at=started, metrics={}, artifacts={},
+            )  # fmt: skip
             progress.trial_finished(trial, TrialStatus.FAILED, str(exc), None)
             raise LabError(f"lost a host mid-run: {exc}; the finished trials are kept") from None
         except LabError as exc:
             status, error = TrialStatus.FAILED, str(exc)
             log.warning("trial %d failed: %s", trial.seq, error)
-        _store(store, run_id, trial, resolved, status, error, started, metrics, artifacts)
+        store_trial(
+            store, run_id, trial, resolved=resolved, status=status, error=error,
+            started_at=started, metrics=metrics, artifacts=artifacts,
+        )  # fmt: skip
         progress.trial_finished(trial, status, error or "", metrics.get(metric.GOODPUT.name))
 
 
@@ -220,29 +227,3 @@ def _tunnel(
         tunnel.facts["asked"] = choice
         standing.append(tunnel)
     return standing[0]
-
-
-def _store(
-    store: Store,
-    run_id: int,
-    trial: Trial,
-    resolved: Resolved,
-    status: TrialStatus,
-    error: str | None,
-    started: float,
-    metrics: dict[str, float],
-    artifacts: dict[str, Any],
-) -> None:
-    store.add_trial(
-        run_id,
-        seq=trial.seq,
-        repetition=trial.repetition,
-        config_key=trial.config.key(),
-        config=trial.config.to_dict(),
-        resolved=resolved,
-        status=status,
-        error=error,
-        started_at=started,
-        metrics=metrics,
-        artifacts=artifacts,
-    )
