@@ -5,6 +5,8 @@ OpenWrt. Every figure is held against the hosts' own counters, and every host is
 to keep nothing of the run afterwards."""
 
 import json
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,6 +20,8 @@ from tests.sshd import SshdHosts
 from tunnelbench.bench.store import Store
 from tunnelbench.lab import netns
 from tunnelbench.model.plan import LabSettings
+from tunnelbench.remote import hostsfile, probes
+from tunnelbench.remote.session import Session
 from tunnelbench.report import view
 
 ROLES = ("client", "gw", "server")
@@ -214,6 +218,41 @@ def test_faults_are_one_clear_message_and_leave_nothing(hosts, setup, message):
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not (hosts.work / f"{setup}.db").exists()  # nothing stored
     assert leftovers() == [] and routes(hosts.lab) == before
+
+
+#: The counter script's process reading as it was: its ``2>/dev/null`` came after the
+#: ``<`` that fails for a process gone since the glob.
+RACY_READER = 'for p in /proc/[0-9]*; do read -r s <"$p/stat" 2>/dev/null && echo "P $s"; done'
+
+
+def test_the_process_reader_survives_processes_that_come_and_go(hosts):
+    """Short-lived processes on the busybox server (a router's cron jobs, hotplug
+    scripts): the counters read its /proc while they start and exit. The racy form
+    meets a vanished process under the same churn (its shell's error escapes; it fails
+    the script when that process was the glob's last, which depends on where the PIDs
+    are), so the churn does reach the race."""
+    churn = subprocess.Popen(
+        ["ip", "netns", "exec", hosts.lab.ns("server"), "busybox", "sh", "-c",
+         "while :; do /bin/true; done"],
+        start_new_session=True,
+    )  # fmt: skip
+    racy, failed, read = 0, [], []
+    try:
+        with Session(hostsfile.load(hosts.file()), begin=False) as session:
+            server = session.hosts["server"]
+            for _ in range(60):
+                racy += "/stat" in server.run(["sh", "-c", RACY_READER], check=False).stderr
+                done = server.run(["sh", "-c", probes.COUNTERS], check=False)
+                if done.returncode != 0 or done.stderr:
+                    failed.append(done.stderr)
+                read.append(len(probes.parse_counters(done.stdout).processes))
+    finally:
+        os.killpg(churn.pid, signal.SIGKILL)
+        churn.wait()
+    assert racy > 0, "the churn never hit the race: this test shows nothing"
+    assert failed == []
+    assert min(read) > 10  # every process that stayed was read
+    assert leftovers() == []
 
 
 def test_an_unreachable_host_is_named(hosts):

@@ -200,6 +200,50 @@ def test_the_samplers_cost_is_its_own_and_its_childrens_cpu_over_its_life():
     assert probes.sampler_cost("C garbage") is None
 
 
+STAT = "{pid} (sh) S 1 {pid} {pid} 0 -1 0 0 0 0 0 5 3 0 0 20 0 1 0 900 0 0"
+
+
+def _proc(root: Path, present: list[int], vanished: list[int], unreadable: list[int]) -> None:
+    """A /proc as the glob saw it: ``vanished`` processes are names with nothing behind
+    them (dangling links: listed, then gone), ``unreadable`` ones a directory without stat."""
+    root.mkdir()
+    for pid in present:
+        (root / str(pid)).mkdir()
+        (root / str(pid) / "stat").write_text(STAT.format(pid=pid) + "\n")
+    for pid in vanished:
+        (root / str(pid)).symlink_to(root / "gone" / str(pid))
+    for pid in unreadable:
+        (root / str(pid)).mkdir()
+
+
+@pytest.mark.parametrize("shell", [["busybox", "sh"], ["dash"]])
+def test_a_process_that_exits_after_the_glob_is_skipped_and_fails_nothing(tmp_path, shell):
+    """The captured case: the last process listed exited before its stat was read, and
+    busybox's sh ended the whole counter script with exit status 1."""
+    _proc(tmp_path / "proc", present=[1, 42], vanished=[17, 99], unreadable=[])
+    done = subprocess.run(
+        [*shell, "-c", probes.process_stats(str(tmp_path / "proc"))], capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines() == [f"P {STAT.format(pid=1)}", f"P {STAT.format(pid=42)}"]
+    assert [p for p in probes.parse_counters(done.stdout).processes] == [1, 42]
+
+
+@pytest.mark.parametrize("shell", [["busybox", "sh"], ["dash"]])
+def test_a_process_whose_stat_cannot_be_read_still_fails_the_script(tmp_path, shell):
+    _proc(tmp_path / "proc", present=[1], vanished=[], unreadable=[7])
+    done = subprocess.run(
+        [*shell, "-c", probes.process_stats(str(tmp_path / "proc"))], capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert done.stderr == f"cannot read {tmp_path}/proc/7/stat\n"
+
+
+def test_the_counters_read_every_process_of_the_hosts_proc():
+    assert probes.COUNTERS.endswith(probes.process_stats("/proc"))
+    assert probes.process_stats("/proc").startswith("for p in /proc/[0-9]*; do\n")
+
+
 @pytest.mark.parametrize(
     ("stderr", "expected"),
     [

@@ -41,7 +41,7 @@ CLEANUP = r"""
 D=$1
 [ -d "$D" ] || exit 0
 alive() {
-  want=$2; [ -r "/proc/$1/stat" ] || return 1; read -r s <"/proc/$1/stat"
+  want=$2; { read -r s <"/proc/$1/stat"; } 2>/dev/null || return 1
   s=${s##*) }; set -- $s; [ "$1" != Z ] && [ "${20}" = "$want" ]
 }
 if [ -f "$D/pids" ]; then

@@ -78,6 +78,26 @@ if [ -r /proc/crypto ]; then
 fi
 """
 
+
+def process_stats(root: str = "/proc") -> str:
+    """POSIX sh that prints ``P <stat line>`` for every process under ``root``.
+
+    A process the glob listed may exit before its ``stat`` is read (1-2 of 20 trials
+    failed so on a router running short-lived processes): it is skipped, silently. Any
+    other ``stat`` that cannot be read (its process still there) fails the script.
+
+    The read is inside braces so that their ``2>/dev/null`` is in place before its
+    ``<`` is tried: in ``read -r s <f 2>/dev/null`` the ``<`` comes first, and the
+    shell's error for it (and busybox's exit status 1) escapes.
+    """
+    return (
+        f"for p in {shlex.quote(root)}/[0-9]*; do\n"
+        '  if { read -r s <"$p/stat"; } 2>/dev/null; then echo "P $s"\n'
+        '  elif [ -e "$p" ]; then echo "cannot read $p/stat" >&2; exit 1; fi\n'
+        "done\n"
+    )
+
+
 COUNTERS = r"""
 for d in /sys/class/net/*; do
   [ -d "$d/statistics" ] || continue
@@ -87,8 +107,9 @@ for d in /sys/class/net/*; do
   echo "link ${d##*/} $rb $tb $rp $tp $rd $td"
 done
 grep '^Tcp:' /proc/net/snmp
-for p in /proc/[0-9]*; do read -r s <"$p/stat" 2>/dev/null && echo "P $s"; done
-"""
+""" + process_stats()
+
+
 LINK_FIELDS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "rx_dropped", "tx_dropped")
 
 
