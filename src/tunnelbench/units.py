@@ -1,28 +1,70 @@
-"""Rates as ``tc`` writes them: ``100mbit``, ``1gbit``, ``2.5gbit``, ``500kbit``."""
+"""Rates as ``tc`` writes them: ``100mbit``, ``1gbit``, ``2.5gbit``, ``500kbit``.
+
+Only bits are accepted. ``tc`` reads ``100mbps`` as 100 megabytes per second (800
+Mbit/s), where most people mean 100 Mbit/s; a run once went 8x faster than asked that
+way. So every spelling that one reader takes for bits and another for bytes (``mbps``,
+``mb``, ``mb/s``, ``mbyte``...) is refused with both readings, and the user picks one.
+"""
 
 import re
 
 from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps)?\s*$", re.IGNORECASE)
+_NUMBER = r"^\s*(\d+(?:\.\d+)?)\s*"
+_RATE = re.compile(_NUMBER + r"(?:([kmgt]?)bits?(?:/s)?)?\s*$", re.IGNORECASE)
+#: Bytes in tc's reading, or either in a reader's: bps (tc: bytes/s), b, b/s, byte(s).
+_AMBIGUOUS = re.compile(_NUMBER + r"([kmgt]?)(bps|b/s|b|bytes?(?:/s)?)\s*$", re.IGNORECASE)
 _SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BYTE_NAMES = {"": "bytes/s", "k": "kilobytes/s", "m": "megabytes/s", "g": "gigabytes/s"}
+_BYTE_NAMES["t"] = "terabytes/s"
+#: Longer numbers are refused without the arithmetic (the message stays one short line).
+_DIGITS_SHOWN = 15
+_BIT_NAMES = {"": "bit/s", "k": "kbit/s", "m": "Mbit/s", "g": "Gbit/s", "t": "Tbit/s"}
 
 
 def parse_rate(text: str, *, key: str = "rate") -> int:
-    """Return a rate in bit/s. ``bps`` means bytes per second, as in ``tc``."""
+    """Return a rate in bit/s: a number, optionally with ``bit``, ``kbit``, ``mbit``,
+    ``gbit`` or ``tbit`` (and ``/s``); a bare number is bit/s, as in ``tc``."""
+    if ambiguous := _AMBIGUOUS.match(text):
+        raise UserError(f"{key}: {_both_readings(text, *ambiguous.groups())}")
     match = _RATE.match(text)
     if not match:
         raise UserError(
             f"{key}: {shown(text)} is not a rate; write a number with a unit, e.g. 100mbit, 1gbit"
         )
-    number, prefix, unit = match.groups()
-    bits = float(number) * _SCALE[prefix.lower()] * (8 if (unit or "").lower() == "bps" else 1)
+    number, prefix = match.groups()
+    bits = float(number) * _SCALE[(prefix or "").lower()]
     if bits < 8000:
         raise UserError(f"{key}: {shown(text)} is below the smallest supported rate, 8kbit")
     if bits > 400 * 10**9:
         raise UserError(f"{key}: {shown(text)} is above the largest supported rate, 400gbit")
     return int(bits)
+
+
+def _both_readings(text: str, number: str, prefix: str, unit: str) -> str:
+    """Why ``text`` is refused: what it means as bytes (tc's reading of ``bps``; a
+    reader's of ``b``), and how to write each reading in bits."""
+    p, unit = prefix.lower(), unit.lower()
+    if len(number) > _DIGITS_SHOWN:
+        return f"{shown(text)} may mean bytes or bits per second; write it in bits, e.g. 100mbit"
+    octets = _decimal(float(number) * 8)
+    as_bytes = f"{number} {_BYTE_NAMES[p]} = {octets} {_BIT_NAMES[p]}"
+    if unit.startswith("byte"):
+        return f"{shown(text.strip())} is {as_bytes}; rates are written in bits: {octets}{p}bit"
+    if unit == "bps":
+        how = f"tc reads this as {as_bytes}"
+    else:
+        how = f"this may mean {number} {_BIT_NAMES[p]} or {as_bytes}"
+    return (
+        f"{shown(text.strip())}: {how}; write {number}{p}bit for {number} {_BIT_NAMES[p]}"
+        f" or {octets}{p}bit"
+    )
+
+
+def _decimal(value: float) -> str:
+    """A number as a person writes it: 800, 2.4, 0.8 (no float noise, no exponent)."""
+    return f"{value:.6f}".rstrip("0").rstrip(".")
 
 
 def format_rate(bits_per_second: float) -> str:
