@@ -303,3 +303,72 @@ def test_tune_refuses_a_lab_on_another_kernel(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "lab.kernel: tune runs on this machine's kernel only, not 'debian'" in done.stderr
     assert not (tmp_path / "t.db").exists()
+
+
+# --- the cache's paths, as virtme-ng takes them (kernel-comparison's 6.12 guest never
+# booted: its cache entry held the "~" of Debian's version 6.12.117-1~bpo12+1) ---
+
+BACKPORT = ("linux-image-6.12.117+deb12-amd64", "6.12.117-1~bpo12+1")
+
+
+@pytest.mark.parametrize(
+    ("package", "version", "name"),
+    [
+        ("linux-image-6.1.0-56-amd64", "6.1.158-1", "linux-image-6.1.0-56-amd64_6.1.158-1"),
+        (*BACKPORT, "linux-image-6.12.117+deb12-amd64_6.12.117-1_7ebpo12+1"),
+        ("linux-image-6.1.0-9-amd64", "1:6.1.27~rc1", "linux-image-6.1.0-9-amd64_1_3a6.1.27_7erc1"),
+    ],
+)
+def test_a_cache_entry_is_named_with_what_virtme_ng_takes(package, version, name):
+    assert kernels.entry_name(package, version) == name
+    assert kernels.VNG_SAFE_PATH.fullmatch(name)
+
+
+def test_virtme_ng_itself_takes_the_modules_of_a_backport_from_the_cache():
+    """The --rodir argument boot_argv gives, checked by virtme-ng's own pattern: the
+    entry named as before (the version as it is) is the one it refused."""
+    from virtme.commands.run import _RWDIR_RE
+
+    root = Path("/var/cache/tunnelbench/kernels")
+    entry = root / kernels.entry_name(*BACKPORT)
+    assert _RWDIR_RE.fullmatch(f"/lib/modules={entry / 'lib' / 'modules'}")
+    before = root / "_".join(BACKPORT)
+    assert not _RWDIR_RE.fullmatch(f"/lib/modules={before / 'lib' / 'modules'}")
+
+
+def _unpacked_tree(tree: Path, release: str = "6.12.117+deb12-amd64") -> Path:
+    (tree / "lib" / "modules" / release).mkdir(parents=True)
+    (tree / "lib" / "modules" / release / "modules.dep").write_text("")
+    (tree / "boot").mkdir()
+    (tree / "boot" / f"vmlinuz-{release}").write_text("")
+    return tree
+
+
+def test_a_kernel_directory_virtme_ng_would_not_share_is_refused_before_booting(tmp_path):
+    tree = _unpacked_tree(tmp_path / "k~1")
+    with pytest.raises(UserError) as caught:
+        kernels.unpacked(tree, str(tree))
+    assert str(caught.value) == (
+        f"lab.kernel: {str(tree)!r}: {str(tree)!r} holds '~', which virtme-ng refuses in a"
+        " path it shares with the guest (letters, digits and _+ /.- only); move the"
+        " directory given"
+    )
+    assert caught.value.exit_code == 2
+
+
+def test_a_kernel_cache_virtme_ng_would_not_share_is_refused_before_fetching(tmp_path):
+    cache = tmp_path / "cache:1"
+    with pytest.raises(UserError, match=r"holds ':', .*set TUNNELBENCH_KERNEL_CACHE"):
+        kernels.check_shareable(cache / kernels.entry_name(*BACKPORT), "debian")
+    assert not cache.exists()
+
+
+def test_an_entry_unpacked_under_its_raw_version_is_renamed_not_fetched_again(tmp_path):
+    legacy = _unpacked_tree(tmp_path / "_".join(BACKPORT))
+    (legacy / kernels.COMPLETE).write_text("=".join(BACKPORT) + "\n")
+    entry = tmp_path / kernels.entry_name(*BACKPORT)
+    kernels._adopt_legacy_entry(legacy, entry)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [entry.name]
+    assert kernels.unpacked(entry, "linux-image-6.12.117+deb12-amd64").release == (
+        "6.12.117+deb12-amd64"
+    )

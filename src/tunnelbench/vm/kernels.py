@@ -8,9 +8,17 @@ configured apt sources) or by the path of a directory holding an unpacked kernel
 the host's ``/boot`` and ``/lib/modules`` stay as they are, and the guest sees the
 modules from the cache (:mod:`tunnelbench.vm.machine`). Each package version is fetched
 once and reused.
+
+virtme-ng takes the paths it shares with the guest only when they are made of letters,
+digits and ``_+ /.-``: a Debian version holds ``~`` (``6.12.57-1~bpo12+1``) and may
+hold an epoch's ``:``, so a cache entry is named with those escaped
+(:func:`entry_name`), and a kernel whose paths still hold another character (the cache
+root, a directory given as ``lab.kernel``) is refused before a guest is booted.
 """
 
+import contextlib
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -33,6 +41,12 @@ from tunnelbench.system.command import CommandError, run
 COMPLETE = ".complete"
 #: Seconds allowed for the download of one kernel package (~70 MB).
 DOWNLOAD_TIMEOUT_S = 600.0
+#: What virtme-ng accepts in a path it shares with the guest (``--rodir``, ``--rwdir``:
+#: its ``_SAFE_PATH_PATTERN``); it refuses anything else, and the guest never boots.
+VNG_SAFE_PATH = re.compile(r"[a-zA-Z0-9_+ /.-]+")
+#: Debian package names and versions never hold ``_``, so ``_`` and two hex digits
+#: escape a character virtme-ng refuses without ever meeting another entry's name.
+_UNSAFE_IN_NAME = re.compile(r"[^a-zA-Z0-9+.-]")
 
 
 def cache_root() -> Path:
@@ -72,16 +86,56 @@ def locate(spec: str) -> Kernel:
     if not PACKAGE.fullmatch(package):  # apt would take anything else as a pattern
         raise UserError(f"lab.kernel: {shown(spec)} is not a kernel package; {ALLOWED}")
     version = _candidate(package)
-    entry = cache_root() / f"{package}_{version}"
+    entry = cache_root() / entry_name(package, version)
+    _adopt_legacy_entry(cache_root() / f"{package}_{version}", entry)
     if not (entry / COMPLETE).exists():
+        check_shareable(entry, spec)
         _fetch(package, version, entry)
     kernel = unpacked(entry, spec)
     return Kernel(spec, kernel.release, kernel.image, kernel.modules, package, version)
 
 
+def entry_name(package: str, version: str) -> str:
+    """The cache directory of one package version: ``PACKAGE_VERSION``, with every
+    character virtme-ng would refuse (``~``, an epoch's ``:``) written ``_HH``."""
+
+    def escape(match: re.Match[str]) -> str:
+        return "".join(f"_{byte:02x}" for byte in match.group(0).encode())
+
+    return f"{_UNSAFE_IN_NAME.sub(escape, package)}_{_UNSAFE_IN_NAME.sub(escape, version)}"
+
+
+def _adopt_legacy_entry(legacy: Path, entry: Path) -> None:
+    """A complete entry an earlier tunnelbench unpacked under the version as it is
+    (``~`` and all) is renamed, not fetched again."""
+    if legacy == entry or not (legacy / COMPLETE).exists() or entry.exists():
+        return
+    with contextlib.suppress(OSError):  # else it is fetched afresh
+        legacy.rename(entry)
+
+
+def check_shareable(path: Path, spec: str) -> None:
+    """Refuse a kernel whose directory virtme-ng would not share with the guest, naming
+    the character and what to do, before anything is fetched or booted."""
+    text = str(path)
+    if VNG_SAFE_PATH.fullmatch(text):
+        return
+    bad = "".join(sorted({c for c in text if not VNG_SAFE_PATH.fullmatch(c)}))
+    where = (
+        "the directory given"
+        if spec.startswith("/")
+        else "the kernel cache (set TUNNELBENCH_KERNEL_CACHE to another directory)"
+    )
+    raise UserError(
+        f"lab.kernel: {spec!r}: {text!r} holds {bad!r}, which virtme-ng refuses in a path it"
+        f" shares with the guest (letters, digits and _+ /.- only); move {where}"
+    )
+
+
 def unpacked(tree: Path, spec: str) -> Kernel:
     """The kernel in an unpacked tree: exactly one release in ``lib/modules`` and its
     image in ``boot``."""
+    check_shareable(tree, spec)
     modules = tree / "lib" / "modules"
     releases = sorted(p.name for p in modules.iterdir()) if modules.is_dir() else []
     if len(releases) != 1:
