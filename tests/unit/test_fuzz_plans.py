@@ -4,6 +4,9 @@ bounded time). See fuzz_harness.py for what "cleanly" checks.
 
 Four generators: valid keys with wrong or odd values, random keys and TOML structures,
 random bytes, and well-formed plans re-encoded (UTF-16, a byte-order mark, cut short).
+Besides them, a sweep gives every setting each number beyond a float or a 64-bit
+integer: a parser that converts before it checks the range fails there on every run,
+where the generators found ``cpu_budget = 10**400`` in 2 plans of 300.
 """
 
 import json
@@ -26,6 +29,12 @@ WORDS = sorted(
 )
 
 # --- TOML value text: odd numbers and strings, arrays, inline tables, deep nesting ---
+
+#: Numbers no setting can take, as TOML writes them: beyond a float (an unbounded TOML
+#: integer, 1e400), beyond 64 bits, not a number; and the same as strings and shares.
+HUGE = "1" + "0" * 400
+EXTREME_NUMBERS = [HUGE, f"-{HUGE}", "1e400", "nan", str(2**64), f'"{HUGE}"', f'"{HUGE}%"']
+
 
 odd_integers = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70).map(str),
@@ -77,7 +86,9 @@ plausible = st.sampled_from(
 )
 # Mostly plausible values, so that many plans get past parsing to the checks of whole
 # configurations (conflicts, exclude rules, expansion) and to `plan show` itself.
-any_value = st.one_of(plausible, plausible, plausible, values, deep)
+any_value = st.one_of(
+    plausible, plausible, plausible, values, deep, st.sampled_from(EXTREME_NUMBERS)
+)
 
 
 @st.composite
@@ -183,3 +194,16 @@ def test_random_bytes_and_encodings(tmp_path, capsys):
 
     fuzz()
     _report("random bytes and encodings", capsys)
+
+
+def test_every_setting_with_numbers_beyond_range(tmp_path, capsys):
+    """One plan per number, giving it to every setting at once (a plan reports every
+    bad value together) and to the top-level numbers."""
+    tally = TALLIES["every setting, numbers beyond range"] = Tally()
+    for number in EXTREME_NUMBERS:
+        top = [f"seed = {number}", f"repetitions = {{ target = {number}, min = {number} }}"]
+        settings = [f"{json.dumps(path)} = {number}" for path in PATHS]
+        for text in (top[0], top[1], "[base]\n" + "\n".join(settings)):
+            _plan_show(tmp_path, f"{text}\n".encode(), tally)
+        _plan_show(tmp_path, f"repetitions = {number}\n".encode(), tally)
+    _report("every setting, numbers beyond range", capsys)

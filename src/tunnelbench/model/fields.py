@@ -6,6 +6,7 @@ the error message) and the raw TOML value, and returns the typed value or raises
 :class:`UserError` naming the key, the bad value and what is allowed.
 """
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -169,7 +170,8 @@ def _cpu_budget(key: str, value: Any) -> float:
     if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)?%", value):
         number = float(value[:-1]) / 100
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value)
+        # TOML integers are unbounded here (10**400): beyond a float, out of range.
+        number = float(value) if abs(value) < 2**64 else math.inf if value > 0 else -math.inf
     if number is None:
         raise UserError(f"{key}: {shown(value)} is not a share of one core such as 0.25 or '25%'")
     if not 0.01 <= number <= CPU_BUDGET_MAX:
