@@ -260,6 +260,10 @@ class SshdHosts:
                     found.append(int(entry.name))
         return found
 
+    def sessions(self, role: str) -> list[int]:
+        """The sshd processes serving the role's connections now (its logins)."""
+        return self._connections(self.pid(role))
+
     def start(self, role: str) -> None:
         """Starts the role's sshd again (after :meth:`stop`): the host is back."""
         self._start(role)

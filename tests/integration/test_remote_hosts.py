@@ -6,6 +6,7 @@ to keep nothing of the run afterwards."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -19,8 +20,9 @@ from tests.integration.helpers import tunnelbench
 from tests.sshd import SshdHosts
 from tunnelbench.bench.store import Store
 from tunnelbench.lab import netns
+from tunnelbench.lab.state import process_start_time
 from tunnelbench.model.plan import LabSettings
-from tunnelbench.remote import hostsfile, probes
+from tunnelbench.remote import hostsfile, masters, probes
 from tunnelbench.remote.session import Session
 from tunnelbench.report import view
 
@@ -308,6 +310,122 @@ def test_a_connection_lost_mid_trial_keeps_the_finished_trials_and_lab_clean_rem
             assert leftovers() == []
     finally:
         lab.teardown()
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Live processes whose command line holds ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                    if state != "Z":
+                        found.append(int(entry.name))
+            except (OSError, IndexError):
+                continue
+    return found
+
+
+def _sessions_of(path: Path) -> list[masters.SessionRecord]:
+    root = masters.state_root()
+    records = []
+    for directory in sorted(root.iterdir()) if root.is_dir() else []:
+        try:
+            record = masters.SessionRecord.load(directory)
+        except (OSError, ValueError):
+            continue
+        if record.hosts_file == str(path.resolve()):
+            records.append(record)
+    return records
+
+
+def test_lab_clean_ends_the_ssh_masters_and_logins_a_killed_run_left(hosts):
+    """A SIGKILLed run leaves one OpenSSH master per host, each holding a login (an sshd
+    session), and its directory on each host; `lab clean --hosts` ends the masters it
+    recorded, by PID, says so, and removes the rest."""
+    path = hosts.file(name="killed.toml")
+    db = hosts.work / "killed.db"
+    logins = {role: set(hosts.farm.sessions(role)) for role in ROLES}
+    run = subprocess.Popen(
+        [*tunnelbench_argv(), "run", "--hosts", str(path), "--tunnels", "none",
+         "--runs", "2", "--duration", "3", "--streams", "1", "--db", str(db), "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for_trials(db, 1, run)
+        time.sleep(1.0)  # into the second trial's traffic
+        (session,) = _sessions_of(path)
+    finally:
+        run.kill()  # SIGKILL: nothing of the run's own cleanup runs
+        run.wait()
+    assert [m.role for m in session.masters] == list(ROLES)
+    assert all(masters.is_master(m) for m in session.masters)  # left running
+    for role in ROLES:
+        assert set(hosts.farm.sessions(role)) - logins[role], f"{role} kept no login"
+    left = leftovers()
+    assert len(left) == 3  # the hosts share this machine's /tmp: each lists all three
+    done = tunnelbench("lab", "clean", "--hosts", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:3] == [
+        f"{m.role}: the SSH master of a killed run (pid {m.pid}): ended; its login on"
+        f" {m.role} with it"
+        for m in session.masters
+    ]
+    assert [line.split(": ", 1)[1] for line in lines[3:]] == [f"{p}: removed" for p in left]
+    assert not any(masters.is_master(m) for m in session.masters)
+    assert not session.directory.exists()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (
+        _processes_naming(str(session.directory))
+        or any(set(hosts.farm.sessions(r)) - logins[r] for r in ROLES)
+    ):
+        time.sleep(0.1)
+    assert _processes_naming(str(session.directory)) == []  # no master, no client of one
+    assert all(set(hosts.farm.sessions(r)) <= logins[r] for r in ROLES)  # the logins ended
+    assert leftovers() == []
+
+
+def test_lab_clean_runs_nothing_from_a_directory_it_did_not_make_private(hosts):
+    """Anyone on a host can make a directory named like a run's in /tmp, with an owner
+    record of a process that has ended and an undo line; `lab clean --hosts` (root on the
+    host) runs nothing from one that is not the connecting user's or that others may
+    write to, and says so in one line."""
+    marker = hosts.work / "ran-as-root"
+    gone = subprocess.Popen(["true"])
+    record = {
+        "boot_id": Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
+        "pid": gone.pid,
+        "start_time": process_start_time(gone.pid),
+    }
+    gone.wait()
+    made = {"tunnelbench.5ca1ab1e.gw": (65534, 0o700), "tunnelbench.0ddba11d.gw": (0, 0o777)}
+    for name, (uid, mode) in made.items():
+        d = Path("/tmp") / name
+        d.mkdir()
+        (d / "owner").write_text(json.dumps(record) + "\n")
+        (d / "undo").write_text(f"touch {marker}\n")
+        d.chmod(mode)
+        os.chown(d, uid, -1)
+    try:
+        done = tunnelbench("lab", "clean", "--hosts", str(hosts.file(name="foreign.toml")))
+        assert done.returncode == 1, done.stdout + done.stderr
+        for role in ROLES:
+            assert (
+                f"{role}: /tmp/tunnelbench.5ca1ab1e.gw: refused: it belongs to uid 65534, not to"
+                " the user tunnelbench connects as; ran nothing from it"
+            ) in done.stdout.splitlines()
+            assert (
+                f"{role}: /tmp/tunnelbench.0ddba11d.gw: refused: others may write to it"
+                " (drwxrwxrwx); ran nothing from it"
+            ) in done.stdout.splitlines()
+        assert len(done.stdout.splitlines()) == 6
+        assert not marker.exists()
+        assert sorted(leftovers()) == sorted(f"/tmp/{name}" for name in made)
+    finally:
+        for name in made:
+            shutil.rmtree(Path("/tmp") / name)
 
 
 def tunnelbench_argv() -> list[str]:

@@ -356,7 +356,7 @@ def test_a_plan_for_real_hosts_may_vary_traffic_and_tunnel_not_the_lab():
     assert [(t.seq, t.config.tunnel.kind.value, t.config.traffic.streams) for t in trials] == [
         (1, "none", 1), (2, "wireguard", 1), (3, "none", 4), (4, "wireguard", 4),
     ]  # fmt: skip
-    shaped = plan + '[base.lab.wan]\nrate = "100M"\n'
+    shaped = plan + '[base.lab.wan]\nrate = "100mbit"\n'
     with pytest.raises(UserError, match=r"^lab\.wan\.rate: cannot be set for real hosts"):
         remote_run.check(planfile.parse(shaped, "p.toml").experiment, hosts)
     other = '[base.tunnel]\nkind = "vxlan"\n'

@@ -202,9 +202,9 @@ def clean(args: argparse.Namespace) -> int:
 
 def _clean_hosts(path: Path) -> int:
     """What killed remote runs left on the hosts of a hosts file (their owner is gone)."""
-    said = remote_session.clean(hostsfile.load(path))
+    said, whole = remote_session.clean(hostsfile.load(path))
     print("\n".join(said) if said else "nothing to clean on any host")
-    return 1 if any("could not" in line for line in said) else 0
+    return 0 if whole else 1
 
 
 def _remove(labs: list[lab_state.LabState]) -> int:

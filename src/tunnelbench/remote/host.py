@@ -36,10 +36,22 @@ PREFIX = "tunnelbench."
 RECORD_SELF = 'read -r s </proc/$$/stat; s=${s##*) }; set -- $s; echo "$$ ${20}" >>"$TB_DIR/pids"'
 
 #: Ends the recorded processes whose start time still matches, undoes the recorded
-#: changes newest first, removes the directory. ``$1``: the directory.
+#: changes newest first, removes the directory. ``$1``: the directory. Nothing is run
+#: from a directory that is a link, is not the connecting user's, or that others may
+#: write to (anyone can make a directory in /tmp; its undo lines would run as root):
+#: exit status 3 and one line on stderr.
 CLEANUP = r"""
 D=$1
+if [ -L "$D" ]; then echo "refused: $D is a symbolic link" >&2; exit 3; fi
 [ -d "$D" ] || exit 0
+if [ ! -O "$D" ]; then
+  set -- $(ls -ldn "$D"); echo "refused: $D belongs to uid $3, not to this user" >&2; exit 3
+fi
+mode=$(ls -ldn "$D"); mode=${mode%% *}
+case "$mode" in
+  d????[!w]??[!w]*) ;;
+  *) echo "refused: $D is writable by others ($mode)" >&2; exit 3 ;;
+esac
 alive() {
   want=$2; { read -r s <"/proc/$1/stat"; } 2>/dev/null || return 1
   s=${s##*) }; set -- $s; [ "$1" != Z ] && [ "${20}" = "$want" ]
@@ -185,31 +197,6 @@ class SshHost(Host):
 
     def record(self, path: Path, *, kind: str) -> None:
         self.undo(["rm", "-rf", str(path)])
-
-
-def leftovers(connection: Connection) -> list[tuple[str, dict[str, object]]]:
-    """The run directories on a host, with their owners' records."""
-    script = (
-        f'for d in {REMOTE_ROOT}/{PREFIX}*; do [ -d "$d" ] || continue;'
-        ' o=$(cat "$d/owner" 2>/dev/null); echo "$d $o"; done'
-    )
-    found = []
-    for line in connection.run(script).stdout.splitlines():
-        path, _, text = line.partition(" ")
-        try:
-            record = json.loads(text) if text else {}
-        except json.JSONDecodeError:
-            record = {}
-        found.append((path, record if isinstance(record, dict) else {}))
-    return found
-
-
-def clean_directory(connection: Connection, path: str) -> str | None:
-    """Cleanup of one run directory (a killed run's); what failed, or None."""
-    if not path.startswith(f"{REMOTE_ROOT}/{PREFIX}") or "/" in path[len(REMOTE_ROOT) + 1 :]:
-        raise LabError(f"{path}: not a tunnelbench run directory")
-    done = connection.run(["sh", "-c", CLEANUP, "cleanup", path], check=False, timeout=60)
-    return (done.stderr.strip() or "cleanup failed") if done.returncode else None
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:

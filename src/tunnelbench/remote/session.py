@@ -2,13 +2,11 @@
 its run directory, and cleanup of everything on every host however the run ends."""
 
 import secrets
-import shutil
-import tempfile
-from pathlib import Path
+from functools import partial
 
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.remote import probes
-from tunnelbench.remote.host import SshHost, clean_directory, leftovers, owner_alive
+from tunnelbench.remote import leftovers, masters, probes
+from tunnelbench.remote.host import SshHost, owner_alive
 from tunnelbench.remote.hostsfile import HostsFile, management_overlap
 from tunnelbench.remote.ssh import Connection, Unreachable
 
@@ -21,7 +19,8 @@ class Session:
         self.file = hosts
         self.tag = secrets.token_hex(4)
         self.begin = begin
-        self.control = Path(tempfile.mkdtemp(prefix="tunnelbench-ssh-"))
+        #: This machine's record of the session: its masters, their sockets and logs.
+        self.record: masters.SessionRecord | None = None
         self.hosts: dict[str, SshHost] = {}
         self.facts: dict[str, probes.Facts] = {}
         self.controller: dict[str, str] = {}  # role -> this machine's address as it sees it
@@ -39,17 +38,18 @@ class Session:
         self.close()
 
     def open(self) -> None:
+        self.record = record = masters.SessionRecord.create(self.tag, self.file.path)
         for role in self.file.roles:
             remote = self.file.hosts[role]
             connection = Connection(
                 remote.destination,
-                self.control,
+                record.directory,
                 config=self.file.ssh_config,
                 connect_timeout=self.file.connect_timeout,
                 name=role,
             )
             self.hosts[role] = SshHost(role, connection, self.tag)
-            connection.open()
+            connection.open(partial(record.add, role, remote.destination, socket=connection.socket))
         for role, host in self.hosts.items():
             seen = host.run(["sh", "-c", 'echo "$SSH_CONNECTION"']).stdout.split()
             if seen:
@@ -75,34 +75,44 @@ class Session:
                 )
         for host in self.hosts.values():
             host.connection.close()
-        shutil.rmtree(self.control, ignore_errors=True)
+        if self.record is not None:
+            self.record.remove()
 
 
-def clean(hosts: HostsFile) -> list[str]:
-    """``lab clean --hosts``: remove what killed runs left on each host; lines to print."""
-    said: list[str] = []
+def clean(hosts: HostsFile) -> tuple[list[str], bool]:
+    """``lab clean --hosts``: remove what killed runs left on each host; the lines to
+    print, and whether everything found was either removed or a live run's."""
+    # The masters first: their logins end with them, before the hosts are looked at.
+    said = masters.clean(hosts.path)
+    whole = True
     with Session(hosts, begin=False) as session:
         for role, host in session.hosts.items():
-            for path, record in leftovers(host.connection):
-                alive = owner_alive(record)
+            for found in leftovers.listed(host.connection):
+                path = found.path
+                if (why := leftovers.refusal(found)) is not None:
+                    said.append(f"{role}: {path}: refused: {why}; ran nothing from it")
+                    whole = False
+                    continue
+                alive = owner_alive(found.record)
                 if alive is None:
                     said.append(
                         f"{role}: {path}: left alone: made from another machine (boot id"
-                        f" {record.get('boot_id', '?')})"
+                        f" {found.record.get('boot_id', '?')})"
                     )
                     continue
                 if alive:
                     said.append(
                         f"{role}: {path}: left alone: its run is still running"
-                        f" (pid {record.get('pid')})"
+                        f" (pid {found.record.get('pid')})"
                     )
                     continue
-                failed = clean_directory(host.connection, path)
+                failed = leftovers.clean_directory(host.connection, path)
+                whole = whole and failed is None
                 said.append(
                     f"{role}: {path}: "
                     + (f"could not remove all: {failed}" if failed else "removed")
                 )
-    return said
+    return said, whole
 
 
 def missing(hosts: HostsFile, facts: dict[str, probes.Facts]) -> list[str]:

@@ -19,7 +19,7 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tunnelbench.errors import LabError, UserError
@@ -102,9 +102,10 @@ class Connection:
             "-o", f"ControlPath={self.socket}",
         ]  # fmt: skip
 
-    def open(self) -> None:
+    def open(self, started: Callable[[int], None] | None = None) -> None:
         """Start the master and wait until it carries commands; a failure to connect
-        raises :class:`UserError` (nothing was created on the host yet)."""
+        raises :class:`UserError` (nothing was created on the host yet). ``started`` is
+        given the master's PID the moment it exists, to record it."""
         with self._log.open("wb") as err:
             self.master = subprocess.Popen(
                 ["ssh", *self.options(), "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
@@ -112,6 +113,8 @@ class Connection:
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                 start_new_session=True,  # Ctrl-C reaches tunnelbench, which closes it in order
             )  # fmt: skip
+        if started is not None:
+            started(self.master.pid)
         deadline = time.monotonic() + self.connect_timeout + 5
         while time.monotonic() < deadline:
             if self.master.poll() is not None:
