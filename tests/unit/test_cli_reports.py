@@ -163,6 +163,45 @@ def test_bad_input_is_one_line_and_writes_nothing(lab, args, error):
     assert sorted(p.name for p in lab.iterdir()) == before
 
 
+# The captured case: `report --format json -o` naming the database replaced it with the
+# JSON report, and every run stored in it was lost.
+OVER_THE_DATABASE = [
+    (["report", "--format", "json", "-o", "l2-tunnel-mtu.db"], "the results database"),
+    (["report", "--format", "md", "-o", "./sub/../l2-tunnel-mtu.db"], "the results database"),
+    (["report", "--format", "html", "-o", "link.db"], "the results database"),
+    (["report", "--format", "csv", "-o", "hard.db"], "the results database"),
+    (["report", "--format", "json", "-o", "l2-tunnel-mtu.db-wal"], "the -wal file of"),
+    (["report", "--format", "json", "-o", "sub/../l2-tunnel-mtu.db-shm"], "the -shm file of"),
+    (["report", "--format", "json", "-o", "l2-tunnel-mtu.db-journal"], "the -journal file of"),
+    (["report", "--compare", "1", "queue-comparison.db", "-o", "queue-comparison.db"],
+     "the results database"),
+    (["compare", "1", "queue-comparison.db:1", "-o", "link.db", "--format", "html"],
+     "the results database"),
+    (["compare", "1", "queue-comparison.db", "-o", "queue-comparison.db-wal"],
+     "the -wal file of"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "what"), OVER_THE_DATABASE, ids=[" ".join(a) for a, _ in OVER_THE_DATABASE]
+)
+def test_a_report_over_a_database_it_reads_is_refused(lab, args, what):
+    (lab / "sub").mkdir()
+    (lab / "link.db").symlink_to("l2-tunnel-mtu.db")
+    (lab / "hard.db").hardlink_to(lab / "l2-tunnel-mtu.db")
+    before = {p.name: p.read_bytes() for p in lab.iterdir() if p.is_file()}
+    done = tunnelbench(*args, "--db", "l2-tunnel-mtu.db", cwd=lab)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    output = args[args.index("-o") + 1]
+    database = "queue-comparison.db" if output.startswith("queue") else "l2-tunnel-mtu.db"
+    assert done.stderr == (
+        f"tunnelbench: error: -o: {output!r} is {what} {database!r}; a report there would"
+        " replace the runs stored in it: give another file name\n"
+    )
+    assert {p.name: p.read_bytes() for p in lab.iterdir() if p.is_file()} == before
+    assert "complete" in ok(tunnelbench("runs", "--db", "l2-tunnel-mtu.db", cwd=lab))
+
+
 # --- the reports `tunnelbench run` writes at the end ---
 
 

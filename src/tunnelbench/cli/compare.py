@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tunnelbench.cli.options import parse_percent
 from tunnelbench.cli.parsing import Verbs, add_db_argument
-from tunnelbench.cli.report import emit, emit_markdown, output_path
+from tunnelbench.cli.report import databases_read, emit, emit_markdown, output_path
 from tunnelbench.report import compare, compare_page
 
 SIDE_HELP = (
@@ -52,7 +52,8 @@ def handle(args: argparse.Namespace) -> int:
         if args.fail_if_slower is None
         else parse_percent("--fail-if-slower", args.fail_if_slower)
     )
-    output = output_path(args.output, args.format)
+    read = databases_read(Path(args.db), (args.a, args.b), ("A", "B"))
+    output = output_path(args.output, args.format, read)
     comparison = compare.build(args.a, args.b, Path(args.db))
     if output is not None and args.format == "md":
         emit_markdown(output, lambda path: compare_page.write_markdown(comparison, path))

@@ -5,15 +5,16 @@ import errno
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tunnelbench.bench.store import Store
+from tunnelbench.bench.store import RESERVE_SUFFIX, SIDE_FILES, Store
 from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.echo import capped, shown, unknown_value
 from tunnelbench.errors import SystemFault, UserError
 from tunnelbench.report import (
+    compare,
     compare_page,
     csv_report,
     fit,
@@ -47,10 +48,13 @@ def _quoted(path: Path | str) -> str:
     return capped(repr(str(path)), 300)
 
 
-def output_path(text: str | None, fmt: str = "table") -> Path | None:
+def output_path(
+    text: str | None, fmt: str = "table", databases: Sequence[Path] = ()
+) -> Path | None:
     """The ``-o`` path, checked before anything is read or written. A Markdown report
     writes its charts into a directory beside it, so it needs a file's name, not a
-    device's (``-o /dev/null`` would create ``/dev/null-charts/``)."""
+    device's (``-o /dev/null`` would create ``/dev/null-charts/``). It must not be one
+    of the results ``databases`` the verb reads, nor one of their side files."""
     if text is None:
         return None
     if not text.strip():
@@ -72,7 +76,41 @@ def output_path(text: str | None, fmt: str = "table") -> Path | None:
             )
     except OSError as exc:  # e.g. a name too long to look up
         raise UserError(f"-o: {_quoted(text)}: {exc.strerror}") from None
+    _refuse_database(path, text, databases)
     return path
+
+
+def databases_read(db: Path, sides: Sequence[str], where: Sequence[str]) -> list[Path]:
+    """The results databases a verb reads: ``--db``, and those the sides of a comparison
+    name (``DATABASE``, ``DATABASE:RUN``); ``where`` names each side in an error."""
+    named = zip(sides, where, strict=True)
+    return [db, *(compare.SideRef.parse(text, db, name).run.db for text, name in named)]
+
+
+def _refuse_database(path: Path, text: str, databases: Sequence[Path]) -> None:
+    """A report written over a results database, or over its ``-wal``, ``-shm`` or
+    ``-journal``, would replace every run stored there (it once did): refused, whatever
+    the spelling (a symbolic link, ``..``, a hard link)."""
+    for db in databases:
+        for suffix in ("", *SIDE_FILES, RESERVE_SUFFIX):
+            named = [Path(f"{db}{suffix}"), Path(f"{os.path.realpath(db)}{suffix}")]
+            if any(_same_file(path, other) for other in named):
+                what = "the results database" if not suffix else f"the {suffix} file of"
+                raise UserError(
+                    f"-o: {_quoted(text)} is {what} {_quoted(db)}; a report there would"
+                    " replace the runs stored in it: give another file name"
+                )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """One file by its real path, or by its inode (a hard link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        first, second = a.stat(), b.stat()
+    except (OSError, ValueError):
+        return False
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
 def _write_file(path: Path, text: str) -> None:
@@ -166,7 +204,9 @@ def register(verbs: Verbs) -> None:
 def handle(args: argparse.Namespace) -> int:
     if args.format not in REPORT_FORMATS:
         raise UserError(f"--format: {unknown_value(args.format, REPORT_FORMATS)}")
-    output = output_path(args.output, "table" if args.compare else args.format)
+    sides = args.compare or ()
+    read = databases_read(Path(args.db), sides, ("--compare",) * len(sides))
+    output = output_path(args.output, "table" if args.compare else args.format, read)
     if args.compare is not None:
         return _compare(args, output)
     ref = args.run or "latest"
