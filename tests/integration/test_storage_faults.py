@@ -1,6 +1,7 @@
-"""Fault injection for the results database (issue 12, C.5): a disk that fills up in the
-middle of a run, a database on a read-only mount, an immutable database file, and
-`--db` paths that cannot hold a database.
+"""Fault injection for the results database (issue 12, C.5; issue 27, 5): a disk that
+fills up in the middle of a run, a database on a read-only mount, an immutable database
+file, one that turns immutable in the middle of a run, and `--db` paths that cannot
+hold a database.
 
 Every case ends in one line on standard error and no traceback; a fault of the system
 exits 1, a bad path 2; the finished trials are kept, the run is marked with its reason
@@ -159,6 +160,65 @@ def test_an_immutable_database_is_read_but_not_written(tmp_path: Path):
     assert listed.returncode == 0, listed.stderr
     assert db.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.db"]  # no side file left
+
+
+def _chattr(flag: str, paths: list[Path]) -> None:
+    subprocess.run(["chattr", flag, *map(str, paths)], check=True)
+
+
+@pytest.mark.parametrize("what", ["the database's files", "its directory"])
+def test_a_database_that_turns_immutable_mid_run_ends_it_with_one_line_and_no_leftovers(
+    tmp_path: Path, what: str
+):
+    """The captured case: a WireGuard run whose database (with the -shm file SQLite maps)
+    turned immutable after its first trial died of SIGBUS at its next write, with no
+    message, the run left 'running', its namespaces, wireguard-go daemons and their
+    sockets behind. Now the write is an error: the lab is torn down (the suite's fixture
+    checks namespaces, processes and sockets), one line says what happened, and once the
+    database is writable again the stored trial is there and --resume finishes the run."""
+    work = tmp_path / "work"
+    work.mkdir()
+    db = work / "r.db"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "tunnelbench", "run", "-q", "--tunnels", "wireguard",
+         "--streams", "1", "--runs", "2", "--duration", "1", "--warmup", "0",
+         "--allow-concurrent", "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    frozen: list[Path] = []
+    try:
+        deadline = time.monotonic() + 120
+        while _stored(db) < 1:
+            assert run.poll() is None, run.communicate()
+            assert time.monotonic() < deadline, "no trial was stored"
+            time.sleep(0.05)
+        frozen = sorted(work.glob("r.db*")) if what == "the database's files" else [work]
+        _chattr("+i", frozen)
+        out, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+        if frozen:
+            _chattr("-i", frozen)
+    assert run.returncode == 1, out + err  # not -7 (SIGBUS)
+    line = _one_line(err)
+    target = db if what == "the database's files" else work
+    assert line.startswith(
+        f"tunnelbench: error: results database '{db}': it cannot be written ('{target}' is"
+        " immutable (`lsattr`))."
+    ), line
+    assert "run 1 could not be marked failed and still reads 'running'" in line
+    assert line.endswith(f"`tunnelbench run --resume 1 --db {db}` runs the rest")
+
+    kept = _stored(db)
+    assert 1 <= kept < 4
+    resumed = tunnelbench("run", "-q", "--resume", "1", "--allow-concurrent", "--db", str(db))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    store = Store.read(db)
+    assert store.run("1").status == "complete"
+    assert store.trial_counts(1) == {"ok": 4}
+    store.close()
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ storage errors."""
 
 import shutil
 import sqlite3
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -90,7 +92,7 @@ def test_reading_sees_what_a_live_writer_committed(tmp_path):
     path = tmp_path / "r.db"
     writer = Store(path)
     run_id = writer.start_run("x", {}, {})
-    reader = Store.read(path)  # the writer's -wal exists: read through it
+    reader = Store.read(path)  # with SQLite's locks, beside the writer
     try:
         assert reader.run("latest").id == run_id
         writer.finish_run(run_id, RunStatus.FAILED, "results database: the disk holding it is full")
@@ -100,13 +102,85 @@ def test_reading_sees_what_a_live_writer_committed(tmp_path):
         writer.close()
 
 
-def test_memory_mapped_io_is_off(tmp_path):
+def test_nothing_of_the_database_is_memory_mapped(tmp_path):
+    """No mmap of the file and no write-ahead log, whose index SQLite maps from -shm: a
+    mapped file that cannot be written is a SIGBUS, not an error (issue 27)."""
     store = Store(tmp_path / "r.db")
     assert store.db.execute("PRAGMA mmap_size").fetchone() == (0,)
-    store.close()
+    assert store.db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    run_id = store.start_run("x", {}, {})
     reader = Store.read(tmp_path / "r.db")
     assert reader.db.execute("PRAGMA mmap_size").fetchone() == (0,)
+    assert reader.run("latest").id == run_id
+    assert listing(tmp_path) == ["r.db", "r.db-reserve"]  # no -wal, no -shm
     reader.close()
+    store.close()
+
+
+def test_a_database_left_in_wal_mode_is_converted_by_a_run_and_still_read(tmp_path):
+    path = tmp_path / "l2.db"
+    shutil.copy(FIXTURES / "runs" / "l2-tunnel-mtu.db", path)
+    assert path.read_bytes()[18:20] == b"\x02\x02"  # as recorded: WAL
+    Store(path).close()
+    assert path.read_bytes()[18:20] == b"\x01\x01"  # a rollback journal
+    store = Store.read(path)
+    assert store.run("latest").experiment["repetitions"] == 3
+    store.close()
+    assert listing(tmp_path) == ["l2.db"]
+
+
+@pytest.fixture
+def immutable(tmp_path) -> Iterator[Callable[[Path], None]]:
+    """``immutable(path)``: chattr +i, undone after the test; skipped where the file
+    system has no such attribute or the test is not root."""
+    frozen: list[Path] = []
+
+    def freeze(path: Path) -> None:
+        done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"chattr +i: {done.stderr.strip()}")
+        frozen.append(path)
+
+    yield freeze
+    for path in frozen:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_a_database_that_turns_immutable_under_a_run_fails_its_next_write_cleanly(
+    tmp_path, immutable
+):
+    """The store's side of the captured case: the next write is a StorageError naming
+    the cause (under WAL it was a SIGBUS); the run cannot be marked, and says so; what
+    was stored is still read."""
+    path = tmp_path / "r.db"
+    store = Store(path)
+    run_id = store.start_run("x", {}, {})
+    immutable(path)
+    with pytest.raises(StorageError) as caught:
+        store.set_label(run_id, "late", None)
+    assert str(caught.value) == (
+        f"results database {str(path)!r}: it cannot be written ({str(path)!r} is immutable"
+        " (`lsattr`))"
+    )
+    error = store.abandon_run(run_id, caught.value)
+    assert f"run {run_id} could not be marked failed and still reads 'running'" in str(error)
+    store.close()
+    reader = Store.read(path)  # beside the journal the failed write left
+    assert (reader.run("latest").id, reader.run("latest").status) == (run_id, "running")
+    reader.close()
+
+
+def test_a_directory_that_turns_immutable_is_named_as_the_cause(tmp_path, immutable):
+    path = tmp_path / "r.db"
+    store = Store(path)
+    immutable(tmp_path)  # no journal can be created beside the database
+    with pytest.raises(StorageError) as caught:
+        store.start_run("x", {}, {})
+    assert str(caught.value) == (
+        f"results database {str(path)!r}: it cannot be written ({str(tmp_path)!r} is"
+        " immutable (`lsattr`))"
+    )
+    store.close()
 
 
 def test_a_write_to_a_read_only_store_is_a_storage_error_naming_the_cause(tmp_path):

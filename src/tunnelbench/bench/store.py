@@ -7,12 +7,20 @@ database written by a newer tunnelbench is refused rather than misread.
 Two ways in: ``Store(path)`` for a run, which creates or upgrades the database, and
 :meth:`Store.read` for the reading verbs, which opens it read-only (``mode=ro``) and
 never upgrades it, so that a user can read a database root wrote. A storage fault while
-writing (disk full, a read-only file or mount, an immutable file, an I/O error) is a
-:class:`StorageError` that says which; memory-mapped I/O stays off (``mmap_size = 0``),
-so a full or truncated file is an error from SQLite, never a SIGBUS.
+writing or reading (disk full, a read-only file or mount, an immutable file, an I/O
+error) is a :class:`StorageError` that says which.
+
+Nothing of the database is memory-mapped, so a file that cannot be written is an error
+from SQLite, never a SIGBUS: memory-mapped I/O is off (``mmap_size = 0``), and the
+journal is a rollback journal (``journal_mode = DELETE``), not a write-ahead log, whose
+index SQLite always maps from the ``-shm`` file (a run was killed by SIGBUS at its next
+write once that file turned immutable, leaving its lab behind). Readers still read while
+a run writes: each commit holds the database for milliseconds, within ``busy_timeout``.
 """
 
+import array
 import contextlib
+import fcntl
 import json
 import os
 import sqlite3
@@ -121,16 +129,23 @@ def _run_record(row: Any) -> RunRecord:
     )  # fmt: skip
 
 
+#: linux/fs.h: read a file's attributes (what ``lsattr`` shows); the immutable one.
+FS_IOC_GETFLAGS, FS_IMMUTABLE_FL = 0x80086601, 0x10
+UNWRITABLE = (
+    "it cannot be written (a read-only file, an immutable file (`lsattr`) or a read-only mount)"
+)
+
+
 def fault(path: Path, exc: sqlite3.Error) -> str:
     """What a SQLite error means for the user, naming the database."""
     name = getattr(exc, "sqlite_errorname", "")
     if name == "SQLITE_FULL":
         what = "the disk holding it is full"
     elif name.startswith("SQLITE_READONLY") or name == "SQLITE_PERM":
-        what = (
-            "it cannot be written (a read-only file, an immutable file (`lsattr`) or a"
-            " read-only mount)"
-        )
+        what = UNWRITABLE
+    elif name.startswith(("SQLITE_IOERR", "SQLITE_CANTOPEN")) and (why := _unwritable(path)):
+        # SQLite does not say why a write failed; the file or its directory does.
+        what = f"it cannot be written ({why})"
     elif name.startswith("SQLITE_IOERR"):
         what = f"an I/O error ({exc}; {name})"
     elif name.startswith("SQLITE_CANTOPEN"):
@@ -144,18 +159,71 @@ def fault(path: Path, exc: sqlite3.Error) -> str:
     return f"results database {str(path)!r}: {what}"
 
 
+def _unwritable(path: Path) -> str | None:
+    """Why the database, a side file of it, or its directory refuses writes (an
+    immutable file, a read-only mount or file), or None; asked of the system after
+    SQLite failed to write, creating nothing."""
+    for target in (path, *(Path(f"{path}{suffix}") for suffix in SIDE_FILES), path.parent):
+        try:
+            if os.statvfs(target).f_flag & os.ST_RDONLY:
+                return f"{str(target)!r} is on a read-only mount"
+            if _immutable(target):
+                return f"{str(target)!r} is immutable (`lsattr`)"
+            if not os.access(target, os.W_OK):
+                return f"{str(target)!r} is read-only"
+        except OSError:  # a side file that is not there
+            continue
+    return None
+
+
+def _immutable(target: Path) -> bool:
+    """Whether ``target`` has the immutable attribute (``chattr +i``), which refuses
+    writes even to root; False where the file system keeps no such flags."""
+    fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        flags = array.array("i", [0])
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, flags, True)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return bool(flags[0] & FS_IMMUTABLE_FL)
+
+
 def _connect_read_only(uri: str, path: Path) -> sqlite3.Connection:
     """A read-only connection that creates no file.
 
-    A database in WAL mode is read through its ``-shm`` file, which SQLite creates beside
-    it (a user may not, next to a database root wrote; and it would be left behind).
-    Without a ``-wal`` file no writer is at work and every committed transaction is in
-    the database file itself: it is read as immutable, creating nothing. With one (a run
-    is writing, or one was killed), it is read through them.
+    A database with a rollback journal (what :class:`Store` writes) is read with SQLite's
+    locks, beside a run that writes it. If a ``-journal`` is left (a write that failed,
+    or a writer that was killed mid-commit), a reader cannot roll it back: the database
+    file is then read as it stands (``immutable``), as it was before that write when the
+    write failed; a run's next open rolls the journal back.
+
+    A database still in WAL mode (an older tunnelbench's, or a recorded fixture) is read
+    through its ``-shm`` file, which SQLite creates beside it (a user may not, next to a
+    database root wrote; and it would be left behind). Without a ``-wal`` file every
+    committed transaction is in the database file itself: it is read as immutable,
+    creating nothing. With one (a run is writing, or one was killed), it is read through
+    them.
     """
-    if Path(f"{path}-wal").exists():
-        return sqlite3.connect(uri, uri=True, isolation_level=None)
-    return sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)
+    immutable = f"{uri}&immutable=1"
+    if _in_wal_mode(path):
+        live = Path(f"{path}-wal").exists()
+        return sqlite3.connect(uri if live else immutable, uri=True, isolation_level=None)
+    if Path(f"{path}-journal").exists():
+        return sqlite3.connect(immutable, uri=True, isolation_level=None)
+    return sqlite3.connect(uri, uri=True, isolation_level=None)
+
+
+def _in_wal_mode(path: Path) -> bool:
+    """Whether the database file's header says WAL (its read and write versions, bytes
+    18 and 19, are 2); a file that cannot be read is left to SQLite to report."""
+    try:
+        with path.open("rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return header[18:20] == b"\x02\x02"
 
 
 def _check_path(path: Path, *, must_exist: bool) -> bool:
@@ -209,7 +277,7 @@ class Store:
         try:
             self._configure()
             self._refuse_foreign()
-            self.db.execute("PRAGMA journal_mode = WAL")
+            self._use_rollback_journal()
             self._migrate()
         except BaseException as exc:
             self.db.close()
@@ -296,11 +364,30 @@ class Store:
         if not self.read_only:
             self.db.execute("PRAGMA foreign_keys = ON")
 
+    def _use_rollback_journal(self) -> None:
+        """``journal_mode = DELETE``: no ``-shm`` to map (a database an older tunnelbench
+        left in WAL mode is converted; that needs no other process to have it open)."""
+        row = self.db.execute("PRAGMA journal_mode = DELETE").fetchone()
+        if row is None or str(row[0]).lower() != "delete":
+            raise StorageError(
+                f"results database {str(self.path)!r}: another process holds it open in"
+                " WAL mode (an older tunnelbench's run?); try again when it has finished"
+            )
+
     def _refuse_foreign(self) -> None:
         """Never add tunnelbench's tables to another program's database."""
         tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
         if tables and "meta" not in tables:
             raise UserError(f"--db: {str(self.path)!r} is not a tunnelbench results database")
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A read, its SQLite error (an I/O error, a file gone bad under a run) turned
+        into a :class:`StorageError` naming the database and the cause."""
+        try:
+            yield self.db
+        except sqlite3.Error as exc:
+            raise StorageError(fault(self.path, exc)) from None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -416,7 +503,7 @@ class Store:
         try:
             kept = self.trial_counts(run_id)
             stored = f"{sum(kept.values())} finished trial(s) are stored"
-        except sqlite3.Error:
+        except StorageError:
             stored = "the trials finished before it are stored"
         self._release_reserve()  # room to record the end of the run
         try:
@@ -509,9 +596,10 @@ class Store:
     def run(self, ref: str) -> RunRecord:
         """A run by id, or ``latest``."""
         if ref == "latest":
-            row = self.db.execute(
-                f"SELECT {self._columns()} FROM runs ORDER BY id DESC LIMIT 1"
-            ).fetchone()
+            with self._reading() as db:
+                row = db.execute(
+                    f"SELECT {self._columns()} FROM runs ORDER BY id DESC LIMIT 1"
+                ).fetchone()
             if row is None:
                 raise UserError(f"no runs stored in {str(self.path)!r} yet")
         else:
@@ -519,16 +607,18 @@ class Store:
                 raise UserError(f"run: {shown(ref)} is not a run id or 'latest'")
             row = None
             if len(ref.lstrip("0")) <= 18:  # an id is an SQLite integer: at most 63 bits
-                row = self.db.execute(
-                    f"SELECT {self._columns()} FROM runs WHERE id = ?", (int(ref),)
-                ).fetchone()
+                with self._reading() as db:
+                    row = db.execute(
+                        f"SELECT {self._columns()} FROM runs WHERE id = ?", (int(ref),)
+                    ).fetchone()
             if row is None:
                 raise UserError(f"run: no run {capped(ref)} in {str(self.path)!r}")
         return _run_record(row)
 
     def runs(self) -> list[RunRecord]:
         """Every stored run, oldest first."""
-        rows = self.db.execute(f"SELECT {self._columns()} FROM runs ORDER BY id")
+        with self._reading() as db:
+            rows = db.execute(f"SELECT {self._columns()} FROM runs ORDER BY id").fetchall()
         return [_run_record(row) for row in rows]
 
     def _columns(self) -> str:
@@ -536,27 +626,30 @@ class Store:
 
     def trial_counts(self, run_id: int) -> dict[str, int]:
         """Stored trials of a run by status."""
-        rows = self.db.execute(
-            "SELECT status, COUNT(*) FROM trials WHERE run_id = ? GROUP BY status", (run_id,)
-        )
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT status, COUNT(*) FROM trials WHERE run_id = ? GROUP BY status",
+                (run_id,),
+            ).fetchall()
         return {status: count for status, count in rows}
 
     def trials(self, run_id: int) -> list[TrialRecord]:
-        rows = self.db.execute(
-            "SELECT id, run_id, seq, repetition, config_key, config, resolved, status, error"
-            " FROM trials WHERE run_id = ? ORDER BY seq",
-            (run_id,),
-        ).fetchall()
-        metrics: dict[int, dict[str, float]] = {row[0]: {} for row in rows}
-        with closing(
-            self.db.execute(
-                "SELECT m.trial_id, m.name, m.value FROM metrics m JOIN trials t"
-                " ON t.id = m.trial_id WHERE t.run_id = ?",
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT id, run_id, seq, repetition, config_key, config, resolved, status,"
+                " error FROM trials WHERE run_id = ? ORDER BY seq",
                 (run_id,),
-            )
-        ) as cursor:
-            for trial_id, name, value in cursor:
-                metrics[trial_id][name] = value
+            ).fetchall()
+            metrics: dict[int, dict[str, float]] = {row[0]: {} for row in rows}
+            with closing(
+                db.execute(
+                    "SELECT m.trial_id, m.name, m.value FROM metrics m JOIN trials t"
+                    " ON t.id = m.trial_id WHERE t.run_id = ?",
+                    (run_id,),
+                )
+            ) as cursor:
+                for trial_id, name, value in cursor:
+                    metrics[trial_id][name] = value
         records = []
         for r in rows:
             config = TrialConfig.from_dict(json.loads(r[5]))
@@ -579,7 +672,8 @@ class Store:
         return records
 
     def artifact(self, trial_id: int, name: str) -> Any:
-        row = self.db.execute(
-            "SELECT content FROM artifacts WHERE trial_id = ? AND name = ?", (trial_id, name)
-        ).fetchone()
+        with self._reading() as db:
+            row = db.execute(
+                "SELECT content FROM artifacts WHERE trial_id = ? AND name = ?", (trial_id, name)
+            ).fetchone()
         return None if row is None else json.loads(row[0])
