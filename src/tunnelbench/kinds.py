@@ -99,6 +99,10 @@ class Queue(StrEnum):
     """
 
     PFIFO = "pfifo"
+    #: A drop-tail FIFO limited in bytes (``lab.wan.queue_bytes``, or ``queue_limit`` full
+    #: frames' worth): it holds the same bytes whether it is handed wire packets or
+    #: GSO/GRO aggregates, which a packet-limited FIFO does not.
+    BFIFO = "bfifo"
     PFIFO_FAST = "pfifo_fast"
     FQ_CODEL = "fq_codel"
     CAKE = "cake"

@@ -1,6 +1,8 @@
 """Lab link settings as commands: the WAN's queue discipline (the shaper's leaf, or the
 root when unshaped) and the offloads of the lab's links."""
 
+from typing import Any
+
 import pytest
 
 from tunnelbench.errors import LabError
@@ -32,32 +34,38 @@ QDISCS = [
     (Queue.FQ, ["fq", "limit", "50"]),
     # cake does not shape: the tbf/htb shaper does, for every queue alike.
     (Queue.CAKE, ["cake", "unlimited"]),
+    # A byte limit: 50 full 1514-byte frames, whatever the queue is handed.
+    (Queue.BFIFO, ["bfifo", "limit", "75700"]),
 ]
+
+
+def _wan(queue: Queue | None, **more: Any) -> LinkSettings:
+    return LinkSettings(rate=10**8, queue=queue, queue_limit=50, **more)
 
 
 @pytest.mark.parametrize(("queue", "qdisc"), QDISCS)
 def test_queue_qdisc(queue, qdisc):
-    assert queue_qdisc(queue, 50) == qdisc
+    assert queue_qdisc(_wan(queue)) == qdisc
 
 
 @pytest.mark.parametrize(("queue", "qdisc"), QDISCS)
 def test_tbf_has_the_queue_as_its_child(queue, qdisc):
-    assert shaping_commands("x", Shaper.TBF, 10**8, 1500, 50, queue) == [TBF_ROOT, LEAF + qdisc]
+    assert shaping_commands("x", _wan(queue)) == [TBF_ROOT, LEAF + qdisc]
 
 
 @pytest.mark.parametrize(("queue", "qdisc"), QDISCS)
 def test_htb_has_the_queue_as_the_leaf_of_its_class(queue, qdisc):
-    assert shaping_commands("x", Shaper.HTB, 10**8, 1500, 50, queue) == HTB + [LEAF + qdisc]
+    assert shaping_commands("x", _wan(queue, shaper=Shaper.HTB)) == HTB + [LEAF + qdisc]
 
 
 @pytest.mark.parametrize(("queue", "qdisc"), [q for q in QDISCS if q[0] is not None])
 def test_unshaped_link_gets_the_queue_as_its_root(queue, qdisc):
     root = ["qdisc", "replace", "dev", "x", "root", "handle", "1:"]
-    assert queue_commands("x", queue, 50) == [root + qdisc]
+    assert queue_commands("x", LinkSettings(queue=queue, queue_limit=50)) == [root + qdisc]
 
 
 def test_unshaped_link_without_a_queue_keeps_the_devices_default():
-    assert queue_commands("x", None, 50) == []
+    assert queue_commands("x", LinkSettings(queue_limit=50)) == []
 
 
 def test_pfifo_fast_length_is_the_devices_txqueuelen():
@@ -76,26 +84,31 @@ def test_offload_arguments_name_only_the_features_set():
     assert ethtool_features(Offloads().changes()) == []
 
 
-def test_an_unshaped_lab_leaves_offloads_to_the_kernel_unless_asked():
+def test_a_byte_limit_replaces_the_frames_worth_and_sizes_tbfs_own_limit():
+    wan = _wan(Queue.BFIFO, queue_bytes=96_000)
+    assert queue_qdisc(wan) == ["bfifo", "limit", "96000"]
+    assert shaping_commands("x", wan)[0][-2:] == ["limit", "96000"]
+
+
+def test_every_lab_link_does_gro_as_a_nics_default_unless_the_plan_says():
+    """Offloads as real hardware has them: receivers aggregate (GRO), senders keep the
+    kernel's TSO/GSO; nothing is turned off, shaped or not."""
     chain = CHAINS[Topology.ROAD_WARRIOR]
-    assert role_offloads(LabSettings(), chain) == {}
-    asked = LabSettings(offloads=Offloads(gro=True, roles=("gw",)))
-    assert role_offloads(asked, chain) == {"gw": {"gro": True}}
+    hardware = {r: {"gro": True} for r in chain.roles}
+    assert role_offloads(LabSettings(), chain) == hardware
+    assert role_offloads(LabSettings(wan=LinkSettings(rate=10**9)), chain) == hardware
+    asked = LabSettings(offloads=Offloads(gro=False, tso=False, roles=("gw",)))
+    assert role_offloads(asked, chain) == hardware | {"gw": {"gro": False, "tso": False}}
 
 
-def test_a_shaped_lab_turns_segmentation_and_receive_offloads_off_everywhere():
-    """A queue's packet limit must count wire packets, not GSO/GRO bundles."""
+def test_a_shaped_lab_keeps_the_plans_offload_settings_for_its_roles():
     chain = CHAINS[Topology.SITE_TO_SITE]
-    shaped = LabSettings(wan=LinkSettings(rate=1_000_000_000))
-    off = {"gro": False, "gso": False, "tso": False}
-    assert role_offloads(shaped, chain) == {r: off for r in ("client", "gwa", "gwb", "server")}
-    # What the plan sets is kept, for its roles; the rest is still off.
     asked = LabSettings(
-        wan=LinkSettings(rate=1_000_000_000), offloads=Offloads(tso=True, roles=("client",))
+        wan=LinkSettings(rate=1_000_000_000), offloads=Offloads(tso=False, roles=("client",))
     )
     found = role_offloads(asked, chain)
-    assert found["client"] == {"tso": True, "gro": False, "gso": False}
-    assert found["server"] == off
+    assert found["client"] == {"tso": False, "gro": True}
+    assert found["server"] == {"gro": True}
 
 
 def test_offloads_apply_to_every_role_unless_listed():

@@ -1,6 +1,7 @@
 from tunnelbench.kinds import Shaper
 from tunnelbench.lab.netns import batch_failure
 from tunnelbench.lab.shaping import burst_bytes, shaping_commands
+from tunnelbench.model.plan import LinkSettings
 
 
 def test_burst_is_one_millisecond_or_ten_frames():
@@ -9,7 +10,7 @@ def test_burst_is_one_millisecond_or_ten_frames():
 
 
 def test_tbf_command_has_a_pfifo_child_with_the_queue_limit():
-    assert shaping_commands("tbab-gw", Shaper.TBF, 10**9, 1500, 100) == [
+    assert shaping_commands("tbab-gw", LinkSettings(rate=10**9, queue_limit=100)) == [
         ["qdisc", "replace", "dev", "tbab-gw", "root", "handle", "1:", "tbf",
          "rate", "1gbit", "burst", "125000", "limit", "151400"],
         ["qdisc", "add", "dev", "tbab-gw", "parent", "1:1", "handle", "10:", "pfifo",
@@ -18,7 +19,7 @@ def test_tbf_command_has_a_pfifo_child_with_the_queue_limit():
 
 
 def test_htb_command_has_a_pfifo_leaf_with_the_queue_limit():
-    assert shaping_commands("x", Shaper.HTB, 10**8, 1500, 50) == [
+    assert shaping_commands("x", LinkSettings(rate=10**8, shaper=Shaper.HTB, queue_limit=50)) == [
         ["qdisc", "replace", "dev", "x", "root", "handle", "1:", "htb", "default", "1"],
         ["class", "add", "dev", "x", "parent", "1:", "classid", "1:1", "htb",
          "rate", "100mbit", "ceil", "100mbit", "burst", "15140", "cburst", "15140"],

@@ -39,6 +39,7 @@ from tunnelbench.model.plan import (
     LEGACY,
     LabSettings,
     LinkSettings,
+    Offloads,
     TrafficSettings,
     TrialConfig,
     flatten,
@@ -166,7 +167,7 @@ def test_unshaped_netem_has_the_queue_as_its_child_and_a_fixed_large_limit():
 
 def test_without_impairments_the_tree_is_as_before():
     shaped = LinkSettings(rate=10**8, queue_limit=50)
-    assert link_commands("x", shaped) == shaping_commands("x", Shaper.TBF, 10**8, 1500, 50)
+    assert link_commands("x", shaped) == shaping_commands("x", shaped)
     assert link_commands("x", shaped)[0][:8] == ["qdisc", "replace", "dev", "x", "root",
                                                 "handle", "1:", "tbf"]  # fmt: skip
     assert link_commands("x", LinkSettings()) == []
@@ -183,6 +184,9 @@ def test_an_impaired_lab_counts_wire_packets_too():
     off = {"gro": False, "gso": False, "tso": False}
     impaired = LabSettings(wan=LinkSettings(loss=1.0))
     assert role_offloads(impaired, chain) == {r: off for r in chain.roles}
+    # What the plan sets for its roles is kept; the rest is still off.
+    asked = LabSettings(wan=LinkSettings(loss=1.0), offloads=Offloads(gro=True, roles=("gw",)))
+    assert role_offloads(asked, chain)["gw"] == {"gro": True, "gso": False, "tso": False}
 
 
 # --- keys: configurations stored before the impairments keep theirs ---
@@ -311,7 +315,11 @@ def test_a_netem_alone_reports_its_drops_as_its_own():
 
 def test_ping_waits_for_the_longest_round_trip_the_wan_can_give():
     assert reply_timeout(LinkSettings()) == 1
-    assert reply_timeout(LinkSettings(rate=10**8)) == 1  # 2 x 1000 x 1514 B at 100 Mbit/s
+    # Offloads on: a packet-limited queue may hold 1000 aggregates of 64 KiB + 14 B, 5.24 s
+    # at 100 Mbit/s, at each end.
+    assert reply_timeout(LinkSettings(rate=10**8)) == 11
+    # Full frames when only they can reach it: a bfifo of 1000 frames, or an impaired WAN.
+    assert reply_timeout(LinkSettings(rate=10**8, queue=Queue.BFIFO)) == 1
     assert reply_timeout(LinkSettings(delay=600_000)) == 2  # 1.2 s
     # 2 x (0.5 s + 0.1 s) + 2 x 1000 x 1514 B x 8 / 10 Mbit/s (1.21 s each) = 3.62 s
     assert reply_timeout(LinkSettings(rate=10**7, delay=500_000, jitter=100_000)) == 4

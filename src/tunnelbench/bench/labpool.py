@@ -36,7 +36,7 @@ from tunnelbench.bench.session import LabSession
 from tunnelbench.errors import LabError
 from tunnelbench.lab.state import is_alive, namespace_processes
 from tunnelbench.model.plan import TrafficSettings, TrialConfig
-from tunnelbench.model.wan import most_delay_s, queue_wait_s
+from tunnelbench.model.wan import longest_queue_wait_s, most_delay_s
 from tunnelbench.probes import qdisc
 from tunnelbench.tunnels.base import TunnelSpec
 
@@ -189,11 +189,11 @@ def ready(standing: Standing) -> None:
 
 def wait_drained(standing: Standing) -> None:
     """Wait until no qdisc of the lab holds a packet: at most the time the WAN's shaper
-    needs to send a full queue (limit x frame / rate) after netem's delay line has let
+    needs to send a full queue (of the largest aggregates it may hold) after netem's delay line has let
     its last packet go (delay + jitter), plus :data:`DRAIN_MARGIN_S`."""
     lab = standing.session.lab
     wan = lab.settings.wan
-    bound = DRAIN_MARGIN_S + queue_wait_s(wan) + most_delay_s(wan)
+    bound = DRAIN_MARGIN_S + longest_queue_wait_s(wan) + most_delay_s(wan)
     deadline = time.monotonic() + bound
     while True:
         held = {

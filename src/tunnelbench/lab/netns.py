@@ -335,39 +335,44 @@ def ethtool_features(changes: dict[str, bool]) -> list[str]:
     return [word for name, value in changes.items() for word in (name, "on" if value else "off")]
 
 
-#: Why a shaped lab turns segmentation and receive offloads off by default.
-SHAPED_OFFLOADS_REASON = (
-    "the WAN is shaped: with offloads a queue's packet limit counts GSO/GRO bundles of up"
-    " to ~45 packets (measured: 6,804 bundles carried 250,173 packets), not wire packets"
-)
-#: Why an impaired lab does too.
+#: Why an impaired lab turns segmentation and receive offloads off by default.
 IMPAIRED_OFFLOADS_REASON = (
     "the WAN is impaired: netem drops, delays and reorders what it is handed, and with"
     " offloads that is a GSO/GRO bundle of up to ~45 packets, not one wire packet"
 )
+#: The offloads every lab link has unless the plan or an impairment says otherwise: a
+#: router's and a PC's NICs. Senders keep TSO/GSO (the kernel's default on a veth, as on
+#: a NIC: the device segments after the qdisc) and receivers do GRO, which a physical
+#: NIC has on by default and a veth does not (it then takes NAPI's path, as a NIC does).
+#: A forwarding Linux router therefore queues aggregates: a packet-limited FIFO holds
+#: up to ``queue_limit`` of them (:func:`tunnelbench.model.wan.queue_bytes` measures
+#: what they held). Turning them off everywhere made every host slower than a real
+#: one: wireguard-go on a shaped 1 Gbit/s link gave 287 Mbit/s and "cpu-bound" with
+#: them off, the link's ceiling at 59-70% of a core with them on.
+HARDWARE_OFFLOADS = {"gro": True}
 
 
 def role_offloads(settings: LabSettings, chain: Chain) -> dict[str, dict[str, bool]]:
     """The offload features set on each role's links (role -> feature -> on).
 
-    The plan's settings for its roles; with a shaped WAN, every feature the plan does not
-    set for a role is off on that role's links (:data:`SHAPED_OFFLOADS_REASON`): the qdisc counts
-    what it is handed, and segmentation happens after it, so a TCP or UDP GSO bundle from
-    a sender, a gateway's GRO or a userspace tunnel's UDP GSO would be one packet of its
-    limit. The queue under test then holds wire packets, as on a router's real NIC. An
-    impaired WAN does the same (:data:`IMPAIRED_OFFLOADS_REASON`): netem's loss and
-    reordering are meant per wire packet, not per bundle.
+    By default every role's links get :data:`HARDWARE_OFFLOADS`, as real hardware has
+    them; a queue that must count wire packets asks for it narrowly (a ``bfifo``, whose
+    limit is in bytes). The plan's ``lab.offloads`` settings replace those features for
+    its roles. An impaired WAN turns every feature the plan does not set off on every
+    role (:data:`IMPAIRED_OFFLOADS_REASON`): netem's loss and reordering are meant per
+    wire packet, not per aggregate, which is a setting of the lab, recorded as such.
     """
     asked = settings.offloads.changes()
     chosen = set(offload_roles(settings.offloads, chain))
     result: dict[str, dict[str, bool]] = {}
     for role in chain.roles:
         changes = dict(asked) if role in chosen else {}
-        if settings.wan.rate is not None or settings.wan.impaired:
+        if settings.wan.impaired:
             for name in ("gro", "gso", "tso"):
                 changes.setdefault(name, False)
-        if changes:
-            result[role] = changes
+        for name, value in HARDWARE_OFFLOADS.items():
+            changes.setdefault(name, value)
+        result[role] = changes
     return result
 
 
@@ -466,10 +471,11 @@ def steer(lab: Lab, role: str, devices: Sequence[str], mask: str) -> None:
 
 def unbundle_tunnel(lab: Lab, devices: dict[str, str]) -> dict[str, str]:
     """Turn segmentation offloads off on a kernel tunnel's devices (role -> device) when
-    the WAN is shaped or impaired, as on the links (:func:`role_offloads`); returns role ->
-    device for those set. A gre or geneve device otherwise hands the WAN's qdisc its GSO
-    bundles, which the qdisc under-counts: measured in Debian 6.1, 102.4% and 104.7% of
-    the ceiling at 20 Mbit/s, where gretap and ipip reached 100.1% and 99.8%."""
+    the WAN is shaped or impaired; returns role -> device for those set. A gre or geneve
+    device otherwise hands the WAN's shaper GSO bundles whose outer headers it does not
+    count (the link would carry more than its rate: measured in Debian 6.1, 102.4% and
+    104.7% of the ceiling at 20 Mbit/s, where gretap and ipip reached 100.1% and 99.8%).
+    Only the tunnel device: the links keep their offloads (:func:`role_offloads`)."""
     if lab.settings.wan.rate is None and not lab.settings.wan.impaired:
         return {}
     changes = ethtool_features({"gso": False, "tso": False})

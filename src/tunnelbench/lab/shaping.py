@@ -35,7 +35,7 @@ for: that share of packets is sent at once, ahead of the delayed ones.
 
 from tunnelbench.kinds import Queue, Shaper
 from tunnelbench.model.plan import LinkSettings
-from tunnelbench.model.wan import frame_bytes
+from tunnelbench.model.wan import bfifo_bytes, frame_bytes
 from tunnelbench.units import format_rate
 
 ETHERNET_HEADER = 14
@@ -71,49 +71,50 @@ def burst_bytes(rate: int, mtu: int) -> int:
     return max(rate // 8 // 1000, 10 * (mtu + ETHERNET_HEADER))
 
 
-def queue_qdisc(queue: Queue | None, limit: int) -> list[str]:
-    """The qdisc kind and its parameters, as ``tc`` takes them after the handle.
+def queue_qdisc(wan: LinkSettings) -> list[str]:
+    """The queue under test's kind and parameters, as ``tc`` takes them after the handle.
 
-    ``None`` is a pfifo. ``pfifo_fast`` has no limit parameter: it holds the device's
-    ``txqueuelen`` packets, which :func:`device_commands` sets.
+    ``None`` is a pfifo of ``queue_limit`` packets; ``bfifo`` is limited in bytes
+    (:func:`~tunnelbench.model.wan.bfifo_bytes`). ``pfifo_fast`` has no limit parameter:
+    it holds the device's ``txqueuelen`` packets, which :func:`device_commands` sets.
     """
-    queue = queue or Queue.PFIFO
+    queue = wan.queue or Queue.PFIFO
     if queue is Queue.PFIFO_FAST:
         return ["pfifo_fast"]
     if queue is Queue.CAKE:
         return ["cake", "unlimited"]
-    return [queue.value, "limit", str(limit)]
+    if queue is Queue.BFIFO:
+        return ["bfifo", "limit", str(bfifo_bytes(wan))]
+    return [queue.value, "limit", str(wan.queue_limit)]
 
 
 def shaping_commands(
-    device: str,
-    shaper: Shaper,
-    rate: int,
-    mtu: int,
-    queue_limit: int,
-    queue: Queue | None = None,
-    *,
-    parent: str | None = None,
+    device: str, wan: LinkSettings, *, parent: str | None = None
 ) -> list[list[str]]:
-    """``tc`` argument lists (without the leading ``tc -n NS``) shaping one device.
+    """``tc`` argument lists (without the leading ``tc -n NS``) shaping one device at
+    ``wan.rate``.
 
-    The shaper at the root, ``queue`` as its leaf (class ``1:1``; for tbf that is its one
-    child). With ``parent`` (netem's class) the shaper is that class's child instead,
-    with handle ``2:`` and its leaf under ``2:1``. Run :func:`device_commands` first.
+    The shaper at the root, the queue under test as its leaf (class ``1:1``; for tbf that
+    is its one child). With ``parent`` (netem's class) the shaper is that class's child
+    instead, with handle ``2:`` and its leaf under ``2:1``. Run :func:`device_commands`
+    first.
     """
-    burst = str(burst_bytes(rate, mtu))
-    tc_rate = format_rate(rate)
+    if wan.rate is None:
+        raise ValueError("shaping_commands needs a rate")
+    shaper = wan.shaper
+    burst = str(burst_bytes(wan.rate, wan.mtu))
+    tc_rate = format_rate(wan.rate)
     if parent is None:
         handle, shaper_class, place = ROOT_HANDLE, SHAPER_CLASS, ["replace", "dev", device, "root"]
     else:
         handle, shaper_class = SHAPER_UNDER_NETEM, SHAPER_UNDER_NETEM + "1"
         place = ["add", "dev", device, "parent", parent]
     leaf = ["qdisc", "add", "dev", device, "parent", shaper_class, "handle", LEAF_HANDLE]
-    leaf += queue_qdisc(queue, queue_limit)
+    leaf += queue_qdisc(wan)
     if shaper is Shaper.TBF:
         # tbf needs a limit of its own; it sizes tbf's default byte fifo, which the
         # explicit leaf replaces.
-        limit = str(queue_limit * (mtu + ETHERNET_HEADER))
+        limit = str(bfifo_bytes(wan))
         return [
             ["qdisc", *place, "handle", handle, "tbf"]
             + ["rate", tc_rate, "burst", burst, "limit", limit],
@@ -127,22 +128,21 @@ def shaping_commands(
     ]
 
 
-def queue_commands(
-    device: str, queue: Queue | None, queue_limit: int, *, parent: str | None = None
-) -> list[list[str]]:
-    """``tc`` argument lists for an unshaped device: ``queue`` as its root qdisc, or with
-    ``parent`` (netem's class) as that class's child, with the leaf's handle ``10:``.
+def queue_commands(device: str, wan: LinkSettings, *, parent: str | None = None) -> list[list[str]]:
+    """``tc`` argument lists for an unshaped device: the queue under test as its root
+    qdisc, or with ``parent`` (netem's class) as that class's child, with the leaf's
+    handle ``10:``.
 
-    ``None`` leaves the device's default (a veth's ``noqueue``; under netem, netem's own
-    time-ordered queue): nothing to run.
+    No ``wan.queue`` leaves the device's default (a veth's ``noqueue``; under netem,
+    netem's own time-ordered queue): nothing to run.
     """
-    if queue is None:
+    if wan.queue is None:
         return []
     if parent is None:
         place = ["qdisc", "replace", "dev", device, "root", "handle", ROOT_HANDLE]
     else:
         place = ["qdisc", "add", "dev", device, "parent", parent, "handle", LEAF_HANDLE]
-    return [place + queue_qdisc(queue, queue_limit)]
+    return [place + queue_qdisc(wan)]
 
 
 def netem_limit(wan: LinkSettings) -> int:
@@ -184,11 +184,8 @@ def link_commands(device: str, wan: LinkSettings) -> list[list[str]]:
         commands[0] += netem_qdisc(wan)
         parent = NETEM_CLASS
     if wan.rate is not None:
-        shaping = shaping_commands(
-            device, wan.shaper, wan.rate, wan.mtu, wan.queue_limit, wan.queue, parent=parent
-        )
-        return commands + shaping
-    return commands + queue_commands(device, wan.queue, wan.queue_limit, parent=parent)
+        return commands + shaping_commands(device, wan, parent=parent)
+    return commands + queue_commands(device, wan, parent=parent)
 
 
 def device_commands(device: str, queue: Queue | None, queue_limit: int) -> list[list[str]]:

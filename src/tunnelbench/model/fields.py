@@ -36,6 +36,7 @@ from tunnelbench.model.plan import (
     CPU_BUDGET_MAX,
     MTU_MAX,
     MTU_MIN,
+    QUEUE_BYTES_MAX,
     QUEUE_LIMIT_MAX,
     QUEUES_MAX,
     ROLES,
@@ -74,6 +75,11 @@ def _names(enum: type[Enum]) -> str:
 
 def _int(low: int, high: int) -> Parser:
     return lambda key, value: check_int(key, value, low, high)
+
+
+def _optional_int(low: int, high: int) -> Parser:
+    """A whole number in range, or 'none' for the default (None)."""
+    return lambda key, value: None if value == "none" else check_int(key, value, low, high)
 
 
 def _rate(key: str, value: Any) -> int:
@@ -234,6 +240,11 @@ _TABLE = [
     Setting("lab.wan.shaper", _choice(Shaper), _names(Shaper)),
     Setting("lab.wan.queue", _choice(Queue), _names(Queue)),
     Setting("lab.wan.queue_limit", _int(1, QUEUE_LIMIT_MAX), f"1..{QUEUE_LIMIT_MAX} packets"),
+    Setting(
+        "lab.wan.queue_bytes",
+        _optional_int(1, QUEUE_BYTES_MAX),
+        f"1..{QUEUE_BYTES_MAX} bytes (a bfifo's limit), or 'none'",
+    ),
     Setting("lab.wan.delay", _delay, "a time such as '20ms' or '500us' (0..10s), or 'none'"),
     Setting("lab.wan.jitter", _delay, "a time up to lab.wan.delay, such as '5ms', or 'none'"),
     Setting("lab.wan.loss", _percent, "a percentage such as '1%' or '0.1%', or 'none'"),

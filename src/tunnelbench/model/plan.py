@@ -45,6 +45,8 @@ MTU_MIN, MTU_MAX = 576, 65535
 IPV6_MTU_MIN = 1280
 STREAMS_MAX = 128
 QUEUE_LIMIT_MAX = 100_000  # packets
+#: The largest byte limit a queue may have: 1 GiB (tc takes a 32-bit count).
+QUEUE_BYTES_MAX = 1 << 30
 CPU_BUDGET_MAX = 64.0  # cores
 QUEUES_MAX = 16  # receive and transmit queues per veth
 PPPOE_HEADER = 8  # PPPoE's 6 bytes and PPP's 2-byte protocol field, in every frame
@@ -73,7 +75,9 @@ class LinkSettings:
     rate: int | None = None  # bit/s
     shaper: Shaper = Shaper.TBF
     queue: Queue | None = None
-    queue_limit: int = 1000  # packets held by the queue
+    queue_limit: int = 1000  # packets (skbs: GSO/GRO aggregates count as one) held by the queue
+    #: A ``bfifo``'s limit in bytes; None is ``queue_limit`` full frames' worth.
+    queue_bytes: int | None = None
     delay: int | None = None  # microseconds, each direction
     jitter: int | None = None  # microseconds
     loss: float | None = None  # percent
@@ -296,6 +300,7 @@ LEGACY: dict[tuple[str, ...], Any] = {
     ("lab", "wan", "loss"): None,
     ("lab", "wan", "reorder"): None,
     ("lab", "wan", "encapsulation"): "none",
+    ("lab", "wan", "queue_bytes"): None,
 }
 
 

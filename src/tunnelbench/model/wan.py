@@ -9,6 +9,7 @@ header (docs/ceilings.md).
 
 from collections.abc import Mapping
 
+from tunnelbench.kinds import Queue
 from tunnelbench.model.plan import LinkSettings
 
 ETHERNET_HEADER = 14
@@ -62,6 +63,12 @@ def conflicts(wan: LinkSettings, keys: Mapping[str, str] = PLAN_KEYS) -> list[st
             f"{keys['reorder']}: {format_pct(wan.reorder)} needs {keys['delay']} above 0"
             " (netem reorders by sending some packets at once, ahead of the delayed ones)"
         )
+    if wan.queue_bytes is not None and wan.queue is not Queue.BFIFO:
+        queue = wan.queue.value if wan.queue is not None else "pfifo (the default)"
+        found.append(
+            f"lab.wan.queue_bytes: {wan.queue_bytes} is a bfifo's limit in bytes, but"
+            f" lab.wan.queue is {queue}; set lab.wan.queue = 'bfifo'"
+        )
     return found
 
 
@@ -80,21 +87,59 @@ def most_delay_s(wan: LinkSettings) -> float:
     return ((wan.delay or 0) + (wan.jitter or 0)) / 1e6
 
 
-def queue_bytes(wan: LinkSettings) -> int:
-    """What the queue under test holds when full, in full-sized packets."""
-    return wan.queue_limit * frame_bytes(wan)
+#: The largest skb a lab device hands its qdisc: a GSO/GRO aggregate of up to 64 KiB
+#: (the kernel's default ``gso_max_size``) plus one set of Ethernet, IP and TCP headers.
+#: A packet-limited queue of a lab with offloads on (a real router's default) holds up
+#: to this much per packet.
+AGGREGATE_MAX_BYTES = 65536 + ETHERNET_HEADER
 
 
-def queue_wait_s(wan: LinkSettings) -> float:
-    """The longest a packet waits in a full queue at the shaped rate (limit x frame /
-    rate); 0 on a link that is not shaped."""
-    return queue_bytes(wan) * 8 / wan.rate if wan.rate else 0.0
+def bfifo_bytes(wan: LinkSettings) -> int:
+    """A byte-limited FIFO's limit: ``queue_bytes``, or ``queue_limit`` full frames."""
+    return wan.queue_bytes if wan.queue_bytes is not None else wan.queue_limit * frame_bytes(wan)
+
+
+def queue_bytes(wan: LinkSettings, packet_bytes: float | None = None) -> float:
+    """What the queue under test holds when full.
+
+    A ``bfifo`` holds its byte limit whatever it is handed. A packet-limited queue holds
+    ``queue_limit`` packets of ``packet_bytes`` each: the mean bytes per packet its device
+    was handed in a trial (offloads on, a real router's default, hand it GSO/GRO
+    aggregates of many wire packets; :func:`bytes_per_packet`), or a full frame when no
+    trial has said (the wire-packet case).
+    """
+    if wan.queue is Queue.BFIFO:
+        return bfifo_bytes(wan)
+    return wan.queue_limit * (packet_bytes or frame_bytes(wan))
+
+
+def bytes_per_packet(sent_bytes: float, device_packets: float) -> float | None:
+    """The mean size of what a queue handed its device: the qdisc's byte count (which
+    counts every segment of an aggregate with its headers, as the shaper does) over the
+    device's transmit packets (one per skb, aggregate or not); None without packets."""
+    return sent_bytes / device_packets if device_packets > 0 else None
+
+
+def queue_wait_s(wan: LinkSettings, packet_bytes: float | None = None) -> float:
+    """How long a packet waits in a full queue at the shaped rate (the bytes it holds /
+    rate, :func:`queue_bytes`); 0 on a link that is not shaped."""
+    return queue_bytes(wan, packet_bytes) * 8 / wan.rate if wan.rate else 0.0
+
+
+def longest_queue_wait_s(wan: LinkSettings) -> float:
+    """The longest any packet can wait in the queue: a packet-limited queue full of the
+    largest aggregates (:data:`AGGREGATE_MAX_BYTES`) unless the lab hands it wire packets
+    only (an impaired WAN: offloads off, one segment per skb). For time-outs and bounds,
+    not for figures: those use the measured size (:func:`queue_wait_s`)."""
+    if wan.impaired or wan.queue is Queue.BFIFO:
+        return queue_wait_s(wan)
+    return queue_wait_s(wan, AGGREGATE_MAX_BYTES)
 
 
 def rtt_bound_s(wan: LinkSettings) -> float:
     """The longest round trip the WAN can give a packet crossing it and back: the most
     netem delays it each way, and a full queue at each end."""
-    return 2 * (most_delay_s(wan) + queue_wait_s(wan))
+    return 2 * (most_delay_s(wan) + longest_queue_wait_s(wan))
 
 
 def bdp_bytes(rate_bps: float, rtt_s: float) -> float:

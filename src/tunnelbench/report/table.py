@@ -37,6 +37,7 @@ AXIS_HEADINGS = {
     "lab.wan.shaper": "shaper",
     "lab.wan.queue": "queue",
     "lab.wan.queue_limit": "limit",
+    "lab.wan.queue_bytes": "limit bytes",
     "lab.wan.delay": "delay",
     "lab.wan.jitter": "jitter",
     "lab.wan.loss": "loss",
