@@ -12,7 +12,8 @@ varies far more than one held by a shaped link, which is exact).
 
 A trial is flagged when the hypervisor took time from a core (steal) or processes outside
 the lab used the CPU during its measured window, with the thresholds of the diagnosis
-rules that judge the same metrics.
+rules that judge the same metrics, and when its window was not in steady state (its
+round trip or goodput still rising: :mod:`tunnelbench.analysis.steadiness`).
 """
 
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from typing import Any
 
 from tunnelbench.analysis.diagnosis import OUTSIDE_LOAD_PCT, STEAL_PCT, worst_steal
 from tunnelbench.analysis.stats import Summary
+from tunnelbench.analysis.steadiness import unsteady
 from tunnelbench.model.records import TrialRecord, TrialStatus
 
 #: Fewer runs than this give no usable spread.
@@ -49,7 +51,8 @@ class Baseline:
 
 @dataclass(frozen=True)
 class Disturbed:
-    """A trial something outside the lab took CPU from during its measured window."""
+    """A trial something outside the lab took CPU from during its measured window, or
+    whose window was not in steady state."""
 
     seq: int
     config_key: str
@@ -61,9 +64,10 @@ class Disturbed:
 
 
 def disturbances(metrics: dict[str, float]) -> tuple[str, ...]:
-    """What took CPU from one trial's measured window, in words; empty when nothing did
-    (or the trial was recorded before steal and outside load were)."""
-    found = []
+    """What took CPU from one trial's measured window, or what still moved across it (the
+    window was not in steady state: :mod:`tunnelbench.analysis.steadiness`), in words;
+    empty when nothing did (or the trial was recorded before these were measured)."""
+    found = list(unsteady(metrics))
     if (stolen := worst_steal(metrics)) is not None and stolen[1] >= STEAL_PCT:
         found.append(f"steal {stolen[1]:.1f}% of cpu{stolen[0]}")
     outside = metrics.get("load.outside_pct")

@@ -40,6 +40,12 @@ RTT_LOADED: Final = Metric("rtt.loaded_ms", "ms")
 RTT_LOADED_P95: Final = Metric("rtt.loaded_p95_ms", "ms")
 RTT_LOADED_MAX: Final = Metric("rtt.loaded_max_ms", "ms")
 RTT_LOST: Final = Metric("rtt.lost", "requests")
+# Steady state (tunnelbench.analysis.steadiness): the median loaded round trip over the
+# first and the last third of the measured window, and the mean goodput over the same.
+RTT_FIRST: Final = Metric("rtt.loaded_first_ms", "ms")
+RTT_LAST: Final = Metric("rtt.loaded_last_ms", "ms")
+GOODPUT_FIRST: Final = Metric("goodput.first_bps", "bit/s")
+GOODPUT_LAST: Final = Metric("goodput.last_bps", "bit/s")
 
 #: The parts of a core's time the sampler records (each in % of that core); steal is
 #: time the hypervisor gave to another guest while this core had work.

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.netns import Lab
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import LinkSettings
 from tunnelbench.model.wan import rtt_bound_s
 from tunnelbench.probes.trial import ProbeContext, ProbeKind, ProbeReading, TrialProbe
@@ -177,6 +178,13 @@ def loaded_metrics(
         metrics["rtt.loaded_ms"] = statistics.median(inside)
         metrics["rtt.loaded_p95_ms"] = round(percentile(inside, 95), 3)
         metrics["rtt.loaded_max_ms"] = max(inside)
+    # Whether the queue still grew across the window (tunnelbench.analysis.steadiness).
+    third = (end - start) / 3
+    first = [r.rtt_ms for r in output.replies if start <= r.at < start + third]
+    last = [r.rtt_ms for r in output.replies if end - third < r.at <= end]
+    if first and last:
+        metrics[metric.RTT_FIRST.name] = statistics.median(first)
+        metrics[metric.RTT_LAST.name] = statistics.median(last)
     return metrics
 
 
