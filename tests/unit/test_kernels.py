@@ -327,7 +327,7 @@ def test_a_cache_entry_is_named_with_what_virtme_ng_takes(package, version, name
 def test_virtme_ng_itself_takes_the_modules_of_a_backport_from_the_cache():
     """The --rodir argument boot_argv gives, checked by virtme-ng's own pattern: the
     entry named as before (the version as it is) is the one it refused."""
-    from virtme.commands.run import _RWDIR_RE
+    from virtme.commands.run import _RWDIR_RE  # type: ignore[import-untyped]
 
     root = Path("/var/cache/tunnelbench/kernels")
     entry = root / kernels.entry_name(*BACKPORT)

@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tunnelbench.errors import UserError
+from tunnelbench.vm import machine
+
 ROOT = Path(__file__).parents[2]
 
 
@@ -43,3 +48,22 @@ def test_an_adaptive_plan_shows_the_range_of_runs(tmp_path):
     )
     text = _show(str(plan))
     assert "  3-8   " in text
+
+
+def test_a_vm_plan_shows_the_skips_its_guest_would_make(tmp_path):
+    """A guest's cores are its vCPUs and its programs this machine's: `plan show` finds
+    those skips, as the guest would at run time (issue 27: a VM plan was not checked)."""
+    try:
+        machine.vng()
+    except UserError as exc:  # without virtme-ng every VM row is skipped for that
+        pytest.skip(str(exc))
+    plan = tmp_path / "guest.toml"
+    plan.write_text(
+        '[base.lab]\nkernel = "debian"\n[base.lab.vm]\ncpus = 1\n'
+        '[matrix]\n"lab.cpus.gw" = ["0", "1"]\n'
+    )
+    text = _show(str(plan))
+    rows = [line.split() for line in text.splitlines() if line[:1].isdigit()]
+    assert [(r[2], r[-1]) for r in rows] == [("0", "vm"), ("1", "skip")]
+    assert "skipped on this machine or in its VM guests: 5 trial(s)" in text
+    assert "  lab.cpus.gw: core 1 is not online here (cores 0) (5 trials)" in text

@@ -157,7 +157,8 @@ def test_everything_runs_on_a_full_machine():
         (
             FULL,
             config(tunnel=TunnelSettings(kind=WG, implementation="kernel", cpu_budget=0.5)),
-            "tunnel.cpu_budget: needs a userspace tunnel daemon; wireguard is set to kernel here",
+            "tunnel.cpu_budget: needs a userspace tunnel daemon; tunnel.implementation ="
+            " 'kernel' runs wireguard in the kernel",
         ),
         (
             FULL,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tunnelbench.bench import conflicts
 from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
@@ -582,7 +583,7 @@ def _config(problems: _Problems, combo: dict[str, Any], own: dict[str, Any]) -> 
     where = ", ".join(f"{p}={_show(v, p)}" for p, v in own.items())
     prefix = f"with {where}: " if where else ""
     before = len(problems)
-    for message in _conflicts(config):
+    for message in [*_conflicts(config), *conflicts.conflicts(config, given=combo)]:
         problems.add(prefix + message)
     return None if len(problems) > before else _normalized(config)
 

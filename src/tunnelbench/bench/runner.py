@@ -121,9 +121,12 @@ def check(trials: list[Trial]) -> tuple[dict[str, Resolution], dict[str, str]]:
     """How each configuration runs here, and why the others cannot (by config key).
 
     Without side effects: probes run in anonymous namespaces that vanish with them. A
-    configuration on another kernel is only checked for the VM here; its guest resolves
-    and checks it against its own kernel (:mod:`tunnelbench.cli.guest`), where what is
-    missing skips its trials with the reason.
+    configuration on another kernel is checked here for the VM and for what its guest
+    shares with this machine (its programs: it boots on this root; its vCPUs), so that
+    ``plan show`` finds those skips; its guest resolves and checks the rest against its
+    own kernel (:mod:`tunnelbench.cli.guest`), where what is missing skips its trials
+    with the reason. What no machine could run is a plan's error before this
+    (:mod:`tunnelbench.bench.conflicts`).
     """
     caps = capabilities.probe() if any(not in_vm(t.config) for t in trials) else None
     resolutions: dict[str, Resolution] = {}
@@ -137,6 +140,9 @@ def check(trials: list[Trial]) -> tuple[dict[str, Resolution], dict[str, str]]:
                 machine.vng()
             except UserError as exc:
                 skipped[key] = str(exc)
+                continue
+            if reason := skips.unmet(trial.config, skips.in_guest(trial.config.lab.vm)):
+                skipped[key] = reason
             continue  # resolved and checked in its guest, against the guest's kernel
         try:
             resolution = resolve(trial.config)

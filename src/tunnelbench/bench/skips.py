@@ -5,11 +5,12 @@ Pure rules over the :class:`~tunnelbench.bench.capabilities.Capabilities` probed
 capability that could not be probed never causes a skip: the run meets the real error.
 """
 
+from tunnelbench.bench import conflicts
 from tunnelbench.kinds import TunnelKind, WanEncapsulation
 from tunnelbench.model import cpulist
-from tunnelbench.model.plan import TrialConfig, TunnelSettings
+from tunnelbench.model.plan import TrialConfig, TunnelSettings, VmSettings
 from tunnelbench.system import programs
-from tunnelbench.system.probing import Capabilities, Check, mask_cpus
+from tunnelbench.system.probing import Capabilities, CgroupCpu, Check, Congestion, mask_cpus
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY
 
@@ -27,6 +28,26 @@ def unmet(config: TrialConfig, caps: Capabilities) -> str | None:
         if reason := rule(config, caps):
             return reason
     return None
+
+
+def in_guest(vm: VmSettings) -> Capabilities:
+    """What is known here of a VM guest of size ``vm`` before it boots: its programs are
+    this machine's (it runs on this machine's root file system), its CPUs its vCPUs; its
+    kernel's links, queues and ESP are not known (probed in the guest), so they cause no
+    skip here."""
+    unknown = Check(None, "probed in the guest, on its own kernel")
+    return Capabilities(
+        kernel="",
+        euid=0,  # the guest runs tunnelbench as root
+        netns=unknown,
+        links={},
+        qdiscs={},
+        esp={},
+        congestion=Congestion(None, unknown.detail),
+        cgroup=CgroupCpu(None, unknown.detail),
+        programs={},  # looked up on this machine's PATH, the guest's too
+        cpus=tuple(range(vm.cpus)),
+    )
 
 
 def _implementations(kind: TunnelKind, *, auto: bool = False) -> tuple[str, ...]:
@@ -132,14 +153,11 @@ def _cpu_budget(config: TrialConfig, caps: Capabilities) -> str | None:
         return f"lab.budget: no cgroup CPU controller ({caps.cgroup.detail})"
     if tunnel.cpu_budget is None:
         return None
+    if refused := conflicts.budget_refusal(tunnel):  # a plan refuses it before this
+        return refused
     needs = "tunnel.cpu_budget: needs a userspace tunnel daemon"
-    if tunnel.kind is TunnelKind.NONE:
-        return f"{needs}; none is no tunnel"
-    if _implementations(tunnel.kind) == ("kernel",):
-        return f"{needs}; {kind} is a kernel tunnel"
     if resolve(tunnel, caps) == "kernel":
-        how = "resolves to" if tunnel.implementation == "auto" else "is set to"
-        return f"{needs}; {kind} {how} kernel here"
+        return f"{needs}; {kind} resolves to kernel here"
     if offload := REGISTRY.get(tunnel.kind).kernel_offload(caps):
         return f"{needs}; {offload}"
     if caps.cgroup.ok is False:

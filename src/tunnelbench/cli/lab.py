@@ -10,7 +10,12 @@ from typing import Any
 from tunnelbench.bench import capabilities, runner, skips
 from tunnelbench.bench.runner import require_root
 from tunnelbench.bench.session import LabSession
-from tunnelbench.cli.options import add_lab_arguments, lab_settings, tunnel_settings
+from tunnelbench.cli.options import (
+    add_lab_arguments,
+    check_conflicts,
+    lab_settings,
+    tunnel_settings,
+)
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
@@ -32,8 +37,10 @@ def up(args: argparse.Namespace) -> int:
     # Traffic a lab by hand may carry: IPv4, or IPv6 through a kind that carries only it.
     family = 4 if 4 in TUNNELS.get(kind).families else 6
     config = TrialConfig(lab=settings, tunnel=requested, traffic=TrafficSettings(family=family))
-    # The same refusals and the same resolution as a run's (a link type this kernel
-    # lacks, a missing program), before anything is built; then the same bring-up.
+    # The same refusals and the same resolution as a run's (options no machine can run
+    # together, a link type this kernel lacks, a missing program), before anything is
+    # built; then the same bring-up.
+    check_conflicts(config, args)
     if reason := skips.unmet(config, capabilities.probe()):
         raise UserError(reason)
     spec = runner.resolve_tunnel(config)

@@ -9,6 +9,7 @@ import argparse
 import re
 from typing import Any
 
+from tunnelbench.bench import conflicts
 from tunnelbench.echo import shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, Placement, Shaper, StreamMode, Topology, TunnelKind
@@ -71,6 +72,16 @@ DEFAULTS: dict[str, Any] = {
     "wireguard_impl": "auto",
     "target_ci": None,  # adaptive repetitions: off
     "max_runs": None,  # with --target-ci: plan.ADAPTIVE_MAX
+}
+
+
+#: The options that set a plan setting :mod:`tunnelbench.bench.conflicts` may name.
+OPTION_KEYS = {
+    "lab.wan.rate": "--rate",
+    "lab.wan.shaper": "--shaper",
+    "lab.wan.mtu": "--wan-mtu",
+    "tunnel.mtu": "--tunnel-mtu",
+    "tunnel.implementation": "--wireguard-impl",
 }
 
 
@@ -279,6 +290,17 @@ def tunnel_settings(
     return TunnelSettings(kind=kind, implementation=implementation, mtu=mtu)
 
 
+def check_conflicts(config: TrialConfig, args: argparse.Namespace) -> None:
+    """Refuse options that no machine can run together (``--tunnel-mtu`` above what the
+    WAN carries, ``--shaper`` without ``--rate``), as a plan refuses their settings,
+    naming the options."""
+    given = {
+        path for path, flag in OPTION_KEYS.items() if hasattr(args, flag[2:].replace("-", "_"))
+    }
+    if problems := conflicts.conflicts(config, given, OPTION_KEYS):
+        raise UserError(problems[0])
+
+
 def _field(path: str, key: str, value: Any) -> Any:
     """``value`` of option ``key`` checked by the plan field table's parser for ``path``:
     an option and its plan setting accept the same values with the same limits."""
@@ -313,6 +335,8 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
         for implementation in (wireguard_impls(args) if kind is TunnelKind.WIREGUARD else ["auto"])
     ]
     configs = product_configs(base, tunnels, streams)
+    for config in configs:
+        check_conflicts(config, args)
     experiment = Experiment(
         configs=configs,
         repetitions=runs,

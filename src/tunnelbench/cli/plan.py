@@ -151,8 +151,12 @@ def render(plan: Plan) -> str:
     lines.append(_order(experiment.order, len(configs)))
     if skipped:
         counts = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
+        # A guest's programs are this machine's and its cores its vCPUs: what it lacks
+        # of those is known here (its kernel is probed when it boots).
+        guest = any(keys[c] in skipped and c.lab.in_vm for c in configs)
+        where = "on this machine or in its VM guests" if guest else "on this machine"
         lines.append("")
-        lines.append(f"skipped on this machine: {sum(counts.values())} trial(s)")
+        lines.append(f"skipped {where}: {sum(counts.values())} trial(s)")
         lines += [f"  {reason} ({count} trials)" for reason, count in counts.items()]
     return "\n".join(lines)
 

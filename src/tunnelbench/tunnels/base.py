@@ -160,11 +160,13 @@ class Tunnel(ABC):
             return self._protected_mtu(underlay_mtu, spec, self.encapsulation)
         return underlay_mtu - self.overhead(spec, 4)
 
-    def resolve(self, settings: TunnelSettings, underlay_mtu: int) -> TunnelSpec:
-        """The settings checked against this kind and "auto" resolved; a
-        :class:`UserError` names the first setting this kind cannot do."""
+    def check(self, settings: TunnelSettings) -> None:
+        """The settings checked against this kind alone, as no machine could change them
+        (ESP around a kind that cannot carry it, a cipher it does not offer, an ESP mode
+        without ESP): a plan refuses them before anything runs. A :class:`UserError`
+        names the first; :meth:`resolve` checks them before what depends on the machine."""
         spec = TunnelSpec(
-            implementation=self.resolve_implementation(settings.implementation),
+            implementation=settings.implementation,
             cipher=self._resolve_cipher(settings),
             esp_mode=settings.esp_mode,
             protection=self._check_protection(settings),
@@ -174,6 +176,17 @@ class Tunnel(ABC):
                 f"tunnel.esp_mode: {settings.esp_mode.value!r} applies to ipsec and to "
                 f"tunnel.protection = 'ipsec' only, not to {self.kind.value}"
             )
+
+    def resolve(self, settings: TunnelSettings, underlay_mtu: int) -> TunnelSpec:
+        """The settings checked against this kind and "auto" resolved; a
+        :class:`UserError` names the first setting this kind cannot do."""
+        self.check(settings)
+        spec = TunnelSpec(
+            implementation=self.resolve_implementation(settings.implementation),
+            cipher=self._resolve_cipher(settings),
+            esp_mode=settings.esp_mode,
+            protection=settings.protection,
+        )
         if spec.protection is Protection.IPSEC:
             assert spec.cipher is not None  # protection always resolves an ESP cipher
             esp = strongswan.resolve_implementation("auto", spec.cipher, spec.esp_mode)

@@ -76,7 +76,7 @@ class Ipsec(Tunnel):
     def _carried_overhead(self, spec: TunnelSpec) -> int:
         return 0  # ESP carries the inner packet itself
 
-    def resolve(self, settings: TunnelSettings, underlay_mtu: int) -> TunnelSpec:
+    def check(self, settings: TunnelSettings) -> None:
         if settings.esp_mode is EspMode.TRANSPORT:
             raise UserError(
                 "tunnel.esp_mode: 'transport' protects only packets between the two tunnel "
@@ -84,8 +84,16 @@ class Ipsec(Tunnel):
                 "'tunnel'; transport mode goes with tunnel.protection = 'ipsec' around vxlan"
             )
         cipher = self._resolve_cipher(settings)
-        assert cipher is not None  # ipsec always encrypts
         self._check_protection(settings)
+        if settings.implementation == LIBIPSEC and settings.mtu is not None:
+            self._check_esp_mtu(
+                TunnelSpec(LIBIPSEC, settings.mtu, cipher, esp_implementation=LIBIPSEC)
+            )
+
+    def resolve(self, settings: TunnelSettings, underlay_mtu: int) -> TunnelSpec:
+        self.check(settings)
+        cipher = self._resolve_cipher(settings)
+        assert cipher is not None  # ipsec always encrypts
         # A name is checked against the kind's list; which ESP "auto" means depends on
         # the cipher (the kernel may have one AEAD and not the other).
         requested = settings.implementation
