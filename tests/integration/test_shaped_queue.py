@@ -1,61 +1,85 @@
-"""A shaped link's queue limit counts wire packets, not GSO/GRO bundles.
+"""A shaped link's queue holds what a real router's would: with offloads as a NIC has
+them (the default) a packet-limited FIFO holds GSO/GRO aggregates, and the queue figures
+follow the bytes it really held; a bfifo holds the same bytes whatever it is handed;
+wire packets only where the plan turns the offloads off.
 
-A qdisc counts what it is handed, and the kernel segments a GSO bundle only after the
-qdisc, when the device sends it: with the kernel's default offloads a 50-packet FIFO
-held up to 50 bundles of up to ~45 packets each. The qdisc's own packet counter counts
-segments; the veth's transmit counter counts what the qdisc handed it. Equal counts mean
-no bundles reached the queue.
+A qdisc counts what it is handed, and the kernel segments an aggregate only after the
+qdisc, when the device sends it. The qdisc's own packet counter counts segments; the
+veth's transmit counter counts what the qdisc handed it (one per skb). Their ratio is
+the number of wire packets per queued packet.
 """
 
 from pathlib import Path
 
-from tests.integration.helpers import tunnelbench
-from tunnelbench.bench.store import Store
+from tests.integration.helpers import run_plan
+from tunnelbench.model.plan import LinkSettings
+from tunnelbench.model.wan import AGGREGATE_MAX_BYTES, bfifo_bytes, bytes_per_packet, queue_wait_s
 
-PLAN = """
+RATE = 20_000_000
+OFF = '"lab.offloads.gro" = false, "lab.offloads.gso" = false, "lab.offloads.tso" = false'
+PLAN = f"""
 name = "shaped-queue"
 repetitions = 1
 [base.lab]
 topology = "road-warrior"
 [base.lab.wan]
-rate = "1gbit"
+rate = "20mbit"
 shaper = "htb"
-queue = "pfifo"
-queue_limit = 50
+queue_limit = 20
 [base.traffic]
+direction = "download"
 streams = 2
 stream_mode = "single"
-duration = 1
+duration = 2
 warmup = 1
 [matrix]
-offloads = [
-    {{ "lab.offloads.gro" = false }},
-    {{ "lab.offloads.gso" = true, "lab.offloads.tso" = true }},
+queues = [
+    {{ "lab.wan.queue" = "pfifo" }},
+    {{ "lab.wan.queue" = "bfifo" }},
+    {{ "lab.wan.queue" = "pfifo", {OFF} }},
 ]
 """
 
 
-def test_offloads_are_off_on_a_shaped_lab_unless_asked_for(tmp_path: Path):
-    plan = tmp_path / "p.toml"
-    plan.write_text(PLAN.format())
-    db = tmp_path / "r.db"
-    done = tunnelbench("run", str(plan), "-q", "--db", str(db))
-    assert done.returncode == 0, done.stdout + done.stderr
-    store = Store(db)
-    default, asked = store.trials(store.run("latest").id)
-    assert default.status == asked.status == "ok", (default.error, asked.error)
-    off = {"gro": False, "gso": False, "tso": False}
-    assert default.resolved.to_dict()["offloads"] == {r: off for r in ("client", "gw", "server")}
-    assert asked.resolved.to_dict()["offloads"]["client"] == {
-        "gso": True,
-        "tso": True,
-        "gro": False,
-    }
+def test_queues_hold_aggregates_by_default_and_their_figures_follow_the_bytes(tmp_path: Path):
+    found = run_plan(tmp_path, PLAN)
+    aggregates, byte_limited, wire = found.trials
+    assert [t.status for t in found.trials] == ["ok"] * 3, [t.error for t in found.trials]
+    assert aggregates.resolved.to_dict()["offloads"]["gw"] == {"gro": True}
+    assert wire.resolved.to_dict()["offloads"]["gw"] == {"gro": False, "gso": False, "tso": False}
 
-    def bundling(metrics: dict[str, float]) -> float:
-        """Packets the queue counted per packet it handed the device (the upload's
-        queue: the client's WAN egress, in the road-warrior lab)."""
-        return metrics["qdisc.client.wan.sent_packets"] / metrics["link.client.wan.tx_packets"]
+    def per_packet(metrics: dict[str, float]) -> float:
+        """Wire packets per packet the download's queue (the gateway's WAN egress, a
+        forwarding router's) handed its device."""
+        return metrics["qdisc.gw.wan.sent_packets"] / metrics["link.gw.wan.tx_packets"]
 
-    assert 0.99 < bundling(default.metrics) < 1.01
-    assert bundling(asked.metrics) > 5  # bundles of several segments each
+    assert per_packet(aggregates.metrics) > 2  # aggregates of several segments each
+    assert 0.99 < per_packet(wire.metrics) < 1.01  # the plan's opt-in: wire packets
+
+    # Physics: a FIFO of 20 wire packets fills at this sub-ms path within milliseconds,
+    # and its loaded RTT is then limit x bytes / rate + the idle RTT (12.1 ms), within 10%.
+    wan = LinkSettings(rate=RATE, queue_limit=20)
+    full_ms = 1000 * queue_wait_s(wan) + wire.metrics["rtt.idle_ms"]
+    assert abs(wire.metrics["rtt.loaded_p95_ms"] - full_ms) <= 0.1 * full_ms
+
+    # With aggregates, what the queue held (the mean bytes per packet it handed its
+    # device) gives its delay, within the spread of the aggregates' sizes: a full queue of
+    # them, plus one aggregate the shaper sent ahead on credit (measured: 25.2-25.7 kB a
+    # packet, 202-206 ms full, 217-238 ms the highest RTT, where 20 wire packets are 12
+    # ms). The hard bound is 20 of the largest aggregates (:data:`AGGREGATE_MAX_BYTES`).
+    m = aggregates.metrics
+    held = bytes_per_packet(m["qdisc.gw.wan.sent_bytes"], m["link.gw.wan.tx_packets"])
+    assert held is not None
+    full_ms = 1000 * queue_wait_s(wan, held)
+    credit_ms = 1000 * AGGREGATE_MAX_BYTES * 8 / RATE
+    assert 0.7 * full_ms <= m["rtt.loaded_max_ms"] <= 1.3 * full_ms + credit_ms, (held, full_ms)
+    assert m["rtt.loaded_max_ms"] <= 1000 * queue_wait_s(wan, AGGREGATE_MAX_BYTES) + credit_ms
+
+    # A bfifo holds 20 full frames' bytes whatever it is handed: it drops where the
+    # packet-limited FIFO of aggregates (20 x ~15 kB) did not need to.
+    limit = bfifo_bytes(LinkSettings(queue_limit=20))
+    assert limit == 20 * 1514
+    assert byte_limited.metrics["qdisc.gw.wan.drops"] > 0
+    bound_ms = 1000 * (limit + AGGREGATE_MAX_BYTES) * 8 / RATE
+    assert byte_limited.metrics["rtt.loaded_max_ms"] <= bound_ms + 2
+    assert byte_limited.metrics["rtt.loaded_max_ms"] < aggregates.metrics["rtt.loaded_max_ms"]
