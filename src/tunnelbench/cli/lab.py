@@ -33,14 +33,13 @@ def up(args: argparse.Namespace) -> int:
     requested = tunnel_settings(args, kind)
     if args.name is not None and not re.fullmatch(r"[a-z0-9]{1,6}", args.name):
         raise UserError(f"--name: {args.name!r} must be 1-6 lowercase letters or digits")
-    require_root("tunnelbench lab up")
     # Traffic a lab by hand may carry: IPv4, or IPv6 through a kind that carries only it.
     family = 4 if 4 in TUNNELS.get(kind).families else 6
     config = TrialConfig(lab=settings, tunnel=requested, traffic=TrafficSettings(family=family))
-    # The same refusals and the same resolution as a run's (options no machine can run
-    # together, a link type this kernel lacks, a missing program), before anything is
-    # built; then the same bring-up.
-    check_conflicts(config, args)
+    check_conflicts(config, args)  # options no machine can run together: bad input
+    require_root("tunnelbench lab up")
+    # The same refusals and the same resolution as a run's (a link type this kernel
+    # lacks, a missing program), before anything is built; then the same bring-up.
     if reason := skips.unmet(config, capabilities.probe()):
         raise UserError(reason)
     spec = runner.resolve_tunnel(config)
