@@ -448,3 +448,19 @@ def test_a_tuned_configuration_is_written_back_as_the_plan_would_write_it():
         'loss = "1%"\nreorder = "0.5%"\n'
     )
     assert planfile.parse(snippet, "tuned.toml").experiment.configs == (config,)
+
+
+# --- comparing MTUs: the queue in bytes, not packets ---
+
+
+def test_mtus_compared_with_a_packet_queue_are_refused_naming_the_bytes():
+    rows = [LinkSettings(rate=2 * 10**7, mtu=1600), LinkSettings(rate=2 * 10**7, mtu=9100)]
+    assert wan_figures.unequal_queues_across_mtus(rows) == (
+        "lab.wan.mtu: 1600, 9100 are compared with a queue of 1000 packets, which holds"
+        " 9.11 MB at 9100 but 1.61 MB at 1600; hold the queue in bytes: lab.wan.queue ="
+        " 'bfifo' with lab.wan.queue_bytes (or a time-based queue such as fq_codel)"
+    )
+    held = [replace(w, queue=Queue.BFIFO, queue_bytes=250_000) for w in rows]
+    assert wan_figures.unequal_queues_across_mtus(held) is None
+    assert wan_figures.unequal_queues_across_mtus([replace(w, rate=None) for w in rows]) is None
+    assert wan_figures.unequal_queues_across_mtus(rows[:1]) is None

@@ -246,6 +246,8 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
         config = _config(problems, combo, values)
         if config is not None:
             configs.setdefault(config, None)
+    if reason := wan.unequal_queues_across_mtus([c.lab.wan for c in configs]):
+        problems.add(reason)
     if problems.items:
         raise PlanError(source, problems.items)
     assert isinstance(repetitions, int) and isinstance(order, Order)

@@ -146,3 +146,27 @@ def bdp_bytes(rate_bps: float, rtt_s: float) -> float:
     """The bandwidth-delay product: the bytes in flight that keep a link of ``rate_bps``
     busy over a round trip of ``rtt_s``."""
     return rate_bps * rtt_s / 8
+
+
+#: Queues whose limit counts packets: their bytes grow with the MTU.
+PACKET_QUEUES = (None, Queue.PFIFO, Queue.PFIFO_FAST)
+
+
+def unequal_queues_across_mtus(wans: list[LinkSettings]) -> str | None:
+    """Why a plan's shaped WAN MTUs cannot be compared, or None: a packet-limited FIFO
+    holds ``queue_limit`` packets of each row's MTU, so a 9000-byte row gets six times
+    the queue of a 1500-byte one in bytes and time (measured: 3.6 s at 20 Mbit/s and
+    49.5% retransmits). A ``bfifo`` (its bytes fixed), fq_codel (time-based) and cake
+    hold the same across MTUs."""
+    shaped = [w for w in wans if w.rate is not None and w.queue in PACKET_QUEUES]
+    mtus = sorted({w.mtu for w in shaped})
+    if len(mtus) < 2:
+        return None
+    limit = shaped[0].queue_limit
+    return (
+        f"lab.wan.mtu: {', '.join(map(str, mtus))} are compared with a queue of {limit}"
+        f" packets, which holds {limit * (mtus[-1] + ETHERNET_HEADER) / 1e6:,.2f} MB at"
+        f" {mtus[-1]} but {limit * (mtus[0] + ETHERNET_HEADER) / 1e6:,.2f} MB at {mtus[0]};"
+        " hold the queue in bytes: lab.wan.queue = 'bfifo' with lab.wan.queue_bytes"
+        " (or a time-based queue such as fq_codel)"
+    )
