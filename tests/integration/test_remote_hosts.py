@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import tunnelbench
-from tests.sshd import SshdHosts
+from tests.sshd import REPO, SshdHosts
 from tunnelbench.bench.store import Store
 from tunnelbench.lab import netns
 from tunnelbench.lab.state import process_start_time
@@ -92,6 +92,17 @@ def test_hosts_check_reports_each_host_and_changes_nothing(hosts):
     assert "busybox no" in blocks[0] and "busybox yes" in blocks[1]  # the server is busybox's
     assert "IPv4 forwarding on" in blocks[0].split("gw (DUT)")[1]
     assert "iperf3: iperf 3." in blocks[1]
+    # each host's tunnel software: the others' PATH has tunnelbench's pinned wireguard-go
+    # first, the busybox server has none; no host here has kernel WireGuard
+    pinned = (REPO / ".tools" / "bin" / "wireguard-go.version").read_text().strip()
+    for block in blocks[0].split("\ngw (DUT): ssh gw\n"):
+        assert "  wireguard-go: wireguard-go v0.0." in block
+        assert (
+            f"built from golang.zx2c4.com/wireguard@{pinned} ({REPO}/.tools/bin/wireguard-go)"
+            in block
+        )
+        assert "  kernel WireGuard: not found" in block
+    assert "  wireguard-go: " not in blocks[1]
     assert "changed nothing on any host" in out
     # the server's shell is busybox's, with its applets only: no bash, no python
     shell = [
@@ -155,6 +166,18 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
     assert (plain.resolved.remote or {})["tunnel_built_by"] is None
     assert (tunnelled.resolved.remote or {})["tunnel_built_by"] == "tunnelbench"
     assert tunnelled.resolved.tunnel_implementation == "wireguard-go"  # no kernel WireGuard here
+    # which wireguard-go, on both ends: the version, build and path each host has
+    pinned = (REPO / ".tools" / "bin" / "wireguard-go.version").read_text().strip()
+    built = f"built from golang.zx2c4.com/wireguard@{pinned} ({REPO}/.tools/bin/wireguard-go)"
+    assert (tunnelled.resolved.tunnel_version or "").endswith(f"{built} (client and gw)")
+    ends = (tunnelled.resolved.remote or {})["tunnel_ends"]
+    assert {r: e["implementation"] for r, e in ends.items()} == {
+        "client": "wireguard-go",
+        "gw": "wireguard-go",
+    }
+    assert plain.resolved.tunnel_version is None
+    report = (work / "r-run1.md").read_text()
+    assert "wireguard/wireguard-go: wireguard-go v0.0." in report.split("**Software:**")[1]
     # the traffic crossed the tunnel: the DUT's WireGuard device received it
     device = [
         n for n in tunnelled.metrics if n.startswith("link.gw.tbwg") and n.endswith(".rx_bytes")

@@ -14,7 +14,10 @@ from tunnelbench.remote import hostsfile, probes
 from tunnelbench.remote import run as remote_run
 from tunnelbench.remote.host import CLEANUP, RECORD_SELF
 from tunnelbench.remote.ssh import explain
-from tunnelbench.remote.tunnel import wire_plan
+from tunnelbench.remote.tunnel import RemoteTunnel, wire_plan
+
+REPO = Path(__file__).resolve().parents[2]
+PINNED = (REPO / ".tools" / "bin" / "wireguard-go.version").read_text().strip()
 
 ROAD = """
 [client]
@@ -135,6 +138,92 @@ def test_facts_of_an_openwrt_router():
         "chacha20": ("chacha20-neon", 300),
         "gcm(aes)": ("gcm_base(ctr(aes-ce),ghash-generic)", 200),
     }
+
+
+#: The software lines of the facts script on a Debian host with tunnelbench's pinned
+#: builds first in PATH (this machine's), and on an OpenWrt router with its packages.
+DEBIAN_SOFTWARE = textwrap.dedent("""\
+    path wireguard-go /work/main/.tools/bin/wireguard-go
+    version wireguard-go wireguard-go v0.0.20250522
+    pinned wireguard-go v0.0.0-20260522210424-ecfc5a8d5446
+    path openvpn /usr/sbin/openvpn
+    version openvpn OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [LZ4] [DCO]
+    package openvpn openvpn 2.6.14-0+deb12u2
+    path wg /usr/bin/wg
+    version wg wireguard-tools v1.0.20210914 - https://git.zx2c4.com/wireguard-tools/
+    package wg wireguard-tools 1.0.20210914-1+b1
+    wgmodule none
+    """)
+OPENWRT_SOFTWARE = textwrap.dedent("""\
+    path wireguard-go /usr/bin/wireguard-go
+    version wireguard-go wireguard-go v0.0.20220316
+    package wireguard-go wireguard-go 0.0.20220316-1
+    path wg /usr/bin/wg
+    version wg wireguard-tools v1.0.20210914 - https://git.zx2c4.com/wireguard-tools/
+    wgmodule loaded 1.0.0
+    """)
+
+
+def test_each_tunnel_daemons_version_build_package_and_path():
+    debian = probes.parse_facts(DEBIAN_SOFTWARE).software
+    assert debian.describe("wireguard-go") == (
+        "wireguard-go v0.0.20250522, built from"
+        " golang.zx2c4.com/wireguard@v0.0.0-20260522210424-ecfc5a8d5446"
+        " (/work/main/.tools/bin/wireguard-go)"
+    )
+    assert debian.describe("openvpn") == (
+        "OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [LZ4] [DCO],"
+        " package openvpn 2.6.14-0+deb12u2 (/usr/sbin/openvpn)"
+    )
+    assert debian.describe("boringtun-cli") is None
+    assert debian.kernel_wireguard() == "not found (no wireguard module for this kernel)"
+    openwrt = probes.parse_facts(OPENWRT_FACTS + OPENWRT_SOFTWARE)
+    assert openwrt.software.describe("wireguard-go") == (
+        "wireguard-go v0.0.20220316, package wireguard-go 0.0.20220316-1 (/usr/bin/wireguard-go)"
+    )
+    assert openwrt.software.kernel_wireguard() == "loaded or built in (version 1.0.0)"
+    assert openwrt.to_dict()["software"] == {
+        "programs": {
+            "wireguard-go": openwrt.software.describe("wireguard-go"),
+            "wg": "wireguard-tools v1.0.20210914 - https://git.zx2c4.com/wireguard-tools/"
+            " (/usr/bin/wg)",
+        },
+        "kernel_wireguard": "loaded or built in (version 1.0.0)",
+    }
+    assert openwrt.cores == 4  # the other facts read as before
+
+
+def test_the_facts_script_reads_the_daemons_of_this_machine_with_busybox():
+    done = subprocess.run(
+        ["busybox", "sh", "-c", probes.FACTS],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{REPO}/.tools/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    found = probes.parse_facts(done.stdout).software
+    assert (found.describe("wireguard-go") or "").startswith("wireguard-go v0.0.")
+    assert f"built from golang.zx2c4.com/wireguard@{PINNED}" in (
+        found.describe("wireguard-go") or ""
+    )
+    assert found.wireguard_module in ("loaded", "available", "none")
+
+
+@pytest.mark.parametrize(
+    ("ends", "user", "expected"),
+    [
+        ({"client": ("kernel", "linux 6.1.0-28-amd64"), "gw": ("kernel", "linux 6.1.0-28-amd64")},
+         None, "linux 6.1.0-28-amd64 (client and gw)"),
+        ({"client": ("kernel", "linux 6.12.1"), "gw": ("wireguard-go", "wireguard-go v0.0.2022")},
+         None, "client: kernel, linux 6.12.1; gw: wireguard-go, wireguard-go v0.0.2022"),
+        ({}, "the user's wireguard-go on gw: wireguard-go v0.0.2022 (/usr/bin/wireguard-go)",
+         "the user's wireguard-go on gw: wireguard-go v0.0.2022 (/usr/bin/wireguard-go)"),
+        ({}, None, None),
+    ],
+)  # fmt: skip
+def test_a_remote_tunnel_names_what_ran_each_end(ends, user, expected):
+    tunnel = RemoteTunnel("wireguard", "build", "kernel", ends=ends, user_version=user)
+    assert tunnel.version() == expected
 
 
 COUNTERS_BEFORE = textwrap.dedent("""\

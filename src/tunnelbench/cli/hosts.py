@@ -1,13 +1,14 @@
 """``tunnelbench hosts check FILE``: connect to every host of a hosts file and say what
-each has (kernel, cores, traffic generators, tunnel tools, busybox or not, clock
-offset, thermal zones, clocks, crypto drivers), changing nothing on any of them."""
+each has (kernel, cores, traffic generators, tunnel tools, the kernel's WireGuard and
+each tunnel daemon's version, busybox or not, clock offset, thermal zones, clocks, crypto
+drivers), changing nothing on any of them."""
 
 import argparse
 import time
 from pathlib import Path
 
 from tunnelbench.cli.parsing import Verbs
-from tunnelbench.remote import hostsfile, probes
+from tunnelbench.remote import hostsfile, probes, software
 from tunnelbench.remote.session import Session, missing
 
 
@@ -75,6 +76,10 @@ def describe(role: str, destination: str, facts: probes.Facts, now: float, dut: 
         lines.append(f"  cpufreq: {clocks}")
     else:
         lines.append("  cpufreq: none exposed (no frequency scaling driver)")
+    lines.append(f"  kernel WireGuard: {facts.software.kernel_wireguard()}")
+    for name in software.PROGRAMS:
+        if (described := facts.software.describe(name)) is not None:
+            lines.append(f"  {name}: {described}")
     drivers = facts.cipher_drivers()
     if drivers:
         shown = "; ".join(f"{n}: {d} ({p})" for n, (d, p) in drivers.items())

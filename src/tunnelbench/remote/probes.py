@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from statistics import fmean
 
 from tunnelbench.probes.cpu import Snapshot, parse_proc_stat, usage
+from tunnelbench.remote import software
 from tunnelbench.remote.host import RECORD_SELF, SshHost
+from tunnelbench.remote.software import Software
 
 SAMPLE_INTERVAL_S = 0.2
 #: The kernel's unit of the times in /proc/PID/stat (USER_HZ): 100 on every Linux
@@ -48,7 +50,8 @@ read -r s </proc/$$/stat
 echo "C $up $s"
 """
 
-FACTS = r"""
+FACTS = (
+    r"""
 echo "kernel $(uname -r)"
 echo "machine $(uname -m)"
 echo "cores $(grep -c '^cpu[0-9]' /proc/stat)"
@@ -77,6 +80,8 @@ if [ -r /proc/crypto ]; then
        /^priority/ { print "crypto", n, d, $3 }' /proc/crypto
 fi
 """
+    + software.SCRIPT
+)
 
 
 def process_stats(root: str = "/proc") -> str:
@@ -132,6 +137,8 @@ class Facts:
     forwarding: bool | None = None
     #: crypto algorithm -> (driver, priority) of the driver the kernel picks (highest priority)
     crypto: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: The tunnel daemons' versions and the kernel's WireGuard.
+    software: Software = field(default_factory=Software)
 
     def to_dict(self) -> dict[str, object]:
         drivers = self.cipher_drivers().items()
@@ -146,6 +153,7 @@ class Facts:
             "governors": {str(k): v for k, v in self.governors.items()},
             "max_mhz": {str(k): v for k, v in self.max_mhz.items()},
             "crypto_drivers": {k: {"driver": d, "priority": p} for k, (d, p) in drivers},
+            "software": self.software.to_dict(),
         }
 
     def cipher_drivers(self) -> dict[str, tuple[str, int]]:
@@ -191,6 +199,8 @@ def parse_facts(text: str) -> Facts:
             name, driver, priority = parts[0], parts[1], int(parts[2])
             if name not in facts.crypto or priority > facts.crypto[name][1]:
                 facts.crypto[name] = (driver, priority)
+        else:
+            facts.software.parse_line(key, rest)
     return facts
 
 

@@ -174,6 +174,8 @@ def _trials(
         try:
             tunnel = _tunnel(session, kind, trial, standing)
             resolved.tunnel_implementation = tunnel.implementation if kind != "none" else "none"
+            if kind != "none":
+                resolved.tunnel_version = tunnel.version()
             if kind != "none" and tunnel.facts.get("mtu"):
                 resolved.tunnel_mtu = int(tunnel.facts["mtu"])
             dut = session.facts[session.file.dut].to_dict()
@@ -181,6 +183,11 @@ def _trials(
                 "dut": session.file.dut,
                 "tunnel_mode": tunnel.mode if kind != "none" else "none",
                 "tunnel_built_by": tunnel.facts.get("built_by") if kind != "none" else None,
+                # What ran each end of a tunnel tunnelbench built, with its version.
+                "tunnel_ends": {
+                    role: {"implementation": used, "version": version}
+                    for role, (used, version) in (tunnel.ends if kind != "none" else {}).items()
+                },
                 "hosts": {r: h.destination for r, h in session.file.hosts.items()},
                 "kernels": {r: f.kernel for r, f in session.facts.items()},
                 # What the diagnosis reads of the DUT: crypto drivers, trip points, top clocks.
@@ -221,7 +228,7 @@ def _tunnel(
     if kind == "none":
         return RemoteTunnel("none", "none", "none")
     if plan.mode == "existing":
-        return existing(session.file)
+        return existing(session)
     if not standing:
         tunnel = build_wireguard(session, choice)
         tunnel.facts["asked"] = choice

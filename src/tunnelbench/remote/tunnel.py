@@ -15,6 +15,7 @@ from typing import Any
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.remote.host import SshHost, wait_until
 from tunnelbench.remote.hostsfile import HostsFile
+from tunnelbench.remote.probes import Facts
 from tunnelbench.remote.session import Session
 
 PORTS = range(51820, 51900)
@@ -30,6 +31,20 @@ class RemoteTunnel:
     facts: dict[str, Any] = field(default_factory=dict)
     #: role -> the commands that remove what was built there, in the order made
     undo: dict[str, list[list[str]]] = field(default_factory=dict)
+    #: role -> (implementation, its version there) at each end tunnelbench built
+    ends: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: The version of the user's daemon, for an existing tunnel whose process is named.
+    user_version: str | None = None
+
+    def version(self) -> str | None:
+        """What ran the tunnel, with versions: ``<version> (client and gw)`` when both
+        ends ran the same, else each end's."""
+        if not self.ends:
+            return self.user_version
+        if len(set(self.ends.values())) == 1:
+            _, version = next(iter(self.ends.values()))
+            return f"{version} ({' and '.join(self.ends)})"
+        return "; ".join(f"{role}: {used}, {v}" for role, (used, v) in self.ends.items())
 
 
 def teardown(session: Session, tunnel: RemoteTunnel) -> None:
@@ -41,8 +56,16 @@ def teardown(session: Session, tunnel: RemoteTunnel) -> None:
     tunnel.undo.clear()
 
 
-def existing(hosts: HostsFile) -> RemoteTunnel:
-    return RemoteTunnel(hosts.tunnel.kind, "existing", "existing", facts={"built_by": "user"})
+def existing(session: Session) -> RemoteTunnel:
+    """The user's tunnel; the version of its daemon where the hosts file names it and the
+    DUT has that program."""
+    hosts = session.file
+    tunnel = RemoteTunnel(hosts.tunnel.kind, "existing", "existing", facts={"built_by": "user"})
+    if (process := hosts.tunnel.process) is not None:
+        described = session.facts[hosts.dut].software.describe(process)
+        if described is not None:
+            tunnel.user_version = f"the user's {process} on {hosts.dut}: {described}"
+    return tunnel
 
 
 @dataclass(frozen=True)
@@ -103,7 +126,7 @@ def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
         host = session.hosts[role]
         used = _create_device(host, device, implementation, session.facts[role].programs)
         tunnel.undo.setdefault(role, []).append(["ip", "link", "del", device])
-        tunnel.implementation = used
+        tunnel.ends[role] = (used, _version(host, used, session.facts[role]))
         tunnel.devices[role] = device
         key = host.directory / "wg.key"
         host.write(key, keys[role][0] + "\n", mode=0o600)
@@ -121,9 +144,23 @@ def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
         session.hosts[role].undo(removal)
         tunnel.undo.setdefault(role, []).append(removal)
         session.hosts[role].run(["ip", "route", "add", *spec])
+    # The DUT's end is the one measured; between two routers the near one.
+    dut = session.file.dut
+    tunnel.implementation = tunnel.ends[dut if dut in tunnel.ends else near][0]
+    tunnel.ends = {role: tunnel.ends[role] for role in (near, far)}
     _check_path(session, tunnel, near, far, session.file.target(False))
     tunnel.facts |= {"mtu": WG_MTU, "port": port, "device": device}
     return tunnel
+
+
+def _version(host: SshHost, implementation: str, facts: Facts) -> str:
+    """The version of what runs the tunnel's end on ``host``, as the lab records its own:
+    the kernel's release (and its WireGuard module's version, read once the device made
+    it load), or the daemon's own line, build, package and path."""
+    if implementation == "kernel":
+        module = host.run(["cat", "/sys/module/wireguard/version"], check=False).stdout.strip()
+        return f"linux {facts.kernel}" + (f", wireguard module {module}" if module else "")
+    return facts.software.describe(implementation) or f"{implementation} (version not found)"
 
 
 def _key_pair() -> tuple[str, str]:

@@ -10,11 +10,10 @@ import time
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
-from typing import Any
 
 from tunnelbench.analysis.summary import ConfigSummary
-from tunnelbench.model.records import GUESTS, RunRecord
-from tunnelbench.report import findings, svg, table, timeline, tune
+from tunnelbench.model.records import GUESTS, RunRecord, TrialRecord
+from tunnelbench.report import findings, software, svg, table, timeline, tune
 from tunnelbench.report.charts import charts_for_run, config_labels
 from tunnelbench.report.markdown import guest_line
 from tunnelbench.report.view import RunView
@@ -117,16 +116,19 @@ def answer_sentences(summaries: Sequence[ConfigSummary]) -> list[str]:
     return out
 
 
-def _environment(env: dict[str, Any]) -> str:
+def _environment(run: RunRecord, trials: Sequence[TrialRecord]) -> str:
     rows = []
     names = {
         "cpu_model": "CPU", "cores": "cores", "cpu_governor": "frequency governor",
         "kernel": "kernel", "kernel_build": "kernel build", "machine": "architecture",
     }  # fmt: skip
-    for key, value in env.items():
+    for key, value in run.environment.items():
         if key == "versions" and isinstance(value, dict):
-            for tool, version in value.items():
-                rows.append((str(tool), str(version)))
+            rows += [(str(tool), str(version)) for tool, version in value.items()]
+            # Every implementation that ran, a guest's and the hosts' too (not only
+            # what this machine resolved), each with its version.
+            ran = software.entries(run, trials)
+            rows += [(n, v) for n, v in ran if "/" in n and value.get(n) != v]
         elif key == GUESTS and isinstance(value, dict):
             for spec, facts in value.items():
                 rows.append(("VM guest", guest_line(spec, facts)))
@@ -305,7 +307,7 @@ def render(view: RunView) -> str:
         + _findings(run, summaries)
         + f'<section id="charts"><h2>Charts</h2>{figures}</section>'
         + seconds
-        + f'<section id="environment"><h2>Environment</h2>{_environment(run.environment)}'
+        + f'<section id="environment"><h2>Environment</h2>{_environment(run, view.trials)}'
         "</section>" + '<footer class="muted"><p>Written by tunnelbench from the results database '
         f"<code>{escape(str(view.database))}</code>.</p></footer>"
         "</body></html>\n"

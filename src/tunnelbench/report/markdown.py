@@ -19,7 +19,7 @@ from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.model.records import GUESTS, TCG, Resolved, RunRecord, TrialRecord
 from tunnelbench.model.tuning import TuneRecord
 from tunnelbench.model.wan import format_pct, format_us
-from tunnelbench.report import findings, png, precision, timeline, tune
+from tunnelbench.report import findings, png, precision, software, timeline, tune
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
@@ -207,7 +207,15 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
             out.append(("tunnel.protection", f"protected by {tunnel.protection.value}"))
             out.append(("tunnel.esp_mode", f"ESP {tunnel.esp_mode.value} mode"))
     out.append(("traffic.duration", f"{traffic.duration} s measured"))
-    out.append(("traffic.warmup", f"{traffic.warmup} s of warm-up excluded"))
+    if traffic.warmup is None:
+        out.append(
+            (
+                "traffic.warmup",
+                f"warm-up until steady state (at most {traffic.warmup_max} s), excluded",
+            )
+        )
+    else:
+        out.append(("traffic.warmup", f"{traffic.warmup} s of warm-up excluded"))
     return out
 
 
@@ -225,18 +233,6 @@ def common_settings(summaries: list[ConfigSummary]) -> str:
     first = tunnels[0] if tunnels else summaries[0]
     phrases = _setting_phrases(first.config, first.resolved)
     return ", ".join(text for path, text in phrases if path not in varying)
-
-
-def _versions(run: RunRecord) -> str:
-    """``name: version`` of each tool and tunnel implementation (not the baseline's
-    "none/kernel", which is no implementation)."""
-    env = run.environment
-    versions = {k: v for k, v in env.get("versions", {}).items() if not k.startswith("none/")}
-    if env.get("iproute2"):
-        versions["iproute2"] = env["iproute2"]
-    if env.get("tunnelbench"):
-        versions["tunnelbench"] = env["tunnelbench"]
-    return "; ".join(f"{name}: {version}" for name, version in versions.items())
 
 
 def header_lines(
@@ -277,7 +273,7 @@ def header_lines(
             ]
         ),
         *[f"- **VM guest:** {guest_line(spec, facts)}" for spec, facts in guests(env).items()],
-        f"- **Software:** {_versions(run) or 'not recorded'}",
+        f"- **Software:** {software.line(run, trials) or 'not recorded'}",
     ]
 
 

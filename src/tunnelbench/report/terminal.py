@@ -3,7 +3,8 @@ configuration, and each suggestion once (a tuning session's path instead of thos
 after a run, also what failed or was skipped and the precision an adaptive run reached.
 
 Terse by design: every line fits the width it is given (the table leaves out columns,
-verdicts are cut, the rest wraps), and the evidence behind each verdict and suggestion
+verdicts are cut, the rest wraps), the tunnel implementations' versions are one line
+(without their paths), and the evidence behind each verdict and suggestion
 is in the reports (``report --format md|html|json``), not repeated here.
 
 One text for both places that show it: the end of ``tunnelbench run`` and ``tunnelbench
@@ -11,7 +12,7 @@ report`` (which heads it with the run's line), so they cannot drift apart.
 """
 
 from tunnelbench.model.records import TrialStatus
-from tunnelbench.report import findings, fit, table, tune
+from tunnelbench.report import findings, fit, software, table, tune
 from tunnelbench.report import precision as precision_report
 from tunnelbench.report.view import RunView
 
@@ -41,6 +42,8 @@ def render(
         for reason in sorted({t.error or "" for t in skipped}):
             count = sum(1 for t in skipped if t.error == reason)
             lines.append(f"skipped {count} trial(s): {reason}")
+    if tunnels := software.tunnel_line(run, trials):
+        lines.append(f"software: {tunnels}")
     lines += view.noise.lines(terse=True)
     if (record := tune.record_of(run)) is not None:
         # A tuning session's path holds each step's diagnosis and what its advice gave.

@@ -1,0 +1,53 @@
+"""The software a run used, as every report names it: each tunnel implementation with
+its version, then the traffic generators and the tools.
+
+The run's environment lists what this machine resolved when the run started. What ran
+elsewhere is only in the trials' records: a VM guest resolves its tunnels on its own
+kernel, a remote run's tunnel is built (or found) on the hosts, and ESP around another
+tunnel is set up per trial. So the trials' ``tunnel_version`` and ``esp_version`` are
+added, each (name, version) once: an implementation that ran in two versions (Debian's
+wireguard-go and a pinned build, a guest's kernel and the host's) is named twice.
+"""
+
+import re
+from collections.abc import Sequence
+
+from tunnelbench.model.records import RunRecord, TrialRecord
+
+_PATH = re.compile(r" \(/[^()]*\)$")
+
+
+def entries(run: RunRecord, trials: Sequence[TrialRecord]) -> list[tuple[str, str]]:
+    """``(name, version)``: tunnel implementations (``kind/implementation``, and
+    ``esp/<implementation>`` for ESP protecting another tunnel) first, then the
+    generators, iproute2 and tunnelbench. The baseline's "none/kernel" is no
+    implementation and is left out."""
+    env = run.environment
+    recorded = [(str(k), str(v)) for k, v in (env.get("versions") or {}).items()]
+    tunnels = [(k, v) for k, v in recorded if "/" in k and not k.startswith("none/")]
+    for trial in trials:
+        resolved, kind = trial.resolved, (trial.config.get("tunnel") or {}).get("kind")
+        if kind in (None, "none"):
+            continue
+        if resolved.tunnel_implementation and resolved.tunnel_version:
+            tunnels.append((f"{kind}/{resolved.tunnel_implementation}", resolved.tunnel_version))
+        if kind != "ipsec" and resolved.esp_implementation and resolved.esp_version:
+            tunnels.append((f"esp/{resolved.esp_implementation}", resolved.esp_version))
+    out = list(dict.fromkeys(tunnels))
+    out += [(k, v) for k, v in recorded if "/" not in k]
+    for key in ("iproute2", "tunnelbench"):
+        if env.get(key):
+            out.append((key, str(env[key])))
+    return out
+
+
+def line(run: RunRecord, trials: Sequence[TrialRecord]) -> str:
+    """``name: version; ...`` of :func:`entries` (Markdown's and the header's line)."""
+    return "; ".join(f"{name}: {version}" for name, version in entries(run, trials))
+
+
+def tunnel_line(run: RunRecord, trials: Sequence[TrialRecord]) -> str:
+    """The tunnel implementations alone, by the names the results table gives them and
+    without their paths (the terminal's line); empty for a run without a tunnel."""
+    tunnels = [(n.split("/", 1)[1], _PATH.sub("", v)) for n, v in entries(run, trials) if "/" in n]
+    return "; ".join(f"{name}: {version}" for name, version in dict.fromkeys(tunnels))
