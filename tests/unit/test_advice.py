@@ -199,7 +199,7 @@ def test_fair_queue_advice_names_the_kernels_refusal_of_fq_codel_and_cake(tmp_pa
     summaries, env = run_of("streams-5-runs", tmp_path)
     s = pick(summaries, "none", 4)
     config = s.config.to_dict()
-    config["lab"]["wan"] |= {"rate": "1gbit", "queue_limit": 50}
+    config["lab"]["wan"] |= {"rate": 1_000_000_000, "queue_limit": 50}
     shaped = TrialConfig.from_dict(config)
     # The recorded 4-stream trials with the drops a small FIFO causes at the shaper.
     runs = tuple(
@@ -228,11 +228,12 @@ def test_fair_queue_advice_names_the_kernels_refusal_of_fq_codel_and_cake(tmp_pa
 )
 def test_a_larger_limit_is_advised_for_a_fifo_that_dropped_not_for_an_aqm(tmp_path, queue, advised):
     """fq_codel and cake drop on purpose, long before their limit: the same drops ask
-    for a larger limit of a FIFO only."""
+    for a larger limit of a FIFO only (one of 8 packets, less than the 16 its 4 flows
+    need)."""
     summaries, env = run_of("streams-5-runs", tmp_path)
     s = pick(summaries, "none", 4)
     config = s.config.to_dict()
-    config["lab"]["wan"] |= {"rate": 20_000_000, "queue": queue, "queue_limit": 1000}
+    config["lab"]["wan"] |= {"rate": 20_000_000, "queue": queue, "queue_limit": 8}
     runs = tuple(
         t.metrics | {"qdisc.client.wan.drops": 400.0, "qdisc.client.wan.sent_packets": 1e5}
         for t in s.trials

@@ -142,7 +142,9 @@ def test_runs_below_the_links_limit_with_loss_are_link_bound_lossy(tmp_path):
     assert "the slowest run reached only 94.9%" in d.verdict.summary
     assert "TCP retransmitted 87 (4-177) segments per run (iperf3's count)" in d.verdict.summary
     advice = advise(subject(none, env, ceiling), d, [])
-    assert {a.setting for a in advice} == {"lab.wan.queue", "lab.wan.queue_limit"}
+    # A fair queue, but no larger one: 50 packets hold what 4 flows need over the lab's
+    # sub-millisecond round trip (4 segments each), as the issue's 98.8% row showed.
+    assert {a.setting for a in advice} == {"lab.wan.queue"}
     # The same runs without a retransmit or drop: the spread alone is not loss.
     lossless = Subject(
         none.config,

@@ -3,19 +3,28 @@ its clock and thermal trip points, its crypto driver, and no lab settings advise
 
 from typing import Any
 
+import pytest
+
+from tests.report_fixtures import resolved_for
 from tunnelbench.analysis.advice import advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.plan import TrialConfig, TunnelSettings
-from tunnelbench.model.records import Resolved
 
 REMOTE = {"dut": "gw", "max_mhz": {"0": 1800.0, "1": 1800.0}, "trips_c": {"thermal_zone0": 85.0}}
 
 
-def dut(metrics: dict[str, float], remote: dict[str, Any] | None = None) -> Subject:
-    """A WireGuard run whose DUT (2 cores) forwarded 900 Mbit/s."""
-    config = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind.WIREGUARD))
-    resolved = Resolved(tunnel_implementation="kernel", remote=REMOTE | (remote or {}))
+def dut(
+    metrics: dict[str, float],
+    remote: dict[str, Any] | None = None,
+    kind: TunnelKind = TunnelKind.WIREGUARD,
+    **resolved_as: str,
+) -> Subject:
+    """A run (WireGuard unless told) whose DUT (2 cores) forwarded 900 Mbit/s; the kind's
+    facts filled in as the store fills them for a remote trial."""
+    config = TrialConfig(tunnel=TunnelSettings(kind=kind))
+    record = {"tunnel_implementation": "kernel", "remote": REMOTE | (remote or {})}
+    resolved = resolved_for(config, record | resolved_as)
     base = {"goodput_bps": 9e8, "cpu0.user": 1.0, "cpu0.system": 9.0, "cpu0.softirq": 89.0,
             "cpu0.idle": 1.0, "cpu1.user": 2.0, "cpu1.system": 3.0, "cpu1.softirq": 5.0,
             "cpu1.idle": 90.0}  # fmt: skip
@@ -55,13 +64,44 @@ def test_advice_for_a_dut_names_its_settings_never_the_labs():
     assert any(
         t.startswith("on gw: spread receive work over its cores") and "echo 3 >" in t for t in texts
     )
-    crypto = next(a for a in advice if "driver" in a.suggestion)
-    assert crypto.suggestion.startswith("on gw: load an accelerated driver for chacha20-poly1305")
-    assert "gw's kernel serves chacha20 by chacha20-generic" in crypto.because
     assert any("governor" in t for t in texts)  # the DUT's governor, from the run's environment
 
 
-def test_an_accelerated_driver_is_said_to_be_in_use():
-    s = dut({}, {"crypto_drivers": {"chacha20": {"driver": "chacha20-neon", "priority": 300}}})
-    crypto = next(a for a in advise(s, diagnose(s), []) if "driver" in a.suggestion)
-    assert crypto.suggestion.startswith("on gw: the kernel already uses accelerated drivers")
+@pytest.mark.parametrize("implementation", ["kernel", "wireguard-go"])
+def test_wireguard_is_never_told_to_load_a_crypto_driver(implementation):
+    """The issue's case: a CPU-bound wireguard-go tunnel was told to "load an accelerated
+    driver for chacha20-poly1305". wireguard-go does its crypto in Go and kernel
+    WireGuard calls lib/crypto, so /proc/crypto's choice of driver is neither's."""
+    drivers = {"chacha20": {"driver": "chacha20-generic", "priority": 100}}
+    s = dut({}, {"crypto_drivers": drivers}, tunnel_implementation=implementation)
+    assert s.resolved.tunnel is not None and not s.resolved.tunnel.kernel_crypto_api
+    d = diagnose(s)
+    assert Bound.CPU in {f.bound for f in d.findings}
+    assert not [a for a in advise(s, d, []) if "driver" in a.suggestion]
+
+
+ESP_GENERIC = {"gcm(aes)": {"driver": "gcm_base(ctr(aes-generic),ghash-generic)", "priority": 100}}
+ESP_AESNI = {"gcm(aes)": {"driver": "generic-gcm-aesni", "priority": 400}}
+
+
+@pytest.mark.parametrize(
+    ("drivers", "advised"),
+    [
+        (ESP_GENERIC, "on gw: load an accelerated driver for aes-256-gcm (its kernel picks"
+         " gcm_base(ctr(aes-generic),ghash-generic)"),
+        # Intel's AES-NI driver is called generic-gcm-aesni: not the portable code.
+        (ESP_AESNI, "on gw: the kernel already uses accelerated drivers for aes-256-gcm"),
+    ],
+)  # fmt: skip
+def test_the_kernels_esp_is_told_which_driver_serves_its_cipher(drivers, advised):
+    s = dut(
+        {},
+        {"crypto_drivers": drivers},
+        TunnelKind.IPSEC,
+        esp_implementation="kernel",
+        tunnel_cipher="aes-256-gcm",
+    )
+    assert s.resolved.tunnel is not None and s.resolved.tunnel.kernel_crypto_api
+    (crypto,) = [a for a in advise(s, diagnose(s), []) if "driver" in a.suggestion]
+    assert crypto.suggestion.startswith(advised)
+    assert "gw's kernel serves gcm(aes) by " in crypto.because

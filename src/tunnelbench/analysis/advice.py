@@ -16,46 +16,38 @@ on a kernel with it: ..."). A run recorded before capabilities were says "availa
 not recorded".
 """
 
-import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+import re
+from collections.abc import Sequence
 
-from tunnelbench.analysis import noise
 from tunnelbench.analysis.diagnosis import (
     SATURATED_PCT,
     Bound,
     Diagnosis,
-    Finding,
     Subject,
     core_name,
     dut,
     generator_cores,
     threaded_generator,
 )
-from tunnelbench.analysis.significance import (
-    ALPHA,
-    Comparison,
-    compare,
-    format_p,
-    repetitions_needed,
+from tunnelbench.analysis.lab_limits import lab_limit
+from tunnelbench.analysis.queue_advice import (
+    fair_queue,
+    larger_queue,
+    queue_for_bdp,
+    shorter_queue,
+    tunnel_queue,
 )
-from tunnelbench.kinds import Cipher, Queue, StreamMode, TunnelKind, WanEncapsulation
+from tunnelbench.analysis.suggestion import Advice as Advice
+from tunnelbench.analysis.suggestion import AdviceRule, Context, more_streams
+from tunnelbench.analysis.suggestion import Availability as Availability
+from tunnelbench.analysis.suggestion import Measured as Measured
+from tunnelbench.analysis.suggestion import Sibling as Sibling
+from tunnelbench.analysis.suggestion import availability as availability
+from tunnelbench.kinds import Cipher, StreamMode, TunnelKind, WanEncapsulation
 from tunnelbench.model import metrics as metric
-from tunnelbench.model.plan import (
-    CPU_BUDGET_MAX,
-    QUEUE_LIMIT_MAX,
-    STREAMS_MAX,
-    TrialConfig,
-    flatten,
-)
+from tunnelbench.model.plan import CPU_BUDGET_MAX
 from tunnelbench.model.records import Resolved
-from tunnelbench.units import human_rate
 
-FIFOS = (None, Queue.PFIFO.value, Queue.PFIFO_FAST.value)
-FAIR_QUEUES = (Queue.FQ_CODEL.value, Queue.CAKE.value, Queue.FQ.value)
-# The fair queues the advice names, in order of preference.
-ADVISED_QUEUES = (Queue.FQ_CODEL.value, Queue.CAKE.value)
 # The kernel's name of each ESP AEAD (tunnels/strongswan.py's KERNEL_ALGORITHMS).
 KERNEL_ESP = {
     Cipher.AES_256_GCM.value: "rfc4106(gcm(aes))",
@@ -64,7 +56,6 @@ KERNEL_ESP = {
 # Another userspace implementation this much faster is worth switching to (CPU-bound
 # results vary ~10% run to run here).
 FASTER_PCT = 10.0
-QUEUE_LIMIT_MIN = 2  # packets: the shortest queue advice proposes
 #: The evidence a CPU budget's verdict names (tunnel.cpu_budget, lab.budget.<role>).
 BUDGETS = ("tunnel.cpu_budget", "lab.budget.")
 RPS_IDLE_PCT = 25.0  # another core at least this idle can take receive processing
@@ -86,201 +77,6 @@ CIPHER_FLAGS = {
 # Without a known cipher: any of the ciphers' needs met is enough.
 ANY_CIPHER = (("aes", "pclmulqdq", "avx2"), ("vaes", "avx512f"))
 
-Outcome = Literal["gain", "slower", "no difference", "too few runs"]
-Goal = Literal["throughput", "latency", "both"]
-State = Literal["yes", "no", "not probed", "not recorded"]
-
-
-def mbit(bps: float) -> str:
-    return f"{bps / 1e6:,.0f}"
-
-
-@dataclass(frozen=True)
-class Measured:
-    """An alternative this run measured: the same configuration but for one setting,
-    compared run by run with the advised configuration (A: this one, B: the other)."""
-
-    setting: str
-    value: Any
-    goodput_bps: float  # the alternative's median
-    change_pct: float  # against the advised configuration's median
-    here_bps: float = 0.0  # the advised configuration's median
-    comparison: Comparison | None = None  # None without the runs' own values
-    noise_pct: float | None = None  # this machine's noise: the baseline's CV, %
-
-    @property
-    def in_noise(self) -> bool:
-        """Whether the difference is smaller than this machine's noise."""
-        return noise.within(self.change_pct, self.noise_pct)
-
-    def _noise_note(self) -> str:
-        return (
-            f"; the {self.change_pct:+.1f}% is smaller than this machine's noise (CV"
-            f" {self.noise_pct:.1f}% of the baseline's runs)"
-            if self.in_noise
-            else ""
-        )
-
-    @property
-    def outcome(self) -> Outcome:
-        c = self.comparison
-        if c is None or not c.can_be_significant:
-            return "too few runs"
-        if not c.significant:
-            return "no difference"
-        return "gain" if self.goodput_bps > self.here_bps else "slower"
-
-    def brief(self) -> str:
-        """What the measurement said, in a few words: ``streams = 4: +129%, too few runs
-        to tell``; :meth:`text` gives the figures and the test."""
-        change = f"{self.setting} = {_show(self.value)}: {self.change_pct:+.0f}%"
-        if self.outcome == "too few runs":
-            return f"{change}, too few runs to tell"
-        assert self.comparison is not None
-        if self.outcome == "no difference":
-            if self.in_noise:
-                return f"{change}, within this machine's noise (CV {self.noise_pct:.1f}%)"
-            return f"{self.setting} = {_show(self.value)}: no measurable difference"
-        verdict = "gain" if self.outcome == "gain" else "slower"
-        return f"{change} ({format_p(self.comparison.p)}): {verdict}"
-
-    def text(self) -> str:
-        c = self.comparison
-        head = (
-            f"measured in this run: {self.setting} = {_show(self.value)} gave"
-            f" {mbit(self.goodput_bps)} Mbit/s against {mbit(self.here_bps)}"
-            f" ({self.change_pct:+.0f}%"
-        )
-        if self.outcome == "too few runs":
-            if c is None:
-                runs = "the runs' own figures were not given"
-            elif c.n1 == c.n2:
-                runs = f"{c.n1} runs each"
-            else:
-                runs = f"{c.n1} runs here, {c.n2} there"
-            return (
-                f"{head}): too few runs to tell ({runs}; a rank test needs at least"
-                f" {repetitions_needed()} of each to reach p < {ALPHA:g}){self._noise_note()}"
-            )
-        assert c is not None
-        if self.outcome == "no difference":
-            return (
-                f"measured in this run: {self.setting} = {_show(self.value)}: no measurable"
-                f" difference ({mbit(self.goodput_bps)} vs {mbit(self.here_bps)} Mbit/s,"
-                f" {format_p(c.p)}){self._noise_note()}"
-            )
-        ci = ""
-        if c.ratio_ci is not None:
-            ci = f", 95% CI {100 * (c.ratio_ci[0] - 1):+.0f}%..{100 * (c.ratio_ci[1] - 1):+.0f}%"
-        verdict = "gain" if self.outcome == "gain" else "slower here"
-        # Significant yet inside one run's spread: the runs' number, not the size, shows it.
-        note = (
-            f" (smaller than one run's noise, CV {self.noise_pct:.1f}%: shown by"
-            f" {c.n1} and {c.n2} runs)"
-            if self.in_noise
-            else ""
-        )
-        return f"{head}{ci}, {format_p(c.p)}): {verdict}{note}"
-
-
-@dataclass(frozen=True)
-class Availability:
-    """Whether this run's kernel had what a suggestion needs, as the run recorded it."""
-
-    what: str  # "kernel WireGuard"
-    state: State
-    detail: str = ""
-
-    def phrase(self, suggestion: str) -> str:
-        """The suggestion as this machine allows it."""
-        if self.state == "yes":
-            return suggestion
-        if self.state == "no":
-            them = "them" if " and " in self.what else "it"
-            verb = "are" if " and " in self.what else "is"
-            return (
-                f"{self.what} {verb} not available on this kernel ({self.detail}); on a"
-                f" kernel with {them}: {suggestion}"
-            )
-        if self.state == "not probed":
-            return f"{suggestion} ({self.what}: availability not probed: {self.detail})"
-        return f"{suggestion} ({self.what}: availability not recorded)"
-
-
-def availability(environment: dict[str, Any], section: str, name: str, what: str) -> Availability:
-    """``capabilities.<section>.<name>`` of the run's environment (``section`` "links",
-    "qdiscs", "esp", or "openvpn_dco" with ``name`` empty)."""
-    record = environment.get("capabilities")
-    if not isinstance(record, dict):
-        return Availability(what, "not recorded")
-    found = record.get(section)
-    if name and isinstance(found, dict):
-        found = found.get(name)
-    if not isinstance(found, dict) or "ok" not in found:
-        return Availability(what, "not recorded")
-    ok, detail = found["ok"], str(found.get("detail") or "")
-    if ok is None:
-        return Availability(what, "not probed", detail)
-    return Availability(what, "yes" if ok else "no", detail or "refused")
-
-
-@dataclass(frozen=True)
-class Advice:
-    setting: str | None  # the plan setting to change; None when it is outside the plan
-    suggestion: str
-    because: str  # the evidence that triggered it
-    measured: Measured | None = None
-    #: Whether this machine can follow it, for suggestions that need a kernel feature.
-    availability: Availability | None = None
-    #: The values of ``setting`` worth measuring, most promising first (what
-    #: ``tunnelbench tune`` tries); empty when the advice names no value to set.
-    candidates: tuple[Any, ...] = ()
-    #: What following it improves: goodput, the loaded round trip, or both.
-    goal: Goal = "throughput"
-
-    @property
-    def available(self) -> State | None:
-        return None if self.availability is None else self.availability.state
-
-    @property
-    def phrased(self) -> str:
-        """The suggestion as this machine allows it ("... is not available on this kernel
-        (reason); on a kernel with it: ...")."""
-        if self.availability is None:
-            return self.suggestion
-        return self.availability.phrase(self.suggestion)
-
-    @property
-    def refuted(self) -> bool:
-        """The run measured the alternative and it was not faster: significantly slower,
-        or no measurable difference."""
-        return self.measured is not None and self.measured.outcome in ("slower", "no difference")
-
-    def text(self) -> str:
-        head = f"{self.phrased} (`{self.setting}`)" if self.setting else self.phrased
-        if self.measured is not None:
-            return f"{head} — {self.measured.text()}; because {self.because}"
-        return f"{head} — because {self.because}"
-
-
-@dataclass(frozen=True)
-class Sibling:
-    """Another configuration of the same run, as advice sees it: its median and the
-    goodput of each of its successful runs."""
-
-    config: TrialConfig
-    goodput_bps: float
-    goodputs: tuple[float, ...] = ()
-
-
-def more_streams(streams: int) -> tuple[int, ...]:
-    """Twice and four times as many streams, within what a plan allows."""
-    return tuple(sorted({min(streams * f, STREAMS_MAX) for f in (2, 4)} - {streams}))
-
-
-def _show(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
 
 def encrypting(resolved: Resolved) -> bool:
     """Whether the trial's packets were encrypted, as its tunnel kind declared: the kind's
@@ -292,59 +88,6 @@ def userspace(resolved: Resolved) -> bool:
     """Whether the trial's data path (encryption or encapsulation) ran in a userspace
     process, as its kind declared."""
     return resolved.tunnel is not None and resolved.tunnel.userspace
-
-
-class Context:
-    """The configuration being advised and the rest of its run."""
-
-    def __init__(self, subject: Subject, diagnosis: Diagnosis, run: Sequence[Sibling]) -> None:
-        self.subject = subject
-        self.diagnosis = diagnosis
-        self.run = run
-        self._flat = flatten(subject.config.to_dict())
-        self._goodputs = tuple(r["goodput_bps"] for r in subject.runs if "goodput_bps" in r)
-
-    def finding(self, *bounds: Bound) -> Finding | None:
-        return next((f for f in self.diagnosis.findings if f.bound in bounds), None)
-
-    def available(self, section: str, name: str, what: str) -> Availability:
-        return availability(self.subject.environment, section, name, what)
-
-    def measured(self, setting: str, better: Callable[[Any], bool]) -> Measured | None:
-        """The best-measured sibling differing only in ``setting``, with a value ``better``
-        accepts, compared with this configuration's runs; None when the run did not
-        measure one."""
-        best: Measured | None = None
-        here = self.subject.goodput_bps
-        for sibling in self.run:
-            flat = flatten(sibling.config.to_dict())
-            value = flat.get(setting)
-            if value == self._flat.get(setting) or not better(value):
-                continue
-            others = {k: v for k, v in flat.items() if k != setting}
-            mine = {k: v for k, v in self._flat.items() if k != setting}
-            if others != mine or here <= 0:
-                continue
-            change = 100.0 * (sibling.goodput_bps / here - 1.0)
-            if best is None or change > best.change_pct:
-                comparison = (
-                    compare(self._goodputs, sibling.goodputs)
-                    if self._goodputs and sibling.goodputs
-                    else None
-                )
-                best = Measured(
-                    setting,
-                    value,
-                    sibling.goodput_bps,
-                    change,
-                    here,
-                    comparison,
-                    self.subject.noise_pct,
-                )
-        return best
-
-
-AdviceRule = Callable[[Context], Advice | None]
 
 
 def kernel_wireguard(c: Context) -> Advice | None:
@@ -599,6 +342,8 @@ def several_flows(c: Context) -> Advice | None:
         Bound.UNDETERMINED,
     ):
         return None
+    if c.diagnosis.verdict.lab_setting is not None:
+        return None  # the lab's limit: lab_offloads advises it
     if any(e.name.startswith(BUDGETS) for e in c.diagnosis.verdict.evidence):
         return None  # a CPU budget caps every flow of what it holds together
     return Advice(
@@ -607,110 +352,6 @@ def several_flows(c: Context) -> Advice | None:
         c.diagnosis.verdict.summary,
         c.measured("traffic.streams", lambda v: v > 1),
         candidates=more_streams(1),
-    )
-
-
-def _queue_loss(c: Context) -> Finding | None:
-    """Drops at a queue, or a link-bound verdict whose runs lost packets; None when the
-    queue is below one bandwidth-delay product, which :func:`queue_for_bdp` advises on
-    (a fair queue does not let one flow fill the link, and the limit it needs is known)."""
-    if c.finding(Bound.QUEUE_BELOW_BDP) is not None:
-        return None
-    return c.finding(Bound.QUEUE_DROPS, Bound.LINK_LOSSY)
-
-
-def fair_queue(c: Context) -> Advice | None:
-    finding = _queue_loss(c) or c.finding(Bound.LATENCY)
-    queue = c.subject.config.lab.wan.queue
-    if finding is None or (queue.value if queue else None) not in FIFOS:
-        return None
-    if c.subject.config.lab.wan.rate is None:
-        return None
-    found = [c.available("qdiscs", q, q) for q in ADVISED_QUEUES]
-    usable = [a.what for a in found if a.state == "yes"]
-    if usable:
-        can = Availability(" or ".join(usable), "yes")
-    elif all(a.state == "no" for a in found):
-        refusals = "; ".join(f"{a.what}: {a.detail}" for a in found)
-        can = Availability("fq_codel and cake", "no", refusals)
-    else:  # not recorded, or not probed: with the reason
-        unknown = next(a for a in found if a.state != "no")
-        can = Availability("fq_codel and cake", unknown.state, unknown.detail)
-    queues = " or ".join(usable or ADVISED_QUEUES)
-    return Advice(
-        "lab.wan.queue",
-        f"replace the FIFO with a fair, delay-managing queue ({queues})",
-        finding.summary,
-        c.measured("lab.wan.queue", lambda v: v in FAIR_QUEUES),
-        can,
-        ADVISED_QUEUES,
-        goal="both",
-    )
-
-
-def larger_queue(c: Context) -> Advice | None:
-    """A queue that overflowed holds too few packets for its flows. Not fq_codel's or
-    cake's drops: they drop by design, to keep each flow's wait short, long before their
-    limit (in a Debian-kernel guest at 20 Mbit/s and a 20 ms round trip, 32-38
-    retransmits a run with 1000 packets allowed), so a higher limit changes nothing."""
-    finding = _queue_loss(c)
-    wan = c.subject.config.lab.wan
-    if finding is None or wan.rate is None or c.finding(Bound.LATENCY) is not None:
-        return None
-    if wan.queue is not None and wan.queue.value in ADVISED_QUEUES:
-        return None
-    return Advice(
-        "lab.wan.queue_limit",
-        f"a queue of {wan.queue_limit} packets is too small for this many flows; raise it",
-        finding.summary,
-        c.measured("lab.wan.queue_limit", lambda v: v > wan.queue_limit),
-        candidates=tuple(
-            sorted({min(wan.queue_limit * f, QUEUE_LIMIT_MAX) for f in (4, 16)} - {wan.queue_limit})
-        ),
-    )
-
-
-def queue_for_bdp(c: Context) -> Advice | None:
-    """A drop-tail queue below one bandwidth-delay product starves one TCP flow: a queue
-    of one product (and twice it, for a margin) is what to measure. Several flows need
-    less each, so that is named too."""
-    finding = c.finding(Bound.QUEUE_BELOW_BDP)
-    wan = c.subject.config.lab.wan
-    if finding is None:
-        return None
-    figures = {e.name: e.value for e in finding.evidence}
-    packets = math.ceil(figures["bandwidth-delay product"] / figures["full-sized frame"])
-    candidates = sorted({min(packets * f, QUEUE_LIMIT_MAX) for f in (1, 2)} - {wan.queue_limit})
-    return Advice(
-        "lab.wan.queue_limit",
-        f"give the bottleneck queue at least one bandwidth-delay product ({packets:,} packets"
-        " of full size), or carry the traffic in several flows",
-        finding.summary,
-        c.measured("lab.wan.queue_limit", lambda v: v > wan.queue_limit),
-        candidates=tuple(v for v in candidates if v > wan.queue_limit),
-    )
-
-
-def shorter_queue(c: Context) -> Advice | None:
-    """Packets wait in a FIFO up to its limit times their size over the rate: a shorter
-    one bounds the delay, at a risk to goodput with few flows (the measurement decides;
-    a goodput comparison cannot judge it, so none is cited)."""
-    latency = c.finding(Bound.LATENCY)
-    wan = c.subject.config.lab.wan
-    if latency is None or wan.rate is None or (wan.queue.value if wan.queue else None) not in FIFOS:
-        return None
-    limit = wan.queue_limit
-    shorter = tuple(sorted({max(limit // f, QUEUE_LIMIT_MIN) for f in (4, 16)} - {limit}))
-    if not shorter:
-        return None
-    wait_ms = limit * wan.mtu * 8 / wan.rate * 1000
-    return Advice(
-        "lab.wan.queue_limit",
-        f"shorten the queue: {limit} packets of up to {wan.mtu} bytes wait up to"
-        f" {wait_ms:,.0f} ms at {human_rate(wan.rate)}",
-        latency.summary,
-        candidates=tuple(reversed(shorter)),
-        goal="latency",
     )
 
 
@@ -742,6 +383,10 @@ def dut_receive_spread(c: Context) -> Advice | None:
     )
 
 
+#: A /proc/crypto driver built of the portable C code: ``aes-generic``, ``chacha20-generic``,
+#: ``gcm_base(ctr(aes-generic),ghash-generic)``; not Intel's ``generic-gcm-aesni``, which
+#: is AES-NI despite its name.
+PORTABLE_DRIVER = re.compile(r"-generic\b")
 #: The /proc/crypto algorithms each cipher's work goes through.
 CIPHER_ALGORITHMS = {
     "chacha20-poly1305": (
@@ -755,21 +400,25 @@ CIPHER_ALGORITHMS = {
 
 def dut_crypto_driver(c: Context) -> Advice | None:
     """Real hosts: which driver the DUT's kernel picks for the tunnel's cipher (the
-    highest priority in /proc/crypto), when the DUT is CPU-bound on an encrypting tunnel."""
+    highest priority in /proc/crypto), when the DUT is CPU-bound on a tunnel whose
+    crypto goes through the kernel's crypto API, as its kind declared (ESP in the
+    kernel, OpenVPN's DCO). Not WireGuard: the kernel's calls lib/crypto directly (its
+    own choice of the CPU's instructions) and a userspace one does its own crypto, so no
+    /proc/crypto driver is theirs to load."""
     s = c.subject
     owner, cpu = dut(s), c.finding(Bound.CPU)
     drivers = (s.resolved.remote or {}).get("crypto_drivers") or {}
-    if owner is None or cpu is None or not drivers:
+    facts = s.resolved.tunnel
+    if owner is None or cpu is None or not drivers or facts is None:
         return None
-    kind = s.config.tunnel.kind.value
-    cipher = s.resolved.tunnel_cipher or ("chacha20-poly1305" if kind == "wireguard" else None)
-    if kind == "none" or cipher not in CIPHER_ALGORITHMS:
+    cipher = s.resolved.tunnel_cipher
+    if not facts.kernel_crypto_api or cipher not in CIPHER_ALGORITHMS:
         return None
     served = [(n, drivers[n]["driver"]) for n in CIPHER_ALGORITHMS[cipher] if n in drivers]
     if not served:
         return None
     shown = ", ".join(f"{n} by {d}" for n, d in served)
-    generic = [d for _, d in served if "generic" in d]
+    generic = [d for _, d in served if PORTABLE_DRIVER.search(d)]
     if generic:
         return Advice(
             None,
@@ -786,7 +435,44 @@ def dut_crypto_driver(c: Context) -> Advice | None:
     )
 
 
+def lab_offloads(c: Context) -> Advice | None:
+    """A CPU limit the lab set (:mod:`tunnelbench.analysis.lab_limits`): its offloads
+    off, every host did a wire packet's work per packet, which says nothing of a router
+    with its NIC's offloads. The advice is the lab setting, never the router's (the CPU
+    advice rests on findings the lab did not set)."""
+    marked = next((f for f in c.diagnosis.findings if f.lab_setting is not None), None)
+    limit = lab_limit(c.subject.config, c.subject.resolved)
+    if marked is None or limit is None:
+        return None
+    if limit.asked:
+        how = f"drop {', '.join(limit.asked)} from the plan"
+    else:
+        how = "set lab.offloads.gro, gso and tso to true"
+    return Advice(
+        None,
+        f"measure with the offloads on, as a router's NIC has them ({how}); where a queue"
+        " must count wire packets, ask for that at the bottleneck alone, not on every host",
+        marked.summary,
+    )
+
+
+def reordered_packets(c: Context) -> Advice | None:
+    """Packets reordered on the way (the ``reordering`` finding): TCP takes a late
+    packet for a lost one. Not where the plan asked for it (``lab.wan.reorder``)."""
+    finding = c.finding(Bound.REORDERING)
+    if finding is None or c.subject.config.lab.wan.reorder:
+        return None
+    return Advice(
+        None,
+        "keep each flow's packets in order through the tunnel: processing one flow's"
+        " packets on several cores at once (parallel crypto, several daemon threads) or"
+        " sending them over several paths reorders them",
+        finding.summary,
+    )
+
+
 RULES: tuple[AdviceRule, ...] = (
+    lab_offloads,
     kernel_wireguard,
     kernel_esp,
     openvpn_dco,
@@ -797,10 +483,12 @@ RULES: tuple[AdviceRule, ...] = (
     generator_processes,
     several_flows,
     spread_softirq,
+    tunnel_queue,
     fair_queue,
     larger_queue,
     queue_for_bdp,
     shorter_queue,
+    reordered_packets,
     accelerated_crypto,
     frequency_scaling,
     dut_receive_spread,

@@ -18,23 +18,33 @@ verdict of its own, ahead of all others.
 A median hides what varies between runs, so three rules also read every run
 (:attr:`Subject.runs`): the link-bound verdict weighs the queue's drops, TCP's
 retransmits and the spread of the runs (a run below 95% of the ceiling with loss in the
-runs is ``link-bound-lossy``), and outside load and steal time are judged by the worst
+runs is ``link-bound-lossy``), and outside load and steal time are found by the worst
 run. Busy cores are attributed: CPU time of processes outside the lab
 (``load.outside_pct``) is not the configuration's limit, and a run recorded before that
 metric says so.
+
+Outside load and steal are about the machine, not the configuration: they outrank the
+measured cause only where they could explain the shortfall from the ceiling (the typical
+run's figures, :data:`DISTURBANCES`), and are told after it otherwise. In a guest whose
+CPU QEMU emulates, a verdict about the CPU becomes ``emulated-cpu`` only where a core
+was busy; otherwise the path's own finding stands. A CPU verdict of a trial whose lab
+turned the offloads off is named as the lab's (:mod:`.lab_limits`).
 """
 
 import statistics
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from tunnelbench.kinds import Direction, Placement, Protocol, Queue, WanEncapsulation
+from tunnelbench.analysis import drop_sites
+from tunnelbench.analysis.lab_limits import lab_limit
+from tunnelbench.analysis.queue_size import PACKET_FIFOS, wan_queue
+from tunnelbench.kinds import Direction, Placement, Protocol, WanEncapsulation
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import TCG, Resolved
-from tunnelbench.model.wan import added_rtt_s, bdp_bytes, format_pct, frame_bytes, queue_bytes
+from tunnelbench.model.wan import format_pct
 from tunnelbench.units import human_rate
 
 LINK_BOUND_PCT = 95.0  # goodput at or above this share of the ceiling is the link's limit
@@ -44,6 +54,10 @@ BUDGET_USED = 0.9  # a process using this fraction of its CPU budget is held by 
 QUEUE_DROP_SHARE_PCT = 0.1  # drops per packet offered to a qdisc or link
 RETRANSMIT_HEAVY_PCT = 1.0  # retransmitted segments per segment sent
 UDP_LOSS_PCT = 1.0
+# The senders' reorder detections (TCPSACKReorder, TCPTSReorder, TCPRenoReorder) that
+# make reordering a finding: the lab's FIFOs read 0 (with or without drops), and ESP that
+# was called loss-heavy counted 260-347 a run with no packet dropped.
+REORDER_EVENTS_MIN = 10
 OUTSIDE_USER_PCT = 50.0  # runs without load.*: a saturated core mostly in user time...
 OUTSIDE_LAB_PCT = 25.0  # ...while all lab processes together use less than this of a core
 OUTSIDE_LOAD_PCT = 10.0  # outside processes using this much of one core are a finding
@@ -82,6 +96,7 @@ class Bound(StrEnum):
     GENERATOR = "generator-bound"
     QUEUE_BELOW_BDP = "queue-below-bdp"
     QUEUE_DROPS = "queue-drop-bound"
+    REORDERING = "reordering"
     LOSS = "loss-heavy"
     LATENCY = "latency-under-load"
     EMULATED = "emulated-cpu"
@@ -112,6 +127,16 @@ class Finding:
     summary: str  # one sentence, numbers included
     evidence: tuple[Evidence, ...]
     subject: str | None = None  # what is at its limit: a core, a process, a device
+    #: A limit the lab itself set (``offloads off``), when the finding is partly the
+    #: lab's doing rather than the configuration's: its advice is the lab setting.
+    lab_setting: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``cpu-bound``, or ``cpu-bound (offloads off: a lab setting)``."""
+        if self.lab_setting is None:
+            return self.bound.value
+        return f"{self.bound.value} ({self.lab_setting}: a lab setting)"
 
 
 @dataclass(frozen=True)
@@ -291,7 +316,11 @@ def link_bound(s: Subject) -> Finding | None:
         ]
         clauses.append(f"runs span {min(shares):.1f}-{max(shares):.1f}% of the ceiling")
     slow_run = bool(shares) and min(shares) < LINK_BOUND_PCT
-    heavy = retrans_share is not None and retrans_share[0] >= RETRANSMIT_HEAVY_PCT
+    # Segments retransmitted because they arrived late are no loss the queue caused.
+    late = _reordered(s)
+    if late is not None:
+        clauses.append(f"TCP counted {late.events:,.0f} reorder events with no packet lost")
+    heavy = retrans_share is not None and retrans_share[0] >= RETRANSMIT_HEAVY_PCT and late is None
     head = (
         f"at {pct:.1f}% of the link's ceiling ({mbit(s.goodput_bps):,.1f} of"
         f" {mbit(ceiling):,.1f} Mbit/s)"
@@ -707,14 +736,73 @@ def heavy_steal(s: Subject) -> Finding | None:
 
 
 def steal(s: Subject) -> Finding | None:
-    """Some steal in a measured window, too little to change the verdict: a finding told
-    after the others (the verdict only when nothing else explains the figure)."""
+    """Steal in a measured window, from :data:`STEAL_PCT` of a core in the worst run:
+    the verdict only where it could explain the shortfall (:func:`steal_explains`), else
+    a finding told after the measured ones."""
     return _steal(s, STEAL_PCT)
+
+
+def typical_steal(s: Subject) -> float | None:
+    """The steal of the busiest core in the typical run: per run, the steal of that run's
+    busiest core (its most stolen one when idle was not recorded), and the median over the
+    runs; None for runs recorded before steal was."""
+    values = []
+    for run in s.runs or (s.metrics,):
+        cores = metric.cores(n for n in run if n.endswith(".idle"))
+        if cores:
+            busiest = min(cores, key=lambda c: run[metric.cpu(c, "idle")])
+            value = run.get(metric.cpu(busiest, "steal"))
+        else:
+            value = found[1] if (found := worst_steal(run)) is not None else None
+        if value is not None:
+            values.append(value)
+    return statistics.median(values) if values else None
+
+
+def steal_explains(s: Subject) -> bool:
+    """Whether the steal could explain what the configuration fell short by. A CPU-bound
+    figure loses about as much as was stolen from its busiest core: given that time back
+    the typical run would have to reach the link's limit (:data:`LINK_BOUND_PCT` of the
+    ceiling). Without a ceiling there is no shortfall to compare, and steal of
+    :data:`STEAL_VERDICT_PCT` in the typical run is enough to doubt the figure. A blip in
+    one run of five (1.1%) explains neither: the typical run had none."""
+    typical = typical_steal(s)
+    if typical is None or typical < STEAL_PCT:
+        return False
+    pct = _share_of_ceiling(s)
+    if pct is None:
+        return typical >= STEAL_VERDICT_PCT
+    return typical >= 100.0 or pct * 100.0 / (100.0 - typical) >= LINK_BOUND_PCT
+
+
+def outside_explains(s: Subject) -> bool:
+    """Whether outside processes could explain what the configuration fell short by. They
+    cost the lab nothing while a core had room (no core saturated). With a saturated core
+    and a ceiling, the lab's work given the outside processes' CPU as well (the typical
+    run's) would have to reach the link's limit; without a ceiling, a saturated core
+    shared with them makes the figure untrustworthy."""
+    if not any(s.busy(c) >= SATURATED_PCT for c in s.cores):
+        return False
+    pct = _share_of_ceiling(s)
+    attribution = _lab_share(s)
+    if pct is None or attribution is None:
+        return True
+    lab_work = attribution[0]
+    outside = statistics.median(s.per_run("load.outside_pct"))
+    return lab_work <= 0 or pct * (lab_work + outside) / lab_work >= LINK_BOUND_PCT
+
+
+#: Findings about the machine rather than the configuration, with what decides whether
+#: they could explain its figure: only then do they outrank the measured cause.
+DISTURBANCES: dict[Bound, Callable[[Subject], bool]] = {
+    Bound.OUTSIDE_LOAD: outside_explains,
+    Bound.STEAL: steal_explains,
+}
 
 
 #: Drop-tail queues, whose limit is all the buffer a flow gets (fair and delay-managing
 #: queues keep their own much shorter standing queue, so a larger limit does not help).
-DROP_TAIL = (None, Queue.PFIFO, Queue.PFIFO_FAST)
+DROP_TAIL = PACKET_FIFOS
 
 
 def queue_below_bdp(s: Subject) -> Finding | None:
@@ -728,10 +816,14 @@ def queue_below_bdp(s: Subject) -> Finding | None:
     on a shaped link with a drop-tail queue, for one TCP stream, and only when the
     trial's own figures show the shortfall: goodput below :data:`LINK_BOUND_PCT` of the
     ceiling while the WAN queue dropped packets. The round trip is the idle one measured
-    (it includes the delay both ways), or twice the delay when it was not recorded.
+    (it includes the delay both ways), or twice the delay when it was not recorded. The
+    queue holds its limit in packets of the size its device was handed in the trial
+    (GSO/GRO aggregates where the lab keeps offloads on), or full frames where the size
+    was not recorded (:mod:`tunnelbench.analysis.queue_size`).
     """
     wan, traffic = s.config.lab.wan, s.config.traffic
-    if not wan.delay or wan.rate is None or wan.queue not in DROP_TAIL:
+    queue = wan_queue(s.config, s.metrics)
+    if not wan.delay or wan.rate is None or queue is None:
         return None
     if traffic.protocol is not Protocol.TCP or traffic.streams != 1:
         return None
@@ -739,70 +831,71 @@ def queue_below_bdp(s: Subject) -> Finding | None:
     drops = sum(s.metrics[n] for n in s.names("qdisc.", ".wan.drops"))
     if pct is None or pct >= LINK_BOUND_PCT or drops <= 0:
         return None
-    idle_ms = s.metrics.get("rtt.idle_ms")
-    rtt_s = max(added_rtt_s(wan), idle_ms / 1000 if idle_ms is not None else 0.0)
-    bdp = bdp_bytes(wan.rate, rtt_s)
-    held = queue_bytes(wan)
+    held, bdp = queue.held_bytes, queue.bdp
     if held >= bdp:
         return None
+    packets = (
+        f"{wan.queue_limit:,} packets"
+        if queue.measured is None or queue.measured <= queue.frame
+        else f"{wan.queue_limit:,} packets of {queue.packet_bytes:,.0f} bytes, measured,"
+    )
     return Finding(
         Bound.QUEUE_BELOW_BDP,
-        f"the bottleneck queue ({wan.queue_limit:,} packets = {held / 1000:,.1f} kB) holds"
+        f"the bottleneck queue ({packets} = {held / 1000:,.1f} kB) holds"
         f" less than one bandwidth-delay product ({bdp / 1000:,.1f} kB at"
-        f" {human_rate(wan.rate)} and RTT {rtt_s * 1000:,.1f} ms); one TCP flow cannot keep"
-        f" the link full: {pct:.1f}% of the ceiling, and the WAN queue dropped"
+        f" {human_rate(wan.rate)} and RTT {queue.rtt_s * 1000:,.1f} ms); one TCP flow"
+        f" cannot keep the link full: {pct:.1f}% of the ceiling, and the WAN queue dropped"
         f" {drops:,.0f} packets",
         (
             Evidence("queue", held, "bytes"),
             Evidence("bandwidth-delay product", bdp, "bytes"),
-            Evidence("round trip", rtt_s * 1000, "ms"),
+            Evidence("round trip", queue.rtt_s * 1000, "ms"),
             Evidence("share of ceiling", pct, "%"),
             Evidence("WAN queue drops", drops, "packets"),
-            Evidence("full-sized frame", frame_bytes(wan), "bytes"),
+            Evidence("full-sized frame", queue.frame, "bytes"),
+            Evidence(*queue.evidence()[1]),
         ),
         subject="WAN queue",
     )
 
 
 def queue_drops(s: Subject) -> Finding | None:
-    dropped: list[tuple[str, float, float]] = []  # where, drops, packets sent
-    for name in s.names("qdisc.", ".drops"):
-        if (found := metric.parse_device(name, "qdisc")) is not None:
-            where = found[0]
-            sent = s.metrics.get(f"qdisc.{where}.sent_packets", 0.0)
-            dropped.append((f"qdisc on {where}", s.metrics[name], sent))
-    for name in s.names("link.", "_dropped"):
-        if (found := metric.parse_device(name, "link")) is not None:
-            where, field = found
-            direction = field.removesuffix("_dropped")
-            sent = s.metrics.get(f"link.{where}.{direction}_packets", 0.0)
-            dropped.append((f"{direction} of {where}", s.metrics[name], sent))
-    # share, where, drops, offered; the first place with the highest share
+    """The place that dropped the largest share of what it was offered, when that is at
+    least :data:`QUEUE_DROP_SHARE_PCT`: the WAN queue under test, the tunnel device's own
+    queue (a userspace daemon that does not read its TUN device as fast as the kernel
+    fills it), or another device (:mod:`tunnelbench.analysis.drop_sites`)."""
     worst = max(
-        (
-            (100.0 * drops / (sent + drops), where, drops, sent + drops)
-            for where, drops, sent in dropped
-            if drops > 0 and sent + drops > 0
-        ),
-        key=lambda c: c[0],
+        (site for site in drop_sites.sites(s.metrics) if site.drops > 0),
+        key=lambda site: site.share_pct,
         default=None,
     )
-    if worst is None or worst[0] < QUEUE_DROP_SHARE_PCT:
+    if worst is None or worst.share_pct < QUEUE_DROP_SHARE_PCT:
         return None
-    share, where, drops, _ = worst
-    evidence = [Evidence(f"drops at {where}", drops, "packets"), Evidence("drop share", share, "%")]
+    share, drops = worst.share_pct, worst.drops
+    evidence = [
+        Evidence(f"drops at {worst.name}", drops, "packets"),
+        Evidence("drop share", share, "%"),
+    ]
+    head = f"the {worst.name} dropped {drops:,.0f} packets ({share:.2f}% of those offered)"
+    if worst.where == "tunnel":
+        wan = drop_sites.dropped(s.metrics, "wan")
+        reader = ""
+        if s.resolved.tunnel is not None and s.resolved.tunnel.userspace:
+            reader = f": {s.resolved.tunnel_implementation}, which reads it, did not keep up"
+        head = (
+            f"the tunnel device's own queue ({worst.name}) dropped {drops:,.0f} packets"
+            f" ({share:.2f}% of those offered){reader}"
+        )
+        if wan is not None:
+            evidence.append(Evidence("WAN queue drops", wan, "packets"))
+            head += f"; the WAN dropped {wan:,.0f}"
     source = retransmit_source(s)
     tail = ""
     if source is not None:
         retransmits = s.metrics[source[0]]
         evidence.append(Evidence(f"TCP retransmits ({source[1]})", retransmits, ""))
         tail = f", and TCP retransmitted {retransmits:,.0f} segments ({source[1]})"
-    return Finding(
-        Bound.QUEUE_DROPS,
-        f"the {where} dropped {drops:,.0f} packets ({share:.2f}% of those offered){tail}",
-        tuple(evidence),
-        subject=where,
-    )
+    return Finding(Bound.QUEUE_DROPS, f"{head}{tail}", tuple(evidence), subject=worst.name)
 
 
 def _senders(s: Subject) -> list[str]:
@@ -831,7 +924,99 @@ def _retransmit_share(s: Subject) -> tuple[float, float, float] | None:
     return None
 
 
+@dataclass(frozen=True)
+class Reordered:
+    """TCP's retransmits that the path's drops do not account for, with the senders'
+    own count of packets that arrived out of order."""
+
+    events: float  # the senders' reorder detections
+    share: float  # % of their segments retransmitted
+    retransmitted: float
+    sent: float
+    lost: float  # packets every recorded counter dropped, netem's emulated loss included
+    lost_again: float  # retransmissions TCP found lost in turn (TCPLostRetransmit)
+
+
+def _senders_count(s: Subject, name: str) -> float | None:
+    """The senders' TCP counter ``name`` (``tcp[.window].<role>.<name>``): over the
+    measured window when recorded, else over the whole trial; None without it."""
+    senders = _senders(s)
+    for prefix in ("tcp.window.", "tcp."):
+        values = [s.metrics.get(f"{prefix}{role}.{name}") for role in senders]
+        if all(v is not None for v in values):
+            return sum(v for v in values if v is not None)
+    return None
+
+
+def _reordered(s: Subject) -> Reordered | None:
+    """Heavy retransmits that are reordering, not loss. The senders counted at least
+    :data:`REORDER_EVENTS_MIN` reorder events and retransmitted at least
+    :data:`RETRANSMIT_HEAVY_PCT` of their segments, and neither sign of real loss
+    accounts for them: everything the probes count as dropped (queues, interfaces,
+    netem's emulated loss) is less than half the retransmits, and TCP found few of its
+    retransmissions lost in turn. A path that loses a share p of its packets loses about
+    p of the retransmissions too (boringtun here: 22% retransmitted, 21% of those lost
+    again, with no counter dropping anything: loss where no probe looks, such as a
+    socket's buffer); a late segment's retransmission is not lost, so reordering alone
+    leaves that count near 0. Fewer than half of p is taken as reordering. None when any
+    of these figures was not recorded."""
+    if s.config.traffic.protocol is not Protocol.TCP:
+        return None
+    events = _senders_count(s, "reorder")
+    lost_again = _senders_count(s, "lost_retransmit")
+    found = _retransmit_share(s)
+    dropped = drop_sites.dropped(s.metrics)
+    if events is None or lost_again is None or found is None or dropped is None:
+        return None
+    share, retransmitted, sent = found
+    lost = dropped + drop_sites.netem_dropped(s.metrics)
+    if events < REORDER_EVENTS_MIN or share < RETRANSMIT_HEAVY_PCT or lost * 2 >= retransmitted:
+        return None
+    if lost_again >= retransmitted * share / 100 / 2:
+        return None
+    return Reordered(events, share, retransmitted, sent, lost, lost_again)
+
+
+def reordering(s: Subject) -> Finding | None:
+    """Packets that arrive out of order, which TCP takes for lost ones: a sender that
+    sees later segments acknowledged first retransmits the "missing" one and shrinks its
+    window, as it would for a loss. Parallel per-packet crypto (ESP spread over several
+    cores) and several paths reorder; a FIFO does not. Its own verdict, apart from
+    ``loss-heavy``, since the cure is different: nothing was lost."""
+    found = _reordered(s)
+    if found is None:
+        return None
+    evidence = [
+        Evidence("reorder events (the senders' count)", found.events, ""),
+        Evidence("retransmitted segments", found.retransmitted, ""),
+        Evidence("segments sent", found.sent, ""),
+        Evidence("retransmit share", found.share, "%"),
+        Evidence("packets dropped", found.lost, "packets"),
+        Evidence("retransmissions lost again", found.lost_again, ""),
+    ]
+    asked = ""
+    if reorder := s.config.lab.wan.reorder:
+        evidence.append(Evidence("lab.wan.reorder", reorder, "%"))
+        asked = (
+            f", with the WAN set to reorder {format_pct(reorder)} of the packets at each end"
+            " (lab.wan.reorder)"
+        )
+    return Finding(
+        Bound.REORDERING,
+        f"packets arrived out of order: TCP's senders counted {found.events:,.0f} reorder"
+        f" events and retransmitted {found.share:.2f}% of their segments"
+        f" ({found.retransmitted:,.0f} of {found.sent:,.0f}) while {found.lost:,.0f} packets"
+        f" were dropped on the way and {found.lost_again:,.0f} retransmissions were lost in"
+        f" turn, so most retransmits were of segments that came late, not lost{asked}",
+        tuple(evidence),
+        subject="packet order",
+    )
+
+
 def loss_heavy(s: Subject) -> Finding | None:
+    """UDP datagrams lost, or TCP segments retransmitted, beyond what a path at its limit
+    shows; not when the retransmits are reordering (:func:`reordering`), unless the
+    configuration asked for loss besides."""
     if s.config.traffic.protocol is Protocol.UDP:
         lost = s.metrics.get("udp.lost_pct")
         if lost is None or lost < UDP_LOSS_PCT:
@@ -846,6 +1031,8 @@ def loss_heavy(s: Subject) -> Finding | None:
         return None
     share, total_retrans, total_sent = found
     if share < RETRANSMIT_HEAVY_PCT:
+        return None
+    if _reordered(s) is not None and not s.config.lab.wan.loss:
         return None
     evidence = [
         Evidence("retransmitted segments", total_retrans, ""),
@@ -903,22 +1090,25 @@ Rule = Callable[[Subject], Finding | None]
 RULES: tuple[Rule, ...] = (
     above_ceiling,
     link_bound,
-    outside_load,
-    # A CPU budget before steal: the cgroup meters the daemon's own run time, which the
-    # hypervisor's steal does not take from it, so a daemon at its quota is held by the
-    # quota whatever the steal (a tune test saw 1.0% steal outrank a 10% budget).
+    # A CPU budget before outside load and steal: the cgroup meters its processes' own
+    # run time, which neither takes from them, so a role at its quota is held by the
+    # quota whatever else ran (a tune test saw 1.0% steal outrank a 10% budget; an
+    # outside-load note outranked a role throttled in 97% of its periods).
     cpu_budget_bound,
     role_budget_bound,
-    heavy_steal,
+    # Outside load and steal are the verdict only where they could explain the figure
+    # (DISTURBANCES); diagnose() tells them after the measured findings otherwise.
+    outside_load,
+    steal,
     thermal_limit,
     generator_bound,
     single_queue,
     cpu_bound,
     queue_below_bdp,
     queue_drops,
+    reordering,
     loss_heavy,
     latency_under_load,
-    steal,
 )
 
 
@@ -942,9 +1132,15 @@ def undetermined(s: Subject) -> Finding:
         retransmits = s.metrics[source[0]]
         evidence.append(Evidence(f"TCP retransmits ({source[1]})", retransmits, ""))
         seen.append(f"{retransmits:,.0f} retransmits ({source[1]})")
+    emulator = ""
+    if s.resolved.virtualization == TCG and not emulator_busy(s):
+        emulator = (
+            "; measured on an emulated CPU (QEMU TCG) with no core saturated, so not the"
+            " emulator's speed"
+        )
     return Finding(
         Bound.UNDETERMINED,
-        "no limit identified: " + ", ".join(seen),
+        "no limit identified: " + ", ".join(seen) + emulator,
         tuple(evidence),
     )
 
@@ -961,21 +1157,48 @@ PATH_BOUNDS = frozenset(
         Bound.LINK_LOSSY,
         Bound.QUEUE_BELOW_BDP,
         Bound.QUEUE_DROPS,
+        Bound.REORDERING,
         Bound.LOSS,
         Bound.LATENCY,
     }
 )
+#: Verdicts about the CPU work a packet costs: where the lab turned offloads off, each
+#: host did a wire packet's work per packet, so such a limit is partly the lab's. (Not
+#: single-queue: one core full while another idles is where the work lands, with or
+#: without offloads; nor generator-bound, whose advice is the lab's traffic settings.)
+PACKET_WORK_BOUNDS = frozenset({Bound.CPU})
+
+
+def busiest_core(s: Subject) -> tuple[int, float] | None:
+    """The busiest core and how busy it was (%); None without per-core figures."""
+    if not s.cores:
+        return None
+    core = max(s.cores, key=s.busy)
+    return core, s.busy(core)
+
+
+def emulator_busy(s: Subject) -> bool:
+    """Whether the emulated CPU could have set the figure: a core (or a process) of the
+    guest at :data:`SATURATED_PCT`. Without per-core figures it cannot be ruled out."""
+    busiest = busiest_core(s)
+    if busiest is None:
+        return True
+    processes = s.processes().values()
+    return busiest[1] >= SATURATED_PCT or any(p >= SATURATED_PCT for p in processes)
 
 
 def emulated(s: Subject, verdict: Finding) -> Finding:
-    """A lab in a guest under TCG that did not reach the link's limit: what limited it is
-    QEMU's emulation of a CPU, and no finding about cores says anything of hardware."""
+    """A lab in a guest under TCG that did not reach the link's limit while a core was
+    saturated: what limited it is QEMU's emulation of a CPU, and no finding about cores
+    says anything of hardware."""
     evidence = [Evidence("goodput", mbit(s.goodput_bps), "Mbit/s")]
     share = ""
     if s.ceiling_bps:
         pct = 100.0 * s.goodput_bps / s.ceiling_bps
         evidence.append(Evidence("share of ceiling", pct, "%"))
         share = f", {pct:.1f}% of the ceiling"
+    if (busiest := busiest_core(s)) is not None:
+        evidence.append(Evidence(f"cpu{busiest[0]} busy", busiest[1], "%"))
     return Finding(
         Bound.EMULATED,
         f"measured on an emulated CPU (QEMU TCG, kernel {s.resolved.kernel_release}):"
@@ -987,6 +1210,53 @@ def emulated(s: Subject, verdict: Finding) -> Finding:
     )
 
 
+def _ranked(s: Subject, found: list[Finding]) -> list[Finding]:
+    """The findings in order of precedence: a disturbance (outside load, steal) that
+    could not explain the figure goes after the measured findings, and when nothing else
+    was found the verdict is ``undetermined`` with the disturbance told after it."""
+    leading = [f for f in found if f.bound not in DISTURBANCES or DISTURBANCES[f.bound](s)]
+    after = [f for f in found if f not in leading]
+    return (leading or [undetermined(s)]) + after
+
+
+def _emulated_guest(s: Subject, found: list[Finding]) -> Diagnosis:
+    """Under TCG: the path's findings hold in a guest too (a loss asked for, a queue's
+    drops); what the emulator's speed set is no finding of the guest's, nor a basis for
+    advice. A verdict about the CPU becomes ``emulated-cpu`` only where a core was busy:
+    otherwise the emulator kept up and the path's own verdict stands (one flow under a
+    5 ms AQM at a 40 ms round trip leaves the link short by design)."""
+    valid = PATH_BOUNDS | SHAPE_BOUNDS
+    kept = [f for f in found if f.bound in valid]
+    if found[0].bound in valid:
+        return Diagnosis(found[0], tuple(kept[1:]))
+    if emulator_busy(s):
+        return Diagnosis(emulated(s, found[0]), tuple(kept))
+    if kept:
+        return Diagnosis(kept[0], tuple(kept[1:]))
+    return Diagnosis(undetermined(s), ())
+
+
+def _lab_marked(s: Subject, finding: Finding) -> Finding:
+    """A verdict about the CPU work per packet, named as the lab's where the lab turned
+    the offloads off (:mod:`tunnelbench.analysis.lab_limits`); a CPU budget's verdict is
+    the budget's, whatever the offloads."""
+    if finding.bound not in PACKET_WORK_BOUNDS or _budget_held(finding):
+        return finding
+    limit = lab_limit(s.config, s.resolved)
+    if limit is None:
+        return finding
+    return replace(
+        finding,
+        summary=f"{finding.summary}; a limit of the lab's: {limit.text()}, so every host"
+        " handled each wire packet on its own, where a router's NIC bundles them",
+        lab_setting=limit.label,
+    )
+
+
+def _budget_held(finding: Finding) -> bool:
+    return any(e.name.startswith(("tunnel.cpu_budget", "lab.budget.")) for e in finding.evidence)
+
+
 def diagnose(s: Subject) -> Diagnosis:
     found: list[Finding] = []
     for rule in RULES:
@@ -994,13 +1264,7 @@ def diagnose(s: Subject) -> Diagnosis:
         # A CPU budget and a saturated core are one finding, told once.
         if finding is not None and finding.bound not in {f.bound for f in found}:
             found.append(finding)
-    if not found:
-        found = [undetermined(s)]
+    found = [_lab_marked(s, f) for f in _ranked(s, found)]
     if s.resolved.virtualization == TCG:
-        valid = PATH_BOUNDS | SHAPE_BOUNDS
-        if found[0].bound not in valid:
-            # The path's findings (a loss asked for, a queue's drops) hold in a guest too.
-            return Diagnosis(emulated(s, found[0]), tuple(f for f in found[1:] if f.bound in valid))
-        # What the emulator's speed set is no finding of the guest's, nor a basis for advice.
-        return Diagnosis(found[0], tuple(f for f in found[1:] if f.bound in valid))
+        return _emulated_guest(s, found)
     return Diagnosis(found[0], tuple(found[1:]))

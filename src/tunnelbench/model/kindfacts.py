@@ -83,6 +83,11 @@ class TunnelFacts:
     userspace_implementations: tuple[str, ...] = ()
     #: The wire model; None when the ceiling model does not know this kind.
     wire: Wire | None = None
+    #: Whether its encryption goes through the kernel's crypto API, whose driver for each
+    #: algorithm is the highest-priority one /proc/crypto lists (ESP in the kernel,
+    #: OpenVPN's DCO). Kernel WireGuard calls lib/crypto directly and userspace
+    #: implementations do their own crypto: for them no driver choice applies.
+    kernel_crypto_api: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,18 +97,26 @@ class TunnelFacts:
             "implementations": list(self.implementations),
             "userspace_implementations": list(self.userspace_implementations),
             "wire": self.wire.to_dict() if self.wire else None,
+            "kernel_crypto_api": self.kernel_crypto_api,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TunnelFacts":
-        wire = data.get("wire")
+        wire = Wire.from_dict(data["wire"]) if data.get("wire") else None
+        userspace = bool(data["userspace"])
+        kernel_crypto = data.get("kernel_crypto_api")
+        if kernel_crypto is None:
+            # Stored before the fact was: ESP in the kernel is the kind it was true of
+            # then (a kernel data channel of OpenVPN was not told apart).
+            kernel_crypto = wire is not None and wire.esp and not userspace
         return cls(
             display=str(data["display"]),
             encrypts=bool(data["encrypts"]),
-            userspace=bool(data["userspace"]),
+            userspace=userspace,
             implementations=tuple(data.get("implementations") or ()),
             userspace_implementations=tuple(data.get("userspace_implementations") or ()),
-            wire=Wire.from_dict(wire) if wire else None,
+            wire=wire,
+            kernel_crypto_api=bool(kernel_crypto),
         )
 
 

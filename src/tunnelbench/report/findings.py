@@ -36,7 +36,8 @@ def diagnosed(summaries: list[ConfigSummary]) -> list[tuple[str, ConfigSummary]]
 
 
 def finding_text(f: Finding) -> str:
-    return f"{f.bound.value}: {f.summary}"
+    """``cpu-bound: ...``, or ``cpu-bound (offloads off: a lab setting): ...``."""
+    return f"{f.label}: {f.summary}"
 
 
 def findings(summaries: list[ConfigSummary]) -> list[str]:
@@ -122,6 +123,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
         "bound": f.bound.value,
         "summary": f.summary,
         "subject": f.subject,
+        "lab_setting": f.lab_setting,
         "evidence": [{"name": e.name, "value": e.value, "unit": e.unit} for e in f.evidence],
     }
 

@@ -1,5 +1,6 @@
 """The terminal table of a run: one row per configuration."""
 
+from tunnelbench.analysis.diagnosis import Finding
 from tunnelbench.analysis.stats import Summary, consistency
 from tunnelbench.analysis.summary import (
     GENERATOR_RETRANSMITS,
@@ -81,10 +82,17 @@ LIMITED_BY = {
     "outside-load": "OUTSIDE LOAD", "steal": "STEAL", "cpu-bound": "CPU",
     "generator-bound": "generator", "queue-below-bdp": "queue < BDP",
     "single-queue": "one queue", "thermal-limit": "THERMAL",
-    "queue-drop-bound": "queue drops", "loss-heavy": "loss",
+    "queue-drop-bound": "queue drops", "reordering": "reordering", "loss-heavy": "loss",
     "latency-under-load": "latency", "emulated-cpu": "EMULATED CPU",
     "undetermined": "undetermined",
 }  # fmt: skip
+
+
+def limited_by(verdict: Finding) -> str:
+    """The verdict in a few words; ``CPU (lab)`` where the lab set the limit (offloads
+    off: docs/diagnosis.md)."""
+    short = LIMITED_BY[verdict.bound.value]
+    return f"{short} (lab)" if verdict.lab_setting else short
 
 
 def axis_value(summary: ConfigSummary, path: str) -> str:
@@ -247,7 +255,7 @@ def rows(
                 if c
                 else "n/a"
             )
-            row.append(LIMITED_BY[s.diagnosis.verdict.bound.value] if s.diagnosis else "-")
+            row.append(limited_by(s.diagnosis.verdict) if s.diagnosis else "-")
         if s.failed:
             row[0] += f" [{len(s.failed)}/{len(s.trials)} failed]"
         body.append(row)

@@ -133,6 +133,9 @@ class Tunnel(ABC):
             implementations=self.implementations,
             userspace_implementations=self.userspace_implementations,
             wire=self.wire(spec),
+            # The kernel's ESP (xfrm) asks the crypto API for its AEAD; libipsec does
+            # its own in userspace. A kind with crypto of its own overrides this.
+            kernel_crypto_api=esp is not None and esp != strongswan.LIBIPSEC,
         )
 
     def wire(self, spec: TunnelSpec) -> Wire | None:

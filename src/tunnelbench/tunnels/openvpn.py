@@ -187,10 +187,11 @@ class OpenVpn(Tunnel):
     ciphers: ClassVar[tuple[Cipher, ...]] = tuple(DATA_CIPHERS)
 
     def facts(self, spec: TunnelSpec, found: Mapping[str, Any] | None = None) -> TunnelFacts:
-        """As every kind's; the data channel is the kernel's when set-up found DCO on."""
+        """As every kind's; the data channel is the kernel's when set-up found DCO on,
+        and ovpn-dco encrypts through the kernel's crypto API."""
         facts = super().facts(spec, found)
         if found is not None and found.get("openvpn_dco") is True:
-            return replace(facts, userspace=False)
+            return replace(facts, userspace=False, kernel_crypto_api=True)
         return facts
 
     def kernel_offload(self, caps: Capabilities) -> str | None:

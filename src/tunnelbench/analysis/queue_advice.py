@@ -1,0 +1,222 @@
+"""Advice about the WAN queue: which queue dropped, and what to do about that queue.
+
+Drops are advised on where they happened (:mod:`tunnelbench.analysis.drop_sites`): the
+WAN queue's discipline and limit are plan settings; the tunnel device's own queue
+overflows because its reader is slower than the traffic, which no WAN setting changes.
+A larger WAN queue is advised only from what the flows need of it (the bandwidth-delay
+product over the square root of the flows, four segments a flow:
+:mod:`tunnelbench.analysis.queue_size`), or from this run's own measurement of a larger
+one that was significantly faster.
+"""
+
+from tunnelbench.analysis import drop_sites
+from tunnelbench.analysis.diagnosis import Bound, Finding
+from tunnelbench.analysis.queue_size import wan_queue
+from tunnelbench.analysis.suggestion import Advice, Availability, Context
+from tunnelbench.kinds import Queue
+from tunnelbench.model.plan import QUEUE_LIMIT_MAX
+from tunnelbench.units import human_rate
+
+FIFOS = (None, Queue.PFIFO.value, Queue.PFIFO_FAST.value)
+FAIR_QUEUES = (Queue.FQ_CODEL.value, Queue.CAKE.value, Queue.FQ.value)
+# The fair queues the advice names, in order of preference.
+ADVISED_QUEUES = (Queue.FQ_CODEL.value, Queue.CAKE.value)
+QUEUE_LIMIT_MIN = 2  # packets: the shortest queue advice proposes
+#: A larger queue measured faster by less than this (%) is no reason to advise one: a
+#: link-bound FIFO measured +0% (p = 0.0079) for a limit 16 times its own. The same as
+#: ``tunnelbench tune``'s default minimum gain.
+QUEUE_GAIN_PCT = 2.0
+
+
+def _site(c: Context, finding: Finding) -> drop_sites.DropSite | None:
+    """The place a queue-drop finding names (its subject)."""
+    found = drop_sites.sites(c.subject.metrics)
+    return next((site for site in found if site.name == finding.subject), None)
+
+
+def _wan_dropped(c: Context) -> bool | None:
+    """Whether the WAN queue dropped packets in any run; None when no run recorded its
+    counters (runs stored before the qdisc and link probes)."""
+    counted = [
+        found
+        for run in c.subject.runs or (c.subject.metrics,)
+        if (found := drop_sites.dropped(run, "wan")) is not None
+    ]
+    return any(d > 0 for d in counted) if counted else None
+
+
+def _queue_loss(c: Context) -> Finding | None:
+    """The finding that says the WAN queue lost packets: its drops (the queue-drop
+    finding when it names the WAN), or a lossy link-bound verdict whose runs' WAN queue
+    dropped packets (or whose runs predate the drop counters). None for drops elsewhere
+    (the tunnel device's queue: :func:`tunnel_queue`), and when the queue is below one
+    bandwidth-delay product, which :func:`queue_for_bdp` advises on (a fair queue does
+    not let one flow fill the link, and the limit it needs is known)."""
+    if c.finding(Bound.QUEUE_BELOW_BDP) is not None:
+        return None
+    drops = c.finding(Bound.QUEUE_DROPS)
+    if drops is not None and (site := _site(c, drops)) is not None and site.where == "wan":
+        return drops
+    lossy = c.finding(Bound.LINK_LOSSY)
+    if lossy is not None and _wan_dropped(c) is not False:
+        return lossy
+    return None
+
+
+def tunnel_queue(c: Context) -> Advice | None:
+    """Drops at the tunnel device's own queue: the kernel filled it faster than its
+    reader emptied it. For a userspace tunnel the reader is the daemon, so the cure is
+    the daemon's speed; a longer queue only delays the same drops while the daemon is
+    slower than the traffic, and no WAN setting reaches it."""
+    drops = c.finding(Bound.QUEUE_DROPS)
+    if drops is None or (site := _site(c, drops)) is None or site.where != "tunnel":
+        return None
+    resolved = c.subject.resolved
+    if resolved.tunnel is not None and resolved.tunnel.userspace:
+        daemon = resolved.tunnel_implementation or "the tunnel's daemon"
+        suggestion = (
+            f"speed up {daemon}, not the WAN queue: it did not read the tunnel device as"
+            " fast as the kernel filled it (a faster implementation, or more CPU for it; a"
+            " longer tunnel device queue, txqueuelen, only delays the same drops)"
+        )
+    else:
+        suggestion = (
+            "look at the tunnel device, not the WAN queue: the packets were dropped in the"
+            " tunnel device's own queue"
+        )
+    return Advice(None, suggestion, drops.summary)
+
+
+def fair_queue(c: Context) -> Advice | None:
+    finding = _queue_loss(c) or c.finding(Bound.LATENCY)
+    queue = c.subject.config.lab.wan.queue
+    if finding is None or (queue.value if queue else None) not in FIFOS:
+        return None
+    if c.subject.config.lab.wan.rate is None:
+        return None
+    found = [c.available("qdiscs", q, q) for q in ADVISED_QUEUES]
+    usable = [a.what for a in found if a.state == "yes"]
+    if usable:
+        can = Availability(" or ".join(usable), "yes")
+    elif all(a.state == "no" for a in found):
+        refusals = "; ".join(f"{a.what}: {a.detail}" for a in found)
+        can = Availability("fq_codel and cake", "no", refusals)
+    else:  # not recorded, or not probed: with the reason
+        unknown = next(a for a in found if a.state != "no")
+        can = Availability("fq_codel and cake", unknown.state, unknown.detail)
+    queues = " or ".join(usable or ADVISED_QUEUES)
+    return Advice(
+        "lab.wan.queue",
+        f"replace the FIFO with a fair, delay-managing queue ({queues})",
+        finding.summary,
+        c.measured("lab.wan.queue", lambda v: v in FAIR_QUEUES),
+        can,
+        ADVISED_QUEUES,
+        goal="both",
+    )
+
+
+def larger_queue(c: Context) -> Advice | None:
+    """A WAN FIFO that dropped packets and holds less than its flows need
+    (:mod:`tunnelbench.analysis.queue_size`: the bandwidth-delay product over the square
+    root of the flows, four segments a flow), or whose larger limit this run measured
+    significantly faster. Nothing else: a queue that holds what its flows need drops
+    because loss-based TCP fills any queue, and a larger one only adds delay (a 50-packet
+    FIFO at 1.5 products and 98.8% of the ceiling: +0% for 1000). Not fq_codel's or
+    cake's drops either: they drop by design, to keep each flow's wait short, long before
+    their limit (in a Debian-kernel guest at 20 Mbit/s and a 20 ms round trip, 32-38
+    retransmits a run with 1000 packets allowed), so a higher limit changes nothing."""
+    finding = _queue_loss(c)
+    s = c.subject
+    wan = s.config.lab.wan
+    queue = wan_queue(s.config, s.metrics)
+    if finding is None or queue is None or c.finding(Bound.LATENCY) is not None:
+        return None
+    measured = c.measured("lab.wan.queue_limit", lambda v: v > wan.queue_limit)
+    held = (
+        f"{wan.queue_limit:,} packets ({queue.held_bytes / 1000:,.1f} kB, {queue.per_packet_text})"
+    )
+    if queue.short:
+        packets = min(queue.packets_for(queue.need_bytes), QUEUE_LIMIT_MAX)
+        flows = f"{queue.flows} flow{'s' if queue.flows > 1 else ''}"
+        return Advice(
+            "lab.wan.queue_limit",
+            f"raise the queue to {packets:,} packets: {held} hold less than {flows} need,"
+            f" {queue.need_bytes / 1000:,.1f} kB ({queue.need_reason})",
+            finding.summary,
+            measured,
+            candidates=tuple(
+                v
+                for v in sorted({min(packets * f, QUEUE_LIMIT_MAX) for f in (1, 4)})
+                if v > wan.queue_limit
+            ),
+        )
+    if measured is None or measured.outcome != "gain" or measured.in_noise:
+        return None
+    if measured.change_pct < QUEUE_GAIN_PCT:
+        return None
+    return Advice(
+        "lab.wan.queue_limit",
+        f"raise the queue limit: this run measured {measured.value:,} packets faster"
+        f" ({measured.change_pct:+.0f}%), though {held} hold what its flows need"
+        f" ({queue.need_bytes / 1000:,.1f} kB)",
+        finding.summary,
+        measured,
+        candidates=(measured.value,),
+    )
+
+
+def queue_for_bdp(c: Context) -> Advice | None:
+    """A drop-tail queue below one bandwidth-delay product starves one TCP flow: a queue
+    of one product (and twice it, for a margin) is what to measure, in packets of the
+    size the queue was handed. Several flows need less each, so that is named too."""
+    finding = c.finding(Bound.QUEUE_BELOW_BDP)
+    s = c.subject
+    wan = s.config.lab.wan
+    queue = wan_queue(s.config, s.metrics)
+    if finding is None or queue is None:
+        return None
+    packets = queue.packets_for(queue.bdp)
+    size = (
+        "of full size"
+        if queue.packet_bytes <= queue.frame
+        else f"of {queue.packet_bytes:,.0f} bytes, as measured"
+    )
+    candidates = sorted({min(packets * f, QUEUE_LIMIT_MAX) for f in (1, 2)} - {wan.queue_limit})
+    return Advice(
+        "lab.wan.queue_limit",
+        f"give the bottleneck queue at least one bandwidth-delay product ({packets:,} packets"
+        f" {size}), or carry the traffic in several flows",
+        finding.summary,
+        c.measured("lab.wan.queue_limit", lambda v: v > wan.queue_limit),
+        candidates=tuple(v for v in candidates if v > wan.queue_limit),
+    )
+
+
+def shorter_queue(c: Context) -> Advice | None:
+    """Packets wait in a FIFO up to its limit times their size over the rate: a shorter
+    one bounds the delay, at a risk to goodput with few flows (the measurement decides;
+    a goodput comparison cannot judge it, so none is cited)."""
+    latency = c.finding(Bound.LATENCY)
+    wan = c.subject.config.lab.wan
+    if latency is None or wan.rate is None or (wan.queue.value if wan.queue else None) not in FIFOS:
+        return None
+    limit = wan.queue_limit
+    shorter = tuple(sorted({max(limit // f, QUEUE_LIMIT_MIN) for f in (4, 16)} - {limit}))
+    if not shorter:
+        return None
+    # What each queued packet held: GSO/GRO aggregates where the trial measured them.
+    queue = wan_queue(c.subject.config, c.subject.metrics)
+    if queue is not None and queue.packet_bytes > queue.frame:
+        size, each = f"of {queue.packet_bytes:,.0f} bytes (measured)", queue.packet_bytes
+    else:
+        size, each = f"of up to {wan.mtu} bytes", float(wan.mtu)
+    wait_ms = limit * each * 8 / wan.rate * 1000
+    return Advice(
+        "lab.wan.queue_limit",
+        f"shorten the queue: {limit} packets {size} wait up to"
+        f" {wait_ms:,.0f} ms at {human_rate(wan.rate)}",
+        latency.summary,
+        candidates=tuple(reversed(shorter)),
+        goal="latency",
+    )
