@@ -1,0 +1,197 @@
+"""What TCP and UDP lost, and what only looked lost: the senders' retransmits, with the
+loss the plan asked for named as such, and packets that arrived out of order, which TCP
+takes for lost ones (its own verdict, ``reordering``, since nothing was lost).
+"""
+
+from dataclasses import dataclass
+
+from tunnelbench.analysis import drop_sites
+from tunnelbench.analysis.verdicts import Bound, Evidence, Finding, Subject
+from tunnelbench.kinds import Direction, Protocol
+from tunnelbench.model.wan import format_pct
+
+RETRANSMIT_HEAVY_PCT = 1.0  # retransmitted segments per segment sent
+UDP_LOSS_PCT = 1.0
+# The senders' reorder detections (TCPSACKReorder, TCPTSReorder, TCPRenoReorder) that
+# make reordering a finding: the lab's FIFOs read 0 (with or without drops), and ESP that
+# was called loss-heavy counted 260-347 a run with no packet dropped.
+REORDER_EVENTS_MIN = 10
+
+
+def retransmit_source(s: Subject) -> tuple[str, str] | None:
+    """The per-run retransmit metric and how to name its source: the kernel's count over
+    the measured window (``tcp.window.retrans_segs``), else the generator's own count
+    (runs recorded before the window counters); None when neither was recorded."""
+    if "tcp.window.retrans_segs" in s.metrics:
+        return "tcp.window.retrans_segs", "the kernel's count"
+    if "retransmits" in s.metrics:
+        return "retransmits", f"{s.config.traffic.generator.value}'s count"
+    return None
+
+
+def senders(s: Subject) -> list[str]:
+    chain_ends = ("client", "server")
+    if s.config.traffic.direction is Direction.UPLOAD:
+        return [chain_ends[0]]
+    if s.config.traffic.direction is Direction.DOWNLOAD:
+        return [chain_ends[1]]
+    return list(chain_ends)
+
+
+def retransmit_share(s: Subject) -> tuple[float, float, float] | None:
+    """(share %, retransmitted, sent) of the senders' segments: over the measured window
+    when the window counters were recorded, else over the whole trial; None without the
+    senders' own counters (a share would be a guess)."""
+    roles = senders(s)
+    for prefix in ("tcp.window.", "tcp."):
+        retrans = [s.metrics.get(f"{prefix}{r}.retrans_segs") for r in roles]
+        sent = [s.metrics.get(f"{prefix}{r}.out_segs") for r in roles]
+        if any(v is None for v in retrans + sent):
+            continue
+        total_sent = sum(v for v in sent if v is not None)
+        total_retrans = sum(v for v in retrans if v is not None)
+        if total_sent > 0:
+            return 100.0 * total_retrans / total_sent, total_retrans, total_sent
+    return None
+
+
+@dataclass(frozen=True)
+class Reordered:
+    """TCP's retransmits that the path's drops do not account for, with the senders'
+    own count of packets that arrived out of order."""
+
+    events: float  # the senders' reorder detections
+    share: float  # % of their segments retransmitted
+    retransmitted: float
+    sent: float
+    lost: float  # packets every recorded counter dropped, netem's emulated loss included
+    lost_again: float  # retransmissions TCP found lost in turn (TCPLostRetransmit)
+
+
+def _senders_count(s: Subject, name: str) -> float | None:
+    """The senders' TCP counter ``name`` (``tcp[.window].<role>.<name>``): over the
+    measured window when recorded, else over the whole trial; None without it."""
+    roles = senders(s)
+    for prefix in ("tcp.window.", "tcp."):
+        values = [s.metrics.get(f"{prefix}{role}.{name}") for role in roles]
+        if all(v is not None for v in values):
+            return sum(v for v in values if v is not None)
+    return None
+
+
+def reordered(s: Subject) -> Reordered | None:
+    """Heavy retransmits that are reordering, not loss. The senders counted at least
+    :data:`REORDER_EVENTS_MIN` reorder events and retransmitted at least
+    :data:`RETRANSMIT_HEAVY_PCT` of their segments, and neither sign of real loss
+    accounts for them: everything the probes count as dropped (queues, interfaces,
+    netem's emulated loss) is less than half the retransmits, and TCP found few of its
+    retransmissions lost in turn. A path that loses a share p of its packets loses about
+    p of the retransmissions too (boringtun here: 22% retransmitted, 21% of those lost
+    again, with no counter dropping anything: loss where no probe looks, such as a
+    socket's buffer); a late segment's retransmission is not lost, so reordering alone
+    leaves that count near 0. Fewer than half of p is taken as reordering. None when any
+    of these figures was not recorded."""
+    if s.config.traffic.protocol is not Protocol.TCP:
+        return None
+    events = _senders_count(s, "reorder")
+    lost_again = _senders_count(s, "lost_retransmit")
+    found = retransmit_share(s)
+    dropped = drop_sites.dropped(s.metrics)
+    if events is None or lost_again is None or found is None or dropped is None:
+        return None
+    share, retransmitted, sent = found
+    lost = dropped + drop_sites.netem_dropped(s.metrics)
+    if events < REORDER_EVENTS_MIN or share < RETRANSMIT_HEAVY_PCT or lost * 2 >= retransmitted:
+        return None
+    if lost_again >= retransmitted * share / 100 / 2:
+        return None
+    return Reordered(events, share, retransmitted, sent, lost, lost_again)
+
+
+def reordering(s: Subject) -> Finding | None:
+    """Packets that arrive out of order, which TCP takes for lost ones: a sender that
+    sees later segments acknowledged first retransmits the "missing" one and shrinks its
+    window, as it would for a loss. Parallel per-packet crypto (ESP spread over several
+    cores) and several paths reorder; a FIFO does not. Its own verdict, apart from
+    ``loss-heavy``, since the cure is different: nothing was lost."""
+    found = reordered(s)
+    if found is None:
+        return None
+    evidence = [
+        Evidence("reorder events (the senders' count)", found.events, ""),
+        Evidence("retransmitted segments", found.retransmitted, ""),
+        Evidence("segments sent", found.sent, ""),
+        Evidence("retransmit share", found.share, "%"),
+        Evidence("packets dropped", found.lost, "packets"),
+        Evidence("retransmissions lost again", found.lost_again, ""),
+    ]
+    asked = ""
+    if reorder := s.config.lab.wan.reorder:
+        evidence.append(Evidence("lab.wan.reorder", reorder, "%"))
+        asked = (
+            f", with the WAN set to reorder {format_pct(reorder)} of the packets at each end"
+            " (lab.wan.reorder)"
+        )
+    return Finding(
+        Bound.REORDERING,
+        f"packets arrived out of order: TCP's senders counted {found.events:,.0f} reorder"
+        f" events and retransmitted {found.share:.2f}% of their segments"
+        f" ({found.retransmitted:,.0f} of {found.sent:,.0f}) while {found.lost:,.0f} packets"
+        f" were dropped on the way and {found.lost_again:,.0f} retransmissions were lost in"
+        f" turn, so most retransmits were of segments that came late, not lost{asked}",
+        tuple(evidence),
+        subject="packet order",
+    )
+
+
+def loss_heavy(s: Subject) -> Finding | None:
+    """UDP datagrams lost, or TCP segments retransmitted, beyond what a path at its limit
+    shows; not when the retransmits are reordering (:func:`reordering`), unless the
+    configuration asked for loss besides."""
+    if s.config.traffic.protocol is Protocol.UDP:
+        lost = s.metrics.get("udp.lost_pct")
+        if lost is None or lost < UDP_LOSS_PCT:
+            return None
+        return Finding(
+            Bound.LOSS,
+            f"{lost:.2f}% of UDP datagrams were lost",
+            (Evidence("UDP loss", lost, "%"),),
+        )
+    found = retransmit_share(s)
+    if found is None:
+        return None
+    share, total_retrans, total_sent = found
+    if share < RETRANSMIT_HEAVY_PCT:
+        return None
+    if reordered(s) is not None and not s.config.lab.wan.loss:
+        return None
+    evidence = [
+        Evidence("retransmitted segments", total_retrans, ""),
+        Evidence("segments sent", total_sent, ""),
+        Evidence("retransmit share", share, "%"),
+    ]
+    return Finding(
+        Bound.LOSS,
+        f"{share:.2f}% of TCP segments were retransmitted"
+        f" ({total_retrans:,.0f} of {total_sent:,.0f}){_emulated_loss(s, evidence)}",
+        tuple(evidence),
+    )
+
+
+def _emulated_loss(s: Subject, evidence: list[Evidence]) -> str:
+    """What the configuration's own loss (``lab.wan.loss``) accounts for, as a clause
+    (and its evidence): loss asked for is not a fault to fix."""
+    loss = s.config.lab.wan.loss
+    if not loss:
+        return ""
+    evidence.append(Evidence("lab.wan.loss", loss, "%"))
+    dropped = s.names("qdisc.", ".netem_drops")
+    counted = ""
+    if dropped:
+        total = sum(s.metrics[n] for n in dropped)
+        evidence.append(Evidence("netem drops", total, "packets"))
+        counted = f"; netem dropped {total:,.0f} packets"
+    return (
+        f", with the WAN set to lose {format_pct(loss)} of the packets at each end"
+        f" (lab.wan.loss{counted})"
+    )

@@ -1,0 +1,267 @@
+"""What the network path says: goodput at (or above) the shaped link's ceiling, a queue
+that holds less than one bandwidth-delay product, the place that dropped packets, and
+packets that waited in a queue (bufferbloat).
+
+A median hides what varies between runs, so the link-bound verdict reads every run
+(:attr:`Subject.runs`): it weighs the queue's drops, TCP's retransmits and the spread of
+the runs (a run below 95% of the ceiling with loss in the runs is ``link-bound-lossy``).
+"""
+
+import statistics
+
+from tunnelbench.analysis import drop_sites
+from tunnelbench.analysis.loss_rules import (
+    RETRANSMIT_HEAVY_PCT,
+    reordered,
+    retransmit_share,
+    retransmit_source,
+)
+from tunnelbench.analysis.queue_size import PACKET_FIFOS, wan_queue
+from tunnelbench.analysis.verdicts import (
+    ABOVE_CEILING_PCT,
+    LINK_BOUND_PCT,
+    Bound,
+    Evidence,
+    Finding,
+    Subject,
+    mbit,
+    share_of_ceiling,
+)
+from tunnelbench.kinds import Protocol
+from tunnelbench.units import human_rate
+
+QUEUE_DROP_SHARE_PCT = 0.1  # drops per packet offered to a qdisc or link
+BLOAT_EXTRA_MS = 30.0  # RTT under load above idle RTT by at least this much...
+BLOAT_FACTOR = 2.0  # ...and at least this many times the idle RTT
+
+
+def above_ceiling(s: Subject) -> Finding | None:
+    """More than the link can carry: the shaper or the measurement is wrong, and every
+    other conclusion about this configuration would rest on a false number."""
+    pct = share_of_ceiling(s)
+    if pct is None or pct <= ABOVE_CEILING_PCT:
+        return None
+    return Finding(
+        Bound.ABOVE_CEILING,
+        f"{pct:.1f}% of the link's ceiling ({mbit(s.goodput_bps):,.1f} of"
+        f" {mbit(s.ceiling_bps or 0):,.1f} Mbit/s): more than the link can carry, so the"
+        " shaping or the measurement is in doubt",
+        (
+            Evidence("goodput", mbit(s.goodput_bps), "Mbit/s"),
+            Evidence("ceiling", mbit(s.ceiling_bps or 0), "Mbit/s"),
+            Evidence("share of ceiling", pct, "%"),
+        ),
+        subject="measurement",
+    )
+
+
+def _drops(metrics: dict[str, float]) -> float | None:
+    """Packets dropped in one run by every qdisc and interface the probes read; None when
+    none was read."""
+    names = [
+        n
+        for n in metrics
+        if (n.startswith("qdisc.") and n.endswith(".drops"))
+        or (n.startswith("link.") and n.endswith("_dropped"))
+    ]
+    return sum(metrics[n] for n in names) if names else None
+
+
+def _per_run(values: list[float]) -> str:
+    """``87``, or ``87 (4-177)``: the median, and the range when the runs differ."""
+    median = f"{statistics.median(values):,.0f}"
+    if min(values) == max(values):
+        return median
+    return f"{median} ({min(values):,.0f}-{max(values):,.0f})"
+
+
+def link_bound(s: Subject) -> Finding | None:
+    """At the shaped link's limit, weighing what the median hides: the queue's drops,
+    TCP's retransmits and the spread of the runs. When the slowest run fell below
+    :data:`LINK_BOUND_PCT` of the ceiling while packets were lost, or the senders
+    retransmitted :data:`RETRANSMIT_HEAVY_PCT` of their segments, the verdict is
+    ``link-bound-lossy``: the link is the limit, but the queue costs throughput."""
+    pct = share_of_ceiling(s)
+    if pct is None or not LINK_BOUND_PCT <= pct <= ABOVE_CEILING_PCT:
+        return None
+    ceiling = s.ceiling_bps or 0.0
+    evidence = [
+        Evidence("goodput", mbit(s.goodput_bps), "Mbit/s"),
+        Evidence("ceiling", mbit(ceiling), "Mbit/s"),
+        Evidence("share of ceiling", pct, "%"),
+    ]
+    clauses = []
+    lost = False
+    drops = [d for d in (_drops(run) for run in s.runs or (s.metrics,)) if d is not None]
+    if drops:
+        median_drops = statistics.median(drops)
+        evidence.append(Evidence("queue and interface drops per run", median_drops, "packets"))
+        lost = lost or max(drops) > 0
+        if max(drops) > 0:
+            clauses.append(f"the queues dropped {_per_run(drops)} packets per run")
+    source = retransmit_source(s)
+    retrans_share = None
+    if source is not None:
+        name, said = source
+        retrans = s.per_run(name)
+        median_retrans = statistics.median(retrans)
+        evidence.append(Evidence(f"TCP retransmits per run ({said})", median_retrans, ""))
+        lost = lost or max(retrans) > 0
+        if max(retrans) > 0:
+            clauses.append(f"TCP retransmitted {_per_run(retrans)} segments per run ({said})")
+        retrans_share = retransmit_share(s)
+        if retrans_share is not None:
+            evidence.append(Evidence("retransmit share", retrans_share[0], "%"))
+    shares = [100.0 * g / ceiling for g in s.per_run("goodput_bps")] if ceiling > 0 else []
+    if len(shares) > 1:
+        evidence += [
+            Evidence("slowest run, share of ceiling", min(shares), "%"),
+            Evidence("fastest run, share of ceiling", max(shares), "%"),
+        ]
+        clauses.append(f"runs span {min(shares):.1f}-{max(shares):.1f}% of the ceiling")
+    slow_run = bool(shares) and min(shares) < LINK_BOUND_PCT
+    # Segments retransmitted because they arrived late are no loss the queue caused.
+    late = reordered(s)
+    if late is not None:
+        clauses.append(f"TCP counted {late.events:,.0f} reorder events with no packet lost")
+    heavy = retrans_share is not None and retrans_share[0] >= RETRANSMIT_HEAVY_PCT and late is None
+    head = (
+        f"at {pct:.1f}% of the link's ceiling ({mbit(s.goodput_bps):,.1f} of"
+        f" {mbit(ceiling):,.1f} Mbit/s)"
+    )
+    if (lost and slow_run) or heavy:
+        cost = []
+        if slow_run:
+            cost.append(f"the slowest run reached only {min(shares):.1f}%")
+        if heavy and retrans_share is not None:
+            cost.append(f"{retrans_share[0]:.2f}% of the segments sent were retransmitted")
+        return Finding(
+            Bound.LINK_LOSSY,
+            f"{head}: the shaped link is the limit, but loss costs throughput:"
+            f" {' and '.join(cost)}; {'; '.join(clauses)}",
+            tuple(evidence),
+            subject="WAN link",
+        )
+    tail = f"; {'; '.join(clauses)}" if clauses else ""
+    return Finding(
+        Bound.LINK,
+        f"{head}: the shaped link is the limit{tail}",
+        tuple(evidence),
+        subject="WAN link",
+    )
+
+
+#: Drop-tail queues, whose limit is all the buffer a flow gets (fair and delay-managing
+#: queues keep their own much shorter standing queue, so a larger limit does not help).
+DROP_TAIL = PACKET_FIFOS
+
+
+def queue_below_bdp(s: Subject) -> Finding | None:
+    """One TCP flow needs the bottleneck to buffer a bandwidth-delay product: a
+    loss-based sender shrinks its window at a drop (Reno to half, cubic to 0.7), and the
+    queue must keep the link busy while the window grows back. With less, the link idles
+    after every drop.
+
+    Judged only where the configuration sets the delay (``lab.wan.delay``; unimpaired,
+    the lab's round trip is a fraction of a millisecond and the product a few packets),
+    on a shaped link with a drop-tail queue, for one TCP stream, and only when the
+    trial's own figures show the shortfall: goodput below :data:`LINK_BOUND_PCT` of the
+    ceiling while the WAN queue dropped packets. The round trip is the idle one measured
+    (it includes the delay both ways), or twice the delay when it was not recorded. The
+    queue holds its limit in packets of the size its device was handed in the trial
+    (GSO/GRO aggregates where the lab keeps offloads on), or full frames where the size
+    was not recorded (:mod:`tunnelbench.analysis.queue_size`).
+    """
+    wan, traffic = s.config.lab.wan, s.config.traffic
+    queue = wan_queue(s.config, s.metrics)
+    if not wan.delay or wan.rate is None or queue is None:
+        return None
+    if traffic.protocol is not Protocol.TCP or traffic.streams != 1:
+        return None
+    pct = share_of_ceiling(s)
+    drops = sum(s.metrics[n] for n in s.names("qdisc.", ".wan.drops"))
+    if pct is None or pct >= LINK_BOUND_PCT or drops <= 0:
+        return None
+    held, bdp = queue.held_bytes, queue.bdp
+    if held >= bdp:
+        return None
+    packets = (
+        f"{wan.queue_limit:,} packets"
+        if queue.measured is None or queue.measured <= queue.frame
+        else f"{wan.queue_limit:,} packets of {queue.packet_bytes:,.0f} bytes, measured,"
+    )
+    return Finding(
+        Bound.QUEUE_BELOW_BDP,
+        f"the bottleneck queue ({packets} = {held / 1000:,.1f} kB) holds"
+        f" less than one bandwidth-delay product ({bdp / 1000:,.1f} kB at"
+        f" {human_rate(wan.rate)} and RTT {queue.rtt_s * 1000:,.1f} ms); one TCP flow"
+        f" cannot keep the link full: {pct:.1f}% of the ceiling, and the WAN queue dropped"
+        f" {drops:,.0f} packets",
+        (
+            Evidence("queue", held, "bytes"),
+            Evidence("bandwidth-delay product", bdp, "bytes"),
+            Evidence("round trip", queue.rtt_s * 1000, "ms"),
+            Evidence("share of ceiling", pct, "%"),
+            Evidence("WAN queue drops", drops, "packets"),
+            Evidence("full-sized frame", queue.frame, "bytes"),
+            Evidence(*queue.evidence()[1]),
+        ),
+        subject="WAN queue",
+    )
+
+
+def queue_drops(s: Subject) -> Finding | None:
+    """The place that dropped the largest share of what it was offered, when that is at
+    least :data:`QUEUE_DROP_SHARE_PCT`: the WAN queue under test, the tunnel device's own
+    queue (a userspace daemon that does not read its TUN device as fast as the kernel
+    fills it), or another device (:mod:`tunnelbench.analysis.drop_sites`)."""
+    worst = max(
+        (site for site in drop_sites.sites(s.metrics) if site.drops > 0),
+        key=lambda site: site.share_pct,
+        default=None,
+    )
+    if worst is None or worst.share_pct < QUEUE_DROP_SHARE_PCT:
+        return None
+    share, drops = worst.share_pct, worst.drops
+    evidence = [
+        Evidence(f"drops at {worst.name}", drops, "packets"),
+        Evidence("drop share", share, "%"),
+    ]
+    head = f"the {worst.name} dropped {drops:,.0f} packets ({share:.2f}% of those offered)"
+    if worst.where == "tunnel":
+        wan = drop_sites.dropped(s.metrics, "wan")
+        reader = ""
+        if s.resolved.tunnel is not None and s.resolved.tunnel.userspace:
+            reader = f": {s.resolved.tunnel_implementation}, which reads it, did not keep up"
+        head = (
+            f"the tunnel device's own queue ({worst.name}) dropped {drops:,.0f} packets"
+            f" ({share:.2f}% of those offered){reader}"
+        )
+        if wan is not None:
+            evidence.append(Evidence("WAN queue drops", wan, "packets"))
+            head += f"; the WAN dropped {wan:,.0f}"
+    source = retransmit_source(s)
+    tail = ""
+    if source is not None:
+        retransmits = s.metrics[source[0]]
+        evidence.append(Evidence(f"TCP retransmits ({source[1]})", retransmits, ""))
+        tail = f", and TCP retransmitted {retransmits:,.0f} segments ({source[1]})"
+    return Finding(Bound.QUEUE_DROPS, f"{head}{tail}", tuple(evidence), subject=worst.name)
+
+
+def latency_under_load(s: Subject) -> Finding | None:
+    idle, loaded = s.metrics.get("rtt.idle_ms"), s.metrics.get("rtt.loaded_ms")
+    if idle is None or loaded is None:
+        return None
+    extra = loaded - idle
+    if extra < BLOAT_EXTRA_MS or loaded < BLOAT_FACTOR * idle:
+        return None
+    evidence = [Evidence("idle RTT", idle, "ms"), Evidence("RTT under load", loaded, "ms")]
+    if (p95 := s.metrics.get("rtt.loaded_p95_ms")) is not None:
+        evidence.append(Evidence("RTT under load p95", p95, "ms"))
+    return Finding(
+        Bound.LATENCY,
+        f"latency under load {loaded:.1f} ms against {idle:.2f} ms idle (+{extra:.1f} ms):"
+        " packets wait in a queue (bufferbloat)",
+        tuple(evidence),
+    )
