@@ -13,7 +13,10 @@ varies far more than one held by a shaped link, which is exact).
 A trial is flagged when the hypervisor took time from a core (steal) or processes outside
 the lab used the CPU during its measured window, with the thresholds of the diagnosis
 rules that judge the same metrics, and when its window was not in steady state (its
-round trip or goodput still rising: :mod:`tunnelbench.analysis.steadiness`).
+round trip or goodput still rising: :mod:`tunnelbench.analysis.steadiness`). A trial in a
+VM guest is also flagged by what its host did over that window (``vmhost.*``,
+:mod:`tunnelbench.vm.hostwatch`): the guest sees neither steal nor its host's other
+processes, so its own figures read 0 while the host was busy.
 """
 
 from collections.abc import Sequence
@@ -23,6 +26,7 @@ from typing import Any
 from tunnelbench.analysis.diagnosis import OUTSIDE_LOAD_PCT, STEAL_PCT, worst_steal
 from tunnelbench.analysis.stats import Summary
 from tunnelbench.analysis.steadiness import unsteady
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.records import TrialRecord, TrialStatus
 
 #: Fewer runs than this give no usable spread.
@@ -73,6 +77,12 @@ def disturbances(metrics: dict[str, float]) -> tuple[str, ...]:
     outside = metrics.get("load.outside_pct")
     if outside is not None and outside >= OUTSIDE_LOAD_PCT:
         found.append(f"outside processes {outside:.0f}% of a core")
+    host = metrics.get(metric.VMHOST_OUTSIDE.name)
+    if host is not None and host >= OUTSIDE_LOAD_PCT:
+        found.append(f"on the VM's host, processes outside the VM {host:.0f}% of a core")
+    host_steal = metrics.get(metric.VMHOST_STEAL.name)
+    if host_steal is not None and host_steal >= STEAL_PCT:
+        found.append(f"on the VM's host, steal {host_steal:.1f}% of a core")
     return tuple(found)
 
 

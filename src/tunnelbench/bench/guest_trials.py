@@ -2,7 +2,9 @@
 size, each trial stored in the run as soon as the guest reports it.
 
 The guest runs the same runner on the same files (:mod:`tunnelbench.cli.guest`); what it
-sends back is exactly what :meth:`Store.add_trial` takes. When the guest dies or hangs,
+sends back is exactly what :meth:`Store.add_trial` takes, with what the host did over
+each trial's measured window added (:mod:`tunnelbench.vm.hostwatch`: the guest cannot
+see its host's contention). When the guest dies or hangs,
 its finished trials are kept and the rest are stored as failed with the reason, and the
 run goes on; Ctrl-C stops the guest and leaves no QEMU and no exchange directory.
 """
@@ -19,7 +21,7 @@ from tunnelbench.errors import LabError
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, Trial, VmSettings
 from tunnelbench.model.records import Resolved, TrialStatus
-from tunnelbench.vm import machine
+from tunnelbench.vm import hostwatch, machine
 from tunnelbench.vm.kernels import Kernel
 
 log = logging.getLogger("tunnelbench.bench.guest_trials")
@@ -59,10 +61,15 @@ def run(
     done: set[int] = set()
     longest = max(t.config.traffic.duration + t.config.traffic.warmup for t in trials)
     reason: str | None = None
+    clock = hostwatch.Clock()
     with machine.Guest(kernel, vm, job, accel) as guest:
         log.debug("guest exchange directory %s", guest.exchange)
+        assert guest.pid is not None
+        watch = hostwatch.HostWatch(guest.pid)
+        watch.start()
         try:
             for event in guest.events(idle_timeout=longest + TRIAL_SLACK_S):
+                clock.saw(event)
                 if event["event"] == "ready":
                     log.info("guest %s up after %.1f s", event["release"], event["uptime_s"])
                 elif event["event"] == "environment":
@@ -70,7 +77,7 @@ def run(
                 elif event["event"] == "started":
                     progress.trial_started(by_seq[event["seq"]])
                 elif event["event"] == "trial":
-                    record = _store(store, run_id, event["trial"])
+                    record = _store(store, run_id, with_host(event["trial"], watch, clock))
                     done.add(record["seq"])
                     progress.trial_finished(
                         by_seq[record["seq"]],
@@ -88,12 +95,37 @@ def run(
         except LabError as exc:
             reason = str(exc)
         finally:
+            watch.stop()
             log.debug("the guest's output:\n%s", guest.output())
     if reason is not None:
         for trial in trials:
             if trial.seq not in done:
                 _store_failed(store, run_id, trial, reason, facts)
                 progress.trial_finished(trial, TrialStatus.FAILED, reason, None)
+
+
+def with_host(
+    record: dict[str, Any], watch: hostwatch.HostWatch, clock: hostwatch.Clock
+) -> dict[str, Any]:
+    """A guest's trial record with what its host did over the trial's measured window:
+    ``vmhost.*`` metrics and the busiest outside processes (``artifacts.vmhost``). A
+    record without a window (failed, or recorded before the probes) is left as it is."""
+    window = hostwatch.guest_window(record)
+    if record.get("status") != TrialStatus.OK.value or window is None:
+        return record
+    begin, end = (clock.to_host(edge) for edge in window)
+    if begin is None or end is None:
+        return record
+    host = watch.window(begin, end)
+    if host is None:
+        log.debug("the host's samples do not cover trial %s's window", record.get("seq"))
+        return record
+    facts = host.to_dict() | {
+        "clock_offset_s": round(clock.offset or 0.0, 3),
+        "watch_cpu_s": round(watch.cost_s, 3),
+    }
+    artifacts = (record.get("artifacts") or {}) | {"vmhost": facts}
+    return record | {"metrics": record["metrics"] | host.metrics(), "artifacts": artifacts}
 
 
 def _store(store: Store, run_id: int, record: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,7 +33,9 @@ class EventSink:
         self.stream = stream
 
     def emit(self, event: str, **fields: Any) -> None:
-        self.stream.write(json.dumps({"event": event, **fields}) + "\n")
+        # ``at``: the guest's clock, by which the host maps the guest's trial windows
+        # to its own time (tunnelbench.vm.hostwatch).
+        self.stream.write(json.dumps({"event": event, "at": time.time(), **fields}) + "\n")
         self.stream.flush()
         os.fsync(self.stream.fileno())
 

@@ -32,6 +32,15 @@ SAMPLER_WINDOW: Final = Metric("sampler.window_s", "s")
 LOAD_LAB: Final = Metric("load.lab_pct", "% of all cores")
 LOAD_OUTSIDE: Final = Metric("load.outside_pct", "% of all cores")
 LOAD_SCAN: Final = Metric("load.scan_ms", "ms")
+# A VM guest's trial, as its host saw the measured window (tunnelbench.vm.hostwatch): the
+# VM's processes (QEMU), every other process on the host, all the host's cores, the
+# host's most stolen core.
+VMHOST_VM: Final = Metric("vmhost.vm_pct", "% of one host core")
+VMHOST_OUTSIDE: Final = Metric("vmhost.outside_pct", "% of one host core")
+VMHOST_BUSY: Final = Metric("vmhost.busy_pct", "% of one host core, all cores")
+VMHOST_CORES: Final = Metric("vmhost.cores", "cores")
+VMHOST_STEAL: Final = Metric("vmhost.steal_pct", "% of a host core")
+VMHOST_SAMPLES: Final = Metric("vmhost.samples", "samples")
 SPEED_COST: Final = Metric("speed.cost_ms", "ms")  # CPU time of the cores' speed timings
 # Round trips from the client to the server (tunnelbench.probes.rtt): before the traffic,
 # and over the measured window while it runs.

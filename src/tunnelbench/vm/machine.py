@@ -42,6 +42,8 @@ EXCHANGE_ROOT = Path("/run/tunnelbench/vm")
 EVENTS, EXIT_CODE, JOB, OUTPUT = "events.jsonl", "exit-code", "job.json", "guest.log"
 #: Set in the guest's environment: its labs are built there, not in another VM.
 IN_GUEST = "TUNNELBENCH_IN_GUEST"
+#: Seconds between two reads of the guest's events.
+POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,11 @@ class Guest:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """virtme-ng's PID: the root of the VM's process tree (QEMU is its descendant)."""
+        return self._proc.pid if self._proc is not None else None
+
     def stop(self) -> None:
         """End QEMU, virtme-ng and everything else of the process group this guest
         started, and wait until none of them is left (QEMU is virtme-ng's grandchild:
@@ -170,7 +177,8 @@ class Guest:
 
     def events(self, *, idle_timeout: float) -> Iterator[dict[str, Any]]:
         """The guest's events as they are written, until it exits (every event it wrote
-        before: whether it still runs is asked before the file is read). Raises
+        before: whether it still runs is asked before the file is read), each with the
+        time it was read here (``host_at``, beside the guest's own ``at``). Raises
         :class:`LabError` when it is silent for ``idle_timeout`` seconds
         (:data:`BOOT_TIMEOUT_S` before its first event)."""
         path, offset, pending = self.exchange / EVENTS, 0, b""
@@ -186,10 +194,11 @@ class Guest:
                 offset += len(chunk)
             pending += chunk
             *lines, pending = pending.split(b"\n")
+            seen = time.time()
             for line in lines:
                 if line.strip():
                     first, last = False, time.monotonic()
-                    yield json.loads(line)
+                    yield json.loads(line) | {"host_at": seen}
             if not alive:
                 return  # a line cut short by the guest's end is no event
             limit = BOOT_TIMEOUT_S if first else idle_timeout
@@ -199,7 +208,9 @@ class Guest:
                     f"the VM running kernel {self.kernel.release} said nothing for {limit:g} s;"
                     f" stopped it ({self.console_tail()})"
                 )
-            time.sleep(0.2)
+            # Often: an event's delay here bounds how well the guest's windows map to
+            # the host's clock (hostwatch.Clock).
+            time.sleep(POLL_S)
 
     def exit_code(self) -> int | None:
         try:
