@@ -43,6 +43,11 @@ def unsteady(metrics: dict[str, float]) -> tuple[str, ...]:
     """What still moved across one trial's measured window, in words; empty when it was
     in steady state (or the trial was recorded before these metrics were)."""
     found = []
+    if metrics.get(metric.WARMUP_STEADY.name) == 0:
+        found.append(
+            f"not steady: the warm-up reached its bound ({metrics.get(metric.WARMUP_S.name, 0):.1f}"
+            " s) with the RTT or goodput still moving (raise traffic.warmup_max)"
+        )
     first, last = metrics.get(metric.RTT_FIRST.name), metrics.get(metric.RTT_LAST.name)
     if first is not None and last is not None:
         rise = last - first
@@ -60,3 +65,91 @@ def unsteady(metrics: dict[str, float]) -> tuple[str, ...]:
                 f" ({first / 1e6:,.1f} → {last / 1e6:,.1f} Mbit/s; lengthen traffic.warmup)"
             )
     return tuple(found)
+
+
+# --- ending the warm-up on evidence: is the path in steady state now? ---
+
+#: The shortest stretch of samples a trend is judged over, and the fewest samples in it.
+SETTLE_S = 0.5
+SETTLE_SAMPLES = 5
+#: A series trends when its slope is this many standard errors from zero and would move
+#: it by more than :data:`TREND_PCT` of its level over the measured duration.
+TREND_T = 3.0
+TREND_PCT = 10.0
+
+
+def settle_seconds(idle_rtt_ms: float | None) -> float:
+    """How long a stretch the trend is judged over: :data:`SETTLE_S`, or ten idle round
+    trips on a long path (a sender's window grows once per round trip)."""
+    return max(SETTLE_S, 10 * (idle_rtt_ms or 0.0) / 1000)
+
+
+def slope(samples: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """The least-squares slope of (time, value) samples per second and its t statistic
+    (slope over its standard error; infinite for a noiseless trend); None for fewer
+    than three samples or no spread in time."""
+    n = len(samples)
+    if n < 3:
+        return None
+    mean_t = sum(t for t, _ in samples) / n
+    mean_v = sum(v for _, v in samples) / n
+    sxx = sum((t - mean_t) ** 2 for t, _ in samples)
+    if sxx <= 0:
+        return None
+    b = sum((t - mean_t) * (v - mean_v) for t, v in samples) / sxx
+    residual = sum((v - mean_v - b * (t - mean_t)) ** 2 for t, v in samples)
+    error = (residual / (n - 2) / sxx) ** 0.5
+    if error == 0:
+        return b, (float("inf") if b else 0.0)
+    return b, b / error
+
+
+def trending(samples: list[tuple[float, float]], duration_s: float, floor: float) -> str | None:
+    """How a series still moves, in words, or None when it does not: its slope is
+    significant (:data:`TREND_T`) and would change it by more than :data:`TREND_PCT` of its
+    level, and by more than ``floor`` (in its unit), over ``duration_s``."""
+    fit = slope(samples)
+    if fit is None:
+        return None
+    b, t = fit
+    level = sum(v for _, v in samples) / len(samples)
+    change = b * duration_s
+    if abs(t) < TREND_T or abs(change) <= max(abs(level) * TREND_PCT / 100, floor):
+        return None
+    return f"{'rising' if b > 0 else 'falling'} {abs(b):,.3g}/s from {level:,.3g}"
+
+
+def recent(
+    samples: list[tuple[float, float]], now: float, seconds: float
+) -> list[tuple[float, float]]:
+    """The samples of the last ``seconds`` before ``now``."""
+    return [(t, v) for t, v in samples if now - seconds <= t <= now]
+
+
+def settled(
+    rtt_ms: list[tuple[float, float]],
+    rate_bps: list[tuple[float, float]],
+    *,
+    now: float,
+    since: float,
+    duration_s: float,
+    idle_rtt_ms: float | None,
+    lost_at: float | None,
+) -> str | None:
+    """Why the path is in steady state at ``now`` (traffic running since ``since``), or
+    None while it is not. Steady: neither the loaded round trip nor the delivered rate
+    trends over the last :func:`settle_seconds` (each with enough samples); or the
+    senders lost a packet at least that long ago, so the queue overflowed and the flow is
+    in its own loss cycle, which is the steady state of a loss-based sender on a full
+    FIFO (its sawtooth would read as a trend)."""
+    stretch = settle_seconds(idle_rtt_ms)
+    if now - since < stretch:
+        return None
+    if lost_at is not None and now - lost_at >= stretch:
+        return "the senders lost packets: the queue filled"
+    rtts, rates = recent(rtt_ms, now, stretch), recent(rate_bps, now, stretch)
+    if len(rtts) < SETTLE_SAMPLES or len(rates) < SETTLE_SAMPLES:
+        return None
+    if trending(rtts, duration_s, RTT_RISE_MS) or trending(rates, duration_s, 0.0):
+        return None
+    return f"RTT and goodput flat over the last {stretch:.1f} s"

@@ -59,7 +59,7 @@ def run(
     }
     by_seq = {t.seq: t for t in trials}
     done: set[int] = set()
-    longest = max(t.config.traffic.duration + t.config.traffic.warmup for t in trials)
+    longest = max(t.config.traffic.duration + t.config.traffic.longest_warmup for t in trials)
     reason: str | None = None
     clock = hostwatch.Clock()
     with machine.Guest(kernel, vm, job, accel) as guest:

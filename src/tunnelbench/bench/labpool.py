@@ -189,8 +189,8 @@ def ready(standing: Standing) -> None:
 
 def wait_drained(standing: Standing) -> None:
     """Wait until no qdisc of the lab holds a packet: at most the time the WAN's shaper
-    needs to send a full queue (of the largest aggregates it may hold) after netem's delay line has let
-    its last packet go (delay + jitter), plus :data:`DRAIN_MARGIN_S`."""
+    needs to send a full queue (of the largest aggregates it may hold) after netem's
+    delay line has let its last packet go (delay + jitter), plus :data:`DRAIN_MARGIN_S`."""
     lab = standing.session.lab
     wan = lab.settings.wan
     bound = DRAIN_MARGIN_S + longest_queue_wait_s(wan) + most_delay_s(wan)

@@ -80,7 +80,7 @@ TRIAL_OVERHEAD_S = 1.2
 #: trial costs there besides its traffic (docs/kernels.md, "Time").
 VM_BOOT_S = 40.0
 VM_TRIAL_OVERHEAD_S = 5.0
-QUICK_DURATION, QUICK_WARMUP = 1, 1
+QUICK_DURATION, QUICK_WARMUP, QUICK_WARMUP_MAX = 1, 1, 3
 #: The largest plan file read: the scenarios are 1-3 kB.
 PLAN_BYTES_MAX = 1024 * 1024
 #: The most exclude rules a plan may have (the scenarios have at most a few).
@@ -281,7 +281,8 @@ def quicken(experiment: Experiment) -> Experiment:
             traffic=replace(
                 c.traffic,
                 duration=min(c.traffic.duration, QUICK_DURATION),
-                warmup=min(c.traffic.warmup, QUICK_WARMUP),
+                warmup=None if c.traffic.warmup is None else min(c.traffic.warmup, QUICK_WARMUP),
+                warmup_max=min(c.traffic.warmup_max, QUICK_WARMUP_MAX),
             ),
         )
         for c in experiment.configs
@@ -292,7 +293,7 @@ def quicken(experiment: Experiment) -> Experiment:
 def trial_seconds(config: TrialConfig) -> float:
     """A trial's expected wall time before any has been measured."""
     overhead = VM_TRIAL_OVERHEAD_S if config.lab.in_vm else TRIAL_OVERHEAD_S
-    return config.traffic.duration + config.traffic.warmup + overhead
+    return config.traffic.duration + config.traffic.expected_warmup + overhead
 
 
 def guests(trials: list[Trial]) -> int:

@@ -145,7 +145,7 @@ class LineProgress(Progress):
         if status is TrialStatus.SKIPPED:
             print(f"{self._position(trial)} skipped: {detail}", file=self.out, flush=True)
             return
-        traffic = trial.config.traffic.duration + trial.config.traffic.warmup
+        traffic = trial.config.traffic.duration + trial.config.traffic.expected_warmup
         self.spent += time.monotonic() - self.started - traffic
         self.measured += 1
         result = f" {mbit(goodput):,.0f} Mbit/s" if goodput is not None else f" FAILED: {detail}"
@@ -156,9 +156,11 @@ class LineProgress(Progress):
         into ``current``, still running), what is left of it too."""
         overhead = self.spent / self.measured if self.measured else TRIAL_OVERHEAD_S
         left = [t for t in self.remaining if t.seq > current.seq]
-        seconds = sum(t.config.traffic.duration + t.config.traffic.warmup + overhead for t in left)
+        seconds = sum(
+            t.config.traffic.duration + t.config.traffic.expected_warmup + overhead for t in left
+        )
         if elapsed is not None:
-            traffic = current.config.traffic.duration + current.config.traffic.warmup
+            traffic = current.config.traffic.duration + current.config.traffic.expected_warmup
             seconds += max(0.0, traffic + overhead - elapsed)
         return f"  (ETA {format_duration(seconds)})" if left or elapsed is not None else ""
 
@@ -192,7 +194,7 @@ class LiveProgress(LineProgress):
         self._ticker.start()
 
     def _status(self, trial: Trial) -> str:
-        traffic = trial.config.traffic.duration + trial.config.traffic.warmup
+        traffic = trial.config.traffic.duration + trial.config.traffic.expected_warmup
         elapsed = time.monotonic() - self.started
         what = f"{self._position(trial)} {describe(trial.config)}, run {trial.repetition}"
         parts = [f"{what} ... {elapsed:.0f}/{traffic} s"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from tunnelbench.analysis import precision
+from tunnelbench.analysis.steadiness import goodput_thirds
 from tunnelbench.bench import capabilities, environment, guest_trials, skips
 from tunnelbench.bench.labpool import KEEP, LabPool
 from tunnelbench.bench.progress import Progress
@@ -29,6 +30,7 @@ from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, VmSettings, expand
 from tunnelbench.model.records import NO_VM, Resolved, RunRecord, RunStatus, TrialStatus
 from tunnelbench.probes import load, new_probe_set
+from tunnelbench.probes.rtt import RttProbe
 from tunnelbench.probes.sampler import ProbeResult, Sampler
 from tunnelbench.probes.trial import ProbeContext, ProbeReadings
 from tunnelbench.system import programs
@@ -423,12 +425,21 @@ def run_trial(
     try:
         traffic, probes, readings = _measure(config, resolution, resolved, labs)
         metrics = trial_metrics(traffic, probes, readings)
+        if config.traffic.warmup is None and traffic.warmup is None:
+            # "auto" where the generator cannot end it on evidence: its fixed fallback.
+            metrics[metric.WARMUP_S.name] = config.traffic.fixed_warmup
         # The generator's raw output, under its name ("iperf3": JSON documents, "iperf2":
         # each process's command line and CSV output).
         artifacts = {
             config.traffic.generator.value: traffic.raw,
             "intervals": traffic.intervals_bps,
         }
+        if traffic.warmup is not None:
+            artifacts["warmup"] = {
+                "seconds": round(traffic.warmup.seconds, 3),
+                "steady": traffic.warmup.steady,
+                "reason": traffic.warmup.reason,
+            }
         if probes is not None:
             artifacts["probes"] = probes.to_dict()
         artifacts["probe_readings"] = readings.raw()
@@ -477,12 +488,12 @@ def _measure(
             sampler.lab(namespaces, tcp_roles=(lab.chain.client, lab.chain.server))
             sampler.add({f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()})
             sampler.start()
-            warmup, duration = config.traffic.warmup, config.traffic.duration
+            duration = config.traffic.duration
             probe_set = new_probe_set()
 
-            def on_started(processes: dict[str, int], t0: float) -> None:
-                sampler.watch(processes, t0 + warmup, t0 + warmup + duration)
-                probe_set.started(t0)
+            def on_started(processes: dict[str, int], begin: float) -> None:
+                sampler.watch(processes, begin, begin + duration)
+                probe_set.started(begin)
 
             def dead_daemon() -> str | None:
                 for role, daemon in handle.daemons.items():
@@ -494,8 +505,14 @@ def _measure(
                 return None
 
             probe_set.before(lab, ProbeContext(handle.devices, config.traffic))
+            pings = [p for p in probe_set.probes if isinstance(p, RttProbe)]
             traffic = generator.run(
-                lab, config.traffic, resolution.stream_mode, on_started, dead_daemon
+                lab,
+                config.traffic,
+                resolution.stream_mode,
+                on_started,
+                dead_daemon,
+                pings[0].signals() if pings else None,
             )
             probes = sampler.result()
             if (reason := dead_daemon()) is not None:
@@ -525,6 +542,10 @@ def trial_metrics(
 ) -> dict[str, float]:
     """The numbers stored for one trial; names are stable, reports read them by name."""
     metrics: dict[str, float] = {metric.GOODPUT.name: traffic.goodput_bps}
+    metrics |= goodput_thirds(traffic.intervals_bps)
+    if traffic.warmup is not None:
+        metrics[metric.WARMUP_S.name] = round(traffic.warmup.seconds, 3)
+        metrics[metric.WARMUP_STEADY.name] = 1.0 if traffic.warmup.steady else 0.0
     metrics |= readings.metrics
     if traffic.upload_bps is not None:
         metrics[metric.UPLOAD.name] = traffic.upload_bps

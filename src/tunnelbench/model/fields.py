@@ -43,6 +43,7 @@ from tunnelbench.model.plan import (
     STREAMS_MAX,
     VM_CPUS_MAX,
     VM_MEMORY_MIB,
+    WARMUP_AUTO,
     check_choice,
     check_family,
     check_int,
@@ -80,6 +81,11 @@ def _int(low: int, high: int) -> Parser:
 def _optional_int(low: int, high: int) -> Parser:
     """A whole number in range, or 'none' for the default (None)."""
     return lambda key, value: None if value == "none" else check_int(key, value, low, high)
+
+
+def _warmup(key: str, value: Any) -> int | None:
+    """Whole seconds, or 'auto' (None): until the path is in steady state."""
+    return None if value == WARMUP_AUTO else check_int(key, value, 0, 60)
 
 
 def _rate(key: str, value: Any) -> int:
@@ -285,7 +291,8 @@ _TABLE = [
     Setting("traffic.stream_mode", _choice(StreamMode), _names(StreamMode)),
     Setting("traffic.direction", _choice(Direction), _names(Direction)),
     Setting("traffic.duration", _int(1, 3600), "1..3600 seconds"),
-    Setting("traffic.warmup", _int(0, 60), "0..60 seconds"),
+    Setting("traffic.warmup", _warmup, "'auto' or 0..60 seconds"),
+    Setting("traffic.warmup_max", _int(1, 120), "1..120 seconds (the bound of 'auto')"),
     Setting("traffic.family", check_family, "4, 6"),
     Setting("traffic.congestion", _name, "a TCP congestion control such as 'cubic' or 'bbr'"),
 ]

@@ -55,6 +55,10 @@ RTT_FIRST: Final = Metric("rtt.loaded_first_ms", "ms")
 RTT_LAST: Final = Metric("rtt.loaded_last_ms", "ms")
 GOODPUT_FIRST: Final = Metric("goodput.first_bps", "bit/s")
 GOODPUT_LAST: Final = Metric("goodput.last_bps", "bit/s")
+# An "auto" warm-up (tunnelbench.traffic.warmup): how long it took, and whether the path
+# settled (1) or its bound ended it (0).
+WARMUP_S: Final = Metric("warmup.s", "s")
+WARMUP_STEADY: Final = Metric("warmup.steady", "1 settled, 0 bound reached")
 
 #: The parts of a core's time the sampler records (each in % of that core); steal is
 #: time the hypervisor gave to another guest while this core had work.

@@ -219,6 +219,16 @@ REPETITIONS_DEFAULT = 5
 #: Measured seconds of a trial when not given: 5 runs of 3 s keep the default run near
 #: 3 minutes (docs/statistics.md, "Defaults").
 DURATION_DEFAULT = 3
+#: ``traffic.warmup = "auto"`` (None in the model): the warm-up ends once the path is in
+#: steady state (:mod:`tunnelbench.traffic.warmup`), after at most ``warmup_max`` seconds.
+WARMUP_AUTO = "auto"
+WARMUP_MAX_DEFAULT = 20
+#: What "auto" is where the warm-up cannot end on evidence (iperf2, which cannot be
+#: stopped with its reports kept; real hosts): this many seconds, recorded per trial.
+WARMUP_FIXED_FALLBACK = 1
+#: What "auto" is expected to take, for estimates before any trial has run: most paths
+#: settle within the shortest stretch judged (0.5 s); a bloated queue takes longer.
+WARMUP_AUTO_ESTIMATE = 1
 
 
 @dataclass(frozen=True)
@@ -233,9 +243,29 @@ class TrafficSettings:
     stream_mode: StreamMode = StreamMode.AUTO
     direction: Direction = Direction.UPLOAD
     duration: int = DURATION_DEFAULT
-    warmup: int = 1
+    #: Seconds excluded at the start, or None ("auto"): until the path is in steady
+    #: state, at most ``warmup_max`` seconds.
+    warmup: int | None = None
     family: int = 4
     congestion: str | None = None
+    warmup_max: int = WARMUP_MAX_DEFAULT
+
+    @property
+    def longest_warmup(self) -> int:
+        """The most seconds the warm-up can take: its fixed length, or auto's bound."""
+        return self.warmup if self.warmup is not None else self.warmup_max
+
+    @property
+    def expected_warmup(self) -> int:
+        """The warm-up expected, for estimates: its fixed length, or
+        :data:`WARMUP_AUTO_ESTIMATE`."""
+        return self.warmup if self.warmup is not None else WARMUP_AUTO_ESTIMATE
+
+    @property
+    def fixed_warmup(self) -> int:
+        """The warm-up where it cannot end on evidence: its fixed length, or
+        :data:`WARMUP_FIXED_FALLBACK` for "auto"."""
+        return self.warmup if self.warmup is not None else WARMUP_FIXED_FALLBACK
 
 
 @dataclass(frozen=True)
@@ -301,6 +331,7 @@ LEGACY: dict[tuple[str, ...], Any] = {
     ("lab", "wan", "reorder"): None,
     ("lab", "wan", "encapsulation"): "none",
     ("lab", "wan", "queue_bytes"): None,
+    ("traffic", "warmup_max"): WARMUP_MAX_DEFAULT,
 }
 
 

@@ -43,6 +43,7 @@ from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import LinkSettings
 from tunnelbench.model.wan import rtt_bound_s
 from tunnelbench.probes.trial import ProbeContext, ProbeKind, ProbeReading, TrialProbe
+from tunnelbench.traffic.base import PathSignals
 
 IDLE_COUNT = 5
 IDLE_INTERVAL_S = 0.01
@@ -99,19 +100,25 @@ def parse_ping(text: str) -> PingOutput:
     summary) carry no round trip and are skipped; output without ping's "N packets
     transmitted" summary was cut short and is a :class:`LabError`.
     """
-    replies: dict[int, Reply] = {}
     transmitted = None
+    for line in text.splitlines():
+        if match := _SUMMARY.match(line):
+            transmitted = int(match["sent"])
+    if transmitted is None:
+        tail = text.strip().splitlines()[-1:] or ["no output"]
+        raise LabError(f"ping printed no summary (output ends {tail[0]!r})")
+    return PingOutput(_replies(text), transmitted)
+
+
+def _replies(text: str) -> list[Reply]:
+    """The first reply of each sequence number in ping's output so far, in order."""
+    replies: dict[int, Reply] = {}
     for line in text.splitlines():
         if match := _REPLY.match(line):
             seq = int(match["seq"])
             if match["dup"] is None and seq not in replies:
                 replies[seq] = Reply(seq, float(match["at"]), float(match["ms"]))
-        elif match := _SUMMARY.match(line):
-            transmitted = int(match["sent"])
-    if transmitted is None:
-        tail = text.strip().splitlines()[-1:] or ["no output"]
-        raise LabError(f"ping printed no summary (output ends {tail[0]!r})")
-    return PingOutput(sorted(replies.values(), key=lambda r: r.seq), transmitted)
+    return sorted(replies.values(), key=lambda r: r.seq)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -193,7 +200,7 @@ class RttProbe(TrialProbe):
 
     def before(self, lab: Lab, context: ProbeContext) -> None:
         traffic = context.traffic
-        self.warmup, self.duration = traffic.warmup, traffic.duration
+        self.duration = traffic.duration
         self.window: tuple[float, float] | None = None
         client = lab.chain.client
         self.target = lab.server_address(traffic.family)  # where the generator sends
@@ -222,10 +229,22 @@ class RttProbe(TrialProbe):
         # Recorded in the lab's state: teardown ends it by PID if the trial fails.
         self.process = lab.start(client, argv, stdout=self.output, stderr=self.errors)
 
-    def started(self, t0: float) -> None:
-        wall_t0 = t0 + (time.time() - time.monotonic())
-        begin = wall_t0 + self.warmup
-        self.window = (begin, begin + self.duration)
+    def started(self, begin: float) -> None:
+        wall = begin + (time.time() - time.monotonic())
+        self.window = (wall, wall + self.duration)
+
+    def signals(self) -> PathSignals:
+        """The loaded pings so far and the idle round trip, for a warm-up that ends on
+        evidence (:mod:`tunnelbench.traffic.warmup`)."""
+        idle = parse_ping(self.idle_text).replies
+        idle_ms = statistics.median(r.rtt_ms for r in idle) if idle else None
+        return PathSignals(self.loaded_so_far, idle_ms)
+
+    def loaded_so_far(self) -> list[tuple[float, float]]:
+        """(monotonic s of arrival, ms) of every loaded reply so far."""
+        offset = time.time() - time.monotonic()
+        text = self.host.read(self.output)
+        return [(r.at - offset, r.rtt_ms) for r in _replies(text)]
 
     def after(self) -> ProbeReading:
         if self.process.poll() is not None:

@@ -59,8 +59,9 @@ class TrialProbe(ABC):
     def before(self, lab: Lab, context: ProbeContext) -> None:
         """Read (or start) what the probe measures; raise :class:`LabError` on failure."""
 
-    def started(self, t0: float) -> None:  # noqa: B027 - most probes do not need it
-        """The traffic started at monotonic time ``t0`` (its warm-up begins there)."""
+    def started(self, begin: float) -> None:  # noqa: B027 - most probes do not need it
+        """The measured window begins at monotonic time ``begin`` (now, or later: a
+        fixed warm-up), once the traffic runs."""
 
     @abstractmethod
     def after(self) -> ProbeReading:
@@ -103,9 +104,9 @@ class ProbeSet:
             probe.before(lab, context)
             self.seconds[f"{probe.kind.value}.before"] = time.perf_counter() - begin
 
-    def started(self, t0: float) -> None:
+    def started(self, begin: float) -> None:
         for probe in self.probes:
-            probe.started(t0)
+            probe.started(begin)
 
     def after(self) -> ProbeReadings:
         readings = {}

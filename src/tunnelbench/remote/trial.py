@@ -53,7 +53,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
         raise LabError(
             f"server: iperf3 did not listen on port {port}: {server.read(server_log)[-300:]}"
         )
-    seconds = traffic.warmup + traffic.duration
+    seconds = traffic.fixed_warmup + traffic.duration
     samplers = {
         role: probes.RemoteSampler(host, f"{seq}", seconds + CLIENT_MARGIN_S + 5)
         for role, host in session.hosts.items()
@@ -80,7 +80,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
             pass  # a figure of the window is then missing, never made up
 
     timers = [
-        threading.Timer(traffic.warmup, snapshot, ("begin",)),
+        threading.Timer(traffic.fixed_warmup, snapshot, ("begin",)),
         threading.Timer(seconds, snapshot, ("end",)),
     ]
     started = time.monotonic()
@@ -100,7 +100,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
     }
     doc = _document(done.stdout, done.stderr)
     measured = iperf3_json.parse(doc, traffic.duration)
-    window_begin = started + traffic.warmup
+    window_begin = started + traffic.fixed_warmup
     window_end = min(ended, window_begin + traffic.duration)
     metrics = _traffic_metrics(measured)
     metrics |= _host_metrics(session, results, window_begin, window_end)

@@ -66,6 +66,7 @@ AXIS_HEADINGS = {
     "lab.vm.memory": "VM MiB",
     "traffic.duration": "duration s",
     "traffic.warmup": "warm-up s",
+    "traffic.warmup_max": "warm-up max s",
 }
 # The round-trip columns: one compact cell in the terminal, three in the reports.
 RTT_COLUMN = "RTT ms idle→p95"

@@ -12,7 +12,8 @@ from tunnelbench.model.kindfacts import GeneratorFacts
 from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.system import programs
 
-#: Called once every generator process runs: ({label: PID}, monotonic start time).
+#: Called once every generator process runs and the measured window is known:
+#: ({label: PID}, the window's monotonic begin, which may lie ahead: a fixed warm-up).
 Started = Callable[[dict[str, int], float], None]
 #: Polled while traffic runs: why the trial cannot succeed any more, or None.
 StopReason = Callable[[], str | None]
@@ -20,6 +21,25 @@ StopReason = Callable[[], str | None]
 
 def no_reason() -> str | None:
     return None
+
+
+@dataclass(frozen=True)
+class PathSignals:
+    """What the watch reads besides the generator's processes: the trial's loaded pings
+    so far as (monotonic s, ms), and the idle round trip measured before the traffic."""
+
+    loaded_rtt: Callable[[], list[tuple[float, float]]]
+    idle_rtt_ms: float | None
+
+
+@dataclass(frozen=True)
+class WarmupEnd:
+    """Where the measured window begins (monotonic s) and what ended the warm-up."""
+
+    begin: float
+    seconds: float
+    steady: bool
+    reason: str
 
 
 @dataclass
@@ -41,6 +61,8 @@ class TrafficResult:
     jitter_ms: float | None = None
     # TCP: the congestion control the senders used, as the generator reports it.
     congestion: str | None = None
+    #: How an "auto" warm-up ended (None: a fixed one).
+    warmup: WarmupEnd | None = None
 
 
 class Generator(ABC):
@@ -74,6 +96,12 @@ class Generator(ABC):
         plan, before anything is built (pure: no programs are run)."""
         return []
 
+    def ends_warmup(self) -> bool:
+        """Whether it can end an "auto" warm-up on evidence (stop its test once the
+        window is measured, its reports kept); otherwise "auto" is
+        :data:`~tunnelbench.model.plan.WARMUP_FIXED_FALLBACK` seconds, recorded."""
+        return False
+
     @abstractmethod
     def resolve_mode(self, settings: TrafficSettings) -> StreamMode:
         """The stream mode "auto" means for this generator and these settings."""
@@ -86,6 +114,9 @@ class Generator(ABC):
         mode: StreamMode,
         on_started: Started,
         stop_reason: StopReason = no_reason,
+        signals: PathSignals | None = None,
     ) -> TrafficResult:
         """Drive traffic from the lab's client to its server (or back) and measure it;
-        raise :class:`LabError` as soon as ``stop_reason`` gives a reason."""
+        raise :class:`LabError` as soon as ``stop_reason`` gives a reason. An "auto"
+        warm-up watches ``signals`` (the trial's pings) as well, where the generator
+        can end it on evidence (:meth:`ends_warmup`)."""

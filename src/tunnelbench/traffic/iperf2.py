@@ -57,7 +57,14 @@ from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.system import programs
 from tunnelbench.system.command import run
 from tunnelbench.traffic import iperf2_csv, waiting
-from tunnelbench.traffic.base import Generator, Started, StopReason, TrafficResult, no_reason
+from tunnelbench.traffic.base import (
+    Generator,
+    PathSignals,
+    Started,
+    StopReason,
+    TrafficResult,
+    no_reason,
+)
 
 PROGRAM = "iperf"
 PURPOSE = "the load generator iperf2"
@@ -101,7 +108,7 @@ def client_argv(
     """The client: warm-up plus duration seconds; for UDP ``udp_rate`` is the target of
     each stream."""
     return [
-        binary, "-c", server, "-t", str(settings.warmup + settings.duration),
+        binary, "-c", server, "-t", str(settings.fixed_warmup + settings.duration),
         *_common(settings, port, streams), *_DIRECTION_FLAGS[settings.direction],
         *_protocol_flags(settings, udp_length, client=True),
     ]  # fmt: skip
@@ -188,6 +195,7 @@ class Iperf2(Generator):
         mode: StreamMode,
         on_started: Started,
         stop_reason: StopReason = no_reason,
+        signals: PathSignals | None = None,
     ) -> TrafficResult:
         binary = programs.require(PROGRAM, PURPOSE)
         if mode is not StreamMode.SINGLE:
@@ -208,11 +216,11 @@ class Iperf2(Generator):
         )
         on_started(
             {f"iperf2-server:{PORT}": server.proc.pid, f"iperf2-client:{PORT}": client.proc.pid},
-            client.started,
+            client.started + settings.fixed_warmup,
         )
         if not udp:  # 2.1.8 has no connect timeout of its own
             waiting.wait_connected(listening, streams, client.proc, CONNECT_S, stop_reason)
-        limit = settings.warmup + settings.duration + 20
+        limit = settings.fixed_warmup + settings.duration + 20
         waiting.wait_exited([(f"iperf2 client on port {PORT}", client.proc)], limit, stop_reason)
         client.check()
         waiting.wait_exited(
@@ -238,7 +246,7 @@ def measure(
         direction=settings.direction,
         target=(target, PORT),
         streams=settings.streams,
-        warmup=settings.warmup,
+        warmup=settings.fixed_warmup,
         duration=settings.duration,
     )
 

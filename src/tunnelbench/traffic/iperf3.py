@@ -3,6 +3,8 @@
 import functools
 import json
 import re
+import signal
+import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,8 +17,16 @@ from tunnelbench.lab.netns import Lab
 from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.system import programs
 from tunnelbench.system.command import run
-from tunnelbench.traffic import iperf3_json, waiting
-from tunnelbench.traffic.base import Generator, Started, StopReason, TrafficResult, no_reason
+from tunnelbench.traffic import iperf3_json, waiting, warmup
+from tunnelbench.traffic.base import (
+    Generator,
+    PathSignals,
+    Started,
+    StopReason,
+    TrafficResult,
+    WarmupEnd,
+    no_reason,
+)
 
 BASE_PORT = 5201
 # iperf3's own --connect-timeout (5 s) plus the time its control exchange may take.
@@ -34,6 +44,15 @@ _DIRECTION_FLAGS = {Direction.UPLOAD: [], Direction.DOWNLOAD: ["-R"], Direction.
 STAGGER_MARGIN_S = 2
 # Interval length (s) in that mode, on both ends: the window's edges fall within it.
 WINDOW_INTERVAL_S = 0.1
+# With an "auto" warm-up each client runs this much longer than the warm-up's bound and
+# the window; it is stopped (SIGINT, which keeps its JSON) once the window has passed.
+AUTO_MARGIN_S = 2
+# How long past the window's end the clients run before they are stopped: the receivers'
+# interval holding the window's edge is then complete.
+AUTO_TAIL_S = 0.25
+#: What iperf3 3.12 reports when the client is stopped with SIGINT: the client's
+#: document and its server's (``the client has terminated``).
+INTERRUPTED = ("interrupt - the client has terminated", "the client has terminated")
 
 
 def server_argv(binary: str, port: int, *, windowed: bool = False) -> list[str]:
@@ -53,12 +72,20 @@ def client_argv(
 ) -> list[str]:
     """One client's command line; for UDP ``udp_rate`` is the target of each stream
     (iperf3 applies ``-b`` to every stream separately). ``windowed``: one of several
-    clients measured over a common window (see :data:`STAGGER_MARGIN_S`)."""
-    seconds = settings.duration + (STAGGER_MARGIN_S if windowed else 0)
+    clients measured over a common window (see :data:`STAGGER_MARGIN_S`). With an "auto"
+    warm-up (``settings.warmup`` None) every client is windowed, omits nothing and runs
+    until it is stopped, at most the warm-up's bound and the window (plus
+    :data:`AUTO_MARGIN_S`)."""
+    if settings.warmup is None:
+        seconds, omit = settings.warmup_max + settings.duration + AUTO_MARGIN_S, 0
+        windowed = True
+    else:
+        seconds = settings.duration + (STAGGER_MARGIN_S if windowed else 0)
+        omit = settings.warmup
     interval = str(WINDOW_INTERVAL_S) if windowed else "1"
     return [
         binary, "-c", server, "-p", str(port), f"-{settings.family}",
-        "-t", str(seconds), "-O", str(settings.warmup), "-i", interval,
+        "-t", str(seconds), "-O", str(omit), "-i", interval,
         "-P", str(streams), "-J", "--get-server-output", "--connect-timeout", "5000",
         *_DIRECTION_FLAGS[settings.direction], *_protocol_flags(settings),
     ]  # fmt: skip
@@ -93,6 +120,9 @@ class Iperf3(Generator):
     def version(self) -> str:
         return _version_line(programs.require("iperf3", "the load generator"))
 
+    def ends_warmup(self) -> bool:
+        return True
+
     def multithreaded(self) -> bool:
         return parse_version(self.version()) >= THREADED_SINCE
 
@@ -110,18 +140,23 @@ class Iperf3(Generator):
         mode: StreamMode,
         on_started: Started,
         stop_reason: StopReason = no_reason,
+        signals: PathSignals | None = None,
     ) -> TrafficResult:
         binary = programs.require("iperf3", "the load generator")
         count = settings.streams if mode is StreamMode.PROCESSES else 1
         per_process = 1 if mode is StreamMode.PROCESSES else settings.streams
-        windowed = count > 1
+        auto = settings.warmup is None
+        windowed = count > 1 or auto
         client, server = lab.chain.client, lab.chain.server
         target = lab.server_address(settings.family)
         ports = [BASE_PORT + k for k in range(count)]
         servers = {}
         for port in ports:
             log = lab.directory / f"iperf3-server-{port}.log"
-            proc = lab.start(server, server_argv(binary, port, windowed=windowed), stderr=log)
+            # Stopped clients send their server no results: its own JSON is read instead.
+            report = lab.directory / f"iperf3-server-{port}.json" if auto else None
+            argv = server_argv(binary, port, windowed=windowed)
+            proc = lab.start(server, argv, stdout=report, stderr=log)
             servers[port] = waiting.Server(f"iperf3 server on port {port}", proc, port, log)
         waiting.wait_listening(list(servers.values()))
         outputs: list[Path] = []
@@ -144,14 +179,46 @@ class Iperf3(Generator):
             list(servers.values()), needed, clients, CONNECT_LIMIT_S, stop_reason
         )
         t0 = max(started.values(), default=time.monotonic())
-        offsets = {port: t0 - at for port, at in started.items()}
-        on_started(watched, t0)
-        waiting.wait_exited(
-            [(f"iperf3 client on port {port}", c) for port, c in zip(ports, clients, strict=True)],
-            settings.warmup + settings.duration + STAGGER_MARGIN_S + 20,
-            stop_reason,
-        )
-        docs = [_load(path) for path in outputs]
+        named = [
+            (f"iperf3 client on port {port}", c) for port, c in zip(ports, clients, strict=True)
+        ]
+        ended: WarmupEnd | None = None
+        if auto:
+            if len(started) < len(ports):
+                raise LabError(
+                    "an iperf3 client ended before it connected; its output: "
+                    + _first_error(outputs)
+                )
+            ended = warmup.wait_steady(
+                t0,
+                bound_s=settings.warmup_max,
+                duration_s=settings.duration,
+                server_pid=servers[ports[0]].proc.pid,
+                endpoint_pids=[clients[0].pid, servers[ports[0]].proc.pid],
+                signals=signals or PathSignals(lambda: [], None),
+                running=lambda: _ended(named),
+                stop_reason=stop_reason,
+            )
+            offsets = {port: ended.begin - at for port, at in started.items()}
+            on_started(watched, ended.begin)
+            _stop_after(named, ended.begin + settings.duration + AUTO_TAIL_S, stop_reason)
+            waiting.wait_exited(
+                [(f"iperf3 server on port {port}", s.proc) for port, s in servers.items()],
+                CONNECT_LIMIT_S,
+                stop_reason,
+            )
+            docs = [
+                _interrupted(_load(path), lab.directory / f"iperf3-server-{port}.json")
+                for port, path in zip(ports, outputs, strict=True)
+            ]
+        else:
+            omitted = settings.fixed_warmup
+            offsets = {port: t0 - at for port, at in started.items()}
+            on_started(watched, t0 + omitted)
+            waiting.wait_exited(
+                named, omitted + settings.duration + STAGGER_MARGIN_S + 20, stop_reason
+            )
+            docs = [_load(path) for path in outputs]
         if not windowed:
             return _combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
         for port, doc in zip(ports, docs, strict=True):
@@ -159,12 +226,15 @@ class Iperf3(Generator):
                 raise LabError(f"iperf3 client on port {port}: {doc['error']}")
             if port not in offsets:
                 raise LabError(f"iperf3 client on port {port} ended before it connected")
-        check_staggered(offsets)
+        if not auto:
+            check_staggered(offsets)
         for port, doc in zip(ports, docs, strict=True):
             # Stored with the document, so the goodput can be recomputed from the store.
             doc[iperf3_json.WINDOW_KEY] = {"offset_s": round(offsets[port], 4)}
         measured = [iperf3_json.parse_window(doc, settings.duration) for doc in docs]
-        return _combine(mode, measured, docs)
+        result = _combine(mode, measured, docs)
+        result.warmup = ended
+        return result
 
 
 def _combine(
@@ -221,6 +291,50 @@ def check_staggered(offsets: dict[int, float]) -> None:
             " dropped packets; traffic.stream_mode = single connects all streams of one"
             " process before it measures)"
         )
+
+
+def _ended(clients: list[tuple[str, "subprocess.Popen[bytes]"]]) -> str | None:
+    """Why the traffic cannot go on: a client that ended before it was stopped."""
+    for name, client in clients:
+        if (code := client.poll()) is not None:
+            return f"{name} ended during the warm-up (exit {code})"
+    return None
+
+
+def _stop_after(
+    clients: list[tuple[str, "subprocess.Popen[bytes]"]], at: float, stop_reason: StopReason
+) -> None:
+    """Let the clients run until monotonic ``at``, then stop each with SIGINT (iperf3
+    then writes its JSON, intervals included) and wait for them."""
+    while (left := at - time.monotonic()) > 0:
+        if (reason := stop_reason() or _ended(clients)) is not None:
+            raise LabError(reason)
+        time.sleep(min(left, 0.1))
+    for _, client in clients:
+        client.send_signal(signal.SIGINT)  # ours, by its PID
+    waiting.wait_exited(clients, CONNECT_LIMIT_S, stop_reason)
+
+
+def _interrupted(doc: dict[str, Any], server_report: Path) -> dict[str, Any]:
+    """A stopped client's document, its stop checked and its server's own report put
+    where ``--get-server-output`` would have put it; any other error is the trial's."""
+    if doc.get("error") != INTERRUPTED[0]:
+        raise LabError(f"iperf3: {doc.get('error') or 'the client was not stopped as asked'}")
+    server = _load(server_report)
+    if server.get("error") != INTERRUPTED[1]:
+        raise LabError(f"iperf3 server: {server.get('error') or 'it did not see the stop'}")
+    del doc["error"], server["error"]
+    doc["server_output_json"] = server
+    doc[iperf3_json.STOPPED_KEY] = True
+    return doc
+
+
+def _first_error(paths: list[Path]) -> str:
+    for path in paths:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        if '"error"' in text:
+            return str(_load(path).get("error"))
+    return "none"
 
 
 def _load(path: Path) -> dict[str, Any]:

@@ -189,6 +189,9 @@ def _rate(intervals: list[_Interval]) -> float:
 #: The key tunnelbench adds to a client's document measured over a common window:
 #: ``{"offset_s": s}``, where that window begins on the client's measured timeline.
 WINDOW_KEY = "tunnelbench_window"
+#: The key tunnelbench adds to a client's document when it stopped the client (an "auto"
+#: warm-up): ``true``; its server's own report is then its ``server_output_json``.
+STOPPED_KEY = "tunnelbench_stopped"
 
 
 def parse_window(doc: dict[str, Any], duration: int) -> ProcessMeasurement:

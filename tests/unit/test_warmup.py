@@ -1,0 +1,122 @@
+"""A warm-up that ends on evidence: the steadiness rule on the series it watches, the
+client's command line, and a stopped iperf3 test's documents (real 3.12 output of a
+client stopped with SIGINT 2.2 s into a 0.1 s-interval test, and its server's)."""
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunnelbench.analysis.steadiness import settle_seconds, settled, slope, trending
+from tunnelbench.errors import LabError
+from tunnelbench.model.plan import TrafficSettings
+from tunnelbench.traffic import iperf3_json, warmup
+from tunnelbench.traffic.iperf3 import _interrupted, client_argv
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "iperf3"
+
+
+def _series(
+    start: float, per_s: float, noise: float, seconds: float = 2.0
+) -> list[tuple[float, float]]:
+    rng = random.Random(7)
+    return [
+        (k / 10, start + per_s * k / 10 + rng.gauss(0, noise)) for k in range(int(seconds * 10))
+    ]
+
+
+def _settled(
+    rtt: list[tuple[float, float]], rate: list[tuple[float, float]], **kw: Any
+) -> str | None:
+    args: dict[str, Any] = {"now": 1.9, "since": 0.0, "duration_s": 3, "idle_rtt_ms": 0.05}
+    args.update(kw)
+    return settled(rtt, rate, lost_at=args.pop("lost_at", None), **args)
+
+
+def test_a_noiseless_trend_and_a_flat_series():
+    assert slope([(0, 1.0), (1, 2.0), (2, 3.0)]) == (1.0, float("inf"))
+    assert slope([(0, 5.0), (1, 5.0), (2, 5.0)]) == (0.0, 0.0)
+    assert slope([(0, 1.0), (0, 2.0), (0, 3.0)]) is None
+    assert trending([(0, 5.0), (1, 5.0), (2, 5.0)], 3, 1.0) is None
+
+
+def test_a_fast_path_is_steady_after_the_shortest_stretch():
+    flat_rtt, flat_rate = _series(0.06, 0, 0.01), _series(10e9, 0, 5e8)
+    assert _settled(flat_rtt, flat_rate) == "RTT and goodput flat over the last 0.5 s"
+    assert _settled(flat_rtt, flat_rate, now=0.4) is None  # not yet half a second
+
+
+def test_a_queue_still_filling_is_not_steady():
+    """cubic filling a 600-packet FIFO at 30 Mbit/s: ~22 ms more RTT each second."""
+    filling = _series(150.0, 22.0, 1.0)
+    assert _settled(filling, _series(30e6, 0, 3e5), idle_rtt_ms=40.0) is None
+
+
+def test_a_cpu_bound_paths_jitter_is_not_a_trend():
+    """wireguard-go's loaded RTT jumps between 1 and 8 ms with no direction."""
+    rng = random.Random(3)
+    jumpy = [(k / 10, rng.uniform(1.0, 8.0)) for k in range(20)]
+    assert _settled(jumpy, _series(3e9, 0, 3e8)) is not None
+
+
+def test_a_loss_ends_the_warm_up_once_the_stretch_after_it_has_passed():
+    filling = _series(150.0, 22.0, 1.0)
+    assert _settled(filling, _series(30e6, 0, 3e5), idle_rtt_ms=40.0, lost_at=1.6) is None
+    assert _settled(filling, _series(30e6, 0, 3e5), idle_rtt_ms=40.0, lost_at=1.2) == (
+        "the senders lost packets: the queue filled"
+    )
+
+
+def test_a_long_path_is_judged_over_ten_round_trips():
+    assert settle_seconds(None) == settle_seconds(0.05) == 0.5
+    assert settle_seconds(200.0) == 2.0
+
+
+def test_an_auto_client_omits_nothing_and_runs_past_the_bound():
+    argv = client_argv("iperf3", "198.18.0.2", 5201, TrafficSettings(duration=3), 1)
+    assert argv[argv.index("-t") + 1] == "25"  # warmup_max 20 + 3 + the margin of 2
+    assert argv[argv.index("-O") + 1] == "0"
+    assert argv[argv.index("-i") + 1] == "0.1"
+    fixed = client_argv("iperf3", "198.18.0.2", 5201, TrafficSettings(duration=3, warmup=1), 1)
+    assert fixed[fixed.index("-O") + 1] == "1" and fixed[fixed.index("-i") + 1] == "1"
+
+
+def _stopped(tmp_path: Path) -> dict[str, Any]:
+    server = tmp_path / "server.json"
+    server.write_text((FIXTURES / "stopped-upload-server.json").read_text())
+    client = json.loads((FIXTURES / "stopped-upload-client.json").read_text())
+    return _interrupted(client, server)
+
+
+def test_a_stopped_client_is_measured_from_its_servers_own_report(tmp_path: Path):
+    doc = _stopped(tmp_path)
+    assert "error" not in doc and doc[iperf3_json.STOPPED_KEY] is True
+    doc[iperf3_json.WINDOW_KEY] = {"offset_s": 0.5}
+    measured = iperf3_json.parse_window(doc, 1)
+    server = doc["server_output_json"]["intervals"]
+    inside = [i["sum"] for i in server if 0.5 <= i["sum"]["start"] + 0.05 < 1.5]
+    expected = 8 * sum(i["bytes"] for i in inside) / sum(i["seconds"] for i in inside)
+    assert measured.upload_bps == pytest.approx(expected)
+    assert len(inside) == 10
+
+
+def test_any_other_end_of_a_client_is_the_trials_error(tmp_path: Path):
+    server = tmp_path / "server.json"
+    server.write_text((FIXTURES / "stopped-upload-server.json").read_text())
+    client = json.loads((FIXTURES / "stopped-upload-client.json").read_text())
+    client["error"] = "unable to send control message: Bad file descriptor"
+    with pytest.raises(LabError, match="iperf3: unable to send control message"):
+        _interrupted(client, server)
+    client = json.loads((FIXTURES / "stopped-upload-client.json").read_text())
+    server.write_text(json.dumps({"intervals": []}))  # a server that ran to its end
+    with pytest.raises(LabError, match="iperf3 server: it did not see the stop"):
+        _interrupted(client, server)
+
+
+def test_the_counters_are_read_from_a_processes_namespace():
+    pid = os.getpid()
+    assert warmup.namespace_bytes(pid) >= 0
+    assert warmup.retransmitted(pid) >= 0
