@@ -207,3 +207,15 @@ def test_the_watcher_tells_the_vm_and_its_detached_helper_from_a_busy_neighbour(
     assert "virtiofsd" not in found.top_outside  # the VM's, found by its socket
     assert found.cores == os.cpu_count()
     assert 0.0 < watch.cost_s < 1.0
+
+
+def test_the_watcher_keeps_sampling_once_the_vm_has_ended():
+    """virtme-ng gone (the guest stopping): the intervals are all the outside's."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    watch = HostWatch(gone.pid, period=0.1)
+    watch.start()
+    time.sleep(0.5)
+    watch.stop()
+    assert len(watch.samples) >= 3
+    assert all(s.interval is None or s.interval.vm == 0 for s in watch.samples)

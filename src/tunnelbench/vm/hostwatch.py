@@ -248,6 +248,7 @@ class HostWatch:
         """The VM's processes now: the guest's process tree, and any process that serves
         one of the sockets QEMU was given (virtiofsd, started detached)."""
         tree = descendants(self.leader, {pid: seen.times.ppid for pid, seen in scan.items()})
+        tree &= scan.keys()  # virtme-ng itself may have ended (the guest is stopping)
         if not self._sockets:
             for pid in tree:
                 if scan[pid].times.comm.startswith("qemu-system"):
