@@ -22,6 +22,7 @@ from tunnelbench.model.plan import (
     HOST_KERNEL,
     REPETITIONS_DEFAULT,
     REPETITIONS_MAX,
+    WARMUP_AUTO,
     AdaptiveRepetitions,
     Experiment,
     LabSettings,
@@ -49,7 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "streams": ["1", "4"],
     "runs": REPETITIONS_DEFAULT,
     "duration": DURATION_DEFAULT,
-    "warmup": 1,
+    "warmup": WARMUP_AUTO,
     "direction": Direction.UPLOAD.value,
     "stream_mode": StreamMode.AUTO.value,
     "family": 4,
@@ -113,6 +114,16 @@ def kinds_epilog() -> str:
         f"tunnel kinds: {kinds}. load generators (a plan's traffic.generator): {generators}."
         " Plan files: docs/plans.md."
     )
+
+
+def warmup_seconds(text: str) -> int | str:
+    """``--warmup``: whole seconds, or ``auto`` (until the path is in steady state)."""
+    if text.strip() == WARMUP_AUTO:
+        return WARMUP_AUTO
+    try:
+        return _int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} or 'auto'") from None
 
 
 def whole_number(text: str) -> int:

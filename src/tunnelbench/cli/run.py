@@ -18,6 +18,7 @@ from tunnelbench.cli.options import (
     comma_list,
     given,
     kinds_epilog,
+    warmup_seconds,
     whole_number,
 )
 from tunnelbench.cli.parsing import Verbs
@@ -83,7 +84,10 @@ def register(verbs: Verbs) -> None:
         help=f"measured seconds per trial (default {DEFAULTS['duration']})",
     )
     experiment.add_argument(
-        "--warmup", type=whole_number, help="seconds excluded at the start (default 1)"
+        "--warmup",
+        type=warmup_seconds,
+        help="seconds excluded at the start, or 'auto': until the path is in steady state"
+        " (default auto, at most 20 s)",
     )
     add_traffic_choices(experiment)
     experiment.add_argument(

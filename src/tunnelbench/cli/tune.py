@@ -21,6 +21,7 @@ from tunnelbench.cli.options import (
     given,
     kinds_epilog,
     parse_percent,
+    warmup_seconds,
     whole_number,
 )
 from tunnelbench.cli.parsing import Verbs
@@ -98,7 +99,9 @@ def register(verbs: Verbs) -> None:
         "--duration", type=whole_number, help=f"measured seconds per trial ({DEFAULTS['duration']})"
     )
     start.add_argument(
-        "--warmup", type=whole_number, help=f"seconds excluded at the start ({DEFAULTS['warmup']})"
+        "--warmup",
+        type=warmup_seconds,
+        help=f"seconds excluded at the start, or 'auto' ({DEFAULTS['warmup']})",
     )
     add_traffic_choices(start)
     start.add_argument("--family", type=whole_number, help="IP version: 4 or 6 (default 4)")

@@ -1,0 +1,48 @@
+"""A warm-up that ends on evidence, for real: iperf3 measures its window once the path
+is steady and is stopped with its reports kept, for one process and for one per stream;
+a shaped link's goodput stays within its ceiling; a fixed warm-up is as before."""
+
+from pathlib import Path
+
+from tests.integration.helpers import run_plan
+from tunnelbench.bench.store import Store
+from tunnelbench.traffic import iperf3_json
+
+PLAN = """
+name = "warmup"
+repetitions = 1
+[base.lab.wan]
+rate = "100mbit"
+shaper = "htb"
+[base.traffic]
+duration = 2
+[matrix]
+traffic = [
+    { "traffic.streams" = 1 },
+    { "traffic.streams" = 2, "traffic.stream_mode" = "processes" },
+    { "traffic.streams" = 1, "traffic.warmup" = 1 },
+]
+"""
+# 100 Mbit/s of 1514-byte frames carries 1448 bytes of TCP payload each (timestamps).
+CEILING_BPS = 100e6 * 1448 / 1514
+
+
+def test_an_auto_warm_up_ends_when_the_path_settles_and_measures_its_window(tmp_path: Path):
+    found = run_plan(tmp_path, PLAN)
+    one, two, fixed = found.trials
+    store = Store.read(tmp_path / "r.db")
+    assert [t.status for t in found.trials] == ["ok"] * 3, [t.error for t in found.trials]
+    for trial in (one, two):
+        m = trial.metrics
+        # A sub-millisecond path behind a 100 Mbit/s shaper settles well within a second.
+        assert m["warmup.steady"] == 1 and 0.5 <= m["warmup.s"] < 2, m["warmup.s"]
+        # Link-bound: within the ceiling, and close to it (the window is steady).
+        assert 0.95 * CEILING_BPS <= m["goodput_bps"] <= 1.002 * CEILING_BPS, m["goodput_bps"]
+        docs = store.artifact(trial.id, "iperf3")
+        assert all(doc[iperf3_json.STOPPED_KEY] for doc in docs)
+        assert all(doc["server_output_json"]["intervals"] for doc in docs)
+        assert len(docs) == trial.config["traffic"]["streams"]
+    # A fixed warm-up runs as before: iperf3 omits it and ends by itself.
+    assert "warmup.steady" not in fixed.metrics
+    assert iperf3_json.STOPPED_KEY not in store.artifact(fixed.id, "iperf3")[0]
+    assert 0.95 * CEILING_BPS <= fixed.metrics["goodput_bps"] <= 1.002 * CEILING_BPS
