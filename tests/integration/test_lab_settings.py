@@ -71,6 +71,8 @@ def check_queue(qdisc: dict[str, Any], queue: Queue | None) -> None:
     assert qdisc["kind"] == kind
     if queue is Queue.CAKE:
         assert qdisc["options"]["bandwidth"] == "unlimited"
+    elif queue is Queue.BFIFO:
+        assert qdisc["options"]["limit"] == LIMIT * 1514  # full frames' bytes
     elif queue is not Queue.PFIFO_FAST:
         assert qdisc["options"]["limit"] == LIMIT
 
@@ -135,8 +137,8 @@ def test_offloads_are_set_on_the_links_of_the_listed_roles():
             found = features(lab, role, iface.name)
             if role == "gw":
                 check_offloads(found, gro="on", gso="off", tso="off")
-            else:  # a veth's defaults, untouched
-                check_offloads(found, gro="off", gso="on", tso="on")
+            else:  # a NIC's defaults: GRO on, TSO/GSO the kernel's
+                check_offloads(found, gro="on", gso="on", tso="on")
     finally:
         lab.teardown()
 
@@ -148,7 +150,7 @@ def test_offloads_without_roles_apply_to_every_link():
         for (role, _), iface in lab.interfaces.items():
             found = features(lab, role, iface.name)
             assert found["generic-segmentation-offload"] == "off"
-            assert found["generic-receive-offload"] == "off"  # not set: the default
+            assert found["generic-receive-offload"] == "on"  # not set: a NIC's default
     finally:
         lab.teardown()
 
