@@ -15,7 +15,7 @@ the lab used the CPU during its measured window, with the thresholds of the diag
 rules that judge the same metrics, and when its window was not in steady state (its
 round trip or goodput still rising: :mod:`tunnelbench.analysis.steadiness`). A trial in a
 VM guest is also flagged by what its host did over that window (``vmhost.*``,
-:mod:`tunnelbench.vm.hostwatch`): the guest sees neither steal nor its host's other
+:mod:`tunnelbench.probes.vmhost`): the guest sees neither steal nor its host's other
 processes, so its own figures read 0 while the host was busy.
 """
 

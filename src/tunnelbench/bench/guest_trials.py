@@ -3,7 +3,7 @@ size, each trial stored in the run as soon as the guest reports it.
 
 The guest runs the same runner on the same files (:mod:`tunnelbench.cli.guest`); what it
 sends back is exactly what :meth:`Store.add_trial` takes, with what the host did over
-each trial's measured window added (:mod:`tunnelbench.vm.hostwatch`: the guest cannot
+each trial's measured window added (:mod:`tunnelbench.probes.vmhost`: the guest cannot
 see its host's contention). When the guest dies or hangs,
 its finished trials are kept and the rest are stored as failed with the reason, and the
 run goes on; Ctrl-C stops the guest and leaves no QEMU and no exchange directory.
@@ -21,7 +21,8 @@ from tunnelbench.errors import LabError
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, Trial, VmSettings
 from tunnelbench.model.records import Resolved, TrialStatus
-from tunnelbench.vm import hostwatch, machine
+from tunnelbench.probes import vmhost
+from tunnelbench.vm import machine
 from tunnelbench.vm.kernels import Kernel
 
 log = logging.getLogger("tunnelbench.bench.guest_trials")
@@ -61,11 +62,11 @@ def run(
     done: set[int] = set()
     longest = max(t.config.traffic.duration + t.config.traffic.longest_warmup for t in trials)
     reason: str | None = None
-    clock = hostwatch.Clock()
+    clock = vmhost.Clock()
     with machine.Guest(kernel, vm, job, accel) as guest:
         log.debug("guest exchange directory %s", guest.exchange)
         assert guest.pid is not None
-        watch = hostwatch.HostWatch(guest.pid)
+        watch = vmhost.HostWatch(guest.pid)
         watch.start()
         try:
             for event in guest.events(idle_timeout=longest + TRIAL_SLACK_S):
@@ -105,12 +106,12 @@ def run(
 
 
 def with_host(
-    record: dict[str, Any], watch: hostwatch.HostWatch, clock: hostwatch.Clock
+    record: dict[str, Any], watch: vmhost.HostWatch, clock: vmhost.Clock
 ) -> dict[str, Any]:
     """A guest's trial record with what its host did over the trial's measured window:
     ``vmhost.*`` metrics and the busiest outside processes (``artifacts.vmhost``). A
     record without a window (failed, or recorded before the probes) is left as it is."""
-    window = hostwatch.guest_window(record)
+    window = vmhost.guest_window(record)
     if record.get("status") != TrialStatus.OK.value or window is None:
         return record
     begin, end = (clock.to_host(edge) for edge in window)

@@ -34,7 +34,7 @@ class EventSink:
 
     def emit(self, event: str, **fields: Any) -> None:
         # ``at``: the guest's clock, by which the host maps the guest's trial windows
-        # to its own time (tunnelbench.vm.hostwatch).
+        # to its own time (tunnelbench.probes.vmhost).
         self.stream.write(json.dumps({"event": event, "at": time.time(), **fields}) + "\n")
         self.stream.flush()
         os.fsync(self.stream.fileno())

@@ -32,7 +32,7 @@ SAMPLER_WINDOW: Final = Metric("sampler.window_s", "s")
 LOAD_LAB: Final = Metric("load.lab_pct", "% of all cores")
 LOAD_OUTSIDE: Final = Metric("load.outside_pct", "% of all cores")
 LOAD_SCAN: Final = Metric("load.scan_ms", "ms")
-# A VM guest's trial, as its host saw the measured window (tunnelbench.vm.hostwatch): the
+# A VM guest's trial, as its host saw the measured window (tunnelbench.probes.vmhost): the
 # VM's processes (QEMU), every other process on the host, all the host's cores, the
 # host's most stolen core.
 VMHOST_VM: Final = Metric("vmhost.vm_pct", "% of one host core")

@@ -209,7 +209,7 @@ class Guest:
                     f" stopped it ({self.console_tail()})"
                 )
             # Often: an event's delay here bounds how well the guest's windows map to
-            # the host's clock (hostwatch.Clock).
+            # the host's clock (probes.vmhost.Clock).
             time.sleep(POLL_S)
 
     def exit_code(self) -> int | None:

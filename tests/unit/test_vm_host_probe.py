@@ -15,11 +15,10 @@ import pytest
 from tunnelbench.analysis import noise
 from tunnelbench.bench.guest_trials import with_host
 from tunnelbench.bench.store import Store
-from tunnelbench.probes import cpu
+from tunnelbench.probes import cpu, vmhost
 from tunnelbench.probes.load import ProcessTimes, Seen
 from tunnelbench.probes.process import TICKS_PER_SECOND
-from tunnelbench.vm import hostwatch
-from tunnelbench.vm.hostwatch import Clock, HostWatch, Interval, Sample
+from tunnelbench.probes.vmhost import Clock, HostWatch, Interval, Sample
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
@@ -30,8 +29,8 @@ def _seen(comm: str, ppid: int, own: int, reaped: int = 0, start: int = 1) -> Se
 
 def test_the_vms_processes_are_the_tree_under_virtme_ng():
     parents = {100: 1, 101: 100, 102: 101, 103: 102, 200: 1, 201: 200, 300: 103}
-    assert hostwatch.descendants(100, parents) == {100, 101, 102, 103, 300}
-    assert hostwatch.descendants(999, parents) == {999}
+    assert vmhost.descendants(100, parents) == {100, 101, 102, 103, 300}
+    assert vmhost.descendants(999, parents) == {999}
 
 
 def test_an_intervals_cpu_goes_to_the_vm_the_outside_or_tunnelbench():
@@ -52,8 +51,8 @@ def test_an_intervals_cpu_goes_to_the_vm_the_outside_or_tunnelbench():
         200: _seen("make", 1, own=10, reaped=60),  # the cc1 it reaped: 50 before + 10
         202: _seen("cc1", 200, own=80),
     }
-    vm = hostwatch.descendants(100, {p: s.times.ppid for p, s in after.items()})
-    assert hostwatch.split(before, after, vm, own=10) == Interval(
+    vm = vmhost.descendants(100, {p: s.times.ppid for p, s in after.items()})
+    assert vmhost.split(before, after, vm, own=10) == Interval(
         vm=170, outside=90, top={"make": 10, "cc1": 80}
     )
 
@@ -73,7 +72,7 @@ def _sample(at: float, busy: int, steal: int, interval: Interval | None) -> Samp
 def test_the_hosts_figures_over_a_window_come_from_the_samples_nearest_its_edges():
     per = Interval(vm=TICKS_PER_SECOND // 2, outside=TICKS_PER_SECOND // 4, top={"cc1": 25})
     samples = [_sample(10.0 + 0.5 * i, 80, 4, None if i == 0 else per) for i in range(9)]
-    found = hostwatch.over_window(samples, 11.1, 13.4)  # nearest samples: 11.0 and 13.5
+    found = vmhost.over_window(samples, 11.1, 13.4)  # nearest samples: 11.0 and 13.5
     assert found is not None
     assert (found.begin, found.end, found.samples) == (11.0, 13.5, 6)
     # 5 intervals of 0.5 s: the VM 1/2 tick-second per interval = 100% of a core
@@ -89,9 +88,9 @@ def test_the_hosts_figures_over_a_window_come_from_the_samples_nearest_its_edges
         "vmhost.steal_pct": found.steal_pct,
         "vmhost.samples": 6,
     }
-    assert hostwatch.over_window(samples, 9.0, 12.0) is None  # before the first sample
-    assert hostwatch.over_window(samples, 12.0, 14.5) is None  # after the last
-    assert hostwatch.over_window(samples, 12.0, 12.1) is None  # no interval in it
+    assert vmhost.over_window(samples, 9.0, 12.0) is None  # before the first sample
+    assert vmhost.over_window(samples, 12.0, 14.5) is None  # after the last
+    assert vmhost.over_window(samples, 12.0, 12.1) is None  # no interval in it
 
 
 def test_the_guests_clock_is_the_hosts_less_the_smallest_gap_of_the_latest_events():
@@ -128,7 +127,7 @@ def _guest_record() -> dict:
 
 def test_a_guest_trial_gets_its_hosts_figures_over_its_window():
     record = _guest_record()
-    begin, end = hostwatch.guest_window(record) or (0.0, 0.0)
+    begin, end = vmhost.guest_window(record) or (0.0, 0.0)
     assert end - begin == pytest.approx(3.0)  # the captured window: 3 s
     offset = 12.5  # the host's clock is ahead
     clock = Clock()

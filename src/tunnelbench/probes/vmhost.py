@@ -33,7 +33,7 @@ from tunnelbench.model import metrics as metric
 from tunnelbench.probes import cpu, load
 from tunnelbench.probes.process import TICKS_PER_SECOND
 
-log = logging.getLogger("tunnelbench.vm.hostwatch")
+log = logging.getLogger("tunnelbench.probes.vmhost")
 
 PERIOD_S = 0.5
 #: Outside processes kept by name with each trial.
