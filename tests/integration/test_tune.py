@@ -14,7 +14,7 @@ import jsonschema
 from tests.integration.helpers import tunnelbench
 from tests.integration.test_plans import _run_status, _stored, _trials, background_run
 from tunnelbench.bench import planfile
-from tunnelbench.model.tuning import TuneRecord
+from tunnelbench.model.tuning import Step, TuneRecord
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "report-schema.json").read_text())
 SHORT = "[base.traffic]\nduration = 1\nwarmup = 0\n"
@@ -61,12 +61,21 @@ def _kept_significant(record: TuneRecord, setting: str) -> Any:
     return kept
 
 
+def _limits_advised(step: Step) -> list[int]:
+    """The queue limits a tiny FIFO's advice proposed: what its 4 flows need (4 segments
+    each, in packets of the size the queue held: GSO/GRO aggregates with the lab's
+    offloads on, so fewer than 16) and 4 times that."""
+    limits = sorted(c.value for c in step.candidates if c.setting == "lab.wan.queue_limit")
+    assert len(limits) == 2 and limits[0] > 4 and limits[1] == 4 * limits[0], limits
+    return limits
+
+
 def test_a_tiny_fifo_is_fixed_by_a_larger_queue(tmp_path):
     document, record = _tune(tmp_path, TINY_FIFO, "--max-steps", "1")
     assert [s.number for s in record.steps] == [0, 1]
     assert "dropped" in record.steps[1].diagnosis  # the queue-drop verdict gave the advice
     kept = _kept_significant(record, "lab.wan.queue_limit")
-    assert kept.value in (16, 64)
+    assert kept.value in _limits_advised(record.steps[1])
     # fq_codel and cake: measured where the kernel has them, else not tried, with why.
     tried = {c.value for c in record.steps[1].candidates if c.setting == "lab.wan.queue"}
     for excluded in record.steps[1].excluded:
@@ -150,14 +159,19 @@ def test_the_budget_ends_a_session_with_its_candidates_undecided(tmp_path):
 
 def test_a_queue_that_buys_goodput_with_latency_is_refused_when_latency_must_be_kept(tmp_path):
     """The tiny FIFO again: a longer queue is faster, and its loaded round trip is longer
-    (0.8 → 5-14 ms here), so throughput-keeping-latency keeps neither."""
+    (0.8 → 5-14 ms here), so throughput-keeping-latency keeps neither. The smaller limit
+    advised (what 4 flows need, in the aggregates this queue holds) may gain too little to
+    tell (6 packets: p = 0.043 at the step's level 0.025); the larger one raises both."""
     _, record = _tune(
         tmp_path, TINY_FIFO, "--target", "throughput-keeping-latency", "--max-steps", "1"
     )
     step = record.steps[1]
     limits = [c for c in step.candidates if c.setting == "lab.wan.queue_limit"]
-    assert {c.value for c in limits} == {16, 64}
+    assert sorted(c.value for c in limits) == _limits_advised(step)
+    assert max(limits, key=lambda c: c.value).outcome == "raised latency", limits
     for candidate in limits:
+        if candidate.outcome == "no difference":
+            continue
         assert candidate.outcome == "raised latency", candidate
         assert candidate.note.startswith("loaded RTT p95 ")
         assert candidate.loaded_p95_ms is not None
