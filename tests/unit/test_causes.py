@@ -188,7 +188,7 @@ def test_a_queue_below_what_its_flows_need_is_raised_to_it(tmp_path):
     assert advice.candidates == (17, 68)
     assert advice.suggestion.startswith(
         "raise the queue to 17 packets: 8 packets (12.1 kB, wire packets of up to 1,514"
-        " bytes (measured mean "
+        " bytes, measured mean "
     )
     assert "less than 4 flows need, 25.2 kB (the bandwidth-delay product, 50.5 kB at" in (
         advice.suggestion

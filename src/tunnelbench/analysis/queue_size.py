@@ -106,10 +106,10 @@ class QueueSize:
     def per_packet_text(self) -> str:
         """How the packet size was taken, for a finding's sentence."""
         if self.measured is None:
-            return f"full frames of {self.frame:,} bytes (packet size not recorded)"
+            return f"full frames of {self.frame:,} bytes, the packet size not recorded"
         if self.measured > self.frame:
-            return f"{self.measured:,.0f} bytes a packet, measured (GSO/GRO aggregates)"
-        return f"wire packets of up to {self.frame:,} bytes (measured mean {self.measured:,.0f})"
+            return f"{self.measured:,.0f} bytes a packet as measured: GSO/GRO aggregates"
+        return f"wire packets of up to {self.frame:,} bytes, measured mean {self.measured:,.0f}"
 
     def evidence(self) -> list[tuple[str, float, str]]:
         """(name, value, unit) of the figures behind a finding or advice."""
