@@ -14,6 +14,11 @@ the run recorded (:func:`tunnelbench.bench.environment.capability_record`) and, 
 kernel lacks it, says so with the kernel's reason ("not available on this kernel (...);
 on a kernel with it: ..."). A run recorded before capabilities were says "availability
 not recorded".
+
+Advice follows the cause the diagnosis named, not a near one: queue advice is for the
+queue that dropped (:mod:`.queue_advice`); a CPU limit the lab set (offloads off) is
+advised as the lab's setting, never the router's; and a crypto driver is advised only
+for a tunnel whose kind declares that its crypto goes through the kernel's crypto API.
 """
 
 import re
