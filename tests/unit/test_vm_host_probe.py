@@ -201,7 +201,7 @@ def test_the_watcher_tells_the_vm_and_its_detached_helper_from_a_busy_neighbour(
     assert found is not None
     assert found.vm_pct >= 20.0  # two busy stand-ins, on a shared 2-core machine
     assert found.top_outside.get("tb-neighbour", 0.0) >= 10.0
-    assert found.outside_pct >= found.top_outside["tb-neighbour"]
+    assert found.outside_pct >= found.top_outside["tb-neighbour"] - 0.1  # rounded to 0.1
     assert "qemu-system-x86_64" not in found.top_outside
     assert "virtiofsd" not in found.top_outside  # the VM's, found by its socket
     assert found.cores == os.cpu_count()
