@@ -72,16 +72,17 @@ def unsteady(metrics: dict[str, float]) -> tuple[str, ...]:
 #: The shortest stretch of samples a trend is judged over, and the fewest samples in it.
 SETTLE_S = 0.5
 SETTLE_SAMPLES = 5
-#: A series trends when its slope is this many standard errors from zero and would move
+#: A series rises when its slope is this many standard errors above zero and would raise
 #: it by more than :data:`TREND_PCT` of its level over the measured duration.
 TREND_T = 3.0
 TREND_PCT = 10.0
 
 
-def settle_seconds(idle_rtt_ms: float | None) -> float:
-    """How long a stretch the trend is judged over: :data:`SETTLE_S`, or ten idle round
-    trips on a long path (a sender's window grows once per round trip)."""
-    return max(SETTLE_S, 10 * (idle_rtt_ms or 0.0) / 1000)
+def settle_seconds(rtt_ms: float | None) -> float:
+    """How long a stretch a trend is judged over: :data:`SETTLE_S`, or ten round trips
+    of the loaded path (a sender's window grows once per round trip, so a queue filling
+    behind a long or bloated path moves slowly)."""
+    return max(SETTLE_S, 10 * (rtt_ms or 0.0) / 1000)
 
 
 def slope(samples: list[tuple[float, float]]) -> tuple[float, float] | None:
@@ -104,19 +105,17 @@ def slope(samples: list[tuple[float, float]]) -> tuple[float, float] | None:
     return b, b / error
 
 
-def trending(samples: list[tuple[float, float]], duration_s: float, floor: float) -> str | None:
-    """How a series still moves, in words, or None when it does not: its slope is
-    significant (:data:`TREND_T`) and would change it by more than :data:`TREND_PCT` of its
-    level, and by more than ``floor`` (in its unit), over ``duration_s``."""
+def rising(samples: list[tuple[float, float]], duration_s: float, floor: float) -> bool:
+    """Whether a series still rises: its slope is significant (:data:`TREND_T`) and would
+    raise it by more than :data:`TREND_PCT` of its level, and by more than ``floor`` (in
+    its unit), over ``duration_s``. A fall is not a rise: a queue draining after its first
+    overflow is the loss cycle a loss-based sender settles into."""
     fit = slope(samples)
     if fit is None:
-        return None
+        return False
     b, t = fit
     level = sum(v for _, v in samples) / len(samples)
-    change = b * duration_s
-    if abs(t) < TREND_T or abs(change) <= max(abs(level) * TREND_PCT / 100, floor):
-        return None
-    return f"{'rising' if b > 0 else 'falling'} {abs(b):,.3g}/s from {level:,.3g}"
+    return t >= TREND_T and b * duration_s > max(abs(level) * TREND_PCT / 100, floor)
 
 
 def recent(
@@ -133,23 +132,18 @@ def settled(
     now: float,
     since: float,
     duration_s: float,
-    idle_rtt_ms: float | None,
-    lost_at: float | None,
 ) -> str | None:
     """Why the path is in steady state at ``now`` (traffic running since ``since``), or
-    None while it is not. Steady: neither the loaded round trip nor the delivered rate
-    trends over the last :func:`settle_seconds` (each with enough samples); or the
-    senders lost a packet at least that long ago, so the queue overflowed and the flow is
-    in its own loss cycle, which is the steady state of a loss-based sender on a full
-    FIFO (its sawtooth would read as a trend)."""
-    stretch = settle_seconds(idle_rtt_ms)
+    None while it is not: neither the loaded round trip nor the delivered rate rises over
+    the last :func:`settle_seconds` of the path's current round trip, each with at least
+    :data:`SETTLE_SAMPLES` samples."""
+    latest = [v for _, v in recent(rtt_ms, now, SETTLE_S)]
+    stretch = settle_seconds(sorted(latest)[len(latest) // 2] if latest else None)
     if now - since < stretch:
         return None
-    if lost_at is not None and now - lost_at >= stretch:
-        return "the senders lost packets: the queue filled"
     rtts, rates = recent(rtt_ms, now, stretch), recent(rate_bps, now, stretch)
     if len(rtts) < SETTLE_SAMPLES or len(rates) < SETTLE_SAMPLES:
         return None
-    if trending(rtts, duration_s, RTT_RISE_MS) or trending(rates, duration_s, 0.0):
+    if rising(rtts, duration_s, RTT_RISE_MS) or rising(rates, duration_s, 0.0):
         return None
-    return f"RTT and goodput flat over the last {stretch:.1f} s"
+    return f"RTT and goodput not rising over the last {stretch:.1f} s"

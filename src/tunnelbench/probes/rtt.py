@@ -234,11 +234,9 @@ class RttProbe(TrialProbe):
         self.window = (wall, wall + self.duration)
 
     def signals(self) -> PathSignals:
-        """The loaded pings so far and the idle round trip, for a warm-up that ends on
-        evidence (:mod:`tunnelbench.traffic.warmup`)."""
-        idle = parse_ping(self.idle_text).replies
-        idle_ms = statistics.median(r.rtt_ms for r in idle) if idle else None
-        return PathSignals(self.loaded_so_far, idle_ms)
+        """The loaded pings so far, for a warm-up that ends on evidence
+        (:mod:`tunnelbench.traffic.warmup`)."""
+        return PathSignals(self.loaded_so_far)
 
     def loaded_so_far(self) -> list[tuple[float, float]]:
         """(monotonic s of arrival, ms) of every loaded reply so far."""

@@ -25,11 +25,10 @@ def no_reason() -> str | None:
 
 @dataclass(frozen=True)
 class PathSignals:
-    """What the watch reads besides the generator's processes: the trial's loaded pings
-    so far as (monotonic s, ms), and the idle round trip measured before the traffic."""
+    """What the warm-up's watch reads besides the generator's processes: the trial's
+    loaded pings so far, as (monotonic s of arrival, ms)."""
 
     loaded_rtt: Callable[[], list[tuple[float, float]]]
-    idle_rtt_ms: float | None
 
 
 @dataclass(frozen=True)

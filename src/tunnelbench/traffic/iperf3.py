@@ -194,8 +194,7 @@ class Iperf3(Generator):
                 bound_s=settings.warmup_max,
                 duration_s=settings.duration,
                 server_pid=servers[ports[0]].proc.pid,
-                endpoint_pids=[clients[0].pid, servers[ports[0]].proc.pid],
-                signals=signals or PathSignals(lambda: [], None),
+                signals=signals or PathSignals(lambda: []),
                 running=lambda: _ended(named),
                 stop_reason=stop_reason,
             )

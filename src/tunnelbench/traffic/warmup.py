@@ -3,20 +3,18 @@ state (:func:`tunnelbench.analysis.steadiness.settled`), at most ``traffic.warmu
 
 A fixed warm-up is too long for a sub-millisecond path, which is steady within
 milliseconds, and far too short for a bloated queue, which cubic fills over seconds. The
-watch samples three things every :data:`POLL_S`, each read without starting a process:
+watch samples two things every :data:`POLL_S`, each read without starting a process:
 
 - the loaded round trip, from the trial's ping (:class:`PathSignals.loaded_rtt`);
 - the rate the server's namespace carries, from ``/proc/PID/net/dev`` of a process in it
-  (its links' received plus sent bytes, so upload, download and both alike);
-- the TCP segments the endpoints retransmitted, from ``/proc/PID/net/snmp``: a loss means
-  the queue overflowed, and a loss-based sender is then in its own cycle.
+  (its links' received plus sent bytes, so upload, download and both alike).
 
 What it found is kept with the trial (:class:`WarmupEnd`): how long the warm-up took,
 whether the path settled or the bound ended it, and why.
 """
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from tunnelbench.analysis.steadiness import settled
 from tunnelbench.errors import LabError
@@ -39,56 +37,39 @@ def namespace_bytes(pid: int) -> int:
     return total
 
 
-def retransmitted(pid: int) -> int:
-    """``RetransSegs`` of the TCP counters of ``pid``'s namespace."""
-    with open(f"/proc/{pid}/net/snmp") as text:
-        rows = [line.split() for line in text if line.startswith("Tcp:")]
-    header, values = rows[0], rows[1]
-    return int(values[header.index("RetransSegs")])
-
-
 def wait_steady(
     t0: float,
     *,
     bound_s: float,
     duration_s: float,
     server_pid: int,
-    endpoint_pids: Iterable[int],
     signals: PathSignals,
     running: Callable[[], str | None],
     stop_reason: StopReason,
 ) -> WarmupEnd:
     """Watch from ``t0`` (the traffic connected) until the path is steady or ``bound_s``
     has passed. ``running`` says why the traffic cannot go on (a client that ended)."""
-    pids = list(endpoint_pids)
     try:
         last_bytes, last_at = namespace_bytes(server_pid), time.monotonic()
-        lost_before = sum(retransmitted(pid) for pid in pids)
     except (OSError, ValueError, IndexError) as exc:
         raise LabError(f"warm-up: cannot read the endpoints' counters ({exc})") from None
     rates: list[tuple[float, float]] = []
-    lost_at: float | None = None
     while True:
         time.sleep(POLL_S)
         if (reason := stop_reason() or running()) is not None:
             raise LabError(reason)
         try:
             now_bytes, now = namespace_bytes(server_pid), time.monotonic()
-            lost = sum(retransmitted(pid) for pid in pids) > lost_before
         except (OSError, ValueError, IndexError) as exc:
             raise LabError(f"warm-up: cannot read the endpoints' counters ({exc})") from None
         rates.append((now, 8 * (now_bytes - last_bytes) / (now - last_at)))
         last_bytes, last_at = now_bytes, now
-        if lost and lost_at is None:
-            lost_at = now
         why = settled(
             signals.loaded_rtt(),
             rates,
             now=now,
             since=t0,
             duration_s=duration_s,
-            idle_rtt_ms=signals.idle_rtt_ms,
-            lost_at=lost_at,
         )
         if why is not None:
             return WarmupEnd(now, now - t0, True, why)
