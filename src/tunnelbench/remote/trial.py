@@ -12,7 +12,7 @@ import json
 import random
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tunnelbench.errors import LabError
@@ -41,7 +41,10 @@ class RemoteOutcome:
 
 
 def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: int) -> RemoteOutcome:
-    traffic = config.traffic
+    # A warm-up of "auto" is a fixed one on real hosts: the window is placed by this
+    # machine's clock at the sampler's lines, not watched live (recorded as warmup.s).
+    warmup = config.traffic.fixed_warmup
+    traffic = replace(config.traffic, warmup=warmup)
     client, server = session.hosts["client"], session.hosts["server"]
     dut = session.file.dut
     tunnelled = tunnel.kind != "none"
@@ -53,7 +56,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
         raise LabError(
             f"server: iperf3 did not listen on port {port}: {server.read(server_log)[-300:]}"
         )
-    seconds = traffic.fixed_warmup + traffic.duration
+    seconds = warmup + traffic.duration
     samplers = {
         role: probes.RemoteSampler(host, f"{seq}", seconds + CLIENT_MARGIN_S + 5)
         for role, host in session.hosts.items()
@@ -80,7 +83,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
             pass  # a figure of the window is then missing, never made up
 
     timers = [
-        threading.Timer(traffic.fixed_warmup, snapshot, ("begin",)),
+        threading.Timer(warmup, snapshot, ("begin",)),
         threading.Timer(seconds, snapshot, ("end",)),
     ]
     started = time.monotonic()
@@ -100,7 +103,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
     }
     doc = _document(done.stdout, done.stderr)
     measured = iperf3_json.parse(doc, traffic.duration)
-    window_begin = started + traffic.fixed_warmup
+    window_begin = started + warmup
     window_end = min(ended, window_begin + traffic.duration)
     metrics = _traffic_metrics(measured)
     metrics |= _host_metrics(session, results, window_begin, window_end)
