@@ -152,3 +152,23 @@ def test_ctrl_c_during_teardown_still_removes_everything(monkeypatch):
     assert len(deletes) == 4  # the interrupted one, retried, and the other two
     assert not [n for n in lab_state.list_namespaces() if n.startswith(f"tb-{lab.lab_id}-")]
     assert not lab.state.directory.exists()
+
+
+def test_teardown_ends_a_process_that_entered_the_namespace_after_its_scan():
+    """A process that enters a namespace after teardown's scan (a probe's short read
+    started as Ctrl-C arrived; here, a shell that starts one as it is ended) is ended by
+    a further round: the namespace goes (CI once kept a client namespace this way)."""
+    lab = netns.build(LabSettings())
+    client = lab.chain.client
+    script = "trap 'sleep 30 & exit 0' TERM; while :; do sleep 0.05; done"
+    shell = lab.exec(client, ["sh", "-c", f"({script}) >/dev/null 2>&1 & echo $!"]).stdout
+    assert int(shell) > 0
+    namespace = lab.ns(client)
+    deadline = 0
+    while not lab_state.namespace_processes(namespace) and deadline < 100:
+        deadline += 1
+        subprocess.run(["sleep", "0.01"], check=True)
+    assert lab_state.namespace_processes(namespace)
+    lab.teardown()
+    assert namespace not in lab_state.list_namespaces()
+    assert not lab.state.directory.exists()

@@ -1,16 +1,17 @@
 """Debian's stock kernel in a VM: every lab feature this machine's kernel lacks, end to
 end, from one run of ``kernel-suite.toml`` (one boot), plus ``doctor --kernel``, a
 PPPoE session on one core against plain traffic on two, and Ctrl-C during a guest's
-trials.
+trials while a busy neighbour on the host marks them disturbed.
 
-Every trial must run on the guest's kernel (not the host's), be link-bound at 95-101% of
-its ceiling, and show in the lab's own counters that the feature carried the traffic:
+Every trial must run on the guest's kernel (not the host's), be link-bound at 95% of
+its ceiling up to what the link can carry (101% plus the shaper's bucket), and show in the lab's own counters that the feature carried the traffic:
 the kernel's tunnel device, the kernel's ESP, the queue discipline asked for, netem's
 delay, the congestion control.
 """
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -27,6 +28,7 @@ from tests.integration.helpers import run_plan, tunnelbench
 from tests.kernel.conftest import exchanges, qemu_processes
 from tunnelbench.analysis.diagnosis import SPARE_IDLE_PCT, Bound
 from tunnelbench.analysis.significance import ALPHA, compare
+from tunnelbench.analysis.verdicts import above_ceiling_pct
 from tunnelbench.bench import planfile
 from tunnelbench.bench.store import Store
 from tunnelbench.model.records import KVM, TCG, TrialRecord, TrialStatus
@@ -120,7 +122,10 @@ def test_each_feature_runs_on_the_guest_kernel_and_reaches_the_link(suite, name)
     assert resolved.kernel_package and resolved.kernel_package.startswith("linux-image-")
     summary = suite["summaries"][trial.config_key]
     assert summary.ceiling is not None
-    assert 95.0 <= summary.pct_of_ceiling <= 101.0, (name, summary.pct_of_ceiling)
+    # At 3 Mbit/s the shaper's bucket of ten frames is 2% of a 2 s window: a window that
+    # opens on a full bucket reads up to 103.0% (vxlan in ESP read 101.2%).
+    bound = above_ceiling_pct(summary.config)
+    assert 95.0 <= summary.pct_of_ceiling <= bound, (name, summary.pct_of_ceiling, bound)
     # Lossy is still the link: fq_codel and cake drop to keep the queue short.
     verdict = summary.diagnosis.verdict
     assert verdict.bound.value in ("link-bound", "link-bound-lossy"), verdict
@@ -338,29 +343,44 @@ def test_pppoe_puts_the_session_on_one_core(tmp_path):
     assert verdicts["none"].bound is not Bound.SINGLE_QUEUE
 
 
-def test_ctrl_c_stops_the_guest_and_keeps_its_finished_trials(tmp_path):
+def test_ctrl_c_stops_the_guest_and_keeps_its_finished_trials_flagged_by_a_busy_host(tmp_path):
+    """One boot, two facts. Ctrl-C during a guest's trials stops it and keeps what
+    finished. And a guest cannot see its host's contention (its own steal and outside
+    load read 0): with a busy process on the host, its trials carry the host's figures
+    over their window (``vmhost.*``), and the reports list them as disturbed. The
+    neighbour runs at nice 19, so it takes only what the guest leaves (at full priority
+    it slowed the guest's boot past the 180 s watchdog)."""
     plan = tmp_path / "p.toml"
     plan.write_text(
         'name = "interrupted"\nrepetitions = 4\n[base]\n"lab.kernel" = "debian"\n'
-        '"lab.wan.rate" = "3mbit"\n"traffic.duration" = 1\n"traffic.warmup" = 0\n'
+        '"lab.wan.rate" = "3mbit"\n"traffic.duration" = 2\n"traffic.warmup" = 0\n'
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tunnelbench", "run", str(plan), "--db", "i.db"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 300
-    stored = 0
-    while time.monotonic() < deadline and stored == 0 and proc.poll() is None:
-        time.sleep(1)
-        try:
-            with sqlite3.connect(tmp_path / "i.db") as db:
-                stored = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
-        except sqlite3.Error:
-            continue
-    assert stored >= 1, "no trial came back from the guest"
-    assert qemu_processes(), "the guest is not running"
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    program = tmp_path / "tb-neighbour"  # its name is the process's name on the host
+    program.symlink_to(shutil.which("sh") or "/bin/sh")
+    neighbour = subprocess.Popen(
+        ["nice", "-n", "19", str(program), "-c", "while :; do :; done"], start_new_session=True
+    )
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tunnelbench", "run", str(plan), "--db", "i.db"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 300
+        stored = 0
+        while time.monotonic() < deadline and stored == 0 and proc.poll() is None:
+            time.sleep(1)
+            try:
+                with sqlite3.connect(tmp_path / "i.db") as db:
+                    stored = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+            except sqlite3.Error:
+                continue
+        assert stored >= 1, "no trial came back from the guest"
+        assert qemu_processes(), "the guest is not running"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        os.killpg(neighbour.pid, signal.SIGKILL)
+        neighbour.wait()
     assert proc.returncode == 130, out
     with sqlite3.connect(tmp_path / "i.db") as db:
         status = db.execute("SELECT status FROM runs").fetchone()[0]
@@ -368,3 +388,22 @@ def test_ctrl_c_stops_the_guest_and_keeps_its_finished_trials(tmp_path):
     assert status == "interrupted"
     assert 1 <= kept < 4
     assert not exchanges()
+
+    store = Store.read(tmp_path / "i.db")
+    try:
+        loaded = view.load(store, "latest")
+        trial = loaded.trials[0]
+        host = store.artifact(trial.id, "vmhost")
+    finally:
+        store.close()
+    assert trial.status is TrialStatus.OK, trial.error
+    m = trial.metrics
+    assert m.get("load.outside_pct", 0.0) < 10.0  # what the guest saw of its host's load
+    assert m["vmhost.vm_pct"] > 10.0  # QEMU ran the guest
+    assert m["vmhost.outside_pct"] >= 10.0
+    assert host["top_outside"].get("tb-neighbour", 0.0) >= 10.0
+    assert m["vmhost.samples"] >= 3  # 2 s at 2 a second
+    disturbed = {d.seq: d for d in loaded.noise.disturbed}
+    assert trial.seq in disturbed
+    what = disturbed[trial.seq].what
+    assert any(w.startswith("on the VM's host, processes outside the VM") for w in what)

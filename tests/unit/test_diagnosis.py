@@ -1,5 +1,6 @@
 """Verdicts and advice on real recorded runs (tests/fixtures/runs/*.db)."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,7 @@ from tests.report_fixtures import recorded as recorded_copy
 from tunnelbench.analysis.advice import Sibling, advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
+from tunnelbench.analysis.verdicts import above_ceiling_pct
 
 # 1 Gbit/s shaped by tbf/htb, MTU 1500, IPv4, TCP timestamps: the shaper counts the L3
 # packet + 14 bytes of Ethernet header; payload 1500 - 20 - 20 - 12 = 1448 bytes.
@@ -229,3 +231,25 @@ def test_a_generator_whose_limiting_end_changes_between_runs_is_still_the_limit(
     calm = [run | {client: 50.0, server: 60.0} for run in runs]
     quiet = Subject(base.config, base.resolved, medians(calm), None, env, runs=tuple(calm))
     assert diagnose(quiet).verdict.bound is not Bound.GENERATOR
+
+
+def test_above_the_ceiling_means_beyond_what_the_shapers_bucket_lets_through(tmp_path):
+    """Goodput ≤ ceiling + one full token bucket over the window: at 1 Gbit/s over 10 s the
+    bucket is nothing, at 3 Mbit/s over 2 s its ten frames are 2% (a guest's vxlan in ESP
+    read 101.2%), so 102% there is the link and 103.5% is a false number."""
+    summaries, env = recorded("queue-comparison", tmp_path)
+    s = summaries[0]
+    fast = replace(s.config.lab.wan, rate=10**9)
+    ten = replace(s.config, lab=replace(s.config.lab, wan=fast))
+    ten = replace(ten, traffic=replace(ten.traffic, duration=10))
+    assert above_ceiling_pct(ten) == pytest.approx(101.01)
+    slow = replace(s.config.lab.wan, rate=3 * 10**6, mtu=1500)
+    two = replace(s.config, lab=replace(s.config.lab, wan=slow))
+    two = replace(two, traffic=replace(two.traffic, duration=2))
+    assert above_ceiling_pct(two) == pytest.approx(101 + 100 * 15_140 / 750_000)
+    goodput = subject(s, env).goodput_bps
+    for pct, bound in ((102.0, Bound.LINK), (103.5, Bound.ABOVE_CEILING)):
+        seen = replace(subject(s, env, goodput / pct * 100), config=two)
+        assert diagnose(seen).verdict.bound is bound, (pct, diagnose(seen).verdict.summary)
+    seen = replace(subject(s, env, goodput / 102.0 * 100), config=ten)
+    assert diagnose(seen).verdict.bound is Bound.ABOVE_CEILING

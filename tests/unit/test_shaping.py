@@ -1,7 +1,8 @@
 from tunnelbench.kinds import Shaper
 from tunnelbench.lab.netns import batch_failure
-from tunnelbench.lab.shaping import burst_bytes, shaping_commands
+from tunnelbench.lab.shaping import shaping_commands
 from tunnelbench.model.plan import LinkSettings
+from tunnelbench.model.wan import burst_bytes
 
 
 def test_burst_is_one_millisecond_or_ten_frames():

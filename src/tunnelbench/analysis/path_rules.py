@@ -18,12 +18,12 @@ from tunnelbench.analysis.loss_rules import (
 )
 from tunnelbench.analysis.queue_size import PACKET_FIFOS, wan_queue
 from tunnelbench.analysis.verdicts import (
-    ABOVE_CEILING_PCT,
     LINK_BOUND_PCT,
     Bound,
     Evidence,
     Finding,
     Subject,
+    above_ceiling_pct,
     mbit,
     share_of_ceiling,
 )
@@ -39,7 +39,7 @@ def above_ceiling(s: Subject) -> Finding | None:
     """More than the link can carry: the shaper or the measurement is wrong, and every
     other conclusion about this configuration would rest on a false number."""
     pct = share_of_ceiling(s)
-    if pct is None or pct <= ABOVE_CEILING_PCT:
+    if pct is None or pct <= above_ceiling_pct(s.config):
         return None
     return Finding(
         Bound.ABOVE_CEILING,
@@ -82,7 +82,7 @@ def link_bound(s: Subject) -> Finding | None:
     retransmitted :data:`RETRANSMIT_HEAVY_PCT` of their segments, the verdict is
     ``link-bound-lossy``: the link is the limit, but the queue costs throughput."""
     pct = share_of_ceiling(s)
-    if pct is None or not LINK_BOUND_PCT <= pct <= ABOVE_CEILING_PCT:
+    if pct is None or not LINK_BOUND_PCT <= pct <= above_ceiling_pct(s.config):
         return None
     ceiling = s.ceiling_bps or 0.0
     evidence = [

@@ -35,10 +35,9 @@ for: that share of packets is sent at once, ahead of the delayed ones.
 
 from tunnelbench.kinds import Queue, Shaper
 from tunnelbench.model.plan import LinkSettings
-from tunnelbench.model.wan import bfifo_bytes, frame_bytes
+from tunnelbench.model.wan import bfifo_bytes, burst_bytes, frame_bytes
 from tunnelbench.units import format_rate
 
-ETHERNET_HEADER = 14
 #: The handles used: the shaper (or unshaped queue) at the root, its leaf below.
 ROOT_HANDLE = "1:"
 LEAF_HANDLE = "10:"
@@ -60,15 +59,6 @@ NETEM_LIMIT_MARGIN = 1000
 #: packets hold that for dozens of streams, or 100 ms of full frames at 12 Gbit/s (an
 #: impaired lab turns GSO off, so an entry is one wire packet).
 UNSHAPED_NETEM_LIMIT = 100_000
-
-
-def burst_bytes(rate: int, mtu: int) -> int:
-    """Token bucket depth: one millisecond at the rate, but at least ten full frames.
-
-    Deep enough that the shaper's timer granularity does not cost throughput, shallow
-    enough that the link does not run measurably above its rate within a 1 s interval.
-    """
-    return max(rate // 8 // 1000, 10 * (mtu + ETHERNET_HEADER))
 
 
 def queue_qdisc(wan: LinkSettings) -> list[str]:

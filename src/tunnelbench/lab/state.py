@@ -207,6 +207,10 @@ def teardown(state: LabState, swept: list[str] | None = None) -> list[str]:
     return problems
 
 
+#: Further rounds of ending a namespace's processes when the first left some inside.
+NEWCOMER_ROUNDS = 2
+
+
 def _remove_all(state: LabState, swept: list[str], warn: bool) -> list[str]:
     problems: list[str] = []
     for record in reversed(state.processes):
@@ -219,6 +223,14 @@ def _remove_all(state: LabState, swept: list[str], warn: bool) -> list[str]:
         if name not in existing:
             continue
         ended, left = end_namespace_processes(name)
+        for _ in range(NEWCOMER_ROUNDS):
+            if not left:
+                break
+            # A process that entered after the scan (a probe's last short read, started
+            # as Ctrl-C arrived) is ended by the next round; one that outlives SIGKILL
+            # stays listed and keeps its namespace.
+            more, left = end_namespace_processes(name)
+            ended += more
         for pid, comm in ended:
             if (text := f"pid {pid} ({comm}) in {name}") not in swept:
                 swept.append(text)

@@ -170,3 +170,14 @@ def unequal_queues_across_mtus(wans: list[LinkSettings]) -> str | None:
         " hold the queue in bytes: lab.wan.queue = 'bfifo' with lab.wan.queue_bytes"
         " (or a time-based queue such as fq_codel)"
     )
+
+
+def burst_bytes(rate: int, mtu: int) -> int:
+    """Token bucket depth: one millisecond at the rate, but at least ten full frames.
+
+    Deep enough that the shaper's timer granularity does not cost throughput. A full
+    bucket passes above the rate once: 0.01% of a 10 s window at 1 Gbit/s, but 2% of a
+    2 s window at 3 Mbit/s, which is what the ceiling's bound allows for
+    (:func:`~tunnelbench.analysis.verdicts.above_ceiling_pct`).
+    """
+    return max(rate // 8 // 1000, 10 * (mtu + ETHERNET_HEADER))

@@ -6,12 +6,14 @@ kept in the error, and each command is logged at debug level (``-v``).
 
 import logging
 import shlex
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tunnelbench.errors import LabError, UserError
 
@@ -37,6 +39,38 @@ def in_netns(namespace: str, argv: Sequence[str]) -> list[str]:
     return ["ip", "netns", "exec", namespace, *argv]
 
 
+class HeldSignals:
+    """``with HeldSignals() as held``: Ctrl-C (and a SIGTERM that tunnelbench turns into
+    one) held back while a child is started; :meth:`deliver` raises it afterwards.
+
+    Raised inside :class:`subprocess.Popen`, after the fork but before it returns, the
+    interrupt loses the child: it runs on unrecorded and unwaited. In CI an ``ip netns
+    add`` finished that way after the lab's teardown had listed the namespaces, and its
+    namespace outlived the lab. Only signals with a Python handler are held (those are
+    the ones that raise), and only in the main thread (the only one they reach)."""
+
+    def __init__(self) -> None:
+        self.caught: list[int] = []
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "HeldSignals":
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM):
+                if callable(handler := signal.getsignal(number)):
+                    self._previous[number] = handler
+                    signal.signal(number, lambda got, _frame: self.caught.append(got))
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+
+    def deliver(self) -> None:
+        """Raise what was held (the first signal's own handler), if anything was."""
+        for number in self.caught[:1]:
+            self._previous[number](number, None)
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -55,15 +89,16 @@ def run(
     args = list(argv)
     log.debug("run: %s", shlex.join(args))
     try:
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-            cwd=cwd,
-        )
+        with HeldSignals() as held:
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+                cwd=cwd,
+            )
     except FileNotFoundError:
         raise UserError(f"required program {args[0]!r} was not found; run `make run`") from None
     deadline = time.monotonic() + timeout
@@ -82,6 +117,7 @@ def run(
         except KeyboardInterrupt:
             interrupted = True
             pending_input = None  # already being written; communicate() goes on with it
+    held.deliver()  # a Ctrl-C while it started: raised now that it has finished
     if interrupted:
         raise KeyboardInterrupt
     done = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
@@ -102,6 +138,12 @@ def spawn(
     try:
         # A new session keeps Ctrl-C in the terminal from reaching lab processes directly:
         # tunnelbench ends them itself, in order, during teardown.
-        return subprocess.Popen(args, stdout=stdout, stderr=stderr, start_new_session=True)
+        with HeldSignals() as held:
+            proc = subprocess.Popen(args, stdout=stdout, stderr=stderr, start_new_session=True)
     except FileNotFoundError:
         raise UserError(f"required program {args[0]!r} was not found; run `make run`") from None
+    if held.caught:  # interrupted while it started: it never ran for the caller
+        proc.kill()
+        proc.wait()
+        held.deliver()
+    return proc
