@@ -3,10 +3,10 @@ end, from one run of ``kernel-suite.toml`` (one boot), plus ``doctor --kernel``,
 PPPoE session on one core against plain traffic on two, and Ctrl-C during a guest's
 trials while a busy neighbour on the host marks them disturbed.
 
-Every trial must run on the guest's kernel (not the host's), be link-bound at 95% of
-its ceiling up to what the link can carry (101% plus the shaper's bucket), and show in the lab's own counters that the feature carried the traffic:
-the kernel's tunnel device, the kernel's ESP, the queue discipline asked for, netem's
-delay, the congestion control.
+Every trial must run on the guest's kernel (not the host's), be link-bound from 95% of
+its ceiling up to what the link can carry (101% plus the shaper's bucket), and show in
+the lab's own counters that the feature carried the traffic: the kernel's tunnel device,
+the kernel's ESP, the queue discipline asked for, netem's delay, the congestion control.
 """
 
 import json
