@@ -2,12 +2,13 @@
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tunnelbench.system.command import HeldSignals, run
+from tunnelbench.system.command import HeldSignals, run, side_by_side
 
 
 def test_a_ctrl_c_while_a_child_starts_is_held_then_raised():
@@ -30,3 +31,27 @@ def test_ctrl_c_during_a_command_is_raised_once_it_has_finished(tmp_path: Path):
     with pytest.raises(KeyboardInterrupt):
         run(["sh", "-c", script])
     assert made.exists()
+
+
+def test_side_by_side_keeps_the_order_and_raises_the_first_failure_after_all_ran():
+    finished: list[str] = []
+
+    def slow(name: str, seconds: float, fail: bool = False) -> str:
+        time.sleep(seconds)
+        finished.append(name)
+        if fail:
+            raise ValueError(name)
+        return name
+
+    both = threading.Barrier(2, timeout=5)  # broken unless the two run at once
+
+    def met(name: str) -> str:
+        both.wait()
+        return slow(name, 0.1 if name == "a" else 0.0)
+
+    assert side_by_side([lambda: met("a"), lambda: met("b")]) == ["a", "b"]
+    assert finished == ["b", "a"]
+    finished.clear()
+    with pytest.raises(ValueError, match="first"):
+        side_by_side([lambda: slow("first", 0.0, True), lambda: slow("late", 0.2)])
+    assert finished == ["first", "late"]  # the failure waited for the rest

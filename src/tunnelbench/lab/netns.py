@@ -7,13 +7,14 @@ namespace's own ``/sys``).
 """
 
 import contextlib
+import functools
 import json
 import logging
 import re
 import secrets
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from tunnelbench.lab.topology import CHAINS, Chain, link_address, plen, routes_f
 from tunnelbench.model import cpulist
 from tunnelbench.model.plan import LabSettings, Offloads
 from tunnelbench.system import probing, programs
-from tunnelbench.system.command import CommandError, run
+from tunnelbench.system.command import CommandError, run, side_by_side
 
 log = logging.getLogger("tunnelbench.lab")
 
@@ -226,9 +227,15 @@ def _wait_for_carrier(lab: Lab, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     pending = set(lab.chain.roles)
     while pending:
-        for role in sorted(pending):
-            links = json.loads(lab.exec(role, ["ip", "-j", "link", "show", "type", "veth"]).stdout)
-            if all(link["operstate"] == "UP" for link in links):
+        roles = sorted(pending)
+        shown = side_by_side(
+            [
+                functools.partial(lab.exec, r, ["ip", "-j", "link", "show", "type", "veth"])
+                for r in roles
+            ]
+        )
+        for role, done in zip(roles, shown, strict=True):
+            if all(link["operstate"] == "UP" for link in json.loads(done.stdout)):
                 pending.discard(role)
         if pending and time.monotonic() > deadline:
             raise LabError(f"links in {', '.join(sorted(pending))} did not come up in {timeout} s")
@@ -242,13 +249,16 @@ def _create(lab: Lab, tunnel: bool) -> None:
         limits = cgroup.limit_roles(lab.state, budgets)
         lab.cgroups = {role: Path(path) for role, path in limits.cgroups.items()}
         lab.state.info["role_budgets"] = limits.resolved()
-    for i, role in enumerate(chain.roles):
+    for role in chain.roles:
         name = lab.ns(role)
         lab.state.add_namespace(name)
         run(["ip", "netns", "add", name])
-        # Before any link exists: links take their IPv6 settings from "default" when born.
-        sysctls = COMMON_SYSCTLS + (GATEWAY_SYSCTLS if 0 < i < len(chain.roles) - 1 else [])
-        lab.exec(role, ["sysctl", "-q", "-w", *sysctls])
+    # Before any link exists: links take their IPv6 settings from "default" when born.
+    gateways = chain.roles[1:-1]
+    sysctls = {r: COMMON_SYSCTLS + (GATEWAY_SYSCTLS if r in gateways else []) for r in chain.roles}
+    side_by_side(
+        [functools.partial(lab.exec, r, ["sysctl", "-q", "-w", *sysctls[r]]) for r in chain.roles]
+    )
     for j, link in enumerate(chain.links):
         left, right = chain.roles[j], chain.roles[j + 1]
         mtu = settings.wan.mtu if link == "wan" else settings.lan_mtu
@@ -379,6 +389,7 @@ def role_offloads(settings: LabSettings, chain: Chain) -> dict[str, dict[str, bo
 def _set_offloads(lab: Lab) -> None:
     offloads = role_offloads(lab.settings, lab.chain)
     single: dict[str, int] = {}
+    features: list[Callable[[], None]] = []
     for (role, _), iface in lab.interfaces.items():
         if role not in offloads:
             continue
@@ -391,16 +402,19 @@ def _set_offloads(lab: Lab) -> None:
             # shaped link of this machine's kernel it cut goodput to 44% of the ceiling.
             lab.ip_batch(role, [["link", "set", "dev", iface.name, "gso_max_segs", "1"]])
             single[role] = 1
-        done = lab.exec(role, ["ethtool", "-K", iface.name, *ethtool_features(offloads[role])])
-        # ethtool exits 0 when only some changes took: it lists the rest as "[requested on]".
-        refused = [line.strip() for line in done.stdout.splitlines() if "[requested" in line]
-        if refused:
-            raise LabError(
-                f"ethtool -K {iface.name} in {lab.ns(role)} did not apply: {'; '.join(refused)}"
-            )
+        features.append(functools.partial(_set_features, lab, role, iface.name, offloads[role]))
+    side_by_side(features)
     lab.state.info["offloads"] = offloads
     if single:
         lab.state.info["gso_max_segs"] = single
+
+
+def _set_features(lab: Lab, role: str, device: str, features: dict[str, bool]) -> None:
+    done = lab.exec(role, ["ethtool", "-K", device, *ethtool_features(features)])
+    # ethtool exits 0 when only some changes took: it lists the rest as "[requested on]".
+    refused = [line.strip() for line in done.stdout.splitlines() if "[requested" in line]
+    if refused:
+        raise LabError(f"ethtool -K {device} in {lab.ns(role)} did not apply: {'; '.join(refused)}")
 
 
 def receive_masks(lab: Lab) -> dict[str, str]:

@@ -7,16 +7,17 @@ probe whose command fails raises :class:`LabError`: the trial fails with the cau
 rather than storing a silent zero.
 """
 
+import functools
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model.plan import TrafficSettings
+from tunnelbench.system.command import side_by_side
 
 
 class ProbeKind(StrEnum):
@@ -125,6 +126,4 @@ def read_each(roles: Iterable[str], read: Callable[[str], str]) -> dict[str, str
     first failure is raised (after every read has finished).
     """
     roles = list(roles)
-    with ThreadPoolExecutor(max_workers=len(roles) or 1) as pool:
-        futures = {role: pool.submit(read, role) for role in roles}
-        return {role: future.result() for role, future in futures.items()}
+    return dict(zip(roles, side_by_side([functools.partial(read, r) for r in roles]), strict=True))

@@ -10,14 +10,17 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from tunnelbench.errors import LabError, UserError
 
 log = logging.getLogger("tunnelbench.system.command")
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -147,3 +150,14 @@ def spawn(
         proc.wait()
         held.deliver()
     return proc
+
+
+def side_by_side(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Each of ``calls`` in a thread of its own, their results in order; the first
+    failure is raised once every call has finished. For short commands, which mostly
+    wait for a process to start: an emulated guest takes 0.3-0.5 s for each."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+        return [future.result() for future in futures]
