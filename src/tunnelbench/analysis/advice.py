@@ -1,12 +1,7 @@
 """Turns a diagnosis into concrete suggestions, each naming the setting to change.
 
-A suggestion cites the evidence that triggered it. When the same run measured the
-alternative (a configuration equal in every setting but the one the advice names), the
-measurement replaces the generic hint, judged by the project's comparison test
-(:mod:`tunnelbench.analysis.significance`, as ``tunnelbench compare`` uses it): a
-**gain** is claimed only when the rank test finds the difference significant; otherwise
-"no measurable difference" with both medians and the p-value, or "too few runs to tell"
-when the numbers of runs cannot reach significance at all (fewer than 4 a side).
+A suggestion cites the evidence that triggered it, and a measured alternative replaces
+the generic hint (:mod:`tunnelbench.analysis.suggestion` says how it is judged).
 
 Advice respects what this machine can do: a suggestion that needs a kernel feature
 (kernel WireGuard, fq_codel or cake, kernel ESP, OpenVPN's DCO) reads the capabilities

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from tunnelbench.kinds import Queue
 from tunnelbench.model.plan import TrialConfig
-from tunnelbench.model.wan import added_rtt_s, bdp_bytes, frame_bytes
+from tunnelbench.model.wan import added_rtt_s, bdp_bytes, bytes_per_packet, frame_bytes
 from tunnelbench.units import human_rate
 
 #: The segments a flow needs in flight for fast retransmit: the lost one and three more
@@ -137,9 +137,9 @@ def wan_packet_bytes(metrics: dict[str, float]) -> float | None:
         if not (name.startswith("qdisc.") and name.endswith(".wan.sent_bytes")):
             continue
         role = name.removeprefix("qdisc.").removesuffix(".wan.sent_bytes")
-        packets = metrics.get(f"link.{role}.wan.tx_packets")
-        if packets:
-            found.append((sent, sent / packets))
+        size = bytes_per_packet(sent, metrics.get(f"link.{role}.wan.tx_packets", 0.0))
+        if size is not None:
+            found.append((sent, size))
     return max(found)[1] if found else None
 
 
