@@ -14,7 +14,7 @@ run: setup
 	$(TB) run
 
 test: setup lint
-	$(VENV)/bin/pytest -q --durations=15 tests
+	$(VENV)/bin/pytest -q --durations=40 tests
 
 setup: system-packages $(TOOLS)/wireguard-go $(TOOLS)/boringtun-cli $(TOOLS)/sshd $(STAMP)
 
