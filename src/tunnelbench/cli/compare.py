@@ -1,13 +1,16 @@
 """``tunnelbench compare``: two runs, or two sets of configurations, side by side with the
 ratio of medians, its interval, a rank test and a verdict (``report/compare.py``), as a
-table, Markdown, JSON or an HTML page with charts; ``--fail-if-slower`` makes it a
+table, Markdown, JSON or an HTML page with charts; ``--fail-if-slower`` and the
+latency limits (``--fail-if-latency-worse``, ``--fail-if-latency-above``) make it a
 regression gate for CI."""
 
 import argparse
+import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from tunnelbench.cli.options import parse_percent
+from tunnelbench.cli.options import parse_milliseconds, parse_percent
 from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.cli.report import databases_read, emit, emit_markdown, output_path
 from tunnelbench.report import compare, compare_page
@@ -42,15 +45,42 @@ def register(verbs: Verbs) -> None:
         help="exit 1 when B is significantly slower than A (rank test, p < 0.05) by more"
         " than PCT percent in any pair, naming the pairs: a regression gate for CI",
     )
+    parser.add_argument(
+        "--fail-if-latency-worse",
+        metavar="PCT",
+        help="exit 1 when B's loaded round trip (each run's p95) is significantly longer"
+        " than A's (rank test, p < 0.05) by more than PCT percent in any pair",
+    )
+    parser.add_argument(
+        "--fail-if-latency-above",
+        metavar="MS",
+        help="exit 1 when any B configuration's median loaded round trip p95 is above MS"
+        " milliseconds",
+    )
     parser.set_defaults(func=handle)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What ``compare`` fails on; None: not asked."""
+
+    slower_pct: float | None
+    latency_worse_pct: float | None
+    latency_above_ms: float | None
 
 
 def handle(args: argparse.Namespace) -> int:
     compare.check_format(args.format)
-    limit = (
-        None
+    limits = Gate(
+        slower_pct=None
         if args.fail_if_slower is None
-        else parse_percent("--fail-if-slower", args.fail_if_slower)
+        else parse_percent("--fail-if-slower", args.fail_if_slower),
+        latency_worse_pct=None
+        if args.fail_if_latency_worse is None
+        else parse_percent("--fail-if-latency-worse", args.fail_if_latency_worse, most=10_000),
+        latency_above_ms=None
+        if args.fail_if_latency_above is None
+        else parse_milliseconds("--fail-if-latency-above", args.fail_if_latency_above),
     )
     read = databases_read(Path(args.db), (args.a, args.b), ("A", "B"))
     output = output_path(args.output, args.format, read)
@@ -59,7 +89,49 @@ def handle(args: argparse.Namespace) -> int:
         emit_markdown(output, lambda path: compare_page.write_markdown(comparison, path))
     else:
         emit(compare_page.render(comparison, args.format), output)
-    return 0 if limit is None else gate(comparison, limit)
+    failed = [
+        gate(comparison, limits.slower_pct) if limits.slower_pct is not None else 0,
+        latency_gate(comparison, limits),
+    ]
+    return max(failed)
+
+
+def latency_gate(comparison: compare.Comparison, limits: Gate) -> int:
+    """1 when a pair's loaded round trip is worse than either latency limit allows, with
+    the pairs on standard error; pairs the test cannot decide are said too."""
+    failed = 0
+    if limits.latency_above_ms is not None:
+        for row in compare.latency_above(comparison, limits.latency_above_ms):
+            print(
+                f"compare: loaded RTT p95 above {limits.latency_above_ms:g} ms:"
+                f" {compare.pair_name(comparison, row)}: {_p95_text(row)}",
+                file=sys.stderr,
+            )
+            failed = 1
+    if limits.latency_worse_pct is not None:
+        for row in compare.latency_worse(comparison, limits.latency_worse_pct):
+            assert row.latency_stats is not None
+            print(
+                f"compare: loaded RTT worse by more than {limits.latency_worse_pct:g}%:"
+                f" {compare.pair_name(comparison, row)}:"
+                f" {compare.latency_verdict(row.latency_stats)}",
+                file=sys.stderr,
+            )
+            failed = 1
+        if undecided := compare.latency_undecided(comparison):
+            names = "; ".join(compare.pair_name(comparison, row) for row in undecided)
+            print(
+                f"compare: {len(undecided)} pair(s) have too few runs for the rank test to"
+                f" see a longer round trip ({names}); at least 4 runs a side can reach"
+                " p < 0.05",
+                file=sys.stderr,
+            )
+    return failed
+
+
+def _p95_text(row: compare.Row) -> str:
+    runs = compare.p95_runs(row.b)
+    return f"median {statistics.median(runs):,.2f} ms over {len(runs)} run(s)"
 
 
 def gate(comparison: compare.Comparison, pct: float) -> int:

@@ -96,12 +96,24 @@ def given(args: argparse.Namespace) -> list[str]:
     return ["--" + dest.replace("_", "-") for dest in DEFAULTS if hasattr(args, dest)]
 
 
-def parse_percent(option: str, text: str) -> float:
-    """``2``, ``2%`` or ``2.5 %``: a percentage from 0 to 100."""
-    match = re.fullmatch(r"\s*(\d{1,3}(?:\.\d{1,3})?)\s*%?\s*", text)
+def parse_percent(option: str, text: str, most: int = 100) -> float:
+    """``2``, ``2%`` or ``2.5 %``: a percentage from 0 to ``most``."""
+    match = re.fullmatch(r"\s*(\d{1,5}(?:\.\d{1,3})?)\s*%?\s*", text)
     value = float(match.group(1)) if match else -1.0
-    if not 0 <= value <= 100:
-        raise UserError(f"{option}: {shown(text)} is not a percentage from 0 to 100, e.g. 2%")
+    if not 0 <= value <= most:
+        raise UserError(f"{option}: {shown(text)} is not a percentage from 0 to {most}, e.g. 2%")
+    return value
+
+
+def parse_milliseconds(option: str, text: str) -> float:
+    """``50``, ``50ms`` or ``0.5 ms``: a round trip in milliseconds, above 0 and at most
+    an hour."""
+    match = re.fullmatch(r"\s*(\d{1,7}(?:\.\d{1,3})?)\s*(?:ms)?\s*", text)
+    value = float(match.group(1)) if match else -1.0
+    if not 0 < value <= 3_600_000:
+        raise UserError(
+            f"{option}: {shown(text)} is not a round trip in milliseconds, e.g. 50 or 50ms"
+        )
     return value
 
 

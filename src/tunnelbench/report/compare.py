@@ -11,11 +11,14 @@ selector names (``7@traffic.streams=1`` against ``7@traffic.streams=4`` pairs ea
 settings when one side holds only no-tunnel baselines (which have none). A configuration
 without a partner is listed as such. For each pair the goodput of B's runs is compared
 with A's (:mod:`tunnelbench.analysis.significance`): the ratio of medians with its 95%
-interval, the rank test's p-value, and a plain verdict. What differs between the two
-runs' environments (kernel, versions) is listed above the table.
+interval, the rank test's p-value, and a plain verdict; so are the loaded round trips
+(each run's 95th percentile under load), with a verdict of their own: a change that
+buys goodput with latency says both. What differs between the two runs' environments
+(kernel, versions) is listed above the table.
 """
 
 import json
+import statistics
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -43,8 +46,12 @@ from tunnelbench.report.table import (
 from tunnelbench.units import mbit
 
 FORMATS = ("table", "md", "json", "html")
+#: A longer round trip by less than this fails no gate, whatever its share: a veth
+#: path's 0.04 -> 0.07 ms is +66% at p = 0.048, and no user waits for it.
+LATENCY_FLOOR_MS = 0.1
 JSON_FORMAT_VERSION = 1
 NUMERIC = {"A Mbit/s", "B Mbit/s", "B/A", "95% CI", "p", "A retrans", "B retrans"}
+NUMERIC |= {"A p95 ms", "B p95 ms"}
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("traffic.streams", "traffic.family", "tunnel.mtu")}
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("lab.lan_mtu", "lab.wan.mtu", "lab.wan.queue_limit")}
 NUMERIC |= {AXIS_HEADINGS[a] for a in ("lab.wan.rate", "traffic.udp_rate", "tunnel.cpu_budget")}
@@ -142,6 +149,21 @@ class Row:
             return None
         return significance.compare(self.a.goodput.values, self.b.goodput.values)
 
+    @cached_property
+    def latency_stats(self) -> significance.Comparison | None:
+        """B's loaded round trips (each run's 95th percentile) against A's; None unless
+        both sides recorded them."""
+        runs = [p95_runs(s) for s in (self.a, self.b)]
+        if not runs[0] or not runs[1]:
+            return None
+        return significance.compare(runs[0], runs[1])
+
+    @property
+    def latency_change_pct(self) -> float | None:
+        """(B - A) / A of the median loaded p95, in percent: above 0, B waits longer."""
+        stats = self.latency_stats
+        return None if stats is None or stats.ratio is None else 100.0 * (stats.ratio - 1)
+
     @property
     def change_pct(self) -> float | None:
         """(B - A) / A of the medians, in percent."""
@@ -203,6 +225,41 @@ class Comparison:
 
 def axis_values(s: ConfigSummary, path: str) -> Any:
     return flatten(s.config.to_dict()).get(path)
+
+
+def p95_runs(s: ConfigSummary | None) -> tuple[float, ...]:
+    """Each successful run's loaded 95th-percentile round trip, in ms; empty when the
+    runs recorded none."""
+    latency = None if s is None else s.latency
+    return () if latency is None else latency.p95_runs
+
+
+def latency_verdict(stats: significance.Comparison) -> str:
+    """The loaded round trip's sentence: ``B's loaded RTT p95 is higher by 187.8% (95% CI
+    150.2%..220.0%, p = 0.0079)``; higher is worse."""
+    if stats.direction in ("undecidable", "none") or stats.ratio is None:
+        return stats.verdict
+    change = stats.ratio - 1
+    ci = ""
+    if stats.ratio_ci is not None:
+        low, high = (end - 1 for end in stats.ratio_ci)
+        ci = f"95% CI {low:+.1%}..{high:+.1%}, "
+    way = "higher" if change > 0 else "lower"
+    return (
+        f"B's loaded RTT p95 is {way} by {abs(change):.1%} ({ci}{significance.format_p(stats.p)})"
+    )
+
+
+def short_latency_verdict(row: "Row") -> str:
+    stats = row.latency_stats
+    if stats is None:
+        return "-"
+    if stats.direction == "undecidable":
+        return f"too few runs ({stats.n1} vs {stats.n2})"
+    if stats.direction == "none" or stats.ratio is None:
+        return "no significant difference"
+    way = "higher" if stats.ratio > 1 else "lower"
+    return f"B {way} by {abs(stats.ratio - 1):.0%}"
 
 
 def load(ref: RunRef, selector: Selector | None = None, where: str = "--compare") -> Side:
@@ -285,6 +342,16 @@ def _median(s: ConfigSummary | None) -> str:
     return f"{mbit(s.goodput.median):,.0f}" if s.goodput else "failed"
 
 
+def _p95(s: ConfigSummary | None) -> str:
+    """The median over the runs of each run's loaded p95: two decimals below 1 ms (a
+    veth lab's round trips are tens of microseconds), else one."""
+    runs = p95_runs(s)
+    if not runs:
+        return "-"
+    value = statistics.median(runs)
+    return f"{value:.2f}" if value < 1 else f"{value:,.1f}"
+
+
 def _retransmits(s: ConfigSummary | None) -> str:
     if s is None or s.goodput is None:
         return "-"
@@ -329,13 +396,15 @@ def rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     ignored = comparison.fixed_paths() | {"tunnel.kind"}
     axes = [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a not in ignored]
     header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes), "A Mbit/s", "B Mbit/s"]
-    header += ["B/A", "95% CI", "p", "verdict", "A retrans", "B retrans"]
+    header += ["B/A", "95% CI", "p", "verdict", "A p95 ms", "B p95 ms", "RTT p95 verdict"]
+    header += ["A retrans", "B retrans"]
     body = []
     for row in comparison.rows:
         settings = [_either(row, lambda s, a=a: axis_value(s, a)) for a in axes]
         body.append(
             [_either(row, lambda s: s.label), *settings, _median(row.a), _median(row.b),
-             *_statistics(row), short_verdict(row), _retransmits(row.a), _retransmits(row.b)]
+             *_statistics(row), short_verdict(row), _p95(row.a), _p95(row.b),
+             short_latency_verdict(row), _retransmits(row.a), _retransmits(row.b)]
         )  # fmt: skip
     return header, body
 
@@ -365,6 +434,12 @@ def explanation(comparison: Comparison) -> list[str]:
     }
     for stats in undecidable.values():
         lines.append(stats.verdict[0].upper() + stats.verdict[1:] + ".")
+    if any(r.latency_stats is not None for r in comparison.rows):
+        lines.append(
+            "A/B p95 ms: the median over the runs of each run's loaded round trip's 95th"
+            " percentile; RTT p95 verdict: the same rank test on those values (higher is"
+            " worse)."
+        )
     if any(r.in_noise for r in comparison.rows):
         lines.append(
             "Within noise: not significant, and the medians differ by less than this"
@@ -433,6 +508,8 @@ def _config_json(s: ConfigSummary | None) -> dict[str, Any] | None:
         "median_ci95_mbit": None if g is None or g.ci is None else [mbit(v) for v in g.ci],
         "retransmits_median": None if s.retransmits is None else s.retransmits.median,
         "retransmits_source": s.retransmits_metric,
+        "loaded_p95_ms": list(p95_runs(s)) or None,
+        "loaded_p95_median_ms": statistics.median(p95_runs(s)) if p95_runs(s) else None,
     }
 
 
@@ -450,6 +527,7 @@ def _row_json(row: Row) -> dict[str, Any]:
         "can_be_significant": None,
         "verdict": short_verdict(row),
         "noise_pct": row.noise_pct,
+        "latency": _latency_json(row),
     }
     if stats is not None:
         out |= {
@@ -462,6 +540,22 @@ def _row_json(row: Row) -> dict[str, Any]:
             "verdict": row.verdict,
         }
     return out
+
+
+def _latency_json(row: Row) -> dict[str, Any] | None:
+    """B's loaded p95 round trips against A's, as the goodput's are; None without them."""
+    stats = row.latency_stats
+    if stats is None:
+        return None
+    return {
+        "ratio": stats.ratio,
+        "ratio_ci95": None if stats.ratio_ci is None else list(stats.ratio_ci),
+        "p_value": stats.p,
+        "method": stats.method,
+        "significant": stats.significant,
+        "can_be_significant": stats.can_be_significant,
+        "verdict": latency_verdict(stats),
+    }
 
 
 def render_json(comparison: Comparison) -> str:
@@ -510,6 +604,41 @@ def slower(comparison: Comparison, pct: float) -> list[Row]:
         and row.stats.direction == "slower"
         and row.change_pct is not None
         and row.change_pct < -pct
+    ]
+
+
+def latency_worse(comparison: Comparison, pct: float) -> list[Row]:
+    """The pairs where B's loaded round trip (each run's p95) is significantly longer
+    than A's, its median more than ``pct`` percent above A's and more than
+    :data:`LATENCY_FLOOR_MS` longer: what ``--fail-if-latency-worse`` fails on."""
+    return [
+        row
+        for row in comparison.rows
+        if row.latency_stats is not None
+        and row.latency_stats.significant
+        and row.latency_stats.can_be_significant
+        and row.latency_change_pct is not None
+        and row.latency_change_pct > pct
+        and statistics.median(p95_runs(row.b)) - statistics.median(p95_runs(row.a))
+        > LATENCY_FLOOR_MS
+    ]
+
+
+def latency_above(comparison: Comparison, ms: float) -> list[Row]:
+    """The pairs whose B configuration's median loaded p95 is above ``ms``: what
+    ``--fail-if-latency-above`` fails on (a bound, so no test: the median is the
+    figure)."""
+    return [
+        row for row in comparison.rows if (runs := p95_runs(row.b)) and statistics.median(runs) > ms
+    ]
+
+
+def latency_undecided(comparison: Comparison) -> list[Row]:
+    """Pairs whose runs are too few for the rank test on their round trips."""
+    return [
+        r
+        for r in comparison.rows
+        if r.latency_stats is not None and r.latency_stats.direction == "undecidable"
     ]
 
 
