@@ -237,3 +237,17 @@ def test_a_report_that_cannot_be_written_keeps_the_results(lab, capsys, monkeypa
     err = capsys.readouterr().err
     assert err.startswith("tunnelbench: could not write the reports ([Errno 28] No space left")
     assert "the results are stored: `tunnelbench report 1 --db " in err
+
+
+def test_the_evidence_hint_names_the_database_it_needs(lab, monkeypatch):
+    """Run in a database other than the default, `report 1 --format md` alone would read
+    the wrong database (or none): the hint names it, quoted for the shell."""
+    monkeypatch.setenv("COLUMNS", "300")  # the hint whole on one line
+    spaced = lab / "my runs.db"
+    shutil.copyfile(lab / "queue-comparison.db", spaced)
+    done = tunnelbench("report", "1", "--db", str(spaced), cwd=lab)
+    assert done.returncode == 0, done.stderr
+    hint = f"(evidence: `tunnelbench report 1 --format md --db '{spaced}'`)"
+    assert hint in done.stdout.splitlines()
+    shown = tunnelbench("report", "1", "--format", "md", "--db", str(spaced), cwd=lab)
+    assert shown.returncode == 0 and "the shaped link is the limit" in shown.stdout

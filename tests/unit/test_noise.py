@@ -124,6 +124,25 @@ def test_trials_with_steal_or_outside_load_are_flagged_in_order():
     assert found.lines()[-1].startswith("disturbed: 2 trial(s): trial 2 (")
 
 
+def test_the_terminal_folds_many_disturbed_trials_into_one_line():
+    """A run with 11 disturbed trials printed 11 lines of prose at 80 columns, ahead of
+    the RTT column; the terminal now counts them in one line, the reports keep each."""
+    what = ("not steady: loaded RTT rose 64.0 → 95.0 ms across the window",)
+    many = tuple(
+        noise.Disturbed(seq, "k", "none", what if seq % 3 else ("steal 2.3% of cpu1",))
+        for seq in range(1, 12)
+    )
+    found = noise.Noise((), many)
+    (line,) = found.lines(terse=True)
+    assert line == (
+        "disturbed: 11 trial(s) (1, 2, 3, 4, 5, 6, 7, 8, …): not steady (8), steal (3);"
+        " the reports give the figures"
+    )
+    assert found.lines()[0].count("trial ") == 11  # the reports: each in full
+    two = noise.Noise((), many[:2])
+    assert two.lines(terse=True) == two.lines()  # a couple are listed in full
+
+
 def subject(*runs: dict[str, float]) -> Subject:
     medians = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     return Subject(WG, Resolved.from_dict({}), medians, runs=runs)

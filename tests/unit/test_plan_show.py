@@ -67,3 +67,24 @@ def test_a_vm_plan_shows_the_skips_its_guest_would_make(tmp_path):
     assert [(r[2], r[-1]) for r in rows] == [("0", "vm"), ("1", "skip")]
     assert "skipped on this machine or in its VM guests: 5 trial(s)" in text
     assert "  lab.cpus.gw: core 1 is not online here (cores 0) (5 trials)" in text
+
+
+def test_the_settings_every_configuration_shares_are_shown(tmp_path: Path):
+    """A one-configuration plan showed a one-row table and hid what it set: its rate,
+    queue and budget. Settings the table has as columns are not repeated."""
+    plan = tmp_path / "p.toml"
+    plan.write_text(
+        'name = "one"\n[base]\n"lab.wan.rate" = "100mbit"\n"lab.wan.queue_limit" = 5\n'
+        '"traffic.streams" = 4\n'
+    )
+    text = _show(str(plan))
+    (line,) = [x for x in text.splitlines() if x.startswith("every configuration: ")]
+    assert "lab.wan.rate 100mbit" in line and "lab.wan.queue_limit 5" in line
+    assert "traffic.streams 4" in line
+    assert "traffic.duration" not in line  # at its default: not said
+    two = tmp_path / "two.toml"
+    two.write_text(
+        'name = "two"\n[base]\n"lab.wan.rate" = "100mbit"\n[matrix]\n"traffic.streams" = [1, 4]\n'
+    )
+    (line,) = [x for x in _show(str(two)).splitlines() if x.startswith("every configuration")]
+    assert "traffic.streams" not in line  # a column of the table

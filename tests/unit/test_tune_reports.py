@@ -9,6 +9,8 @@ nothing more to help.
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -82,3 +84,17 @@ def test_the_html_has_the_path_escaped_and_the_plan(loaded):
     assert "<li>kept: lab.wan.queue_limit 4 → 64: " in page
     assert "<pre>[base.lab.wan]\nrate = &quot;100mbit&quot;" in page
     assert "tuning session for throughput" in page
+
+
+def test_runs_json_counts_a_tuning_session_as_planned_what_it_ran(tmp_path: Path):
+    """`runs --json` said `planned: 4` (the starting plan) for a session that stored 25."""
+    store = recorded("tune-tiny-fifo", tmp_path)
+    db = store.path
+    store.close()
+    done = subprocess.run(
+        [sys.executable, "-m", "tunnelbench", "runs", "--json", "--db", str(db)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (run,) = json.loads(done.stdout)
+    assert run["trials"] == {"stored": 25, "planned": 25, "ok": 25, "failed": 0, "skipped": 0}

@@ -262,6 +262,18 @@ def test_a_candidate_is_described_with_its_effect_and_verdict():
     )
 
 
+def test_a_change_below_one_percent_keeps_its_sign_and_a_decimal():
+    """tune printed "+0%" and "-0%" for -0.3%: a figure that says nothing."""
+    assert [tuning.signed_pct(v) for v in (29.4, -0.3, 0.04, 0.0, -1.0, -0.96)] == [
+        "+29%",
+        "-0.3%",
+        "+0.0%",
+        "0%",
+        "-1%",
+        "-1.0%",
+    ]
+
+
 def test_a_bloated_fifo_is_advised_shorter_for_the_latency_target_only(tmp_path: Path):
     """The recorded 1-stream baseline of streams-5-runs.db, put behind a 10 Mbit/s FIFO of
     1000 packets whose loaded round trip is 120 ms (a bufferbloat finding)."""

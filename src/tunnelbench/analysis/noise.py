@@ -19,6 +19,8 @@ VM guest is also flagged by what its host did over that window (``vmhost.*``,
 processes, so its own figures read 0 while the host was busy.
 """
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +33,10 @@ from tunnelbench.model.records import TrialRecord, TrialStatus
 
 #: Fewer runs than this give no usable spread.
 MIN_RUNS = 3
+#: The terminal lists at most this many disturbed trials in full; more are one line.
+TERSE_DISTURBED = 2
+#: The trial numbers that one line names before "…".
+TERSE_SEQS = 8
 
 
 def cv_pct(goodput: Summary | None) -> float | None:
@@ -65,6 +71,12 @@ class Disturbed:
 
     def text(self) -> str:
         return f"trial {self.seq} ({self.name}): {', '.join(self.what)}"
+
+
+def _kind(what: str) -> str:
+    """``steal 2.3% of cpu1`` -> ``steal``; ``not steady: loaded RTT rose …`` -> ``not
+    steady``: what disturbed a trial, without its figures."""
+    return re.split(r"[:\d]", what, maxsplit=1)[0].strip().rstrip(",")
 
 
 def disturbances(metrics: dict[str, float]) -> tuple[str, ...]:
@@ -113,12 +125,24 @@ class Noise:
                 " A difference smaller than its configuration's baseline CV is within this"
                 " machine's noise."
             )
-        if self.disturbed:
+        if terse and len(self.disturbed) > TERSE_DISTURBED:
+            out.append(self.folded())
+        elif self.disturbed:
             out.append(
                 f"disturbed: {len(self.disturbed)} trial(s): "
                 + "; ".join(d.text() for d in self.disturbed)
             )
         return out
+
+    def folded(self) -> str:
+        """The disturbed trials in one line, for the terminal: their numbers and what
+        disturbed them, counted (``disturbed: 9 trial(s) (3, 5, 8, …): not steady (7),
+        steal (2)``); the reports keep each one's figures."""
+        seqs = [str(d.seq) for d in self.disturbed]
+        named = ", ".join(seqs[:TERSE_SEQS]) + (", …" if len(seqs) > TERSE_SEQS else "")
+        kinds = Counter(_kind(w) for d in self.disturbed for w in d.what)
+        causes = ", ".join(k if n == 1 else f"{k} ({n})" for k, n in kinds.most_common())
+        return f"disturbed: {len(seqs)} trial(s) ({named}): {causes}; the reports give the figures"
 
     def to_dict(self) -> dict[str, Any]:
         return {

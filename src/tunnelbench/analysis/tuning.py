@@ -170,6 +170,13 @@ def winner(
     return min(timed, key=lambda c: (c.loaded_p95_ms or [0, 0])[1]) if timed else top
 
 
+def signed_pct(value: float) -> str:
+    """``+29%``, or one decimal below 1% (``-0.3%``, never ``-0%``); exactly 0 is ``0%``."""
+    if value == 0:
+        return "0%"
+    return f"{value:+.1f}%" if abs(value) < 1 else f"{value:+.0f}%"
+
+
 def ms(value: float) -> str:
     """A round trip in ms: 0.1 ms resolution, and two digits below 1 ms (a veth lab's
     round trips are tens of microseconds)."""
@@ -193,10 +200,10 @@ def describe(step: Step, candidate: Candidate, target: Target, end: End | None =
         return f"{head}: {candidate.outcome} (not measured)"
     figures = f"{figure(candidate.best_median, target)} → {figure(candidate.median, target)}"
     if (change := candidate.change_pct) is not None:
-        figures += f" ({change:+.0f}%"
+        figures += f" ({signed_pct(change)}"
         if candidate.ratio_ci is not None:
             low, high = (100 * (end - 1) for end in candidate.ratio_ci)
-            figures += f", 95% CI {low:+.0f}..{high:+.0f}%"
+            figures += f", 95% CI {signed_pct(low)[:-1]}..{signed_pct(high)}"
         if candidate.p is not None:
             figures += f", {format_p(candidate.p)}"
         figures += f", {candidate.best_runs} vs {candidate.runs} runs)"

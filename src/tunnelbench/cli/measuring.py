@@ -90,7 +90,8 @@ def finished(loaded: RunView, db: str, *, as_json: bool) -> bool:
         run_id = loaded.run.id
         print()
         colour = fit.colour_wanted(sys.stdout)
-        print(terminal.render(loaded, after_run=True, width=fit.width(), colour=colour))
+        text = terminal.render(loaded, after_run=True, width=fit.width(), colour=colour, db=db)
+        print(text)
         # Not wrapped: scripts and users find the run by this line, path and command whole.
         print(f"\nstored as run {run_id} in {db}; `tunnelbench report {run_id} --db {db}`")
     return write_reports(loaded, as_json=as_json)

@@ -24,8 +24,12 @@ from tunnelbench.bench.planfile import (
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.kinds import Order
-from tunnelbench.model.plan import expand, flatten, varying_paths
+from tunnelbench.model.plan import TrialConfig, expand, flatten, varying_paths
 from tunnelbench.model.wan import format_pct, format_us
+from tunnelbench.units import format_rate
+
+#: Settings that are rates in bit/s, shown as a plan writes them (``100mbit``).
+RATE_PATHS = ("lab.wan.rate", "traffic.udp_rate")
 
 
 def to_json(plan: Plan) -> dict[str, Any]:
@@ -133,12 +137,15 @@ def render(plan: Plan) -> str:
             f" ~{VM_BOOT_S:g} s a boot and ~{VM_TRIAL_OVERHEAD_S:g} s a trial besides its"
             " traffic (an emulated CPU, TCG; less under KVM)"
         )
-    lines.append("")
     # One row per configuration; the order says how its runs fall into trials.
     paths = [p for p in varying_paths(configs) if p != "tunnel.kind"]
+    flats = {c: flatten(c.to_dict()) for c in configs}
+    if common := shared_settings([flats[c] for c in configs], {"tunnel.kind", *paths}):
+        shown = ", ".join(f"{p} {_cell(v, p)}" for p, v in common.items())
+        lines.append(f"every configuration: {shown}")
+    lines.append("")
     header = ["#", "tunnel", *paths, "runs", "here"]
     rows = []
-    flats = {c: flatten(c.to_dict()) for c in configs}
     for number, config in enumerate(configs, start=1):
         flat = flats[config]
         status = "skip" if keys[config] in skipped else "vm" if config.lab.in_vm else "run"
@@ -169,9 +176,26 @@ def _order(order: Order, configurations: int) -> str:
     return f"order: {rounds}, #1 to #{configurations}"
 
 
+def shared_settings(flats: list[dict[str, Any]], left: set[str]) -> dict[str, Any]:
+    """The settings every configuration has alike and not at its default (a plan's base:
+    rate, queue, budget), but those in ``left`` (the table's columns): a one-row table
+    would otherwise hide what the plan set."""
+    default = flatten(TrialConfig().to_dict())
+    first, rest = flats[0], flats[1:]
+    return {
+        path: value
+        for path, value in first.items()
+        if path not in left
+        and value != default.get(path)
+        and all(flat.get(path) == value for flat in rest)
+    }
+
+
 def _cell(value: object, path: str = "") -> str:
     if value is None:
         return "-"
+    if path in RATE_PATHS and isinstance(value, int):
+        return format_rate(value)
     if path in ("lab.wan.delay", "lab.wan.jitter") and isinstance(value, int):
         return format_us(value)
     if path in ("lab.wan.loss", "lab.wan.reorder") and isinstance(value, int | float):

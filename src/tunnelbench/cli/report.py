@@ -215,13 +215,13 @@ def handle(args: argparse.Namespace) -> int:
     store = Store.read(Path(args.db))
     try:
         # An unknown run is an error before any output.
-        _report(view.load(store, ref), args.format, output)
+        _report(view.load(store, ref), args.format, output, args.db)
     finally:
         store.close()
     return 0
 
 
-def _report(loaded: RunView, fmt: str, output: Path | None) -> None:
+def _report(loaded: RunView, fmt: str, output: Path | None, db: str) -> None:
     if fmt == "md" and output is not None:
         emit_markdown(output, lambda path: markdown.write(loaded, path))
     elif fmt == "md":
@@ -240,6 +240,7 @@ def _report(loaded: RunView, fmt: str, output: Path | None) -> None:
             after_run=False,
             width=fit.width() if shown_here else None,
             colour=shown_here and fit.colour_wanted(sys.stdout),
+            db=db,
         )
         emit(text, output)
 

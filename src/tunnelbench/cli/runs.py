@@ -26,6 +26,7 @@ def to_json(store: Store, run: RunRecord) -> dict[str, Any]:
     (``ended_at`` and ``duration_s`` null while it has not ended)."""
     experiment = Experiment.from_dict(run.experiment)
     counts = store.trial_counts(run.id)
+    stored = sum(counts.values())
     return {
         "id": run.id,
         "started_at": run.started_at,
@@ -37,8 +38,10 @@ def to_json(store: Store, run: RunRecord) -> dict[str, Any]:
         "label": run.label,
         "notes": run.notes,
         "trials": {
-            "stored": sum(counts.values()),
-            "planned": planned_trials(experiment),
+            "stored": stored,
+            # A tuning session plans no trials (its steps' rounds follow its measurements):
+            # as the JSON report says, what it ran is what it planned.
+            "planned": stored if run.tune is not None else planned_trials(experiment),
             **{status: counts.get(status, 0) for status in ("ok", "failed", "skipped")},
         },
     }

@@ -235,8 +235,8 @@ def p95_runs(s: ConfigSummary | None) -> tuple[float, ...]:
 
 
 def latency_verdict(stats: significance.Comparison) -> str:
-    """The loaded round trip's sentence: ``B's loaded RTT p95 is higher by 187.8% (95% CI
-    150.2%..220.0%, p = 0.0079)``; higher is worse."""
+    """The loaded round trip's sentence: ``B's loaded RTT p95 is higher by 87.8% (95% CI
+    +18.1%..+156.3%, p = 0.0079)``; higher is worse."""
     if stats.direction in ("undecidable", "none") or stats.ratio is None:
         return stats.verdict
     change = stats.ratio - 1

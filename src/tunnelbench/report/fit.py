@@ -17,6 +17,8 @@ FALLBACK_WIDTH = 100
 #: characters helps nobody, and the reports hold everything anyway.
 MIN_WIDTH = 40
 ELLIPSIS = "…"
+#: How far back :func:`cut` looks for a word boundary.
+CUT_REACH = 24
 
 BOLD, RED, GREEN, RESET = "\033[1m", "\033[31m", "\033[32m", "\033[0m"
 
@@ -38,8 +40,16 @@ def paint(text: str, code: str, on: bool) -> str:
 
 
 def cut(text: str, limit: int) -> str:
-    """``text`` in at most ``limit`` characters, an ellipsis marking what was cut."""
-    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + ELLIPSIS
+    """``text`` in at most ``limit`` characters, an ellipsis marking what was cut: at the
+    last word boundary within :data:`CUT_REACH` characters of the end, so a figure or a
+    word is never shown in part ("at 100.2% of the…", not "at 100.2% of the lin…")."""
+    if len(text) <= limit:
+        return text
+    head = text[: max(0, limit - 1)]
+    space = head.rfind(" ")
+    if space > 0 and len(head) - space <= CUT_REACH:
+        head = head[:space]
+    return head.rstrip(" ,;:(") + ELLIPSIS
 
 
 def wrap(text: str, limit: int, *, indent: str = "", hanging: str = "") -> list[str]:

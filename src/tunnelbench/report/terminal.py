@@ -11,6 +11,8 @@ One text for both places that show it: the end of ``tunnelbench run`` and ``tunn
 report`` (which heads it with the run's line), so they cannot drift apart.
 """
 
+import shlex
+
 from tunnelbench.model.records import TrialStatus
 from tunnelbench.report import findings, fit, software, table, tune
 from tunnelbench.report import precision as precision_report
@@ -23,11 +25,18 @@ WARNINGS = tuple(
 
 
 def render(
-    view: RunView, *, after_run: bool, width: int | None = None, colour: bool = False
+    view: RunView,
+    *,
+    after_run: bool,
+    width: int | None = None,
+    colour: bool = False,
+    db: str | None = None,
 ) -> str:
     """``after_run``: the end of ``tunnelbench run`` (no heading; the run's failures,
     skips and precision, which the user has just watched happen); otherwise ``report``.
-    ``width``: the most characters a line may have (None: no limit)."""
+    ``width``: the most characters a line may have (None: no limit). ``db``: the
+    database the run is in, for the command that shows the evidence (it works only with
+    the database named)."""
     run, trials = view.run, view.trials
     limit = width or 10**6
     named = f" «{run.label}»" if run.label else ""
@@ -52,7 +61,8 @@ def render(
         lines += ["", "limited by:", *(fit.cut(f"  {v}", limit) for v in verdicts)]
         if advice := findings.terminal_advice(view.summaries):
             lines += ["", "advice:", *(f"  {a}" for a in advice)]
-        lines.append(f"(evidence: `tunnelbench report {run.id} --format md`)")
+        where = f" --db {shlex.quote(db)}" if db else ""
+        lines.append(f"(evidence: `tunnelbench report {run.id} --format md{where}`)")
     lines = fit.wrapped(lines, limit)
     return "\n".join(_painted(lines) if colour else lines)
 

@@ -3,7 +3,7 @@ what the measurements decided, how it ended, and the final configuration as a pl
 
 from typing import Any
 
-from tunnelbench.analysis.tuning import describe, figure
+from tunnelbench.analysis.tuning import describe, figure, signed_pct
 from tunnelbench.bench.progress import describe as label
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.model.plan import TrialConfig
@@ -35,7 +35,7 @@ def headline(record: TuneRecord) -> str:
     if not kept:
         return f"{target} {figure(start, target)}: no change kept; {ended} ({spent})"
     final = kept[-1][1].median
-    change = f" ({100 * (final / start - 1):+.0f}%)" if start and final else ""
+    change = f" ({signed_pct(100 * (final / start - 1))})" if start and final else ""
     changes = f"{len(kept)} kept change{'s' if len(kept) > 1 else ''}"
     return (
         f"{target} {figure(start, target)} → {figure(final, target)}{change} in {changes};"

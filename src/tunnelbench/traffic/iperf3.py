@@ -53,6 +53,12 @@ AUTO_TAIL_S = 0.25
 #: What iperf3 3.12 reports when the client is stopped with SIGINT: the client's
 #: document and its server's (``the client has terminated``).
 INTERRUPTED = ("interrupt - the client has terminated", "the client has terminated")
+#: What else the server may report of that stop: sending (a download), iperf3 3.12's
+#: server sometimes reads a stream's TCP_INFO after the stop has closed its socket (seen
+#: in CI: 1 of 12 quick download trials). Its intervals up to the stop are kept, and
+#: :func:`~tunnelbench.traffic.iperf3_json.parse_window` still checks that they cover
+#: the window.
+SERVER_STOPPED = (INTERRUPTED[1], "getsockopt - Bad file descriptor")
 
 
 def server_argv(binary: str, port: int, *, windowed: bool = False) -> list[str]:
@@ -320,7 +326,7 @@ def _interrupted(doc: dict[str, Any], server_report: Path) -> dict[str, Any]:
     if doc.get("error") != INTERRUPTED[0]:
         raise LabError(f"iperf3: {doc.get('error') or 'the client was not stopped as asked'}")
     server = _load(server_report)
-    if server.get("error") != INTERRUPTED[1]:
+    if server.get("error") not in SERVER_STOPPED:
         raise LabError(f"iperf3 server: {server.get('error') or 'it did not see the stop'}")
     del doc["error"], server["error"]
     doc["server_output_json"] = server
