@@ -530,23 +530,11 @@ def _row_json(row: Row) -> dict[str, Any]:
         "latency": _latency_json(row),
     }
     if stats is not None:
-        out |= {
-            "ratio": stats.ratio,
-            "ratio_ci95": None if stats.ratio_ci is None else list(stats.ratio_ci),
-            "p_value": stats.p,
-            "method": stats.method,
-            "significant": stats.significant,
-            "can_be_significant": stats.can_be_significant,
-            "verdict": row.verdict,
-        }
+        out |= _stats_json(stats, row.verdict)
     return out
 
 
-def _latency_json(row: Row) -> dict[str, Any] | None:
-    """B's loaded p95 round trips against A's, as the goodput's are; None without them."""
-    stats = row.latency_stats
-    if stats is None:
-        return None
+def _stats_json(stats: significance.Comparison, verdict: str) -> dict[str, Any]:
     return {
         "ratio": stats.ratio,
         "ratio_ci95": None if stats.ratio_ci is None else list(stats.ratio_ci),
@@ -554,8 +542,14 @@ def _latency_json(row: Row) -> dict[str, Any] | None:
         "method": stats.method,
         "significant": stats.significant,
         "can_be_significant": stats.can_be_significant,
-        "verdict": latency_verdict(stats),
+        "verdict": verdict,
     }
+
+
+def _latency_json(row: Row) -> dict[str, Any] | None:
+    """B's loaded p95 round trips against A's, as the goodput's are; None without them."""
+    stats = row.latency_stats
+    return None if stats is None else _stats_json(stats, latency_verdict(stats))
 
 
 def render_json(comparison: Comparison) -> str:
