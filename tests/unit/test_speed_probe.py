@@ -31,22 +31,36 @@ def test_a_core_that_does_not_exist_is_left_out():
 
 
 def test_a_busy_core_does_not_look_slow():
-    """The loop is timed in its own CPU time: a process spinning on the same core delays
-    its turn or cuts it in slices (wall time about doubles) but not its rate. Timed in
-    wall time, the rate would halve. The loop is made longer than the scheduler's slice
-    so the two share the core while it runs."""
+    """The loop is timed in its own CPU time: a process spinning on the same core cuts
+    it in slices (wall time about doubles) but not its rate. Timed in wall time, the
+    rate would halve, in every attempt. The test stays on the core throughout: moved
+    there for each reading, a thread starts ahead of the spinner (the scheduler places
+    a newcomer at the queue's front) and a wall-timed loop passed. Up to three attempts:
+    on a virtual machine, time the host takes from the vCPU is charged to whatever ran on
+    it (CI once read 0.61 of the quiet rate), which no attempt of a wall-timed loop
+    escapes."""
     core, loops = CORES[-1], 1_000_000
-    quiet = statistics.median(speed.read([core], loops)[core] for _ in range(5))
-    spinner = subprocess.Popen(
-        ["taskset", "-c", str(core), sys.executable, "-c", "while True: pass"]
-    )
+    allowed = os.sched_getaffinity(0)
+    ratios = []
     try:
-        time.sleep(0.2)
-        busy = statistics.median(speed.read([core], loops)[core] for _ in range(5))
+        os.sched_setaffinity(0, {core})
+        for _ in range(3):
+            quiet = statistics.median(speed.read([core], loops)[core] for _ in range(5))
+            spinner = subprocess.Popen(
+                ["taskset", "-c", str(core), sys.executable, "-c", "while True: pass"]
+            )
+            try:
+                time.sleep(0.2)
+                busy = statistics.median(speed.read([core], loops)[core] for _ in range(5))
+            finally:
+                spinner.kill()
+                spinner.wait()
+            ratios.append(round(busy / quiet, 2))
+            if ratios[-1] > 0.7:
+                break
     finally:
-        spinner.kill()
-        spinner.wait()
-    assert busy > 0.7 * quiet, (quiet, busy)
+        os.sched_setaffinity(0, allowed)
+    assert max(ratios) > 0.7, ratios
 
 
 def test_the_window_gives_the_median_and_the_slowest_rate_per_core():
