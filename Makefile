@@ -16,7 +16,7 @@ run: setup
 test: setup lint
 	$(VENV)/bin/pytest -q --durations=40 tests
 
-setup: system-packages $(TOOLS)/wireguard-go $(TOOLS)/boringtun-cli $(TOOLS)/sshd $(STAMP)
+setup: system-packages $(TOOLS)/wireguard-go $(TOOLS)/boringtun-cli $(TOOLS)/sshd $(TOOLS)/snmpd $(STAMP)
 
 .PHONY: system-packages
 system-packages:
@@ -28,9 +28,13 @@ $(TOOLS)/wireguard-go: scripts/install-wireguard-go
 $(TOOLS)/boringtun-cli: scripts/install-boringtun
 	@scripts/install-boringtun $(TOOLS)
 
-# Debian's sshd unpacked, not installed (that would start a host sshd): tests/sshd.py.
-$(TOOLS)/sshd: scripts/install-sshd
-	@scripts/install-sshd $(TOOLS)
+# Debian's sshd and snmpd unpacked, not installed (that would start them on the host):
+# tests/sshd.py, tests/snmpd.py.
+$(TOOLS)/sshd: scripts/unpack-daemon
+	@scripts/unpack-daemon openssh-server openssh-client usr/sbin/sshd -V $(TOOLS)
+
+$(TOOLS)/snmpd: scripts/unpack-daemon
+	@scripts/unpack-daemon snmpd snmp usr/sbin/snmpd -v $(TOOLS)
 
 $(STAMP): pyproject.toml requirements-dev.lock
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)

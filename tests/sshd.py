@@ -2,7 +2,7 @@
 
 A test of that mode needs hosts that behave like remote machines: a real sshd with real
 keys, host-key checking and login shells, not a mock of ``ssh``. Each role's sshd (Debian's,
-unpacked by ``scripts/install-sshd``) listens on 127.0.0.1:22 of the role's network
+unpacked by ``scripts/unpack-daemon``) listens on 127.0.0.1:22 of the role's network
 namespace. ssh reaches it through ``ip netns exec NS nc -F``, which connects from inside the
 namespace and hands the socket to ssh (ProxyUseFdpass): the host namespace gets no listener,
 address or route, and ssh sees the connection close the moment sshd goes, as over a real
