@@ -8,9 +8,10 @@ others are listed as further findings. When none fires the verdict is ``undeterm
 with what was seen: a rule that would need a guess stays silent instead.
 
 The rules live by cause: the path (:mod:`.path_rules`), loss and reordering
-(:mod:`.loss_rules`), the CPU (:mod:`.cpu_rules`), and the machine around the lab
-(:mod:`.disturbance`); what they speak of, and the thresholds they share, in
-:mod:`.verdicts`. This module orders them and decides what they say together:
+(:mod:`.loss_rules`), the CPU (:mod:`.cpu_rules`), a router seen only from outside
+(:mod:`.dut_rules`), and the machine around the lab (:mod:`.disturbance`); what they
+speak of, and the thresholds they share, in :mod:`.verdicts`. This module orders them
+and decides what they say together:
 
 - outside load and steal are about the machine, not the configuration: they outrank the
   measured cause only where they could explain the shortfall from the ceiling (the
@@ -46,6 +47,7 @@ from tunnelbench.analysis.disturbance import (
     steal,
     worst_steal,
 )
+from tunnelbench.analysis.dut_rules import black_box_cpu, unseen
 from tunnelbench.analysis.lab_limits import lab_limit
 from tunnelbench.analysis.loss_rules import (
     RETRANSMIT_HEAVY_PCT,
@@ -131,6 +133,7 @@ RULES: tuple[Rule, ...] = (
     generator_bound,
     single_queue,
     cpu_bound,
+    black_box_cpu,
     queue_below_bdp,
     queue_drops,
     reordering,
@@ -159,6 +162,8 @@ def undetermined(s: Subject) -> Finding:
         retransmits = s.metrics[source[0]]
         evidence.append(Evidence(f"TCP retransmits ({source[1]})", retransmits, ""))
         seen.append(f"{retransmits:,.0f} retransmits ({source[1]})")
+    outside, seen_outside = unseen(s)
+    evidence += seen_outside
     emulator = ""
     if s.resolved.virtualization == TCG and not emulator_busy(s):
         emulator = (
@@ -167,7 +172,7 @@ def undetermined(s: Subject) -> Finding:
         )
     return Finding(
         Bound.UNDETERMINED,
-        "no limit identified: " + ", ".join(seen) + emulator,
+        "no limit identified: " + ", ".join(seen) + outside + emulator,
         tuple(evidence),
     )
 

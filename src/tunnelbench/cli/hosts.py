@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.remote import hostsfile, probes, software
-from tunnelbench.remote.session import Session, missing
+from tunnelbench.remote.session import BlackBox, Session, missing
 
 
 def register(verbs: Verbs) -> None:
@@ -28,12 +28,16 @@ def check(args: argparse.Namespace) -> int:
         now = time.time()
         lines = [f"{hosts.path}: {hosts.layout}, DUT {hosts.dut}, tunnel {_tunnel(hosts)}"]
         for role in hosts.roles:
-            lines += describe(
-                role, hosts.hosts[role].destination, session.facts[role], now, role == hosts.dut
-            )
+            destination = hosts.hosts[role].destination
+            if destination is None:
+                lines += describe_black_box(session.black_boxes[role], hosts, role == hosts.dut)
+                continue
+            lines += describe(role, destination, session.facts[role], now, role == hosts.dut)
         problems = missing(hosts, session.facts)
+    logins = len(hosts.logins)
     lines.append(
-        f"connected to {len(hosts.roles)} hosts in {connected:.1f} s; changed nothing on any host"
+        f"connected to {logins} host{'s' if logins != 1 else ''} in {connected:.1f} s;"
+        " changed nothing on any host"
     )
     lines += [f"problem: {p}" for p in problems]
     print("\n".join(lines))
@@ -86,6 +90,32 @@ def describe(role: str, destination: str, facts: probes.Facts, now: float, dut: 
         lines.append(f"  crypto drivers: {shown}")
     else:
         lines.append("  crypto drivers: no cipher registered in /proc/crypto yet")
+    return lines
+
+
+def describe_black_box(box: BlackBox, hosts: hostsfile.HostsFile, dut: bool) -> list[str]:
+    """A router without a login: what its SNMP agent serves, or that nothing is read."""
+    role, remote = box.role, hosts.hosts[box.role]
+    lines = [
+        f"{role}{' (DUT)' if dut else ''}: no ssh: measured as a black box between the"
+        " client and the server (its cores, processes and queues cannot be seen)"
+    ]
+    if box.reader is None or box.device is None:
+        lines.append("  SNMP: none given (snmp and community): its interface counters are not read")
+        return lines
+    device = box.device
+    target = remote.snmp.target if remote.snmp else "?"
+    lines.append(f"  SNMP {target}: {device.description or 'no sysDescr'}")
+    names = ", ".join(device.interfaces.values()) or "none"
+    lines.append(f"  interfaces up: {names}")
+    if device.cpu_counters:
+        cores = f"{device.cores} cores" if device.cores else "cores not given"
+        lines.append(
+            f"  CPU: the whole box's time (UCD-SNMP-MIB ssCpuRaw*, {cores}); one core's"
+            " saturation is not visible in it"
+        )
+    else:
+        lines.append("  CPU: not served (no UCD-SNMP-MIB ssCpuRaw*): no CPU figure for it")
     return lines
 
 

@@ -116,6 +116,20 @@ def link(role: str, link_name: str, field: str) -> str:
     return f"link.{role}.{link_name}.{field}"
 
 
+#: A black-box router's figures read over SNMP (tunnelbench.remote.snmp): every core's
+#: busy share together and softirq's over the window, the seconds the agent's CPU
+#: counters covered (they refresh on its own clock), the seconds between its answers.
+SNMP_CPU_BUSY: Final = "cpu_busy_pct"
+SNMP_CPU_SOFTIRQ: Final = "cpu_softirq_pct"
+SNMP_CPU_COVERED: Final = "cpu_covered_s"
+SNMP_WINDOW: Final = "window_s"
+
+
+def snmp(role: str, field: str) -> str:
+    """``snmp.<role>.<field>``: a figure of a router read over SNMP (``SNMP_*``)."""
+    return f"snmp.{role}.{field}"
+
+
 def tunnel_device(role: str, field: str) -> str:
     """``tunnel.<role>.<field>``: the tunnel device's counter over the window."""
     return f"tunnel.{role}.{field}"

@@ -9,12 +9,13 @@ tunnelbench builds may not route the SSH management connection (:func:`managemen
 
 import ipaddress
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tunnelbench.echo import capped, did_you_mean
 from tunnelbench.errors import UserError
+from tunnelbench.remote.snmp import Agent
 
 #: The roles of each layout, in path order; the DUT (the router measured) is in between.
 LAYOUTS: dict[str, tuple[str, ...]] = {
@@ -27,15 +28,30 @@ IMPLEMENTATIONS = ("auto", "kernel", "wireguard-go")
 #: A slow router's SSH login (key exchange on a small CPU) takes a second or two.
 CONNECT_TIMEOUT_S = 10.0
 TOP_KEYS = {"layout", "ssh_config", "connect_timeout", "tunnel", "dut"}
-HOST_KEYS = {"ssh", "address"}
+HOST_KEYS = {"ssh", "address", "snmp", "community", "snmp_cache"}
+#: How old a counter an SNMP agent serves may be (s): agents answer from a cache they
+#: refresh on their own clock (net-snmp: interfaces every 3 s, CPU every 5 s).
+SNMP_CACHE_S = 5.0
+SNMP_CACHE_MAX_S = 60.0
 TUNNEL_KEYS = {"mode", "kind", "implementation", "ends", "address", "process", "inner", "via"}
 
 
 @dataclass(frozen=True)
 class RemoteHost:
+    """``destination`` None: a router tunnelbench cannot log into (no ``ssh``), measured
+    as a black box between the client and the server; ``snmp`` and ``community``: where
+    its SNMP agent answers, and the read community, for its counters."""
+
     role: str
-    destination: str  # as ``ssh`` takes it: an alias of the SSH config, user@host, host
+    destination: str | None  # as ``ssh`` takes it: an alias of the SSH config, user@host, host
     address: str | None  # where traffic reaches this host (the server's is required)
+    snmp: Agent | None = None
+    community: str | None = field(default=None, repr=False)
+    snmp_cache: float = SNMP_CACHE_S
+
+    @property
+    def black_box(self) -> bool:
+        return self.destination is None
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,11 @@ class HostsFile:
         return self.tunnel.mode != "existing" or self.tunnel.address != self.server.address
 
     @property
+    def logins(self) -> tuple[str, ...]:
+        """The roles tunnelbench logs into over SSH, in path order."""
+        return tuple(r for r in self.roles if not self.hosts[r].black_box)
+
+    @property
     def client(self) -> RemoteHost:
         return self.hosts["client"]
 
@@ -96,7 +117,9 @@ class HostsFile:
             "layout": self.layout,
             "dut": self.dut,
             "hosts": {
-                r: {"ssh": h.destination, "address": h.address} for r, h in self.hosts.items()
+                r: {"ssh": h.destination, "address": h.address}
+                | ({"snmp": h.snmp.target} if h.snmp else {})
+                for r, h in self.hosts.items()
             },
             "tunnel_mode": self.tunnel.mode,
             "tunnel_kind": self.tunnel.kind,
@@ -137,8 +160,11 @@ def parse(text: str, path: Path) -> HostsFile:
         for key in table:
             if key not in HOST_KEYS:
                 problems.append(f"{role}.{key}: unknown key{did_you_mean(key, HOST_KEYS)}")
+        router = role not in ("client", "server")
         destination = table.get("ssh")
-        if not isinstance(destination, str) or not destination.strip():
+        if destination is None and router:
+            pass  # a router without a login: a black box (its SNMP agent, if any, is read)
+        elif not isinstance(destination, str) or not destination.strip():
             problems.append(f"{role}.ssh: missing: the SSH destination (user@host or an alias)")
             destination = ""
         elif destination.startswith("-") or any(c.isspace() for c in destination):
@@ -146,7 +172,19 @@ def parse(text: str, path: Path) -> HostsFile:
         address = table.get("address")
         if address is not None:
             address = _address(problems, f"{role}.address", address)
-        hosts[role] = RemoteHost(role, destination, address)
+        agent, community = _snmp(problems, role, table, router)
+        cache = table.get("snmp_cache", SNMP_CACHE_S)
+        if "snmp_cache" in table and agent is None:
+            problems.append(f"{role}.snmp_cache: applies to an SNMP agent ({role}.snmp) only")
+        elif isinstance(cache, bool) or not isinstance(cache, int | float):
+            problems.append(f"{role}.snmp_cache: {cache!r} is not a number of seconds")
+            cache = SNMP_CACHE_S
+        elif not 0 <= cache <= SNMP_CACHE_MAX_S:
+            problems.append(
+                f"{role}.snmp_cache: {cache!r} is out of range; allowed 0..{SNMP_CACHE_MAX_S:g} s"
+            )
+            cache = SNMP_CACHE_S
+        hosts[role] = RemoteHost(role, destination, address, agent, community, float(cache))
     if "server" in hosts and hosts["server"].address is None:
         problems.append("server.address: missing: the address the client sends traffic to")
     dut = data.get("dut", roles[1])
@@ -154,6 +192,14 @@ def parse(text: str, path: Path) -> HostsFile:
         problems.append(f"dut: {dut!r} is not a router of this layout ({', '.join(roles[1:-1])})")
     tunnel = _tunnel(problems, data.get("tunnel", {}), roles)
     near, far = tunnel.ends
+    if tunnel.mode == "build":
+        for end in tunnel.ends:
+            if end in hosts and hosts[end].black_box:
+                problems.append(
+                    f"{end}.ssh: missing: tunnelbench builds the tunnel on {end}, so it must"
+                    f" log into it (a router without ssh is measured as a black box, with a"
+                    f" tunnel that is already up or none)"
+                )
     if tunnel.mode == "build" and far in hosts and hosts[far].address is None:
         problems.append(f"{far}.address: missing: where {near} reaches {far}, the tunnel's far end")
     client = hosts.get("client")
@@ -177,6 +223,32 @@ def parse(text: str, path: Path) -> HostsFile:
     if problems:
         raise UserError(f"{source}: " + "; ".join(problems))
     return HostsFile(path, layout, hosts, tunnel, dut, ssh_config, float(timeout))
+
+
+def _snmp(
+    problems: list[str], role: str, table: dict[str, Any], router: bool
+) -> tuple[Agent | None, str | None]:
+    """A router's SNMP agent and read community, both or neither."""
+    raw, community = table.get("snmp"), table.get("community")
+    if raw is None and community is None:
+        return None, None
+    if not router:
+        problems.append(f"{role}.snmp: only a router's counters are read over SNMP")
+        return None, None
+    if raw is None:
+        problems.append(f"{role}.snmp: missing: the agent's address, for {role}.community")
+        return None, None
+    if not isinstance(community, str) or not community or any(c.isspace() for c in community):
+        problems.append(f"{role}.community: missing: the SNMP read community (v2c)")
+        return None, None
+    if not isinstance(raw, str):
+        problems.append(f"{role}.snmp: {raw!r} is not an SNMP agent address")
+        return None, None
+    try:
+        return Agent.parse(raw), community
+    except UserError as exc:
+        problems.append(f"{role}.snmp: {exc}")
+        return None, None
 
 
 def _address(problems: list[str], key: str, raw: Any) -> str | None:

@@ -107,15 +107,27 @@ def _first_difference(given: dict[str, Any], default: dict[str, Any]) -> str | N
 
 
 def environment(session: Session) -> dict[str, Any]:
-    """The run's environment: the DUT's (it is the machine measured), every host's
-    facts, and the machine that controlled the run."""
-    dut = session.facts[session.file.dut]
+    """The run's environment: the DUT's (it is the machine measured; a black box's as its
+    SNMP agent describes it, or unknown), every host's facts, and the machine that
+    controlled the run."""
     client = session.facts["client"]
-    return {
-        "kernel": dut.kernel,
-        "machine": dut.machine,
-        "cores": dut.cores,
-        "cpu_governor": dut.governors.get(0),
+    found: dict[str, Any]
+    if (dut := session.facts.get(session.file.dut)) is not None:
+        found = {
+            "kernel": dut.kernel,
+            "machine": dut.machine,
+            "cores": dut.cores,
+            "cpu_governor": dut.governors.get(0),
+        }
+    else:
+        box = session.black_boxes[session.file.dut]
+        device = box.device
+        found = {
+            "dut": "a black box (no ssh)",
+            "system": device.description if device else "unknown (no SNMP agent given)",
+            "cores": device.cores if device else None,
+        }
+    return found | {
         "tunnelbench": __version__,
         "versions": {"iperf3": client.iperf3 or "?"},
         "remote": {
@@ -178,7 +190,6 @@ def _trials(
                 resolved.tunnel_version = tunnel.version()
             if kind != "none" and tunnel.facts.get("mtu"):
                 resolved.tunnel_mtu = int(tunnel.facts["mtu"])
-            dut = session.facts[session.file.dut].to_dict()
             resolved.remote = {
                 "dut": session.file.dut,
                 "tunnel_mode": tunnel.mode if kind != "none" else "none",
@@ -190,8 +201,7 @@ def _trials(
                 },
                 "hosts": {r: h.destination for r, h in session.file.hosts.items()},
                 "kernels": {r: f.kernel for r, f in session.facts.items()},
-                # What the diagnosis reads of the DUT: crypto drivers, trip points, top clocks.
-                **{k: dut[k] for k in ("crypto_drivers", "thermal_zones", "trips_c", "max_mhz")},
+                **_dut_facts(session),
             }
             outcome = remote_trial.measure(session, tunnel, trial.config, trial.seq)
             metrics, artifacts = outcome.metrics, outcome.artifacts
@@ -212,6 +222,30 @@ def _trials(
             started_at=started, metrics=metrics, artifacts=artifacts,
         )  # fmt: skip
         progress.trial_finished(trial, status, error or "", metrics.get(metric.GOODPUT.name))
+
+
+def _dut_facts(session: Session) -> dict[str, Any]:
+    """What the diagnosis reads of the DUT: how it was seen (``dut_view``: ``ssh``,
+    ``snmp`` or ``none``); logged into, its crypto drivers, trip points and top clocks;
+    a black box, what its SNMP agent serves."""
+    role = session.file.dut
+    if (facts := session.facts.get(role)) is not None:
+        dut = facts.to_dict()
+        keys = ("crypto_drivers", "thermal_zones", "trips_c", "max_mhz")
+        return {"dut_view": "ssh"} | {k: dut[k] for k in keys}
+    box = session.black_boxes[role]
+    if box.device is None:
+        return {"dut_view": "none"}
+    return {
+        "dut_view": "snmp",
+        "dut_snmp": {
+            "description": box.device.description,
+            "interfaces": sorted(box.device.interfaces.values()),
+            "cpu_counters": box.device.cpu_counters,
+            "cores": box.device.cores,
+            "cache_s": session.file.hosts[role].snmp_cache,
+        },
+    }
 
 
 def _tunnel(

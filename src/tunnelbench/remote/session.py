@@ -2,26 +2,47 @@
 its run directory, and cleanup of everything on every host however the run ends."""
 
 import secrets
+from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.remote import leftovers, masters, probes
+from tunnelbench.remote import leftovers, masters, probes, snmp
 from tunnelbench.remote.host import SshHost, owner_alive
 from tunnelbench.remote.hostsfile import HostsFile, management_overlap
 from tunnelbench.remote.ssh import Connection, Unreachable
+
+
+@dataclass
+class BlackBox:
+    """A router tunnelbench cannot log into; its SNMP agent, when the hosts file names
+    one, read from this machine (``reader``) with what discovery found (``device``)."""
+
+    role: str
+    reader: snmp.Reader | None = None
+    device: snmp.Device | None = None
+
+    def agent(self) -> tuple[snmp.Reader, snmp.Device] | None:
+        """Its SNMP reader and what discovery found; None when none is read."""
+        if self.reader is None or self.device is None:
+            return None
+        return self.reader, self.device
 
 
 class Session:
     """Use as a context manager: connected on entry (a failure to connect is a
     :class:`UserError` and leaves nothing anywhere), cleaned up on exit."""
 
-    def __init__(self, hosts: HostsFile, *, begin: bool = True) -> None:
+    def __init__(self, hosts: HostsFile, *, begin: bool = True, read_snmp: bool = True) -> None:
         self.file = hosts
+        self.read_snmp = read_snmp
         self.tag = secrets.token_hex(4)
         self.begin = begin
         #: This machine's record of the session: its masters, their sockets and logs.
         self.record: masters.SessionRecord | None = None
+        #: The hosts tunnelbench logs into; routers without a login are in black_boxes.
         self.hosts: dict[str, SshHost] = {}
+        self.black_boxes: dict[str, BlackBox] = {}
         self.facts: dict[str, probes.Facts] = {}
         self.controller: dict[str, str] = {}  # role -> this machine's address as it sees it
         self.problems: list[str] = []  # what cleanup could not do
@@ -41,6 +62,9 @@ class Session:
         self.record = record = masters.SessionRecord.create(self.tag, self.file.path)
         for role in self.file.roles:
             remote = self.file.hosts[role]
+            if remote.destination is None:
+                self.black_boxes[role] = self._black_box(role, record.directory)
+                continue
             connection = Connection(
                 remote.destination,
                 record.directory,
@@ -60,6 +84,21 @@ class Session:
         if self.begin:
             for host in self.hosts.values():
                 host.begin()
+
+    def _black_box(self, role: str, directory: Path) -> BlackBox:
+        """A router without a login, and its SNMP agent found answering (else a
+        :class:`UserError` naming it)."""
+        remote = self.file.hosts[role]
+        if remote.snmp is None or remote.community is None or not self.read_snmp:
+            return BlackBox(role)
+        private = directory / f"snmp-{role}"
+        private.mkdir(mode=0o700)
+        reader = snmp.Reader(remote.snmp, remote.community, private, f"{role}.snmp")
+        try:
+            device = reader.discover()
+        except LabError as exc:
+            raise UserError(str(exc)) from None
+        return BlackBox(role, reader, device)
 
     def close(self) -> None:
         for role, host in self.hosts.items():
@@ -85,7 +124,7 @@ def clean(hosts: HostsFile) -> tuple[list[str], bool]:
     # The masters first: their logins end with them, before the hosts are looked at.
     said = masters.clean(hosts.path)
     whole = True
-    with Session(hosts, begin=False) as session:
+    with Session(hosts, begin=False, read_snmp=False) as session:
         for role, host in session.hosts.items():
             for found in leftovers.listed(host.connection):
                 path = found.path
@@ -129,7 +168,7 @@ def missing(hosts: HostsFile, facts: dict[str, probes.Facts]) -> list[str]:
                     f"{role}: wg (wireguard-tools) is not installed; it sets up the tunnel"
                 )
     for role in hosts.roles[1:-1]:
-        if facts[role].forwarding is False:
+        if role in facts and facts[role].forwarding is False:  # a black box's is unknown
             problems.append(
                 f"{role}: IPv4 forwarding is off (net.ipv4.ip_forward = 0); the router must"
                 " forward, and tunnelbench changes no setting of your hosts"

@@ -21,7 +21,7 @@ from tunnelbench.model.plan import TrialConfig
 from tunnelbench.probes import tcp
 from tunnelbench.probes.qdisc import COUNTERS as QDISC_COUNTERS
 from tunnelbench.probes.qdisc import RootQdisc, parse_qdiscs
-from tunnelbench.remote import probes
+from tunnelbench.remote import probes, snmp
 from tunnelbench.remote.host import SshHost, wait_until
 from tunnelbench.remote.session import Session
 from tunnelbench.remote.tunnel import RemoteTunnel
@@ -65,16 +65,24 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
         role: probes.parse_counters(h.run(["sh", "-c", probes.COUNTERS]).stdout)
         for role, h in session.hosts.items()
     }
-    queues_before = _qdiscs(session.hosts[dut], session.facts[dut].programs)
+    dut_host = session.hosts.get(dut)  # None: a black box
+    box = session.black_boxes.get(dut)
+    queues_before = _qdiscs(dut_host, session.facts[dut].programs) if dut_host else None
+    agent = box.agent() if box is not None else None  # (reader, device) of a box's SNMP
+    snmp_before = agent[0].snapshot(agent[1]) if agent else None
     marks: dict[str, tuple[float, probes.Counters]] = {}
+    snmp_marks: dict[str, snmp.Snapshot] = {}
     tcp_marks: dict[str, dict[str, str]] = {}
 
     def snapshot(name: str) -> None:
-        """The window's edge: the DUT's processes, the endpoints' TCP counters."""
+        """The window's edge: the DUT's processes (or its SNMP counters), the
+        endpoints' TCP counters."""
         try:
-            dut_host = session.hosts[dut]
-            text = dut_host.run(["sh", "-c", probes.COUNTERS]).stdout
-            marks[name] = (time.monotonic(), probes.parse_counters(text))
+            if dut_host is not None:
+                text = dut_host.run(["sh", "-c", probes.COUNTERS]).stdout
+                marks[name] = (time.monotonic(), probes.parse_counters(text))
+            elif agent is not None:
+                snmp_marks[name] = agent[0].snapshot(agent[1])
             tcp_marks[name] = {
                 role: session.hosts[role].run(["cat", "/proc/net/snmp", "/proc/net/netstat"]).stdout
                 for role in ("client", "server")
@@ -114,8 +122,20 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
     if "begin" in tcp_marks and "end" in tcp_marks:
         metrics |= tcp.window_metrics(tcp_marks["begin"], tcp_marks["end"])
     metrics |= _counter_metrics(before, after)
+    if agent is not None and snmp_before is not None:
+        # The interfaces over the whole trial, as a host's over SSH, read once the agent's
+        # cache cannot still hold a value from before the traffic ended; the CPU over the
+        # window, where its counters covered enough of it.
+        reader, device = agent
+        cache = session.file.hosts[dut].snmp_cache
+        time.sleep(max(0.0, ended + cache - time.monotonic()))
+        metrics |= snmp.link_metrics(dut, device, snmp_before, reader.snapshot(device))
+        if {"begin", "end"} <= snmp_marks.keys():
+            opened, closed = snmp_marks["begin"], snmp_marks["end"]
+            metrics |= snmp.cpu_metrics(dut, device, opened, closed, cache)
+            metrics[metric.snmp(dut, metric.SNMP_WINDOW)] = round(closed.at - opened.at, 3)
     facts: dict[str, Any] = {"port": port, "target": target}
-    queues_after = _qdiscs(session.hosts[dut], session.facts[dut].programs)
+    queues_after = _qdiscs(dut_host, session.facts[dut].programs) if dut_host else None
     if queues_before is not None and queues_after is not None:
         metrics |= _qdisc_metrics(dut, queues_before, queues_after)
         facts["dut_qdiscs"] = {dev: q.kind for dev, q in sorted(queues_after.items())}
@@ -250,15 +270,32 @@ def _counter_metrics(
 def _check_counters(session: Session, metrics: dict[str, float], duration: int) -> None:
     """The second instrument: the bytes iperf3 says crossed must have crossed the DUT.
     Its busiest interface sent at least the goodput's bytes over the measured seconds
-    (the counters span more: warm-up, set-up, headers)."""
+    (the counters span more: warm-up, set-up, headers). A black box whose counters were
+    not read (no SNMP) is checked from outside: the receiving ends' interfaces received
+    at least what iperf3 says arrived there."""
     dut = session.file.dut
-    delivered = metrics[metric.GOODPUT.name] * duration / 8
     sent = [
         v for n, v in metrics.items() if n.startswith(f"link.{dut}.") and n.endswith(".tx_bytes")
     ]
-    if not sent or max(sent) < delivered:
-        raise LabError(
-            f"the DUT ({dut}) sent {max(sent, default=0):,.0f} bytes on its busiest interface,"
-            f" fewer than the {delivered:,.0f} iperf3 reports delivered: the traffic did not"
-            f" cross {dut} (check the route from the client to the server's address)"
-        )
+    if sent or dut not in session.black_boxes:
+        delivered = metrics[metric.GOODPUT.name] * duration / 8
+        if not sent or max(sent) < delivered:
+            raise LabError(
+                f"the DUT ({dut}) sent {max(sent, default=0):,.0f} bytes on its busiest"
+                f" interface, fewer than the {delivered:,.0f} iperf3 reports delivered: the"
+                f" traffic did not cross {dut} (check the route from the client to the"
+                " server's address)"
+            )
+        return
+    for receiver, name in (("server", metric.UPLOAD.name), ("client", metric.DOWNLOAD.name)):
+        arrived = metrics.get(name, 0.0) * duration / 8
+        received = [
+            v
+            for n, v in metrics.items()
+            if n.startswith(f"link.{receiver}.") and n.endswith(".rx_bytes")
+        ]
+        if arrived and max(received, default=0) < arrived:
+            raise LabError(
+                f"the {receiver} received {max(received, default=0):,.0f} bytes on its busiest"
+                f" interface, fewer than the {arrived:,.0f} iperf3 reports arrived there"
+            )

@@ -61,7 +61,7 @@ def existing(session: Session) -> RemoteTunnel:
     DUT has that program."""
     hosts = session.file
     tunnel = RemoteTunnel(hosts.tunnel.kind, "existing", "existing", facts={"built_by": "user"})
-    if (process := hosts.tunnel.process) is not None:
+    if (process := hosts.tunnel.process) is not None and hosts.dut in session.facts:
         described = session.facts[hosts.dut].software.describe(process)
         if described is not None:
             tunnel.user_version = f"the user's {process} on {hosts.dut}: {described}"

@@ -278,14 +278,20 @@ def header_lines(
 
 
 def hosts_line(remote: dict[str, Any]) -> str:
-    """A run on real hosts: each role's SSH destination, kernel and cores, which is the
-    DUT, and who built the tunnel (the lab's settings in the line above do not apply)."""
+    """A run on real hosts: each role's SSH destination, kernel and cores (a router
+    without a login: a black box, and its SNMP agent), which is the DUT, and who built
+    the tunnel (the lab's settings in the line above do not apply)."""
     hosts = remote.get("hosts") or {}
     facts = remote.get("facts") or {}
     parts = []
     for role, where in (hosts.get("hosts") or {}).items():
         f = facts.get(role) or {}
         dut = " = DUT" if role == hosts.get("dut") else ""
+        if where.get("ssh") is None:  # a router without a login
+            snmp = where.get("snmp")
+            seen = f"its SNMP agent `{escape(str(snmp))}`" if snmp else "no SNMP agent"
+            parts.append(f"{role}{dut} (a black box, no login: {seen})")
+            continue
         tools = ", busybox" if f.get("busybox") else ""
         parts.append(
             f"{role}{dut} (`{escape(str(where.get('ssh')))}`: kernel {f.get('kernel', '?')},"

@@ -5,12 +5,13 @@ kept in the error, and each command is logged at debug level (``-v``).
 """
 
 import logging
+import os
 import shlex
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,8 +82,10 @@ def run(
     timeout: float = 30.0,
     input_text: str | None = None,
     cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a command to completion and return it; raise :class:`CommandError` on failure.
+    ``env``: variables set for it, beside this process's own.
 
     Ctrl-C does not cut a command short: it runs in a session of its own (the terminal's
     SIGINT does not reach it) and is waited for before the interrupt is raised, so what
@@ -101,6 +104,7 @@ def run(
                 text=True,
                 start_new_session=True,
                 cwd=cwd,
+                env={**os.environ, **env} if env is not None else None,
             )
     except FileNotFoundError:
         raise UserError(f"required program {args[0]!r} was not found; run `make run`") from None
