@@ -20,13 +20,14 @@ from tunnelbench.cli import doctor
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import EspMode, Protection, Topology, TunnelKind
 from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.topology import Underlay
 from tunnelbench.model.encapsulation import default_tunnel_mtu, fields
 from tunnelbench.model.plan import LabSettings, TrafficSettings, TrialConfig, TunnelSettings
 from tunnelbench.system import probing
 from tunnelbench.system.probing import Capabilities, CgroupCpu, Check, Congestion, Program
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec
-from tunnelbench.tunnels.esp import Underlay, protected_ends, wan_underlay
+from tunnelbench.tunnels.esp import protected_ends
 from tunnelbench.tunnels.kernel_link import KernelLinkTunnel
 
 KERNEL_LINKS = (TunnelKind.GRE, TunnelKind.GRETAP, TunnelKind.IPIP, TunnelKind.GENEVE)
@@ -109,7 +110,7 @@ def test_each_end_creates_its_device_between_the_wan_addresses(kind, topology, r
 def test_the_endpoints_are_the_wan_ipv4_addresses_whatever_the_family():
     for topology, ends in ((Topology.ROAD_WARRIOR, RW), (Topology.SITE_TO_SITE, S2S)):
         for role, (local, remote, wan) in ends.items():
-            assert wan_underlay(lab(topology), role) == Underlay(local, remote, wan)
+            assert lab(topology).wan_underlay(role) == Underlay(local, remote, wan)
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,15 @@ from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.host import Host, NetnsHost
 from tunnelbench.lab.pppoe import up as pppoe_up
 from tunnelbench.lab.shaping import device_commands, link_commands
-from tunnelbench.lab.topology import CHAINS, Chain, link_address, plen, routes_for
+from tunnelbench.lab.topology import (
+    CHAINS,
+    Chain,
+    Underlay,
+    link_address,
+    plen,
+    routes_for,
+    tunnel_address,
+)
 from tunnelbench.model import cpulist
 from tunnelbench.model.plan import LabSettings, Offloads
 from tunnelbench.system import probing, programs
@@ -121,6 +129,34 @@ class Lab:
         """The address of ``role`` on its link to ``peer``."""
         i, j = self.chain.roles.index(role), self.chain.roles.index(peer)
         return link_address(min(i, j), left=i < j, family=family)
+
+    # -- the tunnel's view of the lab (tunnelbench.tunnels.site.Site) ------------------
+
+    @property
+    def tunnel_ends(self) -> tuple[str, str]:
+        return self.chain.tunnel_ends
+
+    @property
+    def families(self) -> tuple[int, ...]:
+        return self.settings.families
+
+    def wan_underlay(self, role: str) -> Underlay:
+        """The WAN addresses of ``role`` and its peer, bound to ``role``'s WAN device."""
+        left, right = self.chain.tunnel_ends
+        peer = right if role == left else left
+        local, remote = self.address(role, peer, 4), self.address(peer, role, 4)
+        return Underlay(local, remote, self.wan_device(role))
+
+    def inner_address(self, role: str, family: int) -> str:
+        left = role == self.chain.tunnel_ends[0]
+        return f"{tunnel_address(left, family)}/{plen(family)}"
+
+    def inner_peer(self, role: str, family: int) -> str:
+        return tunnel_address(role != self.chain.tunnel_ends[0], family)
+
+    def inner_routes(self, role: str, family: int) -> list[str]:
+        """Every lab prefix beyond the tunnel's far end."""
+        return [r.prefix for r in routes_for(self.chain, role, family, tunnel=True) if r.tunnel]
 
     def server_address(self, family: int) -> str:
         """Where test traffic goes: the server's end of its link (through the tunnel)."""

@@ -68,6 +68,16 @@ def plen(family: int) -> int:
 
 
 @dataclass(frozen=True)
+class Underlay:
+    """Where a tunnel's outer packets go: its local and remote addresses (IPv4), and
+    the device it binds to (None: routing decides, e.g. into ESP)."""
+
+    local: str
+    remote: str
+    device: str | None
+
+
+@dataclass(frozen=True)
 class Route:
     prefix: str
     via: str | None  # next-hop address; None for a tunnel device route (WireGuard)

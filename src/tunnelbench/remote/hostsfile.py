@@ -16,6 +16,7 @@ from typing import Any
 from tunnelbench.echo import capped, did_you_mean
 from tunnelbench.errors import UserError
 from tunnelbench.remote.snmp import Agent
+from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 #: The roles of each layout, in path order; the DUT (the router measured) is in between.
 LAYOUTS: dict[str, tuple[str, ...]] = {
@@ -23,7 +24,13 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
     "site-to-site": ("client", "gwa", "gwb", "server"),
 }
 MODES = ("existing", "build", "none")
-BUILDABLE = ("wireguard",)
+#: What tunnelbench builds on real hosts: WireGuard, and every kind that builds through a
+#: site alone (tunnelbench.tunnels.site) and carries IPv4, the traffic of a hosts file.
+BUILDABLE = ("wireguard",) + tuple(
+    kind.value
+    for kind in TUNNELS.kinds()
+    if TUNNELS.get(kind).anywhere and 4 in TUNNELS.get(kind).families
+)
 IMPLEMENTATIONS = ("auto", "kernel", "wireguard-go")
 #: A slow router's SSH login (key exchange on a small CPU) takes a second or two.
 CONNECT_TIMEOUT_S = 10.0
@@ -300,7 +307,9 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
             f"tunnel.kind: {kind!r}: tunnelbench builds {', '.join(BUILDABLE)} on real hosts"
         )
     implementation = table.get("implementation", "auto")
-    if implementation not in IMPLEMENTATIONS:
+    if kind != "wireguard" and implementation not in ("auto", "kernel"):
+        problems.append(f"tunnel.implementation: {kind} has only the kernel's ('auto', 'kernel')")
+    elif implementation not in IMPLEMENTATIONS:
         problems.append(
             f"tunnel.implementation: {implementation!r} is none of {', '.join(IMPLEMENTATIONS)}"
         )

@@ -22,7 +22,7 @@ from tunnelbench.bench.runner import guarded
 from tunnelbench.bench.sink import store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Generator, StreamMode, Topology
+from tunnelbench.kinds import Generator, StreamMode, Topology, TunnelKind
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, LabSettings, Trial, expand
@@ -31,7 +31,13 @@ from tunnelbench.remote import trial as remote_trial
 from tunnelbench.remote.hostsfile import HostsFile
 from tunnelbench.remote.session import Session, missing
 from tunnelbench.remote.ssh import Unreachable
-from tunnelbench.remote.tunnel import RemoteTunnel, build_wireguard, existing, teardown
+from tunnelbench.remote.tunnel import (
+    RemoteTunnel,
+    build_kind,
+    build_wireguard,
+    existing,
+    teardown,
+)
 from tunnelbench.traffic import REGISTRY as GENERATORS
 
 log = logging.getLogger("tunnelbench.remote.run")
@@ -199,6 +205,8 @@ def _trials(
                     role: {"implementation": used, "version": version}
                     for role, (used, version) in (tunnel.ends if kind != "none" else {}).items()
                 },
+                # Each end's tunnel device, whose counters are the trial's link.<role>.<dev>.
+                "tunnel_devices": dict(tunnel.devices) if kind != "none" else {},
                 "hosts": {r: h.destination for r, h in session.file.hosts.items()},
                 "kernels": {r: f.kernel for r, f in session.facts.items()},
                 **_dut_facts(session),
@@ -264,7 +272,11 @@ def _tunnel(
     if plan.mode == "existing":
         return existing(session)
     if not standing:
-        tunnel = build_wireguard(session, choice)
+        built = TunnelKind(kind)
+        if built is TunnelKind.WIREGUARD:
+            tunnel = build_wireguard(session, choice)
+        else:
+            tunnel = build_kind(session, built)
         tunnel.facts["asked"] = choice
         standing.append(tunnel)
     return standing[0]

@@ -162,10 +162,12 @@ def missing(hosts: HostsFile, facts: dict[str, probes.Facts]) -> list[str]:
         if facts[role].iperf3 is None
     ]
     if hosts.tunnel.mode == "build":
+        tool, why = ("wg", "wireguard-tools") if hosts.tunnel.kind == "wireguard" else ("ip", "")
         for role in hosts.tunnel.ends:
-            if "wg" not in facts[role].programs:
+            if tool not in facts[role].programs:
                 problems.append(
-                    f"{role}: wg (wireguard-tools) is not installed; it sets up the tunnel"
+                    f"{role}: {tool}{f' ({why})' if why else ''} is not installed; it sets"
+                    " up the tunnel"
                 )
     for role in hosts.roles[1:-1]:
         if role in facts and facts[role].forwarding is False:  # a black box's is unknown

@@ -13,10 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunnelbench.errors import LabError, UserError
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.remote.host import SshHost, wait_until
 from tunnelbench.remote.hostsfile import HostsFile
 from tunnelbench.remote.probes import Facts
 from tunnelbench.remote.session import Session
+from tunnelbench.remote.site import HostsSite
+from tunnelbench.remote.ssh import Unreachable
+from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 PORTS = range(51820, 51900)
 WG_MTU = 1420  # WireGuard's own default: 1500 less 80 bytes of IPv6 + UDP + WireGuard
@@ -151,6 +156,56 @@ def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
     _check_path(session, tunnel, near, far, session.file.target(False))
     tunnel.facts |= {"mtu": WG_MTU, "port": port, "device": device}
     return tunnel
+
+
+def build_kind(session: Session, kind: TunnelKind) -> RemoteTunnel:
+    """A kind that builds through a site alone (:attr:`Tunnel.anywhere`: VXLAN, GRE,
+    gretap, IPIP, GENEVE), built between the hosts file's two ends by the same code as
+    in the lab (:class:`tunnelbench.remote.site.HostsSite`), at the default MTU of the
+    ends' underlay; the server routes the client's inner address back through ``via``."""
+    tunnel_kind = TUNNELS.get(kind)
+    plan = session.file.tunnel
+    near, far = plan.ends
+    site = HostsSite(session)
+    spec = tunnel_kind.resolve(TunnelSettings(kind=kind), site.underlay_mtu())
+    built_by = {"built_by": "tunnelbench"}
+    tunnel = RemoteTunnel(kind.value, "build", spec.implementation, facts=built_by)
+    try:
+        handle = tunnel_kind.build(site, spec)
+    except Unreachable:
+        raise
+    except LabError as exc:  # the host's own refusal (an unknown link type, a busy port)
+        raise UserError(f"could not build {kind.value}: {exc}") from None
+    finally:
+        tunnel.undo = site.undo
+    if near == "client" and far != "server":
+        assert plan.via is not None  # required by the hosts file
+        back = f"{site.inner[near]}/32"
+        removal = ["ip", "route", "del", back]
+        session.hosts["server"].undo(removal)
+        tunnel.undo.setdefault("server", []).append(removal)
+        session.hosts["server"].run(["ip", "route", "add", back, "via", plan.via])
+    tunnel.devices = dict(handle.devices)
+    tunnel.ends = {role: ("kernel", f"linux {session.facts[role].kernel}") for role in (near, far)}
+    _check_carried(session, tunnel, near, far, session.file.target(False))
+    tunnel.facts |= {"mtu": spec.mtu, "device": handle.devices[far]}
+    return tunnel
+
+
+def _check_carried(
+    session: Session, tunnel: RemoteTunnel, near: str, far: str, target: str
+) -> None:
+    """The client's packets to the server go through the tunnel: the far end's tunnel
+    device received them, else the route or the tunnel is wrong."""
+    session.hosts[near].run(["ping", "-c", "3", "-W", "1", target], check=False, timeout=15)
+    device = tunnel.devices[far]
+    counter = f"/sys/class/net/{device}/statistics/rx_packets"
+    text = session.hosts[far].run(["cat", counter], check=False).stdout.strip()
+    if not text.isdigit() or int(text) == 0:
+        raise LabError(
+            f"the tunnel carries nothing: {far}'s {device} received no packets after {near}"
+            f" pinged {target} (check {far}'s address in the hosts file and the firewalls)"
+        )
 
 
 def _version(host: SshHost, implementation: str, facts: Facts) -> str:

@@ -12,13 +12,13 @@ from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
-from tunnelbench.lab.topology import plen, routes_for, tunnel_address
 from tunnelbench.model import encapsulation as model
 from tunnelbench.model.kindfacts import TunnelFacts, Wire
 from tunnelbench.model.plan import IPV6_MTU_MIN, TunnelSettings
 from tunnelbench.system import programs
 from tunnelbench.system.probing import Capabilities
 from tunnelbench.tunnels import strongswan
+from tunnelbench.tunnels.site import Site
 
 #: What ESP offers, whether as the tunnel itself or around an unencrypted one.
 ESP_CIPHERS = (Cipher.AES_256_GCM, Cipher.CHACHA20_POLY1305)
@@ -314,9 +314,22 @@ class Tunnel(ABC):
     def version(self, implementation: str) -> str:
         """The version of the implementation, recorded with every trial."""
 
-    @abstractmethod
     def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
-        """Bring the tunnel up between the lab's two tunnel ends and route through it."""
+        """Bring the tunnel up between the lab's two tunnel ends and route through it: by
+        default as :meth:`build` does on any site; a kind that needs more of the lab (its
+        daemons, files, ESP) overrides this instead."""
+        return self.build(lab, spec)
+
+    def build(self, site: Site, spec: TunnelSpec) -> TunnelHandle:
+        """Bring the tunnel up between ``site``'s two ends through the site alone (see
+        :mod:`tunnelbench.tunnels.site`): a kind that implements it runs on real hosts
+        too (:attr:`anywhere`)."""
+        raise NotImplementedError(f"{self.kind.value} is built in the namespace lab only")
+
+    @property
+    def anywhere(self) -> bool:
+        """Whether :meth:`build` is implemented: the kind runs on every site."""
+        return type(self).build is not Tunnel.build
 
     # --- shared steps for subclasses ---
 
@@ -327,21 +340,18 @@ class Tunnel(ABC):
             f for f in self.families if f in lab_families and (f == 4 or mtu >= IPV6_MTU_MIN)
         )
 
-    def address_and_route(self, lab: Lab, role: str, device: str, mtu: int) -> None:
+    def address_and_route(self, site: Site, role: str, device: str, mtu: int) -> None:
         """Give a tunnel device its inner addresses, bring it up and add its routes."""
-        left = role == lab.chain.tunnel_ends[0]
         commands = [["link", "set", device, "mtu", str(mtu), "up"]]
-        for family in self.carried_families(lab.settings.families, mtu):
-            address = f"{tunnel_address(left, family)}/{plen(family)}"
+        for family in self.carried_families(site.families, mtu):
             commands.append(
-                ["address", "add", address, "dev", device] + (["nodad"] if family == 6 else [])
+                ["address", "add", site.inner_address(role, family), "dev", device]
+                + (["nodad"] if family == 6 else [])
             )
-            for route in routes_for(lab.chain, role, family, tunnel=True):
-                if not route.tunnel:
-                    continue
-                via = ["via", tunnel_address(not left, family)] if self.layer2 else []
-                commands.append(["route", "add", route.prefix, *via, "dev", device])
-        lab.ip_batch(role, commands)
+            for prefix in site.inner_routes(role, family):
+                via = ["via", site.inner_peer(role, family)] if self.layer2 else []
+                commands.append(["route", "add", prefix, *via, "dev", device])
+        site.ip_batch(role, commands)
 
 
 def require_esp(implementation: str, key: str) -> None:

@@ -36,11 +36,13 @@ from tunnelbench.kinds import Cipher, EspMode
 from tunnelbench.lab.host import SAME_AS_STDOUT
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
+from tunnelbench.lab.topology import Underlay
 from tunnelbench.model import encapsulation as model
 from tunnelbench.system import programs
 from tunnelbench.system.command import CommandError, run
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import TunnelHandle, TunnelSpec, tail, wait_for_device
+from tunnelbench.tunnels.site import Site
 from tunnelbench.tunnels.strongswan import KERNEL, LIBIPSEC, Child, Connection
 
 #: The two ends of a protected tunnel, in ESP tunnel mode: .1 the left end, .2 the right.
@@ -50,16 +52,6 @@ IF_ID = 42
 #: Seconds for charon to come up, and for the CHILD_SAs to be installed at both ends.
 START_TIMEOUT = 10.0
 INSTALL_TIMEOUT = 10.0
-
-
-@dataclass(frozen=True)
-class Underlay:
-    """Where a tunnel's outer packets go: its local and remote addresses (IPv4), and
-    the device it binds to (None: routing decides, e.g. into ESP)."""
-
-    local: str
-    remote: str
-    device: str | None
 
 
 def endpoint(left: bool) -> str:
@@ -293,7 +285,7 @@ def protected_ends(
         if mode is EspMode.TRANSPORT:
             selector = (f"dynamic[{protocol}]",)
             child = Child(strongswan.CONNECTION, selector, selector)
-            ends[role] = (wan_underlay(lab, role), (child,))
+            ends[role] = (lab.wan_underlay(role), (child,))
         else:
             own, peer = endpoint(role == left), endpoint(role != left)
             child = Child(strongswan.CONNECTION, (f"{own}/32",), (f"{peer}/32",))
@@ -329,25 +321,20 @@ def protect(lab: Lab, spec: TunnelSpec, protocol: str) -> tuple[dict[str, Underl
 
 
 def underlays(
-    lab: Lab, spec: TunnelSpec, protocol: str | None, handle: TunnelHandle
+    site: Site, spec: TunnelSpec, protocol: str | None, handle: TunnelHandle
 ) -> dict[str, Underlay]:
     """Where each end of an unencrypted tunnel runs: between the WAN addresses, or with
     ``tunnel.protection = "ipsec"`` where :func:`protect` puts it; then the handle holds
-    ESP's daemons and facts, and is named by who does ESP (the daemons doing the work)."""
+    ESP's daemons and facts, and is named by who does ESP (the daemons doing the work).
+    ESP is built in the lab only (real hosts are given no ``tunnel.protection``)."""
     if not spec.esp:
-        return {role: wan_underlay(lab, role) for role in lab.chain.tunnel_ends}
+        return {role: site.wan_underlay(role) for role in site.tunnel_ends}
     assert protocol is not None  # every protectable kind names the protocol ESP protects
-    ends, session = protect(lab, spec, protocol)
+    assert isinstance(site, Lab), "ESP protection is built in the namespace lab only"
+    ends, session = protect(site, spec, protocol)
     session.record(handle)
     handle.implementation = session.implementation
     return ends
-
-
-def wan_underlay(lab: Lab, role: str) -> Underlay:
-    """The WAN addresses of ``role`` and its peer, bound to ``role``'s WAN device."""
-    left, right = lab.chain.tunnel_ends
-    peer = right if role == left else left
-    return Underlay(lab.address(role, peer, 4), lab.address(peer, role, 4), lab.wan_device(role))
 
 
 def esp_device_mtu(wan_mtu: int, spec: TunnelSpec) -> int:

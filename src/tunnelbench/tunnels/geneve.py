@@ -8,12 +8,12 @@ sent, so the header is its minimal 8 bytes.
 """
 
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.topology import Underlay
 from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.system.probing import PROBE_REMOTE
 from tunnelbench.tunnels.base import TunnelSpec
-from tunnelbench.tunnels.esp import Underlay, wan_underlay
 from tunnelbench.tunnels.kernel_link import KernelLinkTunnel
+from tunnelbench.tunnels.site import Site
 
 VNI = 42
 PORT = 6081  # IANA's port for GENEVE, the kernel's default
@@ -32,7 +32,7 @@ class Geneve(KernelLinkTunnel):
     layer2 = True
 
     def link_options(
-        self, lab: Lab, role: str, spec: TunnelSpec, underlay: Underlay | None = None
+        self, site: Site, role: str, spec: TunnelSpec, underlay: Underlay | None = None
     ) -> list[str]:
-        remote = (underlay or wan_underlay(lab, role)).remote
+        remote = (underlay or site.wan_underlay(role)).remote
         return ["id", str(VNI), "remote", remote, "dstport", str(PORT)]

@@ -11,11 +11,12 @@ returns: ESP tunnel mode carries the tunnel between the ends' own endpoint addre
 import platform
 from typing import ClassVar
 
-from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.topology import Underlay
 from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.system.probing import PROBE_LOCAL, PROBE_REMOTE
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
-from tunnelbench.tunnels.esp import Underlay, underlays, wan_underlay
+from tunnelbench.tunnels.esp import underlays
+from tunnelbench.tunnels.site import Site
 
 #: The lab's tunnels run over the WAN link's IPv4 addresses (see ``endpoints``).
 UNDERLAY_FAMILY = 4
@@ -43,36 +44,36 @@ class KernelLinkTunnel(Tunnel):
     def version(self, implementation: str) -> str:
         return f"linux {platform.release()}"
 
-    def device(self, lab: Lab, role: str) -> str:
-        return lab.ifname(f"{self.device_prefix}{role[0]}{role[-1]}")
+    def device(self, site: Site, role: str) -> str:
+        return site.ifname(f"{self.device_prefix}{role[0]}{role[-1]}")
 
     def link_options(
-        self, lab: Lab, role: str, spec: TunnelSpec, underlay: Underlay | None = None
+        self, site: Site, role: str, spec: TunnelSpec, underlay: Underlay | None = None
     ) -> list[str]:
         """What follows ``type <link type>``: the two endpoints and the device the
         tunnel's packets leave by (``dev``; none when ESP's tunnel mode carries them).
         ``underlay`` defaults to the WAN's: the two ends' WAN IPv4 addresses, whatever
         the traffic's family."""
-        underlay = underlay or wan_underlay(lab, role)
+        underlay = underlay or site.wan_underlay(role)
         bind = ["dev", underlay.device] if underlay.device is not None else []
         return ["remote", underlay.remote, "local", underlay.local, *bind]
 
     def setup_commands(
-        self, lab: Lab, role: str, spec: TunnelSpec, underlay: Underlay | None = None
+        self, site: Site, role: str, spec: TunnelSpec, underlay: Underlay | None = None
     ) -> list[str]:
         """The ``ip`` command (batch line) creating ``role``'s tunnel device."""
         return [
-            "link", "add", self.device(lab, role), "mtu", str(spec.mtu),
-            "type", self.link_type, *self.link_options(lab, role, spec, underlay),
+            "link", "add", self.device(site, role), "mtu", str(spec.mtu),
+            "type", self.link_type, *self.link_options(site, role, spec, underlay),
         ]  # fmt: skip
 
-    def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
+    def build(self, site: Site, spec: TunnelSpec) -> TunnelHandle:
         implementation = spec.implementation
         handle = TunnelHandle(self.kind, implementation, self.version(implementation), spec.mtu)
-        ends = underlays(lab, spec, self.protocol, handle)
-        for role in lab.chain.tunnel_ends:
-            device = self.device(lab, role)
-            lab.ip_batch(role, [self.setup_commands(lab, role, spec, ends[role])])
-            self.address_and_route(lab, role, device, spec.mtu)
+        ends = underlays(site, spec, self.protocol, handle)
+        for role in site.tunnel_ends:
+            device = self.device(site, role)
+            site.ip_batch(role, [self.setup_commands(site, role, spec, ends[role])])
+            self.address_and_route(site, role, device, spec.mtu)
             handle.devices[role] = device
         return handle

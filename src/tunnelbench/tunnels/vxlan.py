@@ -10,10 +10,11 @@ import platform
 from typing import ClassVar
 
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.topology import Underlay
 from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
-from tunnelbench.tunnels.esp import Underlay, underlays, wan_underlay
+from tunnelbench.tunnels.esp import underlays
+from tunnelbench.tunnels.site import Site
 
 VNI = 42
 PORT = 4789
@@ -35,22 +36,22 @@ class Vxlan(Tunnel):
         return f"linux {platform.release()}"
 
     def setup_commands(
-        self, lab: Lab, role: str, device: str, mtu: int, underlay: Underlay | None = None
+        self, site: Site, role: str, device: str, mtu: int, underlay: Underlay | None = None
     ) -> list[str]:
-        underlay = underlay or wan_underlay(lab, role)
+        underlay = underlay or site.wan_underlay(role)
         bind = ["dev", underlay.device] if underlay.device is not None else []
         return [
             "link", "add", device, "mtu", str(mtu), "type", "vxlan", "id", str(VNI),
             "local", underlay.local, "remote", underlay.remote, "dstport", str(PORT), *bind,
         ]  # fmt: skip
 
-    def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
+    def build(self, site: Site, spec: TunnelSpec) -> TunnelHandle:
         implementation, mtu = spec.implementation, spec.mtu
         handle = TunnelHandle(self.kind, implementation, self.version(implementation), mtu)
-        ends = underlays(lab, spec, "udp", handle)
-        for role in lab.chain.tunnel_ends:
-            device = lab.ifname(f"vx{role[0]}{role[-1]}")
-            lab.ip_batch(role, [self.setup_commands(lab, role, device, mtu, ends[role])])
-            self.address_and_route(lab, role, device, mtu)
+        ends = underlays(site, spec, "udp", handle)
+        for role in site.tunnel_ends:
+            device = site.ifname(f"vx{role[0]}{role[-1]}")
+            site.ip_batch(role, [self.setup_commands(site, role, device, mtu, ends[role])])
+            self.address_and_route(site, role, device, mtu)
             handle.devices[role] = device
         return handle

@@ -1,0 +1,137 @@
+"""The hosts of a hosts file as a tunnel's site (:mod:`tunnelbench.tunnels.site`): the
+tunnel kinds that build through a site alone (VXLAN, GRE, gretap, IPIP, GENEVE) run on
+real hosts with the very code that runs them in the lab.
+
+What is the lab's own there is the hosts file's here:
+
+- the ends are ``tunnel.ends``; the underlay is what each end's routing says of the other
+  end's address (``ip route get``: the device and the source address), so a tunnel binds
+  where the host's traffic to its peer already goes;
+- the inner addresses are ``tunnel.inner``, in the smallest prefix that holds both (an
+  L2 tunnel's ends must share a subnet);
+- the routes into the tunnel are one host route each, as for a built WireGuard: the near
+  end sends the server's address, and between two routers the far end sends the
+  client's back (:func:`tunnelbench.remote.tunnel.wire_plan` for WireGuard);
+- every change is recorded on its host before it is made (:meth:`SshHost.undo`), so a
+  run that dies leaves its hosts cleanable by ``lab clean --hosts``.
+"""
+
+import ipaddress
+
+from tunnelbench.errors import LabError
+from tunnelbench.lab.topology import Underlay
+from tunnelbench.remote.session import Session
+
+#: Devices a site names: ``tb<tag>-<suffix>``, within the kernel's 15 characters.
+TAG_CHARS = 4
+
+
+class HostsSite:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        plan = session.file.tunnel
+        self.near, self.far = plan.ends
+        self.inner = dict(zip(plan.ends, plan.inner, strict=True))
+        self.prefix = shared_prefix(*plan.inner)
+        #: role -> the commands that remove what was made there, in the order made.
+        self.undo: dict[str, list[list[str]]] = {}
+        self._underlays: dict[str, Underlay] = {}
+
+    @property
+    def tunnel_ends(self) -> tuple[str, str]:
+        return self.near, self.far
+
+    @property
+    def families(self) -> tuple[int, ...]:
+        return (4,)  # a hosts file's addresses are IPv4
+
+    def ifname(self, suffix: str) -> str:
+        name = f"tb{self.session.tag[:TAG_CHARS]}-{suffix}"
+        if len(name) > 15:
+            raise ValueError(f"interface name {name!r} is longer than 15 characters")
+        return name
+
+    def wan_underlay(self, role: str) -> Underlay:
+        if role not in self._underlays:
+            self._underlays |= self._find_underlays()
+        return self._underlays[role]
+
+    def _find_underlays(self) -> dict[str, Underlay]:
+        """The near end's route to the far end's address gives its device and source
+        address; the far end's route back to that source gives its own."""
+        far_address = self.session.file.hosts[self.far].address
+        assert far_address is not None  # required by the hosts file for a built tunnel
+        near_dev, near_src = route_to(self.session, self.near, far_address)
+        far_dev, far_src = route_to(self.session, self.far, near_src)
+        return {
+            self.near: Underlay(near_src, far_address, near_dev),
+            self.far: Underlay(far_src, near_src, far_dev),
+        }
+
+    def underlay_mtu(self) -> int:
+        """The smaller of the two ends' underlay devices' MTUs."""
+        found = []
+        for role in self.tunnel_ends:
+            device = self.wan_underlay(role).device
+            text = self.session.hosts[role].run(["cat", f"/sys/class/net/{device}/mtu"]).stdout
+            found.append(int(text.strip()))
+        return min(found)
+
+    def ip_batch(self, role: str, commands: list[list[str]]) -> None:
+        """Each command on its own (busybox's ``ip`` has no ``-batch``), its reversal
+        recorded on the host before it runs."""
+        host = self.session.hosts[role]
+        for command in commands:
+            if (reverse := undo_of(command)) is not None:
+                host.undo(reverse)
+                self.undo.setdefault(role, []).append(reverse)
+            host.run(["ip", *command])
+
+    def inner_address(self, role: str, family: int) -> str:
+        return f"{self.inner[role]}/{self.prefix}"
+
+    def inner_peer(self, role: str, family: int) -> str:
+        return self.inner[self.far if role == self.near else self.near]
+
+    def inner_routes(self, role: str, family: int) -> list[str]:
+        """The near end sends the server's address into the tunnel; the far end reaches
+        the client's inner address on the tunnel's subnet, and between two routers
+        sends the client's own address back."""
+        hosts = self.session.file
+        if role == self.near:
+            return [f"{hosts.target(False)}/32"]
+        if self.near == "client":
+            return []
+        return [f"{hosts.client.address}/32"]
+
+
+def shared_prefix(a: str, b: str) -> int:
+    """The longest prefix length whose network holds both addresses (at most /30, so
+    the two are host addresses of it)."""
+    x, y = int(ipaddress.IPv4Address(a)), int(ipaddress.IPv4Address(b))
+    length = 32 - (x ^ y).bit_length()
+    return min(length, 30)
+
+
+def route_to(session: Session, role: str, address: str) -> tuple[str, str]:
+    """(device, source address) of ``role``'s route to ``address``."""
+    text = session.hosts[role].run(["ip", "route", "get", address]).stdout
+    words = text.split()
+    try:
+        return words[words.index("dev") + 1], words[words.index("src") + 1]
+    except (ValueError, IndexError):
+        raise LabError(f"{role}: no route to {address} ({text.strip() or 'no output'})") from None
+
+
+def undo_of(command: list[str]) -> list[str] | None:
+    """How to reverse one ``ip`` command a site is given: a link is deleted (its addresses
+    and routes go with it), a route added elsewhere is deleted; None for what the link's
+    removal takes with it."""
+    match command:
+        case ["link", "add", device, *_]:
+            return ["ip", "link", "del", device]
+        case ["route", "add", prefix, *_]:
+            return ["ip", "route", "del", prefix]
+        case ["link", "set", *_] | ["address", "add", *_]:
+            return None
+    raise ValueError(f"a site is not given `ip {' '.join(command)}`")

@@ -1,0 +1,53 @@
+"""The seam between a tunnel kind and the machines its two ends run on.
+
+A kind that acts only through a :class:`Site` (its ``build``) runs wherever a site can be
+given: in the namespace lab (:class:`tunnelbench.lab.netns.Lab` is one) and on the hosts
+of a hosts file (:class:`tunnelbench.remote.site.HostsSite`). What differs between them
+is answered here, not by the kind: the two ends, the inner IP versions carried, device
+names, the underlay (where each end's outer packets go), the inner addresses and which
+destinations each end routes into the tunnel; and ``ip_batch``, which on real hosts
+records how to reverse each change before making it.
+
+Contract: ``ip_batch`` runs ``ip`` commands on ``role`` in order, the first failure an
+error (:class:`~tunnelbench.system.command.CommandError`); only ``link add``, ``link
+set``, ``address add`` and ``route add`` are given, and whatever they create is removed
+with the site. ``inner_address`` carries its prefix length; the routes are prefixes.
+"""
+
+from typing import Protocol
+
+from tunnelbench.lab.topology import Underlay
+
+
+class Site(Protocol):
+    @property
+    def tunnel_ends(self) -> tuple[str, str]:
+        """The two roles the tunnel joins, the client's side first."""
+        ...
+
+    @property
+    def families(self) -> tuple[int, ...]:
+        """The inner IP versions the site's traffic may use."""
+        ...
+
+    def ifname(self, suffix: str) -> str:
+        """A device name owned by this site (at most 15 characters)."""
+        ...
+
+    def wan_underlay(self, role: str) -> Underlay:
+        """``role``'s underlay towards the other end: local and remote address, device."""
+        ...
+
+    def ip_batch(self, role: str, commands: list[list[str]]) -> None: ...
+
+    def inner_address(self, role: str, family: int) -> str:
+        """``role``'s address on the tunnel device, with its prefix length."""
+        ...
+
+    def inner_peer(self, role: str, family: int) -> str:
+        """The other end's address on the tunnel (an L2 tunnel's next hop)."""
+        ...
+
+    def inner_routes(self, role: str, family: int) -> list[str]:
+        """The prefixes ``role`` sends into the tunnel."""
+        ...

@@ -1,0 +1,138 @@
+"""The lab's tunnel kinds built on real hosts by the lab's own code: each kind that builds
+through a site alone (VXLAN, GRE, gretap, IPIP, GENEVE) between two sshd "machines"
+(tests/sshd.py), the server on busybox; the traffic held to the far end's tunnel device
+and every host left as it was. Kinds this kernel cannot create are skipped with the
+kernel's refusal (their commands are unit-tested in tests/unit/test_kernel_tunnels.py)."""
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import tunnelbench
+from tests.sshd import SshdHosts
+from tunnelbench.bench import capabilities, skips
+from tunnelbench.bench.store import Store
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.lab import netns
+from tunnelbench.model.plan import LabSettings, TrialConfig, TunnelSettings
+from tunnelbench.remote.hostsfile import BUILDABLE
+from tunnelbench.report import view
+from tunnelbench.tunnels import REGISTRY as TUNNELS
+
+ROLES = ("client", "gw", "server")
+KINDS = [k for k in BUILDABLE if k != "wireguard"]
+
+
+@dataclass
+class Farm:
+    lab: netns.Lab
+    farm: SshdHosts
+    work: Path
+
+
+@pytest.fixture(scope="module")
+def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
+    work = tmp_path_factory.mktemp("kinds")
+    lab = netns.build(LabSettings(), tunnel=False)
+    try:
+        namespaces = {r: lab.ns(r) for r in ROLES}
+        with SshdHosts(work / "ssh", namespaces, busybox=frozenset({"server"})) as hosts:
+            yield Farm(lab, hosts, work)
+    finally:
+        lab.teardown()
+
+
+def state(lab: netns.Lab) -> dict[str, str]:
+    """Each host's routes and links: what a run must leave as it found them."""
+    shown = {}
+    for role in ROLES:
+        for what in ("route", "link"):
+            argv = ["ip", "-n", lab.ns(role), "-o", what]
+            shown[f"{role} {what}"] = subprocess.run(
+                argv, capture_output=True, text=True, check=True
+            ).stdout
+    return shown
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kind):
+    config = TrialConfig.from_dict({"tunnel": {"kind": kind}})
+    if reason := skips.unmet(config, capabilities.probe()):
+        pytest.skip(reason)
+    work = farm.work / kind
+    work.mkdir()
+    hosts = work / "hosts.toml"
+    hosts.write_text(
+        f'ssh_config = "{farm.farm.ssh_config}"\nconnect_timeout = 3\n'
+        '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
+        '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
+        f'[tunnel]\nmode = "build"\nkind = "{kind}"\nvia = "198.18.1.1"\n'
+    )
+    before = state(farm.lab)
+    done = tunnelbench(
+        "run", "--hosts", str(hosts), "--duration", "2", "--runs", "1", "--streams", "1",
+        "--db", str(work / "r.db"), "-q", cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    store = Store.read(work / "r.db")
+    try:
+        run = view.load(store, "latest")
+    finally:
+        store.close()
+    plain, tunnelled = run.trials
+    assert tunnelled.config["tunnel"]["kind"] == kind
+    assert tunnelled.status.value == "ok" and plain.status.value == "ok"
+    m = tunnelled.metrics
+    delivered = m["goodput_bps"] * 2 / 8
+    # the traffic crossed the tunnel: the DUT's end of it received at least what arrived
+    devices = (tunnelled.resolved.remote or {})["tunnel_devices"]
+    assert set(devices) == {"client", "gw"}
+    assert m[f"link.gw.{devices['gw']}.rx_bytes"] >= delivered
+    assert m[f"link.client.{devices['client']}.tx_bytes"] >= delivered
+    assert (plain.resolved.remote or {})["tunnel_devices"] == {}
+    assert not any(devices["gw"] in n for n in plain.metrics)
+    # the MTU the lab's own rule gives on a 1500-byte underlay, and what ran each end
+    kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
+    assert tunnelled.resolved.tunnel_version == f"linux {kernel} (client and gw)"
+    tunnel = TunnelKind(kind)
+    lab_mtu = TUNNELS.get(tunnel).resolve(TunnelSettings(kind=tunnel), 1500).mtu
+    assert tunnelled.resolved.tunnel_mtu == lab_mtu
+    assert (tunnelled.resolved.remote or {})["tunnel_built_by"] == "tunnelbench"
+    # every host as it was: no device, no route, nothing in /tmp
+    assert state(farm.lab) == before
+    assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
+
+
+def test_a_kind_the_host_cannot_create_is_one_message_naming_the_host(farm):
+    """This kernel has no GRE (or, elsewhere, whichever kind it lacks first): the run
+    stops with the host's refusal, nothing left behind."""
+    lacking = None
+    found = capabilities.probe()
+    for kind in KINDS:
+        if skips.unmet(TrialConfig.from_dict({"tunnel": {"kind": kind}}), found):
+            lacking = kind
+            break
+    if lacking is None:
+        pytest.skip("this kernel creates every kind: no refusal to see")
+    work = farm.work / f"refused-{lacking}"
+    work.mkdir()
+    hosts = work / "hosts.toml"
+    hosts.write_text(
+        f'ssh_config = "{farm.farm.ssh_config}"\nconnect_timeout = 3\n'
+        '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
+        '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
+        f'[tunnel]\nmode = "build"\nkind = "{lacking}"\nvia = "198.18.1.1"\n'
+    )
+    before = state(farm.lab)
+    done = tunnelbench(
+        "run", "--hosts", str(hosts), "--duration", "1", "--runs", "1", "--streams", "1",
+        "--tunnels", lacking, "--db", str(work / "r.db"), cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(f"tunnelbench: error: could not build {lacking}: client: `ip ")
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert state(farm.lab) == before
+    assert sorted(Path("/tmp").glob("tunnelbench.*")) == []

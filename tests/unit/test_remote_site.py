@@ -1,0 +1,145 @@
+"""The hosts of a hosts file as a tunnel's site, without hosts: the inner addresses in
+the prefix both share, the one host route each end sends into the tunnel, how each
+change is reversed, and which kinds a hosts file may build (the lab's kinds that build
+through a site alone and carry IPv4)."""
+
+from pathlib import Path
+
+import pytest
+
+from tunnelbench.errors import UserError
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.lab.topology import Underlay
+from tunnelbench.model.plan import TunnelSettings
+from tunnelbench.remote import hostsfile
+from tunnelbench.remote.session import Session
+from tunnelbench.remote.site import HostsSite, shared_prefix, undo_of
+from tunnelbench.tunnels import REGISTRY
+from tunnelbench.tunnels.site import Site
+
+ROAD = """
+[client]
+ssh = "client"
+[gw]
+ssh = "gw"
+address = "192.168.1.1"
+[server]
+ssh = "server"
+address = "10.0.20.5"
+[tunnel]
+mode = "build"
+kind = "vxlan"
+via = "10.0.20.1"
+"""
+SITE = """
+layout = "site-to-site"
+[client]
+ssh = "pc-a"
+address = "10.1.0.2"
+[gwa]
+ssh = "gwa"
+[gwb]
+ssh = "gwb"
+address = "203.0.113.2"
+[server]
+ssh = "pc-b"
+address = "10.2.0.2"
+[tunnel]
+mode = "build"
+kind = "gretap"
+ends = ["gwa", "gwb"]
+inner = ["172.16.9.1", "172.16.9.2"]
+"""
+
+
+def site(text: str) -> HostsSite:
+    return HostsSite(Session(hostsfile.parse(text, Path("/tmp/hosts.toml"))))
+
+
+def test_a_road_warrior_site_routes_the_server_into_the_tunnel_and_nothing_else():
+    s = site(ROAD)
+    assert s.tunnel_ends == ("client", "gw") and s.families == (4,)
+    assert s.inner_address("client", 4) == "198.19.0.1/30"
+    assert s.inner_address("gw", 4) == "198.19.0.2/30"
+    assert s.inner_peer("client", 4) == "198.19.0.2"  # an L2 tunnel's next hop
+    assert s.inner_routes("client", 4) == ["10.0.20.5/32"]
+    assert s.inner_routes("gw", 4) == []  # the client's inner address is on the tunnel's subnet
+    assert len(s.ifname("vxgw")) <= 15 and s.ifname("vxgw").startswith("tb")
+
+
+def test_a_site_to_site_site_routes_each_sides_endpoint():
+    s = site(SITE)
+    assert s.inner_routes("gwa", 4) == ["10.2.0.2/32"]
+    assert s.inner_routes("gwb", 4) == ["10.1.0.2/32"]
+    assert s.inner_address("gwb", 4) == "172.16.9.2/30"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "length"),
+    [("198.19.0.1", "198.19.0.2", 30), ("10.0.0.1", "10.0.0.6", 29), ("10.0.0.1", "10.0.1.1", 23)],
+)
+def test_the_inner_prefix_is_the_smallest_that_holds_both(a, b, length):
+    assert shared_prefix(a, b) == length
+
+
+def test_each_change_is_reversed_and_an_unexpected_one_refused():
+    assert undo_of(["link", "add", "tbab-vxgw", "mtu", "1450", "type", "vxlan"]) == [
+        "ip", "link", "del", "tbab-vxgw",
+    ]  # fmt: skip
+    assert undo_of(["route", "add", "10.0.20.5/32", "dev", "x"]) == [
+        "ip", "route", "del", "10.0.20.5/32",
+    ]  # fmt: skip
+    assert undo_of(["address", "add", "198.19.0.1/30", "dev", "x"]) is None  # with its link
+    with pytest.raises(ValueError, match="a site is not given `ip rule add"):
+        undo_of(["rule", "add", "from", "all"])
+
+
+def test_the_kinds_a_hosts_file_builds_are_the_labs_that_build_anywhere_over_ipv4():
+    assert hostsfile.BUILDABLE == ("wireguard", "vxlan", "gre", "gretap", "ipip", "geneve")
+    for kind in REGISTRY.kinds():
+        tunnel = REGISTRY.get(kind)
+        if kind.value in hostsfile.BUILDABLE[1:]:
+            assert tunnel.anywhere and 4 in tunnel.families
+        elif kind.value != "wireguard":
+            assert not (tunnel.anywhere and 4 in tunnel.families), kind  # sit: IPv6 only
+
+
+def test_the_labs_vxlan_code_builds_on_a_hosts_site():
+    """The kind's own build, given a hosts file's site: its link between the underlay
+    the ends' routes gave, its inner address and its one route, in that order."""
+    s: Site = site(ROAD)
+    assert isinstance(s, HostsSite)
+    s._underlays = {
+        "client": Underlay("192.168.1.50", "192.168.1.1", "wlan0"),
+        "gw": Underlay("192.168.1.1", "192.168.1.50", "br-lan"),
+    }
+    sent: dict[str, list[list[str]]] = {}
+    s.ip_batch = lambda role, commands: sent.setdefault(role, []).extend(commands)  # type: ignore[method-assign]
+    vxlan = REGISTRY.get(TunnelKind.VXLAN)
+    spec = vxlan.resolve(TunnelSettings(kind=TunnelKind.VXLAN), 1500)
+    handle = vxlan.build(s, spec)
+    client = handle.devices["client"]
+    assert sent["client"] == [
+        ["link", "add", client, "mtu", "1450", "type", "vxlan", "id", "42", "local",
+         "192.168.1.50", "remote", "192.168.1.1", "dstport", "4789", "dev", "wlan0"],
+        ["link", "set", client, "mtu", "1450", "up"],
+        ["address", "add", "198.19.0.1/30", "dev", client],
+        ["route", "add", "10.0.20.5/32", "via", "198.19.0.2", "dev", client],
+    ]  # fmt: skip
+    assert sent["gw"][0][-2:] == ["dev", "br-lan"] and sent["gw"][2][2] == "198.19.0.2/30"
+    assert len(sent["gw"]) == 3  # no route: the client's inner address is on the subnet
+
+
+@pytest.mark.parametrize(
+    ("tunnel", "message"),
+    [
+        ('kind = "sit"', "tunnel.kind: 'sit': tunnelbench builds wireguard, vxlan, gre"),
+        ('kind = "vxlan"\nimplementation = "wireguard-go"',
+         "tunnel.implementation: vxlan has only the kernel's"),
+    ],
+)  # fmt: skip
+def test_a_kind_real_hosts_cannot_build_is_refused_by_name(tunnel, message):
+    text = ROAD.replace('kind = "vxlan"', tunnel)
+    with pytest.raises(UserError) as caught:
+        hostsfile.parse(text, Path("/tmp/hosts.toml"))
+    assert message in str(caught.value)
