@@ -136,3 +136,29 @@ def test_a_kind_the_host_cannot_create_is_one_message_naming_the_host(farm):
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert state(farm.lab) == before
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
+
+
+def test_hosts_check_says_per_host_which_kinds_it_can_build_and_why(farm):
+    hosts = farm.work / "check.toml"
+    hosts.write_text(
+        f'ssh_config = "{farm.farm.ssh_config}"\nconnect_timeout = 3\n'
+        '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
+        '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
+        '[tunnel]\nmode = "build"\nkind = "vxlan"\nvia = "198.18.1.1"\n'
+    )
+    done = tunnelbench("hosts", "check", str(hosts))
+    assert done.returncode == 0, done.stdout + done.stderr
+    blocks = done.stdout.split("\nserver: ssh server\n")
+    client = blocks[0].split("\ngw (DUT): ssh gw\n")[0]
+    # This kernel has VXLAN built in (its /sys/module entry) and no GRE module anywhere;
+    # the client's ip is iproute2's, the server's busybox's.
+    assert "    vxlan: yes (module vxlan loaded or built in)" in client
+    found = capabilities.probe()
+    gre = TrialConfig.from_dict({"tunnel": {"kind": "gre"}})
+    if skips.unmet(gre, found):
+        assert "    gre: perhaps (module ip_gre not found)" in client
+    server = [line for line in blocks[1].splitlines() if line.startswith("    ")]
+    assert (
+        "    vxlan: no (module vxlan loaded or built in; ip is not iproute2's (busybox's"
+        in (blocks[1])
+    ), server

@@ -14,6 +14,7 @@ from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.remote import hostsfile
 from tunnelbench.remote.session import Session
 from tunnelbench.remote.site import HostsSite, shared_prefix, undo_of
+from tunnelbench.remote.software import Software, link_types
 from tunnelbench.tunnels import REGISTRY
 from tunnelbench.tunnels.site import Site
 
@@ -143,3 +144,44 @@ def test_a_kind_real_hosts_cannot_build_is_refused_by_name(tunnel, message):
     with pytest.raises(UserError) as caught:
         hostsfile.parse(text, Path("/tmp/hosts.toml"))
     assert message in str(caught.value)
+
+
+IPROUTE2 = "ipversion ip utility, iproute2-6.1.0"
+IPROUTE2_HELP = (
+    "Usage: ip link add [link DEV | parentdev NAME] [ name ] NAME ... "
+    "TYPE := { amt | bareudp | bond | bridge | geneve | gre | gretap | ipip | vxlan | "
+    "wireguard | xfrm }  ETYPE := { TYPE | bridge_slave | bond_slave }"
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "kind", "able", "why"),
+    [
+        (["kmodule vxlan loaded", f"iplinks {IPROUTE2_HELP}", IPROUTE2],
+         "vxlan", True, "module vxlan loaded or built in"),
+        (["kmodule ip_gre available", f"iplinks {IPROUTE2_HELP}", IPROUTE2],
+         "gretap", True, "module ip_gre available (loaded on first use)"),
+        # not found: a module built in without parameters has no /sys/module entry
+        (["kmodule ipip none", f"iplinks {IPROUTE2_HELP}", IPROUTE2],
+         "ipip", None, "module ipip not found"),
+        (["kmodule vxlan loaded", "iplinks ip: invalid argument 'help' to 'ip'",
+          "ipversion BusyBox v1.35.0 (Debian 1:1.35.0-4) multi-call binary."],
+         "vxlan", False, "module vxlan loaded or built in; ip is not iproute2's (busybox's cannot"
+         " create vxlan links)"),
+        (["kmodule geneve loaded", "iplinks TYPE := { vxlan | gre }", "ipversion iproute2-5.4"],
+         "geneve", False, "module geneve loaded or built in; this ip cannot create geneve links"),
+    ],
+)  # fmt: skip
+def test_a_host_says_which_kinds_it_can_build_and_why(lines, kind, able, why):
+    found = Software()
+    for line in lines:
+        key, _, rest = line.partition(" ")
+        assert found.parse_line(key, rest)
+    assert found.can_build(kind) == (able, why)
+
+
+def test_iproute2s_link_types_are_read_from_its_help():
+    types = link_types(IPROUTE2_HELP)
+    assert types is not None and {"vxlan", "gretap", "geneve", "ipip", "gre"} <= types
+    assert "bridge_slave" not in types  # ETYPE's, not TYPE's
+    assert link_types("ip: invalid argument 'help' to 'ip'") is None

@@ -81,6 +81,11 @@ def describe(role: str, destination: str, facts: probes.Facts, now: float, dut: 
     else:
         lines.append("  cpufreq: none exposed (no frequency scaling driver)")
     lines.append(f"  kernel WireGuard: {facts.software.kernel_wireguard()}")
+    lines.append("  tunnel kinds tunnelbench builds here:")
+    for kind in software.BUILT_KINDS:
+        able, why = facts.software.can_build(kind)
+        verdict = {True: "yes", False: "no", None: "perhaps"}[able]
+        lines.append(f"    {kind}: {verdict} ({why})")
     for name in software.PROGRAMS:
         if (described := facts.software.describe(name)) is not None:
             lines.append(f"  {name}: {described}")

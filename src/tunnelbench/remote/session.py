@@ -7,7 +7,7 @@ from functools import partial
 from pathlib import Path
 
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.remote import leftovers, masters, probes, snmp
+from tunnelbench.remote import leftovers, masters, probes, snmp, software
 from tunnelbench.remote.host import SshHost, owner_alive
 from tunnelbench.remote.hostsfile import HostsFile, management_overlap
 from tunnelbench.remote.ssh import Connection, Unreachable
@@ -161,14 +161,22 @@ def missing(hosts: HostsFile, facts: dict[str, probes.Facts]) -> list[str]:
         for role in ("client", "server")
         if facts[role].iperf3 is None
     ]
+    kind = hosts.tunnel.kind
     if hosts.tunnel.mode == "build":
-        tool, why = ("wg", "wireguard-tools") if hosts.tunnel.kind == "wireguard" else ("ip", "")
+        tool, why = ("wg", "wireguard-tools") if kind == "wireguard" else ("ip", "")
         for role in hosts.tunnel.ends:
             if tool not in facts[role].programs:
                 problems.append(
                     f"{role}: {tool}{f' ({why})' if why else ''} is not installed; it sets"
                     " up the tunnel"
                 )
+            elif kind in software.BUILT_KINDS:
+                able, reason = facts[role].software.can_build(kind)
+                if able is False:
+                    problems.append(
+                        f"{role}: cannot build {kind}: {reason} (iproute2's ip, or ip-full on"
+                        " OpenWrt, creates it)"
+                    )
     for role in hosts.roles[1:-1]:
         if role in facts and facts[role].forwarding is False:  # a black box's is unknown
             problems.append(

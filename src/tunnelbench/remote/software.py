@@ -10,6 +10,7 @@ its path; and whether the kernel has WireGuard. All read-only, with busybox's to
 
 from dataclasses import dataclass, field
 
+from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.wireguard import USERSPACE
 
 #: The daemons (and the tool that configures WireGuard) whose versions are recorded.
@@ -40,6 +41,32 @@ else
 fi
 """
 
+#: The kinds tunnelbench builds on a host through the lab's code (besides WireGuard):
+#: kind -> (its kernel module, the link type ``ip link add`` is given).
+BUILT_KINDS: dict[str, tuple[str, str]] = {
+    kind.value: (module, probe[0])
+    for kind in TUNNELS.kinds()
+    if TUNNELS.get(kind).anywhere
+    and 4 in TUNNELS.get(kind).families
+    and (module := TUNNELS.get(kind).kernel_module) is not None
+    and (probe := TUNNELS.get(kind).link_probe()) is not None
+}
+
+#: Lines ``kmodule <module> loaded|available|none`` for those kinds' modules, ``iplinks
+#: <ip link help>`` (iproute2 lists the link types it can create; busybox's ``ip`` none)
+#: and ``ipversion <ip -V>`` (iproute2 names itself; busybox's ``ip`` refuses -V).
+SCRIPT += (
+    f"for m in {' '.join(sorted({m for m, _ in BUILT_KINDS.values()}))}; do\n"
+    + r"""  if [ -d "/sys/module/$m" ]; then echo "kmodule $m loaded"
+  elif [ -n "$(find "/lib/modules/$(uname -r)" -name "$m.ko*" 2>/dev/null | head -n 1)" ]
+  then echo "kmodule $m available"
+  else echo "kmodule $m none"; fi
+done
+echo "iplinks $(ip link help 2>&1 | tr '\n' ' ')"
+echo "ipversion $(ip -V 2>&1 | head -n 1)"
+"""
+)
+
 #: What a tunnelbench-built binary's ``.version`` file completes ("built from ...").
 BUILT_FROM = {d.program: d.built_from for d in USERSPACE.values() if d.built_from}
 
@@ -69,6 +96,11 @@ class Software:
     #: not looked at.
     wireguard_module: str | None = None
     wireguard_module_version: str = ""
+    #: module -> ``loaded`` (or built in), ``available`` or ``none``, for BUILT_KINDS.
+    modules: dict[str, str] = field(default_factory=dict)
+    #: The link types the host's ``ip`` lists (None: it lists none it could be asked for).
+    ip_link_types: frozenset[str] | None = None
+    ip_version: str = ""
 
     def parse_line(self, key: str, rest: str) -> bool:
         """Take one line of :data:`SCRIPT`'s output; whether it was one."""
@@ -80,9 +112,37 @@ class Software:
             setattr(self.programs[name], key, value)
         elif key == "wgmodule" and name in ("loaded", "available", "none"):
             self.wireguard_module, self.wireguard_module_version = name, value
+        elif key == "kmodule" and value in ("loaded", "available", "none"):
+            self.modules[name] = value
+        elif key == "iplinks":
+            self.ip_link_types = link_types(rest)
+        elif key == "ipversion":
+            self.ip_version = rest.strip()
         else:
             return False
         return True
+
+    def can_build(self, kind: str) -> tuple[bool | None, str]:
+        """Whether this host can create ``kind``'s link (None: cannot tell) and why, in
+        words: its ``ip`` (iproute2 lists the link types it creates; busybox's ``ip``
+        creates none of these) and the kernel module (loaded or built in, a module not
+        loaded yet, or not found: a module built in without parameters has no
+        /sys/module entry, so "not found" is not a refusal)."""
+        module, link_type = BUILT_KINDS[kind]
+        state = self.modules.get(module)
+        words = {
+            "loaded": f"module {module} loaded or built in",
+            "available": f"module {module} available (loaded on first use)",
+            "none": f"module {module} not found",
+        }.get(state or "", f"module {module} not looked at")
+        if self.ip_version and "iproute2" not in self.ip_version:
+            why = f"ip is not iproute2's (busybox's cannot create {link_type} links)"
+            return False, f"{words}; {why}"
+        if self.ip_link_types is not None and link_type not in self.ip_link_types:
+            return False, f"{words}; this ip cannot create {link_type} links"
+        if state in ("loaded", "available"):
+            return True, words
+        return None, words
 
     def describe(self, name: str) -> str | None:
         program = self.programs.get(name)
@@ -104,3 +164,13 @@ class Software:
             "programs": {name: self.describe(name) for name in self.programs},
             "kernel_wireguard": self.kernel_wireguard(),
         }
+
+
+def link_types(text: str) -> frozenset[str] | None:
+    """The types in iproute2's ``TYPE := { amt | bareudp | ... }`` (``ip link help``);
+    None where the text has no such list (busybox's ``ip``, an error)."""
+    start = text.find("TYPE :=")
+    if start < 0:
+        return None
+    inside = text[start:].partition("{")[2].partition("}")[0]
+    return frozenset(t.strip() for t in inside.split("|") if t.strip())
