@@ -13,8 +13,10 @@ from tunnelbench.errors import UserError
 from tunnelbench.remote import hostsfile, probes
 from tunnelbench.remote import run as remote_run
 from tunnelbench.remote.host import CLEANUP, RECORD_SELF
+from tunnelbench.remote.session import Session
+from tunnelbench.remote.site import HostsSite
 from tunnelbench.remote.ssh import explain
-from tunnelbench.remote.tunnel import RemoteTunnel, wire_plan
+from tunnelbench.remote.tunnel import RemoteTunnel
 
 REPO = Path(__file__).resolve().parents[2]
 PINNED = (REPO / ".tools" / "bin" / "wireguard-go.version").read_text().strip()
@@ -409,24 +411,21 @@ ends = ["gwa", "gwb"]
 
 def test_a_road_warrior_tunnel_routes_only_the_server_and_the_clients_tunnel_address():
     hosts = parse(ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "198.18.1.1"\n')
-    plan = wire_plan(hosts, "tbwg0")
-    assert plan.routes == {
-        "client": ["198.18.1.2/32", "dev", "tbwg0", "src", "198.19.0.1"],
-        "gw": ["198.19.0.1/32", "dev", "tbwg0"],
-        "server": ["198.19.0.1/32", "via", "198.18.1.1"],
-    }
-    assert plan.allowed == {"client": "198.18.1.2/32,198.19.0.2/32", "gw": "198.19.0.1/32"}
+    site = HostsSite(Session(hosts))
+    assert site.inner_routes("client", 4) == ["198.18.1.2/32"]
+    assert site.inner_routes("gw", 4) == []  # the client's inner address is on the tunnel
+    assert (site.inner_address("client", 4), site.inner_peer("client", 4)) == (
+        "198.19.0.1/30",
+        "198.19.0.2",
+    )
 
 
 def test_a_site_to_site_tunnel_joins_the_two_routers_and_routes_each_sides_endpoint():
     hosts = parse(SITE)
     assert hosts.dut == "gwa" and hosts.tunnel.ends == ("gwa", "gwb")
-    plan = wire_plan(hosts, "tbwg0")
-    assert plan.routes == {
-        "gwa": ["10.2.0.2/32", "dev", "tbwg0"],
-        "gwb": ["10.1.0.2/32", "dev", "tbwg0"],
-    }
-    assert plan.allowed == {"gwa": "10.2.0.2/32,198.19.0.2/32", "gwb": "10.1.0.2/32,198.19.0.1/32"}
+    site = HostsSite(Session(hosts))
+    assert site.inner_routes("gwa", 4) == ["10.2.0.2/32"]
+    assert site.inner_routes("gwb", 4) == ["10.1.0.2/32"]
     # the routers route the endpoints: a controller behind either would lose its SSH
     assert hostsfile.management_overlap(hosts, {"gwb": "10.1.0.2"}) is not None
     assert hostsfile.management_overlap(hosts, {"gwa": "10.9.9.9", "gwb": "10.9.9.9"}) is None

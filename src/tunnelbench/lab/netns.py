@@ -22,6 +22,7 @@ from tunnelbench.errors import LabError
 from tunnelbench.kinds import WanEncapsulation
 from tunnelbench.lab import cgroup, placement
 from tunnelbench.lab import state as lab_state
+from tunnelbench.lab.daemon import wait_for_device, wait_for_socket
 from tunnelbench.lab.host import Host, NetnsHost
 from tunnelbench.lab.pppoe import up as pppoe_up
 from tunnelbench.lab.shaping import device_commands, link_commands
@@ -157,6 +158,35 @@ class Lab:
     def inner_routes(self, role: str, family: int) -> list[str]:
         """Every lab prefix beyond the tunnel's far end."""
         return [r.prefix for r in routes_for(self.chain, role, family, tunnel=True) if r.tunnel]
+
+    def files(self, role: str) -> Path:
+        return self.directory
+
+    def program(self, role: str, name: str, purpose: str) -> str:
+        return programs.require(name, purpose)
+
+    def can_create(self, role: str, link_type: str) -> bool:
+        return probing.kernel_link_type(link_type) is None
+
+    def free_udp_port(self, role: str, ports: range) -> int:
+        return ports.start  # a namespace the lab made has nothing bound
+
+    def await_daemon(
+        self,
+        role: str,
+        proc: "subprocess.Popen[bytes]",
+        name: str,
+        log: Path,
+        device: str,
+        socket: Path | None = None,
+    ) -> lab_state.ProcessRecord:
+        """From the daemon's own /proc entry and this machine's file system, polled
+        every 10 ms (a process per poll would cost more than the wait)."""
+        daemon = next(r for r in self.state.processes if r.pid == proc.pid)
+        wait_for_device(daemon, name, device, log)
+        if socket is not None:
+            wait_for_socket(daemon, name, socket, log)
+        return daemon
 
     def server_address(self, family: int) -> str:
         """Where test traffic goes: the server's end of its link (through the tunnel)."""

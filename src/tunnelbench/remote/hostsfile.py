@@ -24,9 +24,9 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
     "site-to-site": ("client", "gwa", "gwb", "server"),
 }
 MODES = ("existing", "build", "none")
-#: What tunnelbench builds on real hosts: WireGuard, and every kind that builds through a
-#: site alone (tunnelbench.tunnels.site) and carries IPv4, the traffic of a hosts file.
-BUILDABLE = ("wireguard",) + tuple(
+#: What tunnelbench builds on real hosts: every kind that builds through a site
+#: (tunnelbench.tunnels.site) and carries IPv4, the traffic of a hosts file.
+BUILDABLE = tuple(
     kind.value
     for kind in TUNNELS.kinds()
     if TUNNELS.get(kind).anywhere and 4 in TUNNELS.get(kind).families

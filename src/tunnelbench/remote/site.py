@@ -1,6 +1,6 @@
 """The hosts of a hosts file as a tunnel's site (:mod:`tunnelbench.tunnels.site`): the
-tunnel kinds that build through a site alone (VXLAN, GRE, gretap, IPIP, GENEVE) run on
-real hosts with the very code that runs them in the lab.
+tunnel kinds that build through a site (WireGuard, VXLAN, GRE, gretap, IPIP, GENEVE) run
+on real hosts with the very code that runs them in the lab.
 
 What is the lab's own there is the hosts file's here:
 
@@ -9,18 +9,30 @@ What is the lab's own there is the hosts file's here:
   where the host's traffic to its peer already goes;
 - the inner addresses are ``tunnel.inner``, in the smallest prefix that holds both (an
   L2 tunnel's ends must share a subnet);
-- the routes into the tunnel are one host route each, as for a built WireGuard: the near
-  end sends the server's address, and between two routers the far end sends the
-  client's back (:func:`tunnelbench.remote.tunnel.wire_plan` for WireGuard);
+- the routes into the tunnel are one host route each: the near end sends the server's
+  address, and between two routers the far end sends the client's back; a WireGuard
+  peer's allowed IPs are the same (with the other end's inner address);
 - every change is recorded on its host before it is made (:meth:`SshHost.undo`), so a
   run that dies leaves its hosts cleanable by ``lab clean --hosts``.
 """
 
 import ipaddress
+import random
+import shlex
+import subprocess
+import time
+from pathlib import Path
 
-from tunnelbench.errors import LabError
+from tunnelbench.errors import LabError, UserError
+from tunnelbench.lab.host import Host
+from tunnelbench.lab.state import ProcessRecord
 from tunnelbench.lab.topology import Underlay
 from tunnelbench.remote.session import Session
+from tunnelbench.remote.software import BUILT_KINDS
+
+#: How often a daemon's readiness is asked for over SSH, and for how long.
+POLL_S = 0.2
+READY_S = 10.0
 
 #: Devices a site names: ``tb<tag>-<suffix>``, within the kernel's 15 characters.
 TAG_CHARS = 4
@@ -103,6 +115,78 @@ class HostsSite:
         if self.near == "client":
             return []
         return [f"{hosts.client.address}/32"]
+
+    # -- what a kind with a daemon needs (WireGuard's userspace implementations) --------
+
+    def host(self, role: str) -> Host:
+        return self.session.hosts[role]
+
+    def files(self, role: str) -> Path:
+        return self.session.hosts[role].directory
+
+    def program(self, role: str, name: str, purpose: str) -> str:
+        """``name`` as the host's PATH finds it (its facts listed it)."""
+        if name not in self.session.facts[role].programs:
+            raise UserError(f"{role}: {name} is not installed (the host's PATH has none)")
+        return name
+
+    def can_create(self, role: str, link_type: str) -> bool:
+        """From the host's facts: its WireGuard module, or a kind's module and ``ip``."""
+        found = self.session.facts[role].software
+        if link_type == "wireguard":
+            return found.wireguard_module in ("loaded", "available")
+        kinds = [k for k, (_, t) in BUILT_KINDS.items() if t == link_type]
+        return bool(kinds) and found.can_build(kinds[0])[0] is not False
+
+    def free_udp_port(self, role: str, ports: range) -> int:
+        """A port of ``ports`` no socket of the host is bound to (/proc/net/udp{,6})."""
+        text = (
+            self.session.hosts[role]
+            .run(["cat", "/proc/net/udp", "/proc/net/udp6"], check=False)
+            .stdout
+        )
+        used = set()
+        for line in text.splitlines()[1:]:
+            parts = line.split()
+            if len(parts) > 1 and ":" in parts[1]:
+                used.add(int(parts[1].rsplit(":", 1)[1], 16))
+        free = [p for p in ports if p not in used]
+        if not free:
+            raise LabError(f"{role}: no free UDP port in {ports.start}-{ports.stop - 1}")
+        return random.choice(free)
+
+    def await_daemon(
+        self,
+        role: str,
+        proc: "subprocess.Popen[bytes]",
+        name: str,
+        log: Path,
+        device: str,
+        socket: Path | None = None,
+    ) -> ProcessRecord | None:
+        """Asked over SSH every :data:`POLL_S`: the device listed, the socket there. The
+        local ``ssh`` process stands for the daemon: it ends when the daemon does. The
+        host's process sampler, not this machine's, sees its CPU: no record."""
+        host = self.session.hosts[role]
+        check = f"ip link show dev {shlex.quote(device)} >/dev/null 2>&1"
+        if socket is not None:
+            check += f" && [ -S {shlex.quote(str(socket))} ]"
+        deadline = time.monotonic() + READY_S
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise LabError(f"{role}: {name} exited during start-up: {self._tail(host, log)}")
+            if host.run(["sh", "-c", check], check=False).returncode == 0:
+                return None
+            time.sleep(POLL_S)
+        raise LabError(
+            f"{role}: {name} did not create {device} within {READY_S:.0f} s:"
+            f" {self._tail(host, log)}"
+        )
+
+    @staticmethod
+    def _tail(host: Host, log: Path) -> str:
+        lines = host.run(["cat", str(log)], check=False).stdout.strip().splitlines()
+        return " | ".join(lines[-3:]) or "no output"
 
 
 def shared_prefix(a: str, b: str) -> int:

@@ -1,6 +1,5 @@
 """The interface every tunnel kind implements."""
 
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -8,10 +7,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tunnelbench.echo import did_you_mean, shown
-from tunnelbench.errors import LabError, UserError
+from tunnelbench.errors import UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
-from tunnelbench.lab.state import ProcessRecord, is_alive
+from tunnelbench.lab.state import ProcessRecord
 from tunnelbench.model import encapsulation as model
 from tunnelbench.model.kindfacts import TunnelFacts, Wire
 from tunnelbench.model.plan import IPV6_MTU_MIN, TunnelSettings
@@ -61,6 +60,9 @@ class TunnelHandle:
     #: What set-up found out and the trial should record (merged into its ``resolved``),
     #: e.g. whether OpenVPN's data channel runs in the kernel.
     facts: dict[str, Any] = field(default_factory=dict)
+    #: role -> the implementation that end ran, where the ends chose for themselves
+    #: (real hosts: the kernel's WireGuard at one, wireguard-go at the other).
+    implementations: dict[str, str] = field(default_factory=dict)
 
 
 class Tunnel(ABC):
@@ -364,27 +366,3 @@ def require_esp(implementation: str, key: str) -> None:
             f"{key}: ESP by {implementation} needs strongSwan plugins that are not "
             f"installed: {', '.join(missing)}"
         )
-
-
-def wait_for_device(daemon: ProcessRecord, program: str, device: str, log: Path) -> None:
-    """Wait until a userspace daemon has created its device, or report why it did not."""
-    deadline = time.monotonic() + 10
-    netdev = Path(f"/proc/{daemon.pid}/net/dev")
-    while time.monotonic() < deadline:
-        if not is_alive(daemon):
-            raise LabError(f"{program} exited during start-up: {tail(log)}")
-        try:
-            if f"{device}:" in netdev.read_text():
-                return
-        except OSError:
-            pass
-        time.sleep(0.01)
-    raise LabError(f"{program} did not create {device} within 10 s: {tail(log)}")
-
-
-def tail(log: Path, lines: int = 3) -> str:
-    try:
-        text = log.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return "no log"
-    return " | ".join(text[-lines:]) or "no output"

@@ -33,6 +33,7 @@ from typing import Any
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, EspMode
+from tunnelbench.lab.daemon import tail, wait_for_device
 from tunnelbench.lab.host import SAME_AS_STDOUT
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
@@ -41,7 +42,7 @@ from tunnelbench.model import encapsulation as model
 from tunnelbench.system import programs
 from tunnelbench.system.command import CommandError, run
 from tunnelbench.tunnels import strongswan
-from tunnelbench.tunnels.base import TunnelHandle, TunnelSpec, tail, wait_for_device
+from tunnelbench.tunnels.base import TunnelHandle, TunnelSpec
 from tunnelbench.tunnels.site import Site
 from tunnelbench.tunnels.strongswan import KERNEL, LIBIPSEC, Child, Connection
 

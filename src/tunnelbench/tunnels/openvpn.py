@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, TunnelKind
+from tunnelbench.lab.daemon import tail
 from tunnelbench.lab.host import SAME_AS_STDOUT
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
@@ -51,7 +52,7 @@ from tunnelbench.system import probing, programs
 from tunnelbench.system.command import run
 from tunnelbench.system.probing import Capabilities, Check
 from tunnelbench.tunnels import openvpn_pki as pki
-from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec, tail
+from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
 
 PORT = 1194
 OPENVPN = "openvpn"

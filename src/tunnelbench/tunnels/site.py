@@ -8,14 +8,23 @@ names, the underlay (where each end's outer packets go), the inner addresses and
 destinations each end routes into the tunnel; and ``ip_batch``, which on real hosts
 records how to reverse each change before making it.
 
+A kind with a daemon (WireGuard's userspace implementations) starts it on the end's
+:class:`~tunnelbench.lab.host.Host` and waits for it through the site
+(:meth:`Site.await_daemon`): the lab reads the daemon's own ``/proc`` entry, a host is
+asked over its connection.
+
 Contract: ``ip_batch`` runs ``ip`` commands on ``role`` in order, the first failure an
 error (:class:`~tunnelbench.system.command.CommandError`); only ``link add``, ``link
 set``, ``address add`` and ``route add`` are given, and whatever they create is removed
 with the site. ``inner_address`` carries its prefix length; the routes are prefixes.
 """
 
+import subprocess
+from pathlib import Path
 from typing import Protocol
 
+from tunnelbench.lab.host import Host
+from tunnelbench.lab.state import ProcessRecord
 from tunnelbench.lab.topology import Underlay
 
 
@@ -50,4 +59,39 @@ class Site(Protocol):
 
     def inner_routes(self, role: str, family: int) -> list[str]:
         """The prefixes ``role`` sends into the tunnel."""
+        ...
+
+    def host(self, role: str) -> Host:
+        """Where ``role`` runs commands, starts processes and keeps files."""
+        ...
+
+    def files(self, role: str) -> Path:
+        """The directory for ``role``'s files (keys, logs), removed with the site."""
+        ...
+
+    def program(self, role: str, name: str, purpose: str) -> str:
+        """How ``role`` runs program ``name``; a :class:`UserError` saying ``purpose``
+        where it has none."""
+        ...
+
+    def can_create(self, role: str, link_type: str) -> bool:
+        """Whether ``role``'s kernel creates links of ``link_type``."""
+        ...
+
+    def free_udp_port(self, role: str, ports: range) -> int:
+        """A UDP port of ``ports`` nothing on ``role`` is bound to."""
+        ...
+
+    def await_daemon(
+        self,
+        role: str,
+        proc: "subprocess.Popen[bytes]",
+        name: str,
+        log: Path,
+        device: str,
+        socket: Path | None = None,
+    ) -> ProcessRecord | None:
+        """Wait until the daemon ``proc`` started on ``role`` has created ``device``
+        (and listens on ``socket``), else a :class:`LabError` with its log's last lines;
+        its record where the site samples its processes' CPU (the lab), else None."""
         ...

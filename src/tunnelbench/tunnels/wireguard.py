@@ -25,21 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from tunnelbench.errors import LabError, UserError
+from tunnelbench.errors import UserError
 from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab.host import SAME_AS_STDOUT
 from tunnelbench.lab.netns import Lab
-from tunnelbench.lab.state import ProcessRecord, is_alive
-from tunnelbench.lab.topology import remote_prefixes, tunnel_address
 from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.system import probing, programs
 from tunnelbench.system.command import run
 from tunnelbench.system.probing import Program
-from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec, tail, wait_for_device
+from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
+from tunnelbench.tunnels.site import Site
 
 log = logging.getLogger("tunnelbench.tunnels")
 
-PORT = 51820
+#: WireGuard's listen ports: its own default first (a lab namespace has nothing bound).
+PORTS = range(51820, 51900)
 KERNEL = "kernel"
 WIREGUARD_GO = "wireguard-go"
 WIREGUARD_GO_DEBIAN = "wireguard-go-debian"
@@ -151,52 +151,71 @@ class WireGuard(Tunnel):
         return describe_version(daemon, probing.program(daemon.program), package)
 
     def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
-        implementation, mtu = spec.implementation, spec.mtu
-        handle = TunnelHandle(self.kind, implementation, self.version(implementation), mtu)
-        left, right = lab.chain.tunnel_ends
-        keys = {role: _keypair(lab, role) for role in (left, right)}
+        handle = self.build(lab, spec)
+        handle.version = self.version(spec.implementation)
+        return handle
+
+    def build(self, site: Site, spec: TunnelSpec) -> TunnelHandle:
+        """Both ends through ``site``: the kernel's link or a userspace daemon at each,
+        keys made here and handed to each end, one ``wg set`` each (its peer's endpoint
+        the underlay's, its allowed IPs the peer's inner address and the prefixes the
+        site routes into the tunnel), then addresses and routes. An ``auto``
+        implementation (a site whose ends decide for themselves: real hosts) is resolved
+        at each end, the kernel's where it can create a wireguard link, else
+        wireguard-go; the handle names each end's (``implementations``). Versions are
+        the caller's to record: they are each end's own."""
+        mtu = spec.mtu
+        left, right = site.tunnel_ends
+        used = {r: self._implementation_at(site, r, spec.implementation) for r in (left, right)}
+        handle = TunnelHandle(self.kind, used[right], "", mtu, implementations=used)
+        keys = {role: _keypair(site, role) for role in (left, right)}
+        ports = {role: site.free_udp_port(role, PORTS) for role in (left, right)}
         for role in (left, right):
-            device = lab.ifname(f"wg{role[0]}{role[-1]}")
+            device = site.ifname(f"wg{role[0]}{role[-1]}")
             handle.devices[role] = device
-            if implementation == KERNEL:
-                lab.ip_batch(role, [["link", "add", device, "type", "wireguard"]])
+            if used[role] == KERNEL:
+                site.ip_batch(role, [["link", "add", device, "type", "wireguard"]])
             else:
-                self._start_userspace(lab, role, device, handle)
+                self._start_userspace(site, role, device, used[role], handle)
         for role in (left, right):
             peer = right if role == left else left
-            peer_is_left = peer == left
             allowed = [
-                f"{tunnel_address(peer_is_left, 4)}/32",
-                f"{tunnel_address(peer_is_left, 6)}/128",
-                *(p for family in (4, 6) for p in remote_prefixes(lab.chain, role, family)),
-            ]
-            lab.exec(
-                role,
-                ["wg", "set", handle.devices[role], "listen-port", str(PORT)]
+                f"{site.inner_peer(role, family)}/{32 if family == 4 else 128}"
+                for family in site.families
+            ] + [p for family in site.families for p in site.inner_routes(role, family)]
+            endpoint = f"{site.wan_underlay(role).remote}:{ports[peer]}"
+            site.host(role).run(
+                ["wg", "set", handle.devices[role], "listen-port", str(ports[role])]
                 + ["private-key", str(keys[role][0]), "peer", keys[peer][1]]
-                + ["endpoint", f"{lab.address(peer, role, 4)}:{PORT}"]
-                + ["allowed-ips", ",".join(allowed)],
+                + ["endpoint", endpoint, "allowed-ips", ",".join(allowed)],
             )
-            self.address_and_route(lab, role, handle.devices[role], mtu)
-        if implementation == BORINGTUN and mtu > TUN_MTU:
+            self.address_and_route(site, role, handle.devices[role], mtu)
+        if BORINGTUN in used.values() and mtu > TUN_MTU:
             time.sleep(BORINGTUN_MTU_POLL_S + 0.1)  # until both daemons read the new MTU
         return handle
 
-    def _start_userspace(self, lab: Lab, role: str, device: str, handle: TunnelHandle) -> None:
-        implementation = handle.implementation
+    def _implementation_at(self, site: Site, role: str, requested: str) -> str:
+        if requested != "auto":
+            return requested
+        return KERNEL if site.can_create(role, "wireguard") else WIREGUARD_GO
+
+    def _start_userspace(
+        self, site: Site, role: str, device: str, implementation: str, handle: TunnelHandle
+    ) -> None:
         spec = USERSPACE[implementation]
-        binary = programs.require(spec.program, spec.purpose)
+        binary = site.program(role, spec.program, spec.purpose)
         socket = UAPI_DIR / f"{device}.sock"
-        lab.host(role).record(socket, kind="file")  # a killed daemon leaves its socket behind
-        output = lab.directory / f"{device}.log"
-        with _owner_kept(UAPI_DIR):
-            argv = spec.argv(binary, device)
-            proc = lab.start(role, argv, stdout=output, stderr=SAME_AS_STDOUT)
-            daemon = next(r for r in lab.state.processes if r.pid == proc.pid)
-            wait_for_device(daemon, implementation, device, output)
-            _wait_for_socket(daemon, implementation, socket, output)
-        # The runner samples the CPU of every daemon held here, and limits it.
-        handle.daemons[role] = daemon
+        host = site.host(role)
+        host.record(socket, kind="file")  # a killed daemon leaves its socket behind
+        output = site.files(role) / f"{device}.log"
+        # boringtun hands the socket directory of this machine to the login user: on this
+        # machine's lab only (a host's directory is the host's).
+        kept = _owner_kept(UAPI_DIR) if isinstance(site, Lab) else contextlib.nullcontext()
+        with kept:
+            proc = host.spawn(spec.argv(binary, device), stdout=output, stderr=SAME_AS_STDOUT)
+            daemon = site.await_daemon(role, proc, implementation, output, device, socket)
+        if daemon is not None:  # the runner samples the CPU of every daemon held here
+            handle.daemons[role] = daemon
         handle.logs.append(output)
 
 
@@ -220,27 +239,15 @@ def _owner_kept(directory: Path) -> Iterator[None]:
                 os.chown(directory, *owner)
 
 
-def _wait_for_socket(daemon: ProcessRecord, name: str, socket: Path, log: Path) -> None:
-    """Wait until a daemon listens on its control socket (``wg set`` needs it)."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if socket.is_socket():
-            return
-        if not is_alive(daemon):
-            raise LabError(f"{name} exited during start-up: {tail(log)}")
-        time.sleep(0.01)
-    raise LabError(f"{name} did not create its control socket {socket} within 10 s: {tail(log)}")
-
-
-def _keypair(lab: Lab, role: str) -> tuple[Path, str]:
+def _keypair(site: Site, role: str) -> tuple[Path, str]:
     """A fresh private key in a root-only file of the role's host, and its public key.
 
     The key pair is made where the run is controlled (``wg genkey`` needs no network
     context) and handed to the role's host, which keeps it readable by root alone."""
     private = run(["wg", "genkey"]).stdout.strip()
     public = run(["wg", "pubkey"], input_text=private + "\n").stdout.strip()
-    path = lab.directory / f"{role}.key"
-    lab.host(role).write(path, private + "\n", mode=0o600)
+    path = site.files(role) / f"{role}.key"
+    site.host(role).write(path, private + "\n", mode=0o600)
     return path, public
 
 
