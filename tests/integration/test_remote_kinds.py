@@ -162,3 +162,45 @@ def test_hosts_check_says_per_host_which_kinds_it_can_build_and_why(farm):
         "    vxlan: no (module vxlan loaded or built in; ip is not iproute2's (busybox's"
         in (blocks[1])
     ), server
+
+
+@pytest.mark.parametrize("kind", ["wireguard", "vxlan"])
+def test_a_built_tunnel_is_removed_and_built_again_between_rounds(farm, kind):
+    """Two rounds: none, the tunnel, none, the tunnel (in each round's order). The tunnel
+    is removed before each trial without it (its route would carry that trial too) and
+    built again after; a userspace WireGuard's device goes, and its daemon with it."""
+    config = TrialConfig.from_dict({"tunnel": {"kind": kind}})
+    if kind != "wireguard" and (reason := skips.unmet(config, capabilities.probe())):
+        pytest.skip(reason)
+    work = farm.work / f"rounds-{kind}"
+    work.mkdir()
+    hosts = work / "hosts.toml"
+    hosts.write_text(
+        f'ssh_config = "{farm.farm.ssh_config}"\nconnect_timeout = 3\n'
+        '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
+        '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
+        f'[tunnel]\nmode = "build"\nkind = "{kind}"\nvia = "198.18.1.1"\n'
+    )
+    before = state(farm.lab)
+    done = tunnelbench(
+        "run", "--hosts", str(hosts), "--duration", "1", "--runs", "2", "--streams", "1",
+        "--db", str(work / "r.db"), "-q", cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    store = Store.read(work / "r.db")
+    try:
+        run = view.load(store, "latest")
+    finally:
+        store.close()
+    kinds = sorted(t.config["tunnel"]["kind"] for t in run.trials)
+    assert kinds == ["none", "none", kind, kind]
+    assert all(t.status.value == "ok" for t in run.trials), [t.error for t in run.trials]
+    for trial in run.trials:
+        devices = (trial.resolved.remote or {})["tunnel_devices"]
+        if trial.config["tunnel"]["kind"] == "none":
+            assert devices == {}  # and no tunnel device counted: it was gone
+            assert not any("-wg" in n or "-vx" in n for n in trial.metrics if n.startswith("link."))
+        else:
+            assert trial.metrics[f"link.gw.{devices['gw']}.rx_bytes"] > 0
+    assert state(farm.lab) == before
+    assert sorted(Path("/tmp").glob("tunnelbench.*")) == []

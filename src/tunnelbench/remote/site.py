@@ -166,8 +166,14 @@ class HostsSite:
     ) -> ProcessRecord | None:
         """Asked over SSH every :data:`POLL_S`: the device listed, the socket there. The
         local ``ssh`` process stands for the daemon: it ends when the daemon does. The
-        host's process sampler, not this machine's, sees its CPU: no record."""
+        device's removal is recorded first. The host's process sampler, not this
+        machine's, sees the daemon's CPU: no record."""
         host = self.session.hosts[role]
+        # The daemon's device goes with the site, and the daemon with its device (a TUN
+        # daemon exits when its device is deleted): between trials without the tunnel too.
+        reverse = ["ip", "link", "del", device]
+        host.undo(reverse)
+        self.undo.setdefault(role, []).append(reverse)
         check = f"ip link show dev {shlex.quote(device)} >/dev/null 2>&1"
         if socket is not None:
             check += f" && [ -S {shlex.quote(str(socket))} ]"
