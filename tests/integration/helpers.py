@@ -23,7 +23,12 @@ def run_plan(work: Path, plan: str, timeout: float = 300) -> view.RunView:
     (work / "plan.toml").write_text(plan)
     done = tunnelbench("run", "plan.toml", "--db", "r.db", "-q", cwd=work, timeout=timeout)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    store = Store.read(work / "r.db")
+    return latest(work / "r.db")
+
+
+def latest(db: Path) -> view.RunView:
+    """The newest run stored in ``db``: its trials, summaries and verdicts."""
+    store = Store.read(db)
     try:
         return view.load(store, "latest")
     finally:

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import tunnelbench
+from tests.integration.helpers import latest, tunnelbench
 from tests.snmpd import Snmpd
 from tests.sshd import SshdHosts
-from tunnelbench.bench.store import Store
 from tunnelbench.lab import netns
 from tunnelbench.model.plan import LabSettings
 from tunnelbench.remote import snmp
-from tunnelbench.report import view
 
 COMMUNITY = "tb-read-7f3a"
 
@@ -112,11 +110,7 @@ def test_a_black_box_run_reads_its_interfaces_over_snmp_and_says_what_it_cannot_
     took = time.monotonic() - began
     kernel_after = {p: kernel_counter(boxed.lab, d, "tx_bytes") for p, d in devices.items()}
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    store = Store.read(work / "r.db")
-    try:
-        run = view.load(store, "latest")
-    finally:
-        store.close()
+    run = latest(work / "r.db")
     (trial,) = run.trials
     m = trial.metrics
     delivered = m["goodput_bps"] * 2 / 8

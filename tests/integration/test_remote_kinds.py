@@ -11,15 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import tunnelbench
+from tests.integration.helpers import latest, tunnelbench
 from tests.sshd import SshdHosts
 from tunnelbench.bench import capabilities, skips
-from tunnelbench.bench.store import Store
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.model.plan import LabSettings, TrialConfig, TunnelSettings
 from tunnelbench.remote.hostsfile import BUILDABLE
-from tunnelbench.report import view
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 ROLES = ("client", "gw", "server")
@@ -31,6 +29,15 @@ class Farm:
     lab: netns.Lab
     farm: SshdHosts
     work: Path
+
+    def hosts_file(self, kind: str) -> str:
+        """client - gw - server, ``kind`` built between the client and gw."""
+        return (
+            f'ssh_config = "{self.farm.ssh_config}"\nconnect_timeout = 3\n'
+            '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
+            '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
+            f'[tunnel]\nmode = "build"\nkind = "{kind}"\nvia = "198.18.1.1"\n'
+        )
 
 
 @pytest.fixture(scope="module")
@@ -65,23 +72,14 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     work = farm.work / kind
     work.mkdir()
     hosts = work / "hosts.toml"
-    hosts.write_text(
-        f'ssh_config = "{farm.farm.ssh_config}"\nconnect_timeout = 3\n'
-        '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
-        '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
-        f'[tunnel]\nmode = "build"\nkind = "{kind}"\nvia = "198.18.1.1"\n'
-    )
+    hosts.write_text(farm.hosts_file(kind))
     before = state(farm.lab)
     done = tunnelbench(
         "run", "--hosts", str(hosts), "--duration", "2", "--runs", "1", "--streams", "1",
         "--db", str(work / "r.db"), "-q", cwd=work,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    store = Store.read(work / "r.db")
-    try:
-        run = view.load(store, "latest")
-    finally:
-        store.close()
+    run = latest(work / "r.db")
     plain, tunnelled = run.trials
     assert tunnelled.config["tunnel"]["kind"] == kind
     assert tunnelled.status.value == "ok" and plain.status.value == "ok"
@@ -120,12 +118,7 @@ def test_a_kind_the_host_cannot_create_is_one_message_naming_the_host(farm):
     work = farm.work / f"refused-{lacking}"
     work.mkdir()
     hosts = work / "hosts.toml"
-    hosts.write_text(
-        f'ssh_config = "{farm.farm.ssh_config}"\nconnect_timeout = 3\n'
-        '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
-        '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
-        f'[tunnel]\nmode = "build"\nkind = "{lacking}"\nvia = "198.18.1.1"\n'
-    )
+    hosts.write_text(farm.hosts_file(lacking))
     before = state(farm.lab)
     done = tunnelbench(
         "run", "--hosts", str(hosts), "--duration", "1", "--runs", "1", "--streams", "1",
@@ -140,12 +133,7 @@ def test_a_kind_the_host_cannot_create_is_one_message_naming_the_host(farm):
 
 def test_hosts_check_says_per_host_which_kinds_it_can_build_and_why(farm):
     hosts = farm.work / "check.toml"
-    hosts.write_text(
-        f'ssh_config = "{farm.farm.ssh_config}"\nconnect_timeout = 3\n'
-        '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
-        '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
-        '[tunnel]\nmode = "build"\nkind = "vxlan"\nvia = "198.18.1.1"\n'
-    )
+    hosts.write_text(farm.hosts_file("vxlan"))
     done = tunnelbench("hosts", "check", str(hosts))
     assert done.returncode == 0, done.stdout + done.stderr
     blocks = done.stdout.split("\nserver: ssh server\n")
@@ -175,23 +163,14 @@ def test_a_built_tunnel_is_removed_and_built_again_between_rounds(farm, kind):
     work = farm.work / f"rounds-{kind}"
     work.mkdir()
     hosts = work / "hosts.toml"
-    hosts.write_text(
-        f'ssh_config = "{farm.farm.ssh_config}"\nconnect_timeout = 3\n'
-        '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
-        '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
-        f'[tunnel]\nmode = "build"\nkind = "{kind}"\nvia = "198.18.1.1"\n'
-    )
+    hosts.write_text(farm.hosts_file(kind))
     before = state(farm.lab)
     done = tunnelbench(
         "run", "--hosts", str(hosts), "--duration", "1", "--runs", "2", "--streams", "1",
         "--db", str(work / "r.db"), "-q", cwd=work,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    store = Store.read(work / "r.db")
-    try:
-        run = view.load(store, "latest")
-    finally:
-        store.close()
+    run = latest(work / "r.db")
     kinds = sorted(t.config["tunnel"]["kind"] for t in run.trials)
     assert kinds == ["none", "none", kind, kind]
     assert all(t.status.value == "ok" for t in run.trials), [t.error for t in run.trials]
