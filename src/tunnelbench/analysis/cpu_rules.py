@@ -109,7 +109,7 @@ def thermal_limit(s: Subject) -> Finding | None:
     trips = (s.resolved.remote or {}).get("trips_c") or {}
     hot = []
     for zone, trip in sorted(trips.items()):
-        reached = s.metrics.get(f"thermal.{owner}.{zone}.max_c")
+        reached = s.metrics.get(metric.thermal_max(owner, zone))
         if reached is not None and reached >= float(trip) - TRIP_MARGIN_C:
             hot.append((zone, reached, float(trip)))
     if not hot:

@@ -125,6 +125,23 @@ SNMP_CPU_COVERED: Final = "cpu_covered_s"
 SNMP_WINDOW: Final = "window_s"
 
 
+def remote(role: str, field: str) -> str:
+    """``remote.<role>.<field>``: a real host's probe figure (``sampler_cpu_pct``, the
+    sampler's cost; ``samples``; ``busiest_core_pct``)."""
+    return f"remote.{role}.{field}"
+
+
+def thermal_max(role: str, zone: str) -> str:
+    """``thermal.<role>.<zone>.max_c``: a host's hottest reading of a zone (°C)."""
+    return f"thermal.{role}.{zone}.max_c"
+
+
+def tcp(role: str, field: str) -> str:
+    """``tcp.<role>.<field>``: a role's TCP counter over the trial (``tcp.window.`` for
+    the measured window's is built by :mod:`tunnelbench.probes.tcp`)."""
+    return f"tcp.{role}.{field}"
+
+
 def snmp(role: str, field: str) -> str:
     """``snmp.<role>.<field>``: a figure of a router read over SNMP (``SNMP_*``)."""
     return f"snmp.{role}.{field}"

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
 from tunnelbench.lab.netns import Lab
+from tunnelbench.model import metrics as metric
 from tunnelbench.probes.load import netns_inode
 from tunnelbench.probes.trial import (
     ProbeContext,
@@ -103,10 +104,10 @@ def tcp_metrics(
     metrics: dict[str, float] = {}
     for name, counter in SINGLE.items():
         if (value := delta(counter)) is not None:
-            metrics[f"tcp.{role}.{name}"] = value
+            metrics[metric.tcp(role, name)] = value
     reorder = [d for d in map(delta, REORDER) if d is not None]
     if reorder:
-        metrics[f"tcp.{role}.reorder"] = sum(reorder)
+        metrics[metric.tcp(role, "reorder")] = sum(reorder)
     return metrics
 
 

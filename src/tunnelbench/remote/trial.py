@@ -224,16 +224,16 @@ def _host_metrics(
     dut = session.file.dut
     for role, result in results.items():
         if result.cost_pct is not None:
-            metrics[f"remote.{role}.sampler_cpu_pct"] = round(result.cost_pct, 2)
+            metrics[metric.remote(role, "sampler_cpu_pct")] = round(result.cost_pct, 2)
         figures = probes.window(result.samples, begin, end)
         if figures is None:
             raise LabError(
                 f"{role}: the CPU sampler sent {len(result.samples)} samples, too few for the"
                 " measured window (a slow or lost SSH connection)"
             )
-        metrics[f"remote.{role}.samples"] = figures.samples
+        metrics[metric.remote(role, "samples")] = figures.samples
         busiest = max(figures.cores.values(), key=lambda parts: -parts["idle"])
-        metrics[f"remote.{role}.busiest_core_pct"] = round(100.0 - busiest["idle"], 2)
+        metrics[metric.remote(role, "busiest_core_pct")] = round(100.0 - busiest["idle"], 2)
         if role != dut:
             continue
         for core, parts in figures.cores.items():
@@ -243,7 +243,7 @@ def _host_metrics(
             metrics[metric.cpu(core, "mhz")] = mhz
             metrics[metric.cpu(core, "mhz_min")] = figures.mhz_min[core]
         for zone, celsius in figures.temp_max_c.items():
-            metrics[f"thermal.{role}.{zone}.max_c"] = celsius
+            metrics[metric.thermal_max(role, zone)] = celsius
         metrics[metric.SAMPLER_SAMPLES.name] = figures.samples
         metrics[metric.SAMPLER_WINDOW.name] = round(end - begin, 3)
         if result.cost_pct is not None:
@@ -263,7 +263,8 @@ def _counter_metrics(
             for name, a, b in zip(probes.LINK_FIELDS, values, start.links[device], strict=True):
                 metrics[metric.link(role, device, name)] = a - b
         if "RetransSegs" in end.tcp and "RetransSegs" in start.tcp:
-            metrics[f"tcp.{role}.retrans_segs"] = end.tcp["RetransSegs"] - start.tcp["RetransSegs"]
+            retransmitted = end.tcp["RetransSegs"] - start.tcp["RetransSegs"]
+            metrics[metric.tcp(role, "retrans_segs")] = retransmitted
     return metrics
 
 
