@@ -149,11 +149,14 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
         # the DUT forwarded at least what iperf3 says arrived: its busiest interface's bytes
         sent = [v for n, v in m.items() if n.startswith("link.gw.") and n.endswith(".tx_bytes")]
         assert max(sent) >= delivered
-        # The kernel counts what iperf3 counts, over a window that opens once the begin
-        # snapshot's SSH reads return (the DUT's, then each endpoint's): up to a few
-        # tenths of a second into iperf3's 2 s. CI saw 684 against 781 retransmits
-        # (2 flows, 390 a second) where the lab's own window counts them all.
-        assert m["tcp.window.retrans_segs"] >= 0.8 * m["retransmits"]
+        # The kernel counts what iperf3 counts: over the whole trial at least as many
+        # retransmits, and over the measured window no more than over the trial. The
+        # window opens when the begin snapshot's SSH reads return, on a machine the
+        # traffic saturates: CI saw 684 of 781 and 295 of 385 in it (a flow's
+        # retransmits come in bursts), so the window's count is not held to iperf3's.
+        whole = m["tcp.client.retrans_segs"] + m["tcp.server.retrans_segs"]
+        assert whole >= m["retransmits"], (whole, m["retransmits"])
+        assert m["tcp.window.retrans_segs"] <= whole
         # the DUT's cores are the trial's; every host measured its sampler's cost
         assert {"cpu0.idle", "cpu1.idle"} <= m.keys()
         for role in ROLES:

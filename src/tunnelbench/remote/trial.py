@@ -12,6 +12,7 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,6 +26,7 @@ from tunnelbench.remote import probes, snmp
 from tunnelbench.remote.host import SshHost, wait_until
 from tunnelbench.remote.session import Session
 from tunnelbench.remote.tunnel import RemoteTunnel
+from tunnelbench.system.command import side_by_side
 from tunnelbench.traffic import iperf3_json
 from tunnelbench.traffic.iperf3 import client_argv, server_argv
 
@@ -75,18 +77,25 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
     tcp_marks: dict[str, dict[str, str]] = {}
 
     def snapshot(name: str) -> None:
-        """The window's edge: the DUT's processes (or its SNMP counters), the
-        endpoints' TCP counters."""
-        try:
+        """The window's edge: the endpoints' TCP counters and the DUT's processes (or its
+        SNMP counters), read side by side: one after the other, each read over SSH on a
+        loaded machine moved the window's edge by a tenth of a second or more."""
+
+        def dut_read() -> str:  # keeps its figures itself; "" for side_by_side's one type
             if dut_host is not None:
                 text = dut_host.run(["sh", "-c", probes.COUNTERS]).stdout
                 marks[name] = (time.monotonic(), probes.parse_counters(text))
             elif agent is not None:
                 snmp_marks[name] = agent[0].snapshot(agent[1])
-            tcp_marks[name] = {
-                role: session.hosts[role].run(["cat", "/proc/net/snmp", "/proc/net/netstat"]).stdout
-                for role in ("client", "server")
-            }
+            return ""
+
+        def tcp_read(role: str) -> Callable[[], str]:
+            host = session.hosts[role]
+            return lambda: host.run(["cat", "/proc/net/snmp", "/proc/net/netstat"]).stdout
+
+        try:
+            *texts, _ = side_by_side([tcp_read("client"), tcp_read("server"), dut_read])
+            tcp_marks[name] = dict(zip(("client", "server"), texts, strict=True))
         except LabError:
             pass  # a figure of the window is then missing, never made up
 
