@@ -2,7 +2,9 @@
 trials come back into the run's store."""
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +154,32 @@ def test_the_guest_command_writes_output_and_exit_code_into_the_exchange(tmp_pat
     subprocess.run(["sh", "-c", line], check=True)
     assert (tmp_path / machine.OUTPUT).read_text() == "it's here\n"
     assert (tmp_path / machine.EXIT_CODE).read_text().strip() == "3"
+
+
+def test_the_guest_reads_its_modules_compiled_by_the_host(tmp_path, monkeypatch):
+    """The guest cannot write this machine's files: whatever it imports at start must
+    already be compiled into the prefix its Python is told of, or it compiles it at
+    every boot (12 s of an emulated guest's start). A Python started as the guest's is
+    (but here) writes nothing into a prefix bytecode() has filled."""
+    prefix = tmp_path / "bytecode"
+    monkeypatch.setattr(machine, "BYTECODE_DIR", prefix)
+    monkeypatch.setattr(machine, "vng", lambda: "/venv/bin/vng")
+    guest = machine.Guest(KERNEL, VmSettings(), {}, machine.Accel(TCG))
+    try:
+        line = guest._argv[-1]
+    finally:
+        guest.__exit__(None, None, None)
+    assert f"-X pycache_prefix={prefix} -m {machine.GUEST_MODULE}" in line
+    compiled = sorted(prefix.rglob("*.pyc"))
+    assert any(p.name.startswith("guest.") for p in compiled)
+    assert any(p.name.startswith("report.") for p in compiled)  # imported later by trials
+    before = {p: p.stat().st_mtime_ns for p in compiled}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run(
+        [sys.executable, "-X", f"pycache_prefix={prefix}", "-c", f"import {machine.GUEST_MODULE}"],
+        check=True, env=env,
+    )  # fmt: skip
+    assert {p: p.stat().st_mtime_ns for p in prefix.rglob("*.pyc")} == before
 
 
 def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):

@@ -18,8 +18,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    # numpy is imported where an interval is computed: the guest of a VM run (which
+    # imports this module but computes none) pays about a second for it under emulation.
+    import numpy as np
 
 RESAMPLES = 4000
 LEVEL = 0.95
@@ -75,8 +79,10 @@ def summarize(values: Sequence[float]) -> Summary | None:
     )
 
 
-def seeded(values: Sequence[float]) -> np.random.Generator:
+def seeded(values: Sequence[float]) -> "np.random.Generator":
     """A generator seeded by the data: the same values always give the same interval."""
+    import numpy as np
+
     digest = hashlib.sha256(repr(sorted(values)).encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:8], "big"))
 
@@ -87,6 +93,8 @@ def median_ci(
     """Percentile-bootstrap interval of the median; None with fewer than two values."""
     if len(values) < 2:
         return None
+    import numpy as np
+
     data = np.asarray(values, dtype=float)
     picks = seeded(values).integers(0, len(data), size=(resamples, len(data)))
     medians = np.median(data[picks], axis=1)

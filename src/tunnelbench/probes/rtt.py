@@ -197,6 +197,7 @@ def loaded_metrics(
 
 class RttProbe(TrialProbe):
     kind = ProbeKind.RTT
+    alongside = False  # the idle ping's round trips
 
     def before(self, lab: Lab, context: ProbeContext) -> None:
         traffic = context.traffic

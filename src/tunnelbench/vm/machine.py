@@ -44,6 +44,11 @@ EVENTS, EXIT_CODE, JOB, OUTPUT = "events.jsonl", "exit-code", "job.json", "guest
 IN_GUEST = "TUNNELBENCH_IN_GUEST"
 #: Seconds between two reads of the guest's events.
 POLL_S = 0.05
+#: What the guest imports first; compiled on the host before a boot (:func:`bytecode`).
+GUEST_MODULE = "tunnelbench.cli.guest"
+#: Where that bytecode is kept: a path the guest sees (its /var/cache and /tmp are
+#: tmpfs of its own; /var/lib is this machine's, read through).
+BYTECODE_DIR = Path("/var/lib/tunnelbench/guest-bytecode")
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,10 @@ class Guest:
         EXCHANGE_ROOT.mkdir(parents=True, exist_ok=True)
         self.exchange = Path(tempfile.mkdtemp(prefix="guest-", dir=EXCHANGE_ROOT))
         (self.exchange / JOB).write_text(json.dumps(job))
-        argv = command or [sys.executable, "-m", "tunnelbench.cli.guest", str(self.exchange)]
+        argv = command or [
+            sys.executable, "-X", f"pycache_prefix={bytecode()}", "-m", GUEST_MODULE,
+            str(self.exchange),
+        ]  # fmt: skip
         self._argv = boot_argv(
             kernel, vm, self.exchange, guest_command(self.exchange, argv), accel=accel.mode
         )
@@ -229,6 +237,30 @@ class Guest:
         text = self.output().strip() or _read(self.exchange / "console.log").strip()
         tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
         return " / ".join(tail) or "no output"
+
+
+def bytecode() -> Path:
+    """A bytecode cache for the guest's Python, filled on the host.
+
+    The guest reads this machine's files (over 9p) but cannot write them, so without a
+    cache it compiles tunnelbench's modules from source at each boot. The host compiles
+    what the guest's side imports (and the rest of tunnelbench, which it imports as
+    trials need it) into a prefix tree that Python checks against each source's time
+    and size, so an edited source is compiled again, here, before the next boot; a
+    second call costs one Python start-up (about 0.4 s)."""
+    package = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(BYTECODE_DIR)
+    script = (
+        f"import compileall, {GUEST_MODULE}; "
+        f"compileall.compile_dir({str(package)!r}, quiet=1, workers=0)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    if done.returncode != 0:
+        raise LabError(f"compiling tunnelbench for the guest failed: {done.stderr.strip()[-500:]}")
+    return BYTECODE_DIR
 
 
 def _group_alive(proc: "subprocess.Popen[bytes]") -> bool:
