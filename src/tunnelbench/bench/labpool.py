@@ -25,6 +25,7 @@ trial of the lab it was (``lab_fresh``, ``lab_trial``). A pool made with ``keep=
 trial's lab is always removed.
 """
 
+import functools
 import json
 import logging
 import time
@@ -38,6 +39,8 @@ from tunnelbench.lab.state import is_alive, namespace_processes
 from tunnelbench.model.plan import TrafficSettings, TrialConfig
 from tunnelbench.model.wan import longest_queue_wait_s, most_delay_s
 from tunnelbench.probes import qdisc
+from tunnelbench.probes.trial import read_each
+from tunnelbench.system.command import side_by_side
 from tunnelbench.tunnels.base import TunnelSpec
 
 log = logging.getLogger("tunnelbench.bench.labpool")
@@ -182,8 +185,14 @@ def ready(standing: Standing) -> None:
             )
     if stray := leftovers(standing):
         raise LabError(f"lab {lab.lab_id} is not clean: {stray}")
-    for role in lab.chain.roles:
-        lab.exec(role, ["ip", "tcp_metrics", "flush", "all"])
+    # Side by side, as the drain check's reads: an emulated guest takes 0.2-0.3 s to
+    # start each command, and every kept lab pays these before its trial.
+    side_by_side(
+        [
+            functools.partial(lab.exec, role, ["ip", "tcp_metrics", "flush", "all"])
+            for role in lab.chain.roles
+        ]
+    )
     wait_drained(standing)
 
 
@@ -196,11 +205,8 @@ def wait_drained(standing: Standing) -> None:
     bound = DRAIN_MARGIN_S + longest_queue_wait_s(wan) + most_delay_s(wan)
     deadline = time.monotonic() + bound
     while True:
-        held = {
-            role: backlog
-            for role in lab.chain.roles
-            if (backlog := _backlog(qdisc.read(lab.host(role))))
-        }
+        shown = read_each(lab.chain.roles, lambda role: qdisc.read(lab.host(role)))
+        held = {role: backlog for role, text in shown.items() if (backlog := _backlog(text))}
         if not held:
             return
         if time.monotonic() > deadline:

@@ -41,7 +41,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Final
 
+from tunnelbench.errors import LabError
 from tunnelbench.lab.state import LabState
+from tunnelbench.system import netns_files
 from tunnelbench.system.command import in_netns, run, spawn
 
 #: ``stderr`` for :meth:`Host.spawn`: into the same file as standard output.
@@ -86,6 +88,10 @@ class Host(ABC):
     @abstractmethod
     def record(self, path: Path, *, kind: str) -> None:
         """``kind``: ``"file"``, ``"directory"`` or ``"cgroup"``."""
+
+    def read_net(self, names: Sequence[str]) -> str:
+        """The host's ``/proc/net/<name>`` files (its network namespace's), concatenated."""
+        return self.run(["cat", *(f"/proc/net/{name}" for name in names)]).stdout
 
 
 class NetnsHost(Host):
@@ -180,6 +186,12 @@ class NetnsHost(Host):
 
     def read(self, path: Path) -> str:
         return path.read_text(errors="replace")
+
+    def read_net(self, names: Sequence[str]) -> str:
+        try:
+            return netns_files.read(self.name, names)
+        except OSError as exc:
+            raise LabError(f"cannot read /proc/net in {self.name}: {exc}") from None
 
     def record(self, path: Path, *, kind: str) -> None:
         adders = {

@@ -1,9 +1,9 @@
 """TCP counters of the traffic's endpoints (client and server), before and after.
 
-``/proc/net`` is the reading process's network namespace, so ``ip netns exec NS cat
-/proc/net/snmp /proc/net/netstat`` gives that namespace's own counters: a fresh lab
-namespace reads all zeros (checked on this 6.18 kernel, with the host's counters in the
-millions), and one command per namespace reads both files. Stored as deltas,
+``/proc/net`` is the reading thread's network namespace, so ``/proc/net/snmp`` and
+``/proc/net/netstat`` read in the namespace (:meth:`Host.read_net`) give that
+namespace's own counters: a fresh lab namespace reads all zeros (checked on this 6.18
+kernel, with the host's counters in the millions). Stored as deltas,
 ``tcp.<role>.<name>``:
 
 =====================  ==========================================================
@@ -70,7 +70,7 @@ REORDER: tuple[Counter, ...] = (
     ("TcpExt", "TCPTSReorder"),
     ("TcpExt", "TCPRenoReorder"),
 )
-FILES = ("/proc/net/snmp", "/proc/net/netstat")
+FILES = ("snmp", "netstat")  # of /proc/net
 
 
 def parse_counters(text: str) -> dict[Counter, int]:
@@ -183,7 +183,7 @@ def _open_counters(pid: int) -> list[int]:
     fds: list[int] = []
     try:
         for path in FILES:
-            fds.append(os.open(f"/proc/{pid}/net/{os.path.basename(path)}", os.O_RDONLY))
+            fds.append(os.open(f"/proc/{pid}/net/{path}", os.O_RDONLY))
     except OSError:
         for fd in fds:
             os.close(fd)
@@ -200,7 +200,7 @@ def _pread_all(fd: int) -> str:
 
 
 def read(host: Host) -> str:
-    return host.run(["cat", *FILES]).stdout
+    return host.read_net(FILES)
 
 
 class TcpProbe(TrialProbe):
