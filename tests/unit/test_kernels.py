@@ -138,8 +138,8 @@ def test_the_guest_is_booted_with_its_size_its_modules_and_the_exchange(monkeypa
     argv = machine.boot_argv(
         KERNEL, VmSettings(cpus=1, memory=768), Path("/run/x"), "cmd", accel=TCG
     )
-    assert argv[:3] == ["/venv/bin/vng", "--disable-microvm", "--disable-kvm"]
-    pairs = dict(zip(argv[3::2], argv[4::2], strict=False))
+    assert argv[:4] == ["/venv/bin/vng", "--disable-microvm", "--disable-kvm", "--force-9p"]
+    pairs = dict(zip(argv[4::2], argv[5::2], strict=False))
     assert pairs["--run"] == "/c/boot/vmlinuz"
     assert pairs["--cpus"] == "1" and pairs["--memory"] == "768M"
     assert pairs["--rodir"] == "/lib/modules=/c/lib/modules"

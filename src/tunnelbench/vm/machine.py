@@ -79,6 +79,10 @@ def boot_argv(
     argv = [
         vng(),
         "--disable-microvm",  # microvm has no PCI: no virtio-pci for 9p on Debian's kernel
+        # The root over 9p at once: virtme-ng tries virtiofs first, and Debian 12's
+        # virtiofsd (QEMU 7.2's) refuses the options it is given, so every boot waited
+        # 6.2 s for two daemons that had exited before falling back to 9p.
+        "--force-9p",
         "--run",
         str(kernel.image),
         "--cpus",
