@@ -400,3 +400,19 @@ def test_an_entry_unpacked_under_its_raw_version_is_renamed_not_fetched_again(tm
     assert kernels.unpacked(entry, "linux-image-6.12.117+deb12-amd64").release == (
         "6.12.117+deb12-amd64"
     )
+
+
+@pytest.mark.parametrize(
+    ("depends", "expected"),
+    [
+        # Debian 12's linux-image-amd64, as apt-cache showed it on this machine.
+        ("linux-image-6.1.0-56-amd64 (= 6.1.192-2)", ("linux-image-6.1.0-56-amd64", "6.1.192-2")),
+        ("linux-image-6.12.9+bpo-amd64 (= 6.12.9-1~bpo12+1), foo", ("linux-image-6.12.9+bpo-amd64",
+                                                                    "6.12.9-1~bpo12+1")),
+        ("linux-image-6.1.0-56-amd64 (>= 6.1)", ("linux-image-6.1.0-56-amd64", None)),
+        ("linux-image-6.1.0-56-amd64", ("linux-image-6.1.0-56-amd64", None)),
+    ],
+)  # fmt: skip
+def test_the_meta_packages_exact_dependency_is_the_version_fetched(monkeypatch, depends, expected):
+    monkeypatch.setattr(kernels, "_show", lambda package: {"Depends": depends})
+    assert kernels._stock_package() == expected
