@@ -156,6 +156,23 @@ def test_the_guest_command_writes_output_and_exit_code_into_the_exchange(tmp_pat
     assert (tmp_path / machine.EXIT_CODE).read_text().strip() == "3"
 
 
+def test_the_guest_loads_what_the_probes_need_while_its_python_starts(tmp_path):
+    from tunnelbench.bench import capabilities
+    from tunnelbench.system import probing
+
+    modules = capabilities.probed_modules()
+    # Every module a probed capability's hint names, once: what the probe would load.
+    for capability in [*capabilities.link_probes(), *probing.QDISC_ARGS, *probing.ESP_ARGS]:
+        hint = capabilities.module_hint(capability)
+        if hint is not None:
+            assert set(hint.split()[1:]) - {"-a"} <= set(modules), capability
+    assert len(modules) == len(set(modules)) and {"wireguard", "sch_cake", "esp4"} <= set(modules)
+    line = machine.guest_command(tmp_path, ["python3", "-m", "x"], modules)
+    # In the background (&, not ;), quietly, so a module the kernel lacks stops nothing.
+    assert line.startswith(f"modprobe -q -a {' '.join(modules)} >/dev/null 2>&1 & python3 -m x")
+    assert machine.guest_command(tmp_path, ["true"]).startswith("true >")
+
+
 def test_the_guest_reads_its_modules_compiled_by_the_host(tmp_path, monkeypatch):
     """The guest cannot write this machine's files: whatever it imports at start must
     already be compiled into the prefix its Python is told of, or it compiles it at

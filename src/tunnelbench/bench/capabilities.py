@@ -68,18 +68,32 @@ def link_probes() -> dict[str, tuple[str, ...]]:
     return found | LAB_LINKS
 
 
-def module_hint(capability: str) -> str | None:
-    """What to load when ``capability`` (a link type, queue discipline or ESP algorithm,
-    as ``doctor`` names it) is missing: ``modprobe ip_gre``; None if no module gives it."""
-    modules = KERNEL_MODULES.get(capability)
+def modules_of(capability: str) -> tuple[str, ...]:
+    """The kernel modules that give ``capability`` (a link type, queue discipline or ESP
+    algorithm, as ``doctor`` names it); none if no module does."""
+    modules = KERNEL_MODULES.get(capability, ())
     for kind in TUNNELS.kinds():
         tunnel = TUNNELS.get(kind)
         probe = tunnel.link_probe()
         if probe is not None and probe[0] == capability and tunnel.kernel_module:
             modules = (tunnel.kernel_module,)
+    return modules
+
+
+def module_hint(capability: str) -> str | None:
+    """What to load when ``capability`` is missing: ``modprobe ip_gre``; None if no
+    module gives it."""
+    modules = modules_of(capability)
     if not modules:
         return None
     return f"modprobe {modules[0]}" if len(modules) == 1 else f"modprobe -a {' '.join(modules)}"
+
+
+def probed_modules() -> tuple[str, ...]:
+    """Every module the kernel's capability probes make it load (where it has them): what
+    a guest loads while its Python starts (:func:`tunnelbench.vm.machine.guest_command`)."""
+    capabilities = [*link_probes(), *probing.QDISC_ARGS, *probing.ESP_ARGS, "pppoe"]
+    return tuple(dict.fromkeys(m for c in capabilities for m in modules_of(c)))
 
 
 def install_hint(program: str) -> str | None:

@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any
 
+from tunnelbench.bench.capabilities import probed_modules
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.sink import store_trial
 from tunnelbench.bench.store import Store
@@ -63,7 +64,7 @@ def run(
     longest = max(t.config.traffic.duration + t.config.traffic.longest_warmup for t in trials)
     reason: str | None = None
     clock = vmhost.Clock()
-    with machine.Guest(kernel, vm, job, accel) as guest:
+    with machine.Guest(kernel, vm, job, accel, preload=probed_modules()) as guest:
         log.debug("guest exchange directory %s", guest.exchange)
         assert guest.pid is not None
         watch = vmhost.HostWatch(guest.pid)
@@ -160,7 +161,8 @@ def doctor(kernel: Kernel, vm: VmSettings) -> dict[str, Any]:
     """``doctor``'s report collected in a guest on ``kernel``, with how the guest ran."""
     accel = machine.accel(kernel, vm)
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
-    with machine.Guest(kernel, vm, {"doctor": True, "env": env}, accel) as guest:
+    job = {"doctor": True, "env": env}
+    with machine.Guest(kernel, vm, job, accel, preload=probed_modules()) as guest:
         began = time.monotonic()
         for event in guest.events(idle_timeout=machine.BOOT_TIMEOUT_S):
             if event["event"] == "ready":
