@@ -323,7 +323,9 @@ def _create(lab: Lab, tunnel: bool) -> None:
     # point, and two doing so at once would stack two mounts there.
     first, *others = chain.roles
     run(["ip", "netns", "add", lab.ns(first)])
-    side_by_side([functools.partial(run, ["ip", "netns", "add", lab.ns(r)]) for r in others])
+    side_by_side(
+        [functools.partial(_build_step, ["ip", "netns", "add", lab.ns(r)]) for r in others]
+    )
     # Before any link exists: links take their IPv6 settings from "default" when born.
     gateways = chain.roles[1:-1]
     sysctls = {r: COMMON_SYSCTLS + (GATEWAY_SYSCTLS if r in gateways else []) for r in chain.roles}
@@ -345,7 +347,7 @@ def _create(lab: Lab, tunnel: bool) -> None:
             + queue_counts(settings)
             + ["netns", lab.ns(right)]
         )
-    side_by_side([functools.partial(run, argv) for argv in pairs])
+    side_by_side([functools.partial(_build_step, argv) for argv in pairs])
     pppoe = settings.wan.encapsulation is WanEncapsulation.PPPOE
     routes: dict[str, list[list[str]]] = {}
     batches: dict[str, list[list[str]]] = {}
@@ -389,6 +391,12 @@ def _create(lab: Lab, tunnel: bool) -> None:
             lab.ip_batch(role, commands)
     lab.state.info["interfaces"] = {f"{o}>{p}": i.name for (o, p), i in lab.interfaces.items()}
     lab.state.save()
+
+
+def _build_step(argv: list[str]) -> None:
+    """One command of the lab's own build, run in a worker thread: through this module,
+    so the thread's stack says whose command it is (tests/integration/test_host_seam)."""
+    run(argv)
 
 
 def _queue_wan(lab: Lab) -> None:
