@@ -19,7 +19,7 @@ from tunnelbench.bench import guest_trials
 from tunnelbench.bench.planfile import TRIAL_OVERHEAD_S, VM_BOOT_S, VM_TRIAL_OVERHEAD_S, parse
 from tunnelbench.bench.store import Store
 from tunnelbench.cli.guest import EventSink
-from tunnelbench.errors import UserError
+from tunnelbench.errors import LabError, UserError
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.kernelspec import parse_spec
 from tunnelbench.model.plan import TrialConfig, VmSettings
@@ -197,6 +197,23 @@ def test_the_guest_reads_its_modules_compiled_by_the_host(tmp_path, monkeypatch)
         check=True, env=env,
     )  # fmt: skip
     assert {p: p.stat().st_mtime_ns for p in prefix.rglob("*.pyc")} == before
+
+
+def test_a_guest_that_cannot_boot_leaves_no_exchange_directory(tmp_path, monkeypatch):
+    """A missing program (or a failed compile) refuses the guest in its constructor,
+    where no ``with`` block will remove what it made."""
+    monkeypatch.setattr(machine, "EXCHANGE_ROOT", tmp_path / "exchange")
+    monkeypatch.setattr(machine, "BYTECODE_DIR", tmp_path / "bytecode")
+    real_python = sys.executable
+    monkeypatch.setattr(machine.sys, "executable", str(tmp_path / "bin" / "python3"))
+    with pytest.raises(UserError, match="virtme-ng"):
+        machine.Guest(KERNEL, VmSettings(), {}, machine.Accel(TCG), command=["true"])
+    assert list((tmp_path / "exchange").iterdir()) == []
+    monkeypatch.setattr(machine.sys, "executable", real_python)
+    monkeypatch.setattr(machine, "GUEST_MODULE", "tunnelbench.no_such_module")
+    with pytest.raises(LabError, match="compiling tunnelbench for the guest failed"):
+        machine.Guest(KERNEL, VmSettings(), {}, machine.Accel(TCG))
+    assert list((tmp_path / "exchange").iterdir()) == []
 
 
 def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):

@@ -132,16 +132,23 @@ class Guest:
         (:mod:`tunnelbench.cli.guest`) on the job; ``preload``: modules it loads
         meanwhile (:func:`guest_command`)."""
         self.kernel, self.vm, self.accel = kernel, vm, accel
+        # Compiled before the exchange directory exists: a failed compile leaves nothing.
+        prefix = bytecode() if command is None else None
         EXCHANGE_ROOT.mkdir(parents=True, exist_ok=True)
         self.exchange = Path(tempfile.mkdtemp(prefix="guest-", dir=EXCHANGE_ROOT))
-        (self.exchange / JOB).write_text(json.dumps(job))
-        argv = command or [
-            sys.executable, "-X", f"pycache_prefix={bytecode()}", "-m", GUEST_MODULE,
-            str(self.exchange),
-        ]  # fmt: skip
-        self._argv = boot_argv(
-            kernel, vm, self.exchange, guest_command(self.exchange, argv, preload), accel=accel.mode
-        )
+        try:
+            (self.exchange / JOB).write_text(json.dumps(job))
+            argv = command or [
+                sys.executable, "-X", f"pycache_prefix={prefix}", "-m", GUEST_MODULE,
+                str(self.exchange),
+            ]  # fmt: skip
+            self._argv = boot_argv(
+                kernel, vm, self.exchange, guest_command(self.exchange, argv, preload),
+                accel=accel.mode,
+            )  # fmt: skip
+        except BaseException:
+            shutil.rmtree(self.exchange, ignore_errors=True)
+            raise
         self._proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> "Guest":
