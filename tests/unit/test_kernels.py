@@ -205,11 +205,11 @@ def test_a_guest_that_cannot_boot_leaves_no_exchange_directory(tmp_path, monkeyp
     monkeypatch.setattr(machine, "EXCHANGE_ROOT", tmp_path / "exchange")
     monkeypatch.setattr(machine, "BYTECODE_DIR", tmp_path / "bytecode")
     real_python = sys.executable
-    monkeypatch.setattr(machine.sys, "executable", str(tmp_path / "bin" / "python3"))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python3"))
     with pytest.raises(UserError, match="virtme-ng"):
         machine.Guest(KERNEL, VmSettings(), {}, machine.Accel(TCG), command=["true"])
     assert list((tmp_path / "exchange").iterdir()) == []
-    monkeypatch.setattr(machine.sys, "executable", real_python)
+    monkeypatch.setattr(sys, "executable", real_python)
     monkeypatch.setattr(machine, "GUEST_MODULE", "tunnelbench.no_such_module")
     with pytest.raises(LabError, match="compiling tunnelbench for the guest failed"):
         machine.Guest(KERNEL, VmSettings(), {}, machine.Accel(TCG))

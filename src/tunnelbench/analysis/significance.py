@@ -27,13 +27,17 @@ reproducible), the same construction as the median's interval in :mod:`.stats`.
 """
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal
 
 from tunnelbench.analysis.stats import LEVEL, RESAMPLES, seeded
+
+if TYPE_CHECKING:
+    # numpy is imported where arrays are computed, as in .stats: every command imports
+    # this module (0.18 s of numpy at each start), few compute a test.
+    import numpy as np
 
 #: Significance level of the verdicts: p < ALPHA is called a difference.
 ALPHA = 0.05
@@ -148,9 +152,11 @@ def mid_ranks(values: Sequence[float]) -> list[float]:
     return ranks
 
 
-def _rank_sum_counts(doubled: Sequence[int], n1: int) -> np.ndarray:
+def _rank_sum_counts(doubled: Sequence[int], n1: int) -> "np.ndarray":
     """How many n1-element subsets of ``doubled`` (twice the mid-ranks, whole numbers)
     have each sum: a 0/1 knapsack count, row k = subsets of size k."""
+    import numpy as np
+
     counts = np.zeros((n1 + 1, sum(doubled) + 1), dtype=np.int64)
     counts[0, 0] = 1
     for value in doubled:
@@ -202,6 +208,8 @@ def ratio_of_medians_ci(
     its own; None when a group has fewer than two values or A's medians can be 0."""
     if len(a) < 2 or len(b) < 2 or min(a) <= 0:
         return None
+    import numpy as np
+
     rng = seeded([*a, *b])
     data_a, data_b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     med_a = np.median(data_a[rng.integers(0, len(a), size=(resamples, len(a)))], axis=1)
@@ -214,7 +222,7 @@ def ratio_of_medians_ci(
 def compare(a: Sequence[float], b: Sequence[float]) -> Comparison:
     """B's values against A's: ratio of medians, its interval and the rank test."""
     test = mann_whitney(a, b)
-    median_a, median_b = float(np.median(a)), float(np.median(b))
+    median_a, median_b = float(statistics.median(a)), float(statistics.median(b))
     return Comparison(
         n1=len(a),
         n2=len(b),

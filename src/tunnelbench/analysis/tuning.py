@@ -22,8 +22,7 @@ level at all (:func:`~.significance.repetitions_needed`).
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from statistics import median
 
 from tunnelbench.analysis.advice import Advice
 from tunnelbench.analysis.significance import ALPHA, compare, format_p, repetitions_needed
@@ -92,11 +91,11 @@ def judge(
     """``candidate`` with its figures and outcome from the best's and its own runs."""
     a, b = values(best, target.metric), values(mine, target.metric)
     candidate.runs, candidate.best_runs = len(b), len(a)
-    candidate.median = float(np.median(b)) if b else None
-    candidate.best_median = float(np.median(a)) if a else None
+    candidate.median = float(median(b)) if b else None
+    candidate.best_median = float(median(a)) if a else None
     latency = values(best, LOADED_P95), values(mine, LOADED_P95)
     if latency[0] and latency[1]:
-        candidate.loaded_p95_ms = [float(np.median(latency[0])), float(np.median(latency[1]))]
+        candidate.loaded_p95_ms = [float(median(latency[0])), float(median(latency[1]))]
     if min(len(a), len(b)) < need:
         candidate.outcome, candidate.note = Outcome.UNDECIDED, ""
         return candidate
@@ -142,10 +141,10 @@ def _guarded(
     c = compare(a, b)
     ratio, ci = c.ratio or 1.0, c.ratio_ci
     if latency and c.p < alpha and ci is not None and ci[0] > 1 and ratio > gain:
-        figures = f"{ms(float(np.median(a)))} → {ms(float(np.median(b)))} ms"
+        figures = f"{ms(float(median(a)))} → {ms(float(median(b)))} ms"
         return Outcome.LATENCY, f"loaded RTT p95 {figures} ({format_p(c.p)})"
     if not latency and c.p < alpha and ci is not None and ci[1] < 1 and 1 / ratio > gain:
-        figures = f"{np.median(a) / 1e6:,.0f} → {np.median(b) / 1e6:,.0f} Mbit/s"
+        figures = f"{median(a) / 1e6:,.0f} → {median(b) / 1e6:,.0f} Mbit/s"
         return Outcome.LOST_THROUGHPUT, f"goodput {figures} ({format_p(c.p)})"
     return Outcome.BETTER, ""
 
