@@ -14,8 +14,9 @@ from typing import Any
 
 from tunnelbench import __version__
 from tunnelbench.bench import capabilities
-from tunnelbench.system.command import run
+from tunnelbench.system import programs
 from tunnelbench.system.probing import Capabilities, Check
+from tunnelbench.system.versions import ask
 
 #: The environment key holding :func:`capability_record`; runs stored before it lack it.
 CAPABILITIES = "capabilities"
@@ -69,7 +70,8 @@ def capability_record(caps: Capabilities) -> dict[str, Any]:
 def collect(versions: dict[str, str], caps: Capabilities | None = None) -> dict[str, Any]:
     """Kernel, CPU and its flags, core count, frequency governor, versions of the tools,
     and what the kernel can do (``caps``, else probed: once per process)."""
-    ip_version = run(["ip", "-V"], check=False).stdout.strip()
+    ip = programs.find("ip") or "ip"
+    ip_version = ask([ip, "-V"], check=False).stdout.strip()
     cpuinfo = _read("/proc/cpuinfo") or ""
     return {
         "kernel": platform.release(),

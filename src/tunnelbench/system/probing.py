@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunnelbench.model import cpulist
-from tunnelbench.system import programs
+from tunnelbench.system import programs, versions
 from tunnelbench.system.command import run
 
+#: What dpkg-query reads: a package's version is asked again once it changed.
+DPKG_STATUS = "/var/lib/dpkg/status"
 PROBE_DEVICE = "tbprobe0"
 #: Benchmarking addresses (RFC 2544) a link probe may name; the probe namespace has no
 #: routes, nothing is sent.
@@ -322,7 +324,7 @@ def program(name: str) -> Program:
     path = programs.find(name)
     if path is None:
         return Program(False, f"{name} is not installed")
-    done = run([path, "--version"], check=False, timeout=10)
+    done = versions.ask([path, "--version"], check=False)
     version = version_line(done.stdout, done.stderr)
     pinned = (read(f"{path}.version") or "").strip() if name in programs.PROJECT_BUILT else ""
     return Program(True, f"{version} ({path})", path=path, version=version, pinned=pinned)
@@ -334,7 +336,11 @@ def debian_package(name: str) -> str | None:
     is not a Debian system)."""
     if programs.find("dpkg-query") is None:
         return None
-    done = run(["dpkg-query", "-W", "-f=${db:Status-Status} ${Version}", name], check=False)
+    done = versions.ask(
+        ["dpkg-query", "-W", "-f=${db:Status-Status} ${Version}", name],
+        file=DPKG_STATUS,
+        check=False,
+    )
     status, _, version = done.stdout.strip().partition(" ")
     return version if done.returncode == 0 and status == "installed" and version else None
 

@@ -54,8 +54,7 @@ from tunnelbench.kinds import Direction, Protocol, StreamMode
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model.plan import TrafficSettings
-from tunnelbench.system import programs
-from tunnelbench.system.command import run
+from tunnelbench.system import programs, versions
 from tunnelbench.traffic import iperf2_csv, waiting
 from tunnelbench.traffic.base import (
     Generator,
@@ -317,7 +316,7 @@ def _result(measured: iperf2_csv.Measurement, raw: list[dict[str, Any]]) -> Traf
 @functools.cache
 def _version_line(binary: str) -> str:
     """``iperf -v`` prints its version on standard error and exits 1."""
-    done = run([binary, "-v"], check=False)
+    done = versions.ask([binary, "-v"], check=False)
     lines = [line.strip() for line in (done.stdout + "\n" + done.stderr).splitlines()]
     line = next((line for line in lines if line), "")
     parse_version(line)

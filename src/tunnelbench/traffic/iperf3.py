@@ -15,8 +15,7 @@ from tunnelbench.kinds import Direction, Protocol, StreamMode
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model.plan import TrafficSettings
-from tunnelbench.system import programs
-from tunnelbench.system.command import run
+from tunnelbench.system import programs, versions
 from tunnelbench.traffic import iperf3_json, waiting, warmup
 from tunnelbench.traffic.base import (
     Generator,
@@ -360,4 +359,4 @@ def _load(path: Path) -> dict[str, Any]:
 
 @functools.cache
 def _version_line(binary: str) -> str:
-    return run([binary, "--version"]).stdout.strip().splitlines()[0]
+    return versions.ask([binary, "--version"]).stdout.strip().splitlines()[0]

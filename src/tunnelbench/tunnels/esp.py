@@ -39,8 +39,8 @@ from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import Underlay
 from tunnelbench.model import encapsulation as model
-from tunnelbench.system import programs
-from tunnelbench.system.command import CommandError, run
+from tunnelbench.system import programs, versions
+from tunnelbench.system.command import CommandError
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import TunnelHandle, TunnelSpec
 from tunnelbench.tunnels.site import Site
@@ -256,7 +256,7 @@ def xfrm_interface_command(device: str, wan_device: str) -> list[str]:
 def charon_version() -> str:
     """``strongSwan 5.9.8``, from the daemon itself."""
     charon = programs.require(strongswan.CHARON, "strongSwan's IKE daemon")
-    done = run([charon, "--version"])
+    done = versions.ask([charon, "--version"])
     return f"strongSwan {strongswan.version(done.stdout + done.stderr)}"
 
 

@@ -48,8 +48,7 @@ from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.model.kindfacts import TunnelFacts
-from tunnelbench.system import probing, programs
-from tunnelbench.system.command import run
+from tunnelbench.system import probing, programs, versions
 from tunnelbench.system.probing import Capabilities, Check
 from tunnelbench.tunnels import openvpn_pki as pki
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
@@ -172,7 +171,7 @@ def version_text(output: str, path: str) -> str:
 
 @functools.cache
 def _version_output(binary: str) -> str:
-    return run([binary, "--version"], check=False, timeout=10).stdout
+    return versions.ask([binary, "--version"], check=False).stdout
 
 
 class OpenVpn(Tunnel):
