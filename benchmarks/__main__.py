@@ -2,9 +2,18 @@
 
 import sys
 
-from benchmarks import fidelity, lab_setup, sampler_cost, tune_vs_matrix, variance, vm
+from benchmarks import (
+    answer_time,
+    fidelity,
+    lab_setup,
+    sampler_cost,
+    tune_vs_matrix,
+    variance,
+    vm,
+)
 
 ALL = {
+    "answer_time": answer_time.main,
     "fidelity": fidelity.main,
     "lab_setup": lab_setup.main,
     "sampler_cost": sampler_cost.main,

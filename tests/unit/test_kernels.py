@@ -16,7 +16,17 @@ from tunnelbench.analysis.advice import advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run, where
 from tunnelbench.bench import guest_trials
-from tunnelbench.bench.planfile import TRIAL_OVERHEAD_S, VM_BOOT_S, VM_TRIAL_OVERHEAD_S, parse
+from tunnelbench.bench.planfile import (
+    KEPT_TRIAL_OVERHEAD_S,
+    REPORT_PER_CONFIG_S,
+    REPORT_S,
+    RUN_START_S,
+    TRIAL_OVERHEAD_S,
+    VM_BOOT_S,
+    VM_KEPT_TRIAL_OVERHEAD_S,
+    VM_TRIAL_OVERHEAD_S,
+    parse,
+)
 from tunnelbench.bench.store import Store
 from tunnelbench.cli.guest import EventSink
 from tunnelbench.errors import LabError, UserError
@@ -351,8 +361,13 @@ def test_plan_show_says_which_trials_need_a_vm_and_counts_the_boots(tmp_path):
     vm = [t for t in shown["trials"] if t["vm"]]
     # The host's configuration is one (its guest size normalized away), each guest's two.
     assert len(vm) == 4 and len(shown["trials"]) == 6
-    # Trials of 2 s + 1.2 s on the host or 5 s in a VM, and two boots.
-    expected = 2 * (2 + TRIAL_OVERHEAD_S) + 4 * (2 + VM_TRIAL_OVERHEAD_S) + 2 * VM_BOOT_S
+    # Trials of 2 s and their overhead, on the host or in a VM, its lab built for the
+    # first run and kept for the second; two boots; the run's start and reports.
+    expected = (
+        2 + TRIAL_OVERHEAD_S + 2 + KEPT_TRIAL_OVERHEAD_S
+        + 2 * (2 + VM_TRIAL_OVERHEAD_S + 2 + VM_KEPT_TRIAL_OVERHEAD_S)
+        + 2 * VM_BOOT_S + RUN_START_S + REPORT_S + 3 * REPORT_PER_CONFIG_S
+    )  # fmt: skip
     assert shown["estimated_seconds"]["min"] == pytest.approx(expected, abs=0.1)
     table = tunnelbench("plan", "show", str(plan)).stdout
     assert "in a VM: 4 trials on another kernel, 2 boot(s)" in table

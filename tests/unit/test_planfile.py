@@ -138,13 +138,35 @@ def test_quick_keeps_the_matrix_and_shortens_everything():
     assert {(c.traffic.duration, c.traffic.warmup) for c in quick.configs} == {(1, 1)}
 
 
-def test_estimate_counts_traffic_and_overhead():
+def test_estimate_counts_traffic_the_labs_built_and_kept_and_the_reports():
     path = ROOT / "scenarios" / "l2-tunnel-mtu.toml"
     trials = expand(planfile.load(path).experiment)
     assert len(trials) == 30  # (none, vxlan, gretap) x 2 MTUs x 5 repetitions
+    # Six labs (the MTU is the lab's), each built by its first trial and kept after.
+    assert planfile.labs_built(trials) == [True] * 6 + [False] * 24
+    reports = planfile.REPORT_S + 6 * planfile.REPORT_PER_CONFIG_S
     assert planfile.estimate_seconds(trials) == pytest.approx(
-        30 * (3 + 1 + planfile.TRIAL_OVERHEAD_S)
+        planfile.RUN_START_S
+        + 6 * (3 + 1 + planfile.TRIAL_OVERHEAD_S)
+        + 24 * (3 + 1 + planfile.KEPT_TRIAL_OVERHEAD_S)
+        + reports
     )
+    assert planfile.estimate_seconds(trials, fresh_labs=True) == pytest.approx(
+        planfile.RUN_START_S + 30 * (3 + 1 + planfile.TRIAL_OVERHEAD_S) + reports
+    )
+    assert planfile.estimate_seconds([]) == 0
+
+
+def test_the_estimate_builds_again_a_lab_the_pool_no_longer_keeps():
+    """Nine labs in turn through a pool of eight: each is gone when its turn comes."""
+    from tunnelbench.bench.labpool import KEEP
+
+    plan = '[matrix]\n"lab.wan.mtu" = [' + ", ".join(str(1400 + n) for n in range(KEEP + 1))
+    trials = expand(planfile.parse(plan + "]\n", "p.toml").experiment)
+    assert len(trials) == 5 * (KEEP + 1)
+    assert planfile.labs_built(trials) == [True] * len(trials)
+    eight = expand(planfile.parse(plan.replace(", 1408", "") + "]\n", "p.toml").experiment)
+    assert planfile.labs_built(eight) == [True] * KEEP + [False] * 4 * KEEP
 
 
 def test_experiment_round_trips_through_its_stored_form():

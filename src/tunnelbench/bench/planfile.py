@@ -14,12 +14,14 @@ import operator
 import os
 import stat
 import tomllib
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tunnelbench.bench import conflicts
+from tunnelbench.bench.labpool import KEEP, lab_key
 from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
@@ -68,19 +70,27 @@ TOP_KEYS = (
     "matrix",
     "exclude",
 )
-#: Seconds a trial costs besides its traffic: building the lab and tunnel (or resetting
-#: a kept one), starting the generator, tearing down. 1.17-1.20 s in full runs of the
-#: five scenarios on the 2-core reference machine with a lab per trial. With kept labs
-#: it is about 0.45 s, but the estimate does not count the 2 s a multi-process trial runs
-#: beyond its window, and the two about cancel: the default run was estimated at 156 s
-#: and took 159.9 s.
-TRIAL_OVERHEAD_S = 1.2
+#: Seconds a trial costs besides its traffic where its lab is built (namespaces, links,
+#: tunnel, generator start, teardown) and where a lab kept from an earlier trial of the
+#: same lab and tunnel serves it (checked, handed over), on the 2-core reference machine:
+#: 1.0-1.4 s and 0.3-0.9 s a trial in tunnel-vs-baseline and queue-comparison --quick
+#: (more processes for more streams; a kept shaped link drains first).
+TRIAL_OVERHEAD_S = 1.3
+KEPT_TRIAL_OVERHEAD_S = 0.6
 #: A lab on another kernel, in a VM under emulation (TCG) on the 2-core reference
-#: machine: the guest's start (boot, tunnelbench's start, its capability probe) and what a
-#: trial costs there besides its traffic (docs/kernels.md, "Time": 50-58 s to the first
-#: trial; 6.1 s a trial in a kept lab, about 3 s more where its lab is built).
-VM_BOOT_S = 55.0
-VM_TRIAL_OVERHEAD_S = 7.0
+#: machine: the guest's start (boot, tunnelbench's start, its capability probe: 51.3 s to
+#: the first trial), a trial in a kept lab (5.8-6.1 s besides its traffic, `benchmarks
+#: vm`) and one whose lab is built (about 10 s: kernel-wireguard-mtu --quick, 8 labs
+#: built, took 160 s). docs/kernels.md, "Time".
+VM_BOOT_S = 52.0
+VM_TRIAL_OVERHEAD_S = 10.0
+VM_KEPT_TRIAL_OVERHEAD_S = 6.0
+#: A run's own start (plan check, capability probe) and its reports once it has ended
+#: (the Markdown's PNG charts cost most, each configuration a small chart more): 0.5-0.7 s
+#: to the first trial; 1.8 s of reports for 1 configuration, 5.3 s for 8, 8.2 s for 16.
+RUN_START_S = 0.7
+REPORT_S = 1.4
+REPORT_PER_CONFIG_S = 0.45
 QUICK_DURATION, QUICK_WARMUP, QUICK_WARMUP_MAX = 1, 1, 3
 #: The largest plan file read: the scenarios are 1-3 kB.
 PLAN_BYTES_MAX = 1024 * 1024
@@ -291,9 +301,13 @@ def quicken(experiment: Experiment) -> Experiment:
     return replace(experiment, configs=configs, repetitions=1, adaptive=None)
 
 
-def trial_seconds(config: TrialConfig) -> float:
-    """A trial's expected wall time before any has been measured."""
-    overhead = VM_TRIAL_OVERHEAD_S if config.lab.in_vm else TRIAL_OVERHEAD_S
+def trial_seconds(config: TrialConfig, *, kept: bool = False) -> float:
+    """A trial's expected wall time before any has been measured; ``kept``: a lab kept
+    from an earlier trial serves it."""
+    if config.lab.in_vm:
+        overhead = VM_KEPT_TRIAL_OVERHEAD_S if kept else VM_TRIAL_OVERHEAD_S
+    else:
+        overhead = KEPT_TRIAL_OVERHEAD_S if kept else TRIAL_OVERHEAD_S
     return config.traffic.duration + config.traffic.expected_warmup + overhead
 
 
@@ -302,8 +316,42 @@ def guests(trials: list[Trial]) -> int:
     return len({(t.config.lab.kernel, t.config.lab.vm) for t in trials if t.config.lab.in_vm})
 
 
-def estimate_seconds(trials: list[Trial]) -> float:
-    return sum(trial_seconds(t.config) for t in trials) + VM_BOOT_S * guests(trials)
+def labs_built(trials: list[Trial], *, fresh_labs: bool = False) -> list[bool]:
+    """For each trial in order, whether its lab is built for it: the lab pool's rule
+    (:mod:`tunnelbench.bench.labpool`), each machine's pool keeping :data:`KEEP` labs, the
+    one used longest ago removed first; every lab with ``fresh_labs``."""
+    pools: dict[tuple[str, object], OrderedDict[str, None]] = {}
+    built = []
+    for trial in trials:
+        lab = trial.config.lab
+        pool = pools.setdefault((lab.kernel, lab.vm if lab.in_vm else None), OrderedDict())
+        key = lab_key(trial.config)
+        kept = not fresh_labs and key in pool
+        built.append(not kept)
+        pool[key] = None
+        pool.move_to_end(key)
+        while len(pool) > KEEP:
+            pool.popitem(last=False)
+    return built
+
+
+def estimate_seconds(trials: list[Trial], *, fresh_labs: bool = False) -> float:
+    """A run's expected wall time: its start, each trial's traffic and overhead (a lab
+    built or kept), a boot per guest and the reports at its end."""
+    if not trials:
+        return 0.0
+    built = labs_built(trials, fresh_labs=fresh_labs)
+    seconds = sum(
+        trial_seconds(t.config, kept=not new) for t, new in zip(trials, built, strict=True)
+    )
+    configs = len({t.config for t in trials})
+    return (
+        RUN_START_S
+        + seconds
+        + VM_BOOT_S * guests(trials)
+        + REPORT_S
+        + REPORT_PER_CONFIG_S * configs
+    )
 
 
 def derive(config: TrialConfig, changes: dict[str, Any]) -> TrialConfig:

@@ -14,8 +14,10 @@ from typing import Any
 
 from tunnelbench.bench import planfile, runner
 from tunnelbench.bench.planfile import (
+    KEPT_TRIAL_OVERHEAD_S,
     TRIAL_OVERHEAD_S,
     VM_BOOT_S,
+    VM_KEPT_TRIAL_OVERHEAD_S,
     VM_TRIAL_OVERHEAD_S,
     Plan,
     estimate_seconds,
@@ -47,7 +49,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
     runnable = [t for t in trials if keys[t.config] not in skipped]
     adaptive = experiment.adaptive
     most = adaptive.max_repetitions if adaptive else experiment.repetitions
-    seconds = estimate_seconds(runnable)
+    seconds = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs)
     reasons = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
     return {
         "name": plan.name,
@@ -114,6 +116,7 @@ def render(plan: Plan) -> str:
         return show(low) + (f"{sep}{show(high)}" if adaptive else "")
 
     count = partial(span, show=lambda n: f"{n:.0f}", sep="-")
+    estimate = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs)
     lines.append(
         f"configurations: {len(configs)} ({len(configs) - baselines} requested +"
         f" {baselines} added baselines) x {count(experiment.repetitions)} repetition(s)"
@@ -126,16 +129,18 @@ def render(plan: Plan) -> str:
             f" too; below, the first {experiment.repetitions} rounds)"
         )
     lines.append(
-        f"estimated duration: {span(estimate_seconds(runnable), format_duration, ' to ')}"
+        f"estimated duration: {span(estimate, format_duration, ' to ')}"
         f" ({count(len(runnable))} trials, each its warm-up and duration"
-        f" + ~{TRIAL_OVERHEAD_S:g} s besides its traffic: lab, tunnel, generator start)"
+        f" + ~{TRIAL_OVERHEAD_S:g} s where its lab is built or ~{KEPT_TRIAL_OVERHEAD_S:g} s"
+        " where a kept lab serves it; the reports at the end)"
     )
     if boots := guests(runnable):
         in_vm = sum(1 for t in runnable if t.config.lab.in_vm)
         lines.append(
             f"in a VM: {in_vm} trials on another kernel, {boots} boot(s); counted at"
             f" ~{VM_BOOT_S:g} s a boot and ~{VM_TRIAL_OVERHEAD_S:g} s a trial besides its"
-            " traffic (an emulated CPU, TCG; less under KVM)"
+            f" traffic where its lab is built, ~{VM_KEPT_TRIAL_OVERHEAD_S:g} s in a kept"
+            " one (an emulated CPU, TCG; less under KVM)"
         )
     # One row per configuration; the order says how its runs fall into trials.
     paths = [p for p in varying_paths(configs) if p != "tunnel.kind"]
