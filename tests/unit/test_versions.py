@@ -4,6 +4,7 @@ changed: the answers are kept on disk for later commands and for VM guests."""
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -21,12 +22,17 @@ def answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def program(tmp_path: Path, name: str, text: str, code: int = 0) -> tuple[Path, Path]:
-    """A program that says ``text``, exits ``code`` and counts its runs in a file."""
+def program(
+    tmp_path: Path, name: str, text: str, code: int = 0, age_s: float = 60
+) -> tuple[Path, Path]:
+    """A program that says ``text``, exits ``code``, counts its runs in a file and was
+    last changed ``age_s`` ago."""
     runs = tmp_path / f"{name}.runs"
     path = tmp_path / name
     path.write_text(f"#!/bin/sh\necho x >> {runs}\necho '{text}'\necho warn >&2\nexit {code}\n")
     path.chmod(0o755)
+    at = time.time() - age_s
+    os.utime(path, (at, at))
     return path, runs
 
 
@@ -54,12 +60,22 @@ def test_a_program_is_asked_once_and_a_later_process_reads_its_answer(tmp_path, 
 def test_a_replaced_program_is_asked_again(tmp_path, answers):
     path, runs = program(tmp_path, "tool", "tool 1.2")
     versions.ask([str(path), "--version"])
-    program(tmp_path, "tool", "tool 1.10")  # an upgrade: another size
+    program(tmp_path, "tool", "tool 1.10", age_s=30)  # an upgrade: another size
     assert versions.ask([str(path), "--version"]).stdout == "tool 1.10\n"
     stamp = path.stat()
     os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 10**9))  # same size, later
     versions.ask([str(path), "--version"])
     assert count(runs) == 3
+
+
+def test_a_program_changed_just_now_is_asked_until_it_has_settled(tmp_path, answers):
+    """Rewritten within the clock's granularity, a file keeps its size and time: an
+    answer is kept only about a file unchanged for SETTLED_NS."""
+    path, runs = program(tmp_path, "tool", "tool 1.2", age_s=0)
+    versions.ask([str(path), "--version"])
+    program(tmp_path, "tool", "tool 1.3", age_s=0)  # same size, maybe the same time
+    assert versions.ask([str(path), "--version"]).stdout == "tool 1.3\n"
+    assert count(runs) == 2 and not answers.exists()
 
 
 def test_a_failure_is_kept_and_raised_each_time_when_checked(tmp_path, answers):
@@ -74,13 +90,29 @@ def test_a_failure_is_kept_and_raised_each_time_when_checked(tmp_path, answers):
 def test_what_a_program_reads_can_be_the_file_asked_after(tmp_path, answers):
     database = tmp_path / "status"
     database.write_text("a")
+    os.utime(database, (time.time() - 60, time.time() - 60))
     path, runs = program(tmp_path, "query", "1.0")
     argv = [str(path), "pkg"]
     versions.ask(argv, file=str(database))
     versions.ask(argv, file=str(database))
     database.write_text("ab")  # a package installed
+    os.utime(database, (time.time() - 30, time.time() - 30))
     versions.ask(argv, file=str(database))
     assert count(runs) == 2
+
+
+def test_a_program_named_is_the_one_path_finds_now(tmp_path, answers, monkeypatch):
+    """Two programs of one name: each answers for itself (a test's stand-in, a program
+    installed in a directory earlier on PATH)."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    program(first, "query", "installed 1.0")
+    program(second, "query", "not-installed")
+    monkeypatch.setenv("PATH", str(first))
+    assert versions.ask(["query"]).stdout == "installed 1.0\n"
+    monkeypatch.setenv("PATH", str(second))
+    assert versions.ask(["query"]).stdout == "not-installed\n"
 
 
 def test_answers_of_removed_files_are_dropped_and_an_unwritable_place_keeps_them_in_memory(

@@ -14,9 +14,11 @@ guest, a user other than root) keeps its answers in memory only.
 import json
 import logging
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,8 @@ from tunnelbench.system.command import CommandError, run
 log = logging.getLogger("tunnelbench.system.versions")
 
 ANSWERS = Path("/var/lib/tunnelbench/versions.json")
+#: How long a file must have been unchanged before an answer about it is kept.
+SETTLED_NS = 2_000_000_000
 
 _lock = threading.Lock()
 _known: dict[str, Any] | None = None
@@ -34,11 +38,17 @@ _known: dict[str, Any] | None = None
 def ask(
     argv: Sequence[str], *, file: str | None = None, check: bool = True, timeout: float = 10.0
 ) -> "subprocess.CompletedProcess[str]":
-    """``run(argv)``, answered from :data:`ANSWERS` while ``file`` (by default the
-    program, ``argv[0]``, a path) has the size and time it had when it was asked."""
+    """``run(argv)``, answered from :data:`ANSWERS` while the program (``argv[0]``, as
+    PATH finds it) and ``file`` (what else its answer depends on) have the size and time
+    they had when it was asked."""
     args = list(argv)
-    identity = _identity(file or args[0])
-    key = json.dumps(args)
+    # The program as PATH finds it now: another program of the same name is another key.
+    program = shutil.which(args[0]) or args[0]
+    key = json.dumps([program, *args[1:]])
+    identity = _identity(program)
+    if file is not None and identity is not None:
+        found = _identity(file)
+        identity = identity + found if found is not None else None
     if identity is not None:
         with _lock:
             entry = _answers().get(key)
@@ -48,9 +58,11 @@ def ask(
                 raise CommandError(args, done.returncode, done.stderr)
             return done
     done = run(args, check=False, timeout=timeout)
-    if identity is not None:
+    # A file changed within the clock's granularity of now could change again with the
+    # same size and time (git's "racy" entries): kept only once it has settled.
+    if identity is not None and max(identity[1::2]) < time.time_ns() - SETTLED_NS:
         answer = [done.returncode, done.stdout, done.stderr]
-        _keep(key, {"path": file or args[0], "file": identity, "answer": answer})
+        _keep(key, {"path": program, "file": identity, "answer": answer})
     if check and done.returncode != 0:
         raise CommandError(args, done.returncode, done.stderr)
     return done
