@@ -308,7 +308,7 @@ def _ended(clients: list[tuple[str, "subprocess.Popen[bytes]"]]) -> str | None:
     """Why the traffic cannot go on: a client that ended before it was stopped."""
     for name, client in clients:
         if (code := client.poll()) is not None:
-            return f"{name} ended during the warm-up (exit {code})"
+            return f"{name} ended before it was stopped (exit {code})"
     return None
 
 
