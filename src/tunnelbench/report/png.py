@@ -10,7 +10,7 @@ state, no display needed.
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from tunnelbench.report.charts import Chart, Reference, Series
 from tunnelbench.report.timeline import Timeline
@@ -239,7 +239,9 @@ def write_charts(charts: Sequence[Chart], directory: Path) -> list[tuple[Chart, 
     return written
 
 
-def _figure(width: float, height: float, layout: str | None = "constrained") -> "Figure":
+def _figure(
+    width: float, height: float, layout: Literal["constrained"] | None = "constrained"
+) -> "Figure":
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -194,6 +194,12 @@ class Iperf3(Generator):
             raise LabError(
                 "an iperf3 client ended before it connected; its output: " + _first_error(outputs)
             )
+        if not windowed:
+            omitted = settings.fixed_warmup
+            on_started(watched, t0 + omitted)
+            waiting.wait_exited(named, omitted + settings.duration + 20, stop_reason)
+            docs = [_load(path) for path in outputs]
+            return _combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
         if auto:
             ended = warmup.wait_steady(
                 t0,
@@ -204,40 +210,26 @@ class Iperf3(Generator):
                 running=lambda: _ended(named),
                 stop_reason=stop_reason,
             )
-            offsets = {port: ended.begin - at for port, at in started.items()}
-            on_started(watched, ended.begin)
-            _stop_after(named, ended.begin + settings.duration + AUTO_TAIL_S, stop_reason)
-            waiting.wait_exited(
-                [(f"iperf3 server on port {port}", s.proc) for port, s in servers.items()],
-                CONNECT_LIMIT_S,
-                stop_reason,
-            )
-            docs = [
-                _interrupted(_load(path), lab.directory / f"iperf3-server-{port}.json")
-                for port, path in zip(ports, outputs, strict=True)
-            ]
-        elif windowed:
-            omitted = settings.fixed_warmup
-            offsets = {port: t0 - at for port, at in started.items()}
-            # Known as soon as the last client connected, not after the traffic ran.
-            check_staggered(offsets)
-            on_started(watched, t0 + omitted)
-            _stop_after(named, t0 + omitted + settings.duration + AUTO_TAIL_S, stop_reason)
-            waiting.wait_exited(
-                [(f"iperf3 server on port {port}", s.proc) for port, s in servers.items()],
-                CONNECT_LIMIT_S,
-                stop_reason,
-            )
-            docs = [
-                _interrupted(_load(path), lab.directory / f"iperf3-server-{port}.json")
-                for port, path in zip(ports, outputs, strict=True)
-            ]
+            begin, omitted = ended.begin, 0
         else:
             omitted = settings.fixed_warmup
-            on_started(watched, t0 + omitted)
-            waiting.wait_exited(named, omitted + settings.duration + 20, stop_reason)
-            docs = [_load(path) for path in outputs]
-            return _combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
+            begin = t0 + omitted
+        # Where the window begins in each client's intervals (which start after its own -O).
+        offsets = {port: begin - omitted - at for port, at in started.items()}
+        if not auto:
+            # Known as soon as the last client connected, not after the traffic ran.
+            check_staggered(offsets)
+        on_started(watched, begin)
+        _stop_after(named, begin + settings.duration + AUTO_TAIL_S, stop_reason)
+        waiting.wait_exited(
+            [(f"iperf3 server on port {port}", s.proc) for port, s in servers.items()],
+            CONNECT_LIMIT_S,
+            stop_reason,
+        )
+        docs = [
+            _interrupted(_load(path), lab.directory / f"iperf3-server-{port}.json")
+            for port, path in zip(ports, outputs, strict=True)
+        ]
         for port, doc in zip(ports, docs, strict=True):
             # Stored with the document, so the goodput can be recomputed from the store.
             doc[iperf3_json.WINDOW_KEY] = {"offset_s": round(offsets[port], 4)}
