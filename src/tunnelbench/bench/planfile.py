@@ -74,7 +74,9 @@ TOP_KEYS = (
 #: tunnel, generator start, teardown) and where a lab kept from an earlier trial of the
 #: same lab and tunnel serves it (checked, handed over), on the 2-core reference machine:
 #: 1.0-1.4 s and 0.3-0.9 s a trial in tunnel-vs-baseline and queue-comparison --quick
-#: (more processes for more streams; a kept shaped link drains first).
+#: (more processes for more streams; a kept shaped link drains first), measured while
+#: several iperf3 clients were stopped with their window: each runs 2 s beyond it again
+#: (docs/statistics.md), which these do not count.
 TRIAL_OVERHEAD_S = 1.3
 KEPT_TRIAL_OVERHEAD_S = 0.6
 #: A lab on another kernel, in a VM under emulation (TCG) on the 2-core reference
