@@ -33,6 +33,7 @@ from tunnelbench.bench import planfile
 from tunnelbench.bench.store import Store
 from tunnelbench.model.records import KVM, TCG, TrialRecord, TrialStatus
 from tunnelbench.model.wan import burst_bytes
+from tunnelbench.probes import rtt
 from tunnelbench.report import view
 
 SUITE = Path(__file__).with_name("kernel-suite.toml")
@@ -199,11 +200,17 @@ def test_netem_delay_adds_its_round_trip(suite):
 
 def test_a_byte_fifo_at_steady_state_waits_what_it_holds(suite):
     """75 kB at 3 Mbit/s is 200 ms. The window opens once the queue stopped growing; the
-    loaded round trip then stays within what the queue holds (plus one shaper bucket
-    sent on credit), and reaches it at the top of cubic's sawtooth, less the aggregate
-    that did not fit (measured: max 180 ms, p95 174; and max 253, p95 238). The upper
-    bound holds the 95th percentile: the largest of some 18 pings also takes an emulated
-    CPU's stall (the 253 ms, with 1,408 bytes a packet, so no aggregate in the queue)."""
+    round trip then stays within what the queue holds (plus one shaper bucket sent on
+    credit), and reaches it at the top of cubic's sawtooth, less the aggregate that did
+    not fit (measured: max 180 ms, p95 174; and max 253, p95 238).
+
+    The bound is held by the median of the window's last third (the queue at steady
+    state) and by all but one ping in eight. The emulated CPU stalls the replies' way
+    back now and then: two replies sent 100 ms apart arrived 0.4 ms apart (232 and 131
+    ms), which no FIFO gives, and 3 of 39 pings read 266-272 ms against a bound of 246.
+    Held by the 95th percentile, which one or two such stalls decide, the test failed in
+    two fresh-clone runs and one more (270.1, 247.5 and 266.2 ms). A queue counted in
+    packets, or half as large again, puts most of the window's pings above the bound."""
     trial = _case(suite, "bfifo")
     assert trial.status is TrialStatus.OK, trial.error
     m = trial.metrics
@@ -211,8 +218,29 @@ def test_a_byte_fifo_at_steady_state_waits_what_it_holds(suite):
     full_ms = trial.config["lab"]["wan"]["queue_bytes"] * 8 / RATE * 1000
     bucket_ms = burst_bytes(int(RATE), 1500) * 8 / RATE * 1000
     idle = m["rtt.idle_ms"]
-    assert m["rtt.loaded_p95_ms"] <= idle + full_ms + bucket_ms + 5, m["rtt.loaded_p95_ms"]
+    bound = idle + full_ms + bucket_ms + 5
+    pings = _window_pings(suite, trial)
+    above = [ms for ms in pings if ms > bound]
+    print(f"bfifo: {len(pings)} pings, bound {bound:.1f} ms, above it: {above}")
+    assert len(pings) >= 30
+    assert m["rtt.loaded_last_ms"] <= bound, m["rtt.loaded_last_ms"]
+    assert 8 * len(above) <= len(pings), (bound, sorted(pings))
     assert m["rtt.loaded_max_ms"] >= idle + 0.8 * full_ms, m["rtt.loaded_max_ms"]
+
+
+def _window_pings(suite: dict[str, Any], trial: TrialRecord) -> list[float]:
+    """The round trips (ms) of the replies that arrived in the trial's measured window,
+    from the ping output the store keeps."""
+    store = Store.read(suite["db"])
+    try:
+        readings = store.artifact(trial.id, "probe_readings")["rtt"]
+    finally:
+        store.close()
+    start, end = readings["window"]
+    output = rtt.parse_ping(readings["loaded"])
+    pings = [r.rtt_ms for r in output.replies if start <= r.at <= end]
+    assert len(pings) == trial.metrics["rtt.samples"]
+    return pings
 
 
 @pytest.mark.parametrize("name", ["fq_codel", "cake"])
