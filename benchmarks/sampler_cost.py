@@ -11,6 +11,7 @@ from tunnelbench.kinds import StreamMode
 from tunnelbench.lab import netns
 from tunnelbench.model.plan import LabSettings, LinkSettings, TrafficSettings
 from tunnelbench.probes.sampler import Sampler
+from tunnelbench.traffic.base import WindowClosed, closed_already
 from tunnelbench.traffic.iperf3 import Iperf3
 
 WINDOW = 5.0
@@ -35,9 +36,11 @@ def goodput(with_sampler: bool) -> float:
         if with_sampler:
             sampler.start()
 
-        def started(processes: dict[str, int], t0: float) -> None:
-            if with_sampler:
-                sampler.watch(processes, t0 + 1, t0 + 4)
+        def started(processes: dict[str, int], t0: float) -> WindowClosed:
+            if not with_sampler:
+                return closed_already
+            sampler.watch(processes, t0 + 1, t0 + 4)
+            return sampler.wait_closed
 
         return Iperf3().run(lab, settings, StreamMode.SINGLE, started).goodput_bps
     finally:

@@ -30,6 +30,7 @@ from tunnelbench.model.plan import (
 )
 from tunnelbench.model.records import Resolved
 from tunnelbench.system import programs
+from tunnelbench.traffic.base import closed_already
 from tunnelbench.traffic.iperf3 import Iperf3
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec
@@ -281,7 +282,7 @@ def test_udp_loss_at_the_shapers_queue():
     settings = TrafficSettings(protocol=Protocol.UDP, udp_rate=100_000_000, duration=1, warmup=0)
     lab = netns.build(LabSettings(topology=Topology.SITE_TO_SITE, wan=wan))
     try:
-        result = Iperf3().run(lab, settings, StreamMode.SINGLE, lambda *_: None)
+        result = Iperf3().run(lab, settings, StreamMode.SINGLE, lambda *_: closed_already)
         gateway = lab.chain.tunnel_ends[0]
         device = lab.wan_device(gateway)
         leaf = next(q for q in qdiscs(lab, gateway, device) if q["handle"] == "10:")

@@ -152,3 +152,46 @@ def test_a_busy_process_outside_the_lab_is_outside_load(tmp_path):
     metrics, cpu_load = load_of(run_plan(tmp_path / "without", ONE_TRIAL))
     print("without it:", metrics["load.outside_pct"], cpu_load["top_outside"])
     assert busy.pid not in {b["pid"] for b in cpu_load["top_outside"]}
+
+
+CLOCK_STOPPED = """
+name = "clock-stopped"
+repetitions = 1
+[base.lab.wan]
+rate = "200mbit"
+[base.traffic]
+duration = 2
+warmup = 1
+streams = 4
+stream_mode = "processes"
+"""
+
+
+def test_clients_stopped_by_the_clock_end_after_the_cpu_window_closed(tmp_path):
+    """Four clients, each told to run 2 + 2 + 2 s, are stopped once the common window has
+    passed and the sampler took its closing sample: the CPU window is the traffic's,
+    opened and closed within a tick of its edges, and no client ran on to its -t."""
+    store = run_plan(tmp_path, CLOCK_STOPPED)
+    (trial,) = store.trials(store.run("latest").id)
+    assert trial.status == "ok", trial.error
+    m = trial.metrics
+    assert m["generator_processes"] == 4
+    assert 0 <= m["sampler.open_lag_ms"] < 100, m["sampler.open_lag_ms"]
+    assert 0 <= m["sampler.close_lag_ms"] < 150, m["sampler.close_lag_ms"]
+    assert m["sampler.window_s"] == pytest.approx(2.0, abs=0.15)
+    docs = store.artifact(trial.id, "iperf3")
+    assert len(docs) == 4
+    print(
+        "window, lags:", m["sampler.window_s"], m["sampler.open_lag_ms"], m["sampler.close_lag_ms"],
+        "clients ran:", [d["intervals"][-1]["sum"]["end"] for d in docs],
+    )  # fmt: skip
+    for doc in docs:
+        ran = doc["intervals"][-1]["sum"]["end"]  # seconds after its own -O warm-up
+        # The window's 2 s, the 0.25 s tail, the wait for the closing sample, and how much
+        # earlier than the last this client connected; far from its -t of 6 s.
+        offset = doc["tunnelbench_window"]["offset_s"]
+        assert ran - offset + 0.1 >= 2.0 + 0.25 and ran - offset <= 2.0 + 0.25 + 0.5, (ran, offset)
+    # Every client's CPU was measured over the window (each ran through it).
+    assert {k for k in m if k.startswith("proc.iperf3-client")} == {
+        f"proc.iperf3-client:{port}" for port in range(5201, 5205)
+    }

@@ -36,6 +36,7 @@ from tunnelbench.probes.trial import ProbeContext, ProbeReadings
 from tunnelbench.system import programs
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.traffic import TrafficResult
+from tunnelbench.traffic.base import WindowClosed
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec
 from tunnelbench.vm import machine
@@ -491,9 +492,10 @@ def _measure(
             duration = config.traffic.duration
             probe_set = new_probe_set()
 
-            def on_started(processes: dict[str, int], begin: float) -> None:
+            def on_started(processes: dict[str, int], begin: float) -> WindowClosed:
                 sampler.watch(processes, begin, begin + duration)
                 probe_set.started(begin)
+                return sampler.wait_closed
 
             def dead_daemon() -> str | None:
                 for role, daemon in handle.daemons.items():
@@ -570,6 +572,9 @@ def trial_metrics(
     metrics[metric.SAMPLER_CPU.name] = probes.sampler_cpu_pct
     metrics[metric.SAMPLER_SAMPLES.name] = probes.samples
     metrics[metric.SAMPLER_WINDOW.name] = probes.window_s
+    if probes.open_lag_ms is not None and probes.close_lag_ms is not None:
+        metrics[metric.SAMPLER_OPEN_LAG.name] = probes.open_lag_ms
+        metrics[metric.SAMPLER_CLOSE_LAG.name] = probes.close_lag_ms
     metrics |= probes.tcp_metrics  # tcp.window.*: the endpoints' counters over the window
     if probes.cpu_load is not None:
         metrics[metric.LOAD_LAB.name] = probes.cpu_load.lab_pct

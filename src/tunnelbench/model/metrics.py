@@ -29,6 +29,10 @@ GENERATOR_PROCESSES: Final = Metric("generator_processes", "processes")
 SAMPLER_CPU: Final = Metric("sampler.cpu_pct", "% of one core")
 SAMPLER_SAMPLES: Final = Metric("sampler.samples", "samples")
 SAMPLER_WINDOW: Final = Metric("sampler.window_s", "s")
+# How far the sampler's first and last samples fell after the traffic's window opened and
+# closed (tunnelbench.probes.sampler): a starved sampler thread wakes late.
+SAMPLER_OPEN_LAG: Final = Metric("sampler.open_lag_ms", "ms")
+SAMPLER_CLOSE_LAG: Final = Metric("sampler.close_lag_ms", "ms")
 LOAD_LAB: Final = Metric("load.lab_pct", "% of all cores")
 LOAD_OUTSIDE: Final = Metric("load.outside_pct", "% of all cores")
 LOAD_SCAN: Final = Metric("load.scan_ms", "ms")

@@ -5,9 +5,25 @@ It sleeps until the warm-up ends, then reads ``/proc/stat`` and the watched proc
 so its cost on the result is known rather than assumed.
 
 At the window's two edges only, it also reads the TCP counters of the traffic's
-endpoints (:class:`tcp.WindowCounters`, in that order: first, so they are closest to the
-edge) and scans every process for the CPU used inside and outside the lab
-(:mod:`load`); the scans' own CPU time is recorded as ``load.scan_ms``.
+endpoints (:class:`tcp.WindowCounters`), then takes its CPU sample, and only then scans
+every process for the CPU used inside and outside the lab (:mod:`load`); the scans' own
+CPU time is recorded as ``load.scan_ms``. That order matters in a VM guest under TCG,
+where one scan took 0.3 s: taken first, it pushed the window's CPU samples 0.3 s past
+both edges, so the closing one fell after traffic a clock stop had ended.
+
+Every sample is stamped when it is read, and the window the CPU figures cover is the
+first sample to the last (``sampler.window_s``). How far its edges fell from the
+traffic's window is recorded (``sampler.open_lag_ms``, ``sampler.close_lag_ms``): a
+thread starved by a busy emulated core wakes late. A generator that stops its clients by
+the clock waits for :meth:`Sampler.wait_closed` first, so the closing sample, however
+late, is still taken while the traffic runs.
+
+The thread asks for the lowest real-time priority (``SCHED_FIFO`` 1, ``realtime`` in the
+trial's probes): at normal priority, in a TCG guest whose two cores carried softirq and
+eight iperf3 processes, it got so little CPU that its closing scan ended more than 1.5 s
+after the window. It takes no more CPU for that, only on time; the kernel's softirq
+still comes first. Where the priority is refused (no ``CAP_SYS_NICE``) it runs at
+normal priority, and its lags say what that cost.
 """
 
 import os
@@ -20,6 +36,16 @@ from typing import Any
 from tunnelbench.probes import cpu, frequency, load, process, scheduling, speed, tcp
 
 DEFAULT_HZ = 10.0
+REALTIME_PRIORITY = 1  # the lowest SCHED_FIFO priority: above every normal thread
+
+
+def _realtime() -> bool:
+    """Move the calling thread (pid 0 is the thread on Linux) to SCHED_FIFO."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(REALTIME_PRIORITY))
+    except OSError:
+        return False
+    return True
 
 
 @dataclass
@@ -44,6 +70,11 @@ class ProbeResult:
     #: CPU time those timings took (ms, inside sampler_cpu_pct too).
     speeds: dict[int, tuple[float, float]] = field(default_factory=dict)
     speed_cost_ms: float | None = None
+    #: How far the first sample fell after the window's start, and the last after its
+    #: end (ms; negative when the traffic ended before the window did).
+    open_lag_ms: float | None = None
+    close_lag_ms: float | None = None
+    realtime: bool = False  # the thread ran at SCHED_FIFO priority (see the module)
 
     @property
     def tcp_metrics(self) -> dict[str, float]:
@@ -87,9 +118,11 @@ class Sampler:
         self._window: tuple[float, float] | None = None
         self._ready = threading.Event()
         self._stop = threading.Event()
+        self._closed = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tb-sampler", daemon=True)
         self._snapshots: list[tuple[float, cpu.Snapshot, dict[str, tuple[int, int] | None]]] = []
         self._own_cpu = 0.0
+        self._realtime = False
 
     def lab(self, namespaces: Mapping[str, int], tcp_roles: Sequence[str]) -> None:
         """The lab's network namespaces (role -> inode, see :func:`load.namespace_inodes`),
@@ -115,6 +148,11 @@ class Sampler:
         """Processes known before traffic starts (tunnel daemons)."""
         self._watched.update(processes)
 
+    def wait_closed(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the window's closing sample and scan; True once
+        they are taken (or the sampler ended without a window)."""
+        return self._closed.wait(timeout_s)
+
     def stop(self) -> None:
         self._stop.set()
         self._ready.set()
@@ -123,17 +161,20 @@ class Sampler:
         if not self._thread.is_alive():
             self._counters.close()
 
-    def _edge(self) -> None:
-        """At the window's start and end: TCP counters, then the process scan.
+    def _edge_counters(self) -> dict[str, str]:
+        """The endpoints' TCP counters, first at each edge: they are closest to it.
 
         A generator just started may not have entered its namespace yet when
         :meth:`watch` sees it (``ip netns exec`` switches, then runs it): the counters of
         a namespace still missing are opened at the window's start, through the watched
-        processes or else any process the scan finds in it."""
-        first = not self._edges
-        if first and self._counters.missing:
+        processes, or else (:meth:`_edge_scan`) any process the scan finds in it."""
+        if not self._edges and self._counters.missing:
             self._counters.open_from(self._watched.values())
-        counters = self._counters.read()
+        return self._counters.read()
+
+    def _edge_scan(self, counters: dict[str, str]) -> None:
+        """After the edge's CPU sample: the process scan, stamped when it starts."""
+        first = not self._edges
         begin_cpu = time.thread_time()
         at, wall = time.monotonic(), time.time()
         scan = load.scan() if self._namespaces else {}
@@ -148,41 +189,55 @@ class Sampler:
             counters = self._counters.read() | counters
         self._edges.append((at, wall, counters, scan))
 
+    def _sample(self) -> None:
+        at = time.monotonic()
+        snapshot = cpu.read_snapshot()
+        ticks = {label: process.read_cpu_ticks(pid) for label, pid in self._watched.items()}
+        self._snapshots.append((at, snapshot, ticks))
+        if self._clocks.files:
+            self._clock_readings.append(self._clocks.read())
+
     def _loop(self) -> None:
-        self._ready.wait()
-        if self._window is None:
-            return
-        begin, end = self._window
-        if self._stop.wait(max(0.0, begin - time.monotonic())):
-            return
-        started_cpu = time.thread_time()
+        try:
+            self._realtime = _realtime()  # before its first wait: it wakes on time too
+            self._ready.wait()
+            if self._window is None:
+                return
+            begin, end = self._window
+            if self._stop.wait(max(0.0, begin - time.monotonic())):
+                return
+            started_cpu = time.thread_time()
+            self._sample_window(end)
+            self._own_cpu = time.thread_time() - started_cpu
+        finally:
+            self._closed.set()
+
+    def _sample_window(self, end: float) -> None:
         next_tick = time.monotonic()
         while True:
-            now = time.monotonic()
-            last = now >= end or self._stop.is_set()
-            if not self._snapshots or last:
-                self._edge()
-            self._snapshots.append(
-                (
-                    now,
-                    cpu.read_snapshot(),
-                    {label: process.read_cpu_ticks(pid) for label, pid in self._watched.items()},
-                )
-            )
-            if self._clocks.files:
-                self._clock_readings.append(self._clocks.read())
+            last = time.monotonic() >= end or self._stop.is_set()
+            edge = not self._snapshots or last
+            counters = self._edge_counters() if edge else {}
+            self._sample()
+            if edge:
+                self._edge_scan(counters)
             if last:
-                break
-            if self._speed_every and len(self._snapshots) % self._speed_every == 1:
+                return
+            next_tick = min(next_tick + self.period, end)
+            # Never in the last period: on a busy emulated core the timing can take a
+            # large part of a second, which would delay the closing sample.
+            if (
+                self._speed_every
+                and len(self._snapshots) % self._speed_every == 1
+                and next_tick < end
+            ):
                 begin_cpu = time.thread_time()
                 self._speed_readings.append(speed.read(sorted(self._snapshots[-1][1])))
                 self._speed_cpu += time.thread_time() - begin_cpu
-            next_tick = min(next_tick + self.period, end)
             # Stopped early (the traffic ended before the window did, as when the
             # generator's connections came up a little before the runner saw them): the
             # next pass takes the closing sample and edge, so the window is only shorter.
             self._stop.wait(max(0.0, next_tick - time.monotonic()))
-        self._own_cpu = time.thread_time() - started_cpu
 
     def result(self) -> ProbeResult | None:
         """What was seen; None when the window never opened or held fewer than 2 samples."""
@@ -226,7 +281,11 @@ class Sampler:
             clocks=frequency.over_window(self._clock_readings),
             speeds=speed.over_window(self._speed_readings),
             speed_cost_ms=round(1000.0 * self._speed_cpu, 2) if self._speed_readings else None,
+            realtime=self._realtime,
         )
+        if self._window is not None:
+            result.open_lag_ms = round(1000.0 * (t0 - self._window[0]), 1)
+            result.close_lag_ms = round(1000.0 * (t1 - self._window[1]), 1)
         if len(self._edges) == 2:
             (at0, wall0, counters0, scan0), (at1, _, counters1, scan1) = self._edges
             if set(counters0) == set(counters1) == set(self._counters.namespaces):

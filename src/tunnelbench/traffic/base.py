@@ -12,15 +12,24 @@ from tunnelbench.model.kindfacts import GeneratorFacts
 from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.system import programs
 
+#: Waits up to the given seconds for the trial's probes to take their closing readings
+#: of the measured window; True once they have. A generator that stops its processes by
+#: the clock calls it first, so that no probe's window reaches past the traffic.
+WindowClosed = Callable[[float], bool]
 #: Called once every generator process runs and the measured window is known:
 #: ({label: PID}, the window's monotonic begin, which may lie ahead: a fixed warm-up).
-Started = Callable[[dict[str, int], float], None]
+Started = Callable[[dict[str, int], float], WindowClosed]
 #: Polled while traffic runs: why the trial cannot succeed any more, or None.
 StopReason = Callable[[], str | None]
 
 
 def no_reason() -> str | None:
     return None
+
+
+def closed_already(timeout_s: float) -> bool:
+    """The :data:`WindowClosed` of traffic run without probes."""
+    return True
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from tunnelbench.traffic.base import (
     StopReason,
     TrafficResult,
     WarmupEnd,
+    WindowClosed,
     no_reason,
 )
 
@@ -36,11 +37,14 @@ _DIRECTION_FLAGS = {Direction.UPLOAD: [], Direction.DOWNLOAD: ["-R"], Direction.
 
 # With one client per stream, each client's test starts when its own connections are
 # up; one whose SYN a full queue dropped starts a retransmission timeout (1 s) after the
-# others. Each client therefore runs this much longer than the measured duration, and
-# every client is measured over the same window, which begins once the last one started:
-# a client that started up to this much earlier still covers it. (3.12 reads -t as a
-# whole number of seconds.)
+# others. Every client is measured over the same window, which begins once the last one
+# started, and is stopped (SIGINT, which keeps its JSON) once the window has passed: a
+# client that started up to this much earlier than the last still covers the window.
+# Each is told to run this much (and STOP_ROOM_S for its stop) beyond the window, a
+# bound it reaches only if the stop never comes. (3.12 reads -t as a whole number of
+# seconds.)
 STAGGER_MARGIN_S = 2
+STOP_ROOM_S = 2
 # Interval length (s) in that mode, on both ends: the window's edges fall within it.
 WINDOW_INTERVAL_S = 0.1
 # With an "auto" warm-up each client runs this much longer than the warm-up's bound and
@@ -49,6 +53,10 @@ AUTO_MARGIN_S = 2
 # How long past the window's end the clients run before they are stopped: the receivers'
 # interval holding the window's edge is then complete.
 AUTO_TAIL_S = 0.25
+#: How long past that the clients wait for the probes' closing readings (a VM guest's
+#: sampler thread, starved by busy emulated cores, can wake late); within the room every
+#: client has beyond the window (:data:`STOP_ROOM_S`).
+CLOSE_LIMIT_S = 1.5
 #: What iperf3 3.12 reports when the client is stopped with SIGINT: the client's
 #: document and its server's (``the client has terminated``).
 INTERRUPTED = ("interrupt - the client has terminated", "the client has terminated")
@@ -77,15 +85,15 @@ def client_argv(
 ) -> list[str]:
     """One client's command line; for UDP ``udp_rate`` is the target of each stream
     (iperf3 applies ``-b`` to every stream separately). ``windowed``: one of several
-    clients measured over a common window (see :data:`STAGGER_MARGIN_S`). With an "auto"
-    warm-up (``settings.warmup`` None) every client is windowed, omits nothing and runs
-    until it is stopped, at most the warm-up's bound and the window (plus
-    :data:`AUTO_MARGIN_S`)."""
+    clients measured over a common window and stopped once it has passed (see
+    :data:`STAGGER_MARGIN_S`). With an "auto" warm-up (``settings.warmup`` None) every
+    client is windowed, omits nothing and runs until it is stopped, at most the warm-up's
+    bound and the window (plus :data:`AUTO_MARGIN_S`)."""
     if settings.warmup is None:
         seconds, omit = settings.warmup_max + settings.duration + AUTO_MARGIN_S, 0
         windowed = True
     else:
-        seconds = settings.duration + (STAGGER_MARGIN_S if windowed else 0)
+        seconds = settings.duration + (STAGGER_MARGIN_S + STOP_ROOM_S if windowed else 0)
         omit = settings.warmup
     interval = str(WINDOW_INTERVAL_S) if windowed else "1"
     return [
@@ -159,7 +167,7 @@ class Iperf3(Generator):
         for port in ports:
             log = lab.directory / f"iperf3-server-{port}.log"
             # Stopped clients send their server no results: its own JSON is read instead.
-            report = lab.directory / f"iperf3-server-{port}.json" if auto else None
+            report = lab.directory / f"iperf3-server-{port}.json" if windowed else None
             argv = server_argv(binary, port, windowed=windowed)
             proc = lab.start(server, argv, stdout=report, stderr=log)
             servers[port] = waiting.Server(f"iperf3 server on port {port}", proc, port, log)
@@ -188,12 +196,17 @@ class Iperf3(Generator):
             (f"iperf3 client on port {port}", c) for port, c in zip(ports, clients, strict=True)
         ]
         ended: WarmupEnd | None = None
+        if windowed and len(started) < len(ports):
+            raise LabError(
+                "an iperf3 client ended before it connected; its output: " + _first_error(outputs)
+            )
+        if not windowed:
+            omitted = settings.fixed_warmup
+            on_started(watched, t0 + omitted)
+            waiting.wait_exited(named, omitted + settings.duration + 20, stop_reason)
+            docs = [_load(path) for path in outputs]
+            return _combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
         if auto:
-            if len(started) < len(ports):
-                raise LabError(
-                    "an iperf3 client ended before it connected; its output: "
-                    + _first_error(outputs)
-                )
             ended = warmup.wait_steady(
                 t0,
                 bound_s=settings.warmup_max,
@@ -203,35 +216,26 @@ class Iperf3(Generator):
                 running=lambda: _ended(named),
                 stop_reason=stop_reason,
             )
-            offsets = {port: ended.begin - at for port, at in started.items()}
-            on_started(watched, ended.begin)
-            _stop_after(named, ended.begin + settings.duration + AUTO_TAIL_S, stop_reason)
-            waiting.wait_exited(
-                [(f"iperf3 server on port {port}", s.proc) for port, s in servers.items()],
-                CONNECT_LIMIT_S,
-                stop_reason,
-            )
-            docs = [
-                _interrupted(_load(path), lab.directory / f"iperf3-server-{port}.json")
-                for port, path in zip(ports, outputs, strict=True)
-            ]
+            begin, omitted = ended.begin, 0
         else:
             omitted = settings.fixed_warmup
-            offsets = {port: t0 - at for port, at in started.items()}
-            on_started(watched, t0 + omitted)
-            waiting.wait_exited(
-                named, omitted + settings.duration + STAGGER_MARGIN_S + 20, stop_reason
-            )
-            docs = [_load(path) for path in outputs]
-        if not windowed:
-            return _combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
-        for port, doc in zip(ports, docs, strict=True):
-            if "error" in doc:
-                raise LabError(f"iperf3 client on port {port}: {doc['error']}")
-            if port not in offsets:
-                raise LabError(f"iperf3 client on port {port} ended before it connected")
+            begin = t0 + omitted
+        # Where the window begins in each client's intervals (which start after its own -O).
+        offsets = {port: begin - omitted - at for port, at in started.items()}
         if not auto:
+            # Known as soon as the last client connected, not after the traffic ran.
             check_staggered(offsets)
+        closed = on_started(watched, begin)
+        _stop_after(named, begin + settings.duration + AUTO_TAIL_S, closed, stop_reason)
+        waiting.wait_exited(
+            [(f"iperf3 server on port {port}", s.proc) for port, s in servers.items()],
+            CONNECT_LIMIT_S,
+            stop_reason,
+        )
+        docs = [
+            _interrupted(_load(path), lab.directory / f"iperf3-server-{port}.json")
+            for port, path in zip(ports, outputs, strict=True)
+        ]
         for port, doc in zip(ports, docs, strict=True):
             # Stored with the document, so the goodput can be recomputed from the store.
             doc[iperf3_json.WINDOW_KEY] = {"offset_s": round(offsets[port], 4)}
@@ -278,11 +282,12 @@ def check_staggered(offsets: dict[int, float]) -> None:
     Each client measures its own test from the moment its connections are up; a client
     whose connection was delayed (a SYN dropped by a full queue costs a one-second
     retransmission timeout) starts later than the others. The window every client is
-    measured over begins once the last one started, and every client runs
-    :data:`STAGGER_MARGIN_S` longer than the measured duration, so one that started up to
-    that much earlier still covers the window. Summing per-client rates measured over
-    different windows would overstate what the link carried at any one time (4 clients
-    through a 100 Mbit/s tbf with a 5-packet queue summed to 117-131 Mbit/s).
+    measured over begins once the last one started, and every client is stopped once the
+    window has passed, at the latest :data:`STAGGER_MARGIN_S` beyond its own duration, so
+    one that started up to that much earlier still covers the window. Summing per-client
+    rates measured over different windows would overstate what the link carried at any
+    one time (4 clients through a 100 Mbit/s tbf with a 5-packet queue summed to 117-131
+    Mbit/s).
     """
     if not offsets:
         raise LabError("no iperf3 client connected")
@@ -290,7 +295,7 @@ def check_staggered(offsets: dict[int, float]) -> None:
     if offset > STAGGER_MARGIN_S:
         raise LabError(
             f"iperf3 client on port {port} started {offset:.2f} s before the last one"
-            f" connected: more than the {STAGGER_MARGIN_S:g} s every client runs beyond the"
+            f" connected: more than the {STAGGER_MARGIN_S:g} s a client may run beyond the"
             " measured duration, so no window holds all of them (connections delayed by"
             " dropped packets; traffic.stream_mode = single connects all streams of one"
             " process before it measures)"
@@ -301,19 +306,34 @@ def _ended(clients: list[tuple[str, "subprocess.Popen[bytes]"]]) -> str | None:
     """Why the traffic cannot go on: a client that ended before it was stopped."""
     for name, client in clients:
         if (code := client.poll()) is not None:
-            return f"{name} ended during the warm-up (exit {code})"
+            return f"{name} ended before it was stopped (exit {code})"
     return None
 
 
 def _stop_after(
-    clients: list[tuple[str, "subprocess.Popen[bytes]"]], at: float, stop_reason: StopReason
+    clients: list[tuple[str, "subprocess.Popen[bytes]"]],
+    at: float,
+    closed: WindowClosed,
+    stop_reason: StopReason,
 ) -> None:
-    """Let the clients run until monotonic ``at``, then stop each with SIGINT (iperf3
-    then writes its JSON, intervals included) and wait for them."""
+    """Let the clients run until monotonic ``at`` and the probes have closed the window,
+    then stop each with SIGINT (iperf3 then writes its JSON, intervals included) and
+    wait for them. A probe that has not closed the window :data:`CLOSE_LIMIT_S` after
+    ``at`` fails the trial: stopping the traffic first would put idle time into its
+    figures, and the clients' own end is not much further off."""
     while (left := at - time.monotonic()) > 0:
         if (reason := stop_reason() or _ended(clients)) is not None:
             raise LabError(reason)
         time.sleep(min(left, 0.1))
+    while not closed(0.05):
+        if (reason := stop_reason() or _ended(clients)) is not None:
+            raise LabError(reason)
+        if time.monotonic() - at > CLOSE_LIMIT_S:
+            raise LabError(
+                f"the probes had not closed the measured window {CLOSE_LIMIT_S:g} s after it"
+                " ended (a sampler thread starved of CPU), so the traffic could not be stopped"
+                " without idle time in their figures"
+            )
     for _, client in clients:
         client.send_signal(signal.SIGINT)  # ours, by its PID
     waiting.wait_exited(clients, CONNECT_LIMIT_S, stop_reason)
