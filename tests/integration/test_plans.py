@@ -16,8 +16,9 @@ import pytest
 
 from tests.integration.helpers import tunnelbench
 from tunnelbench.bench import planfile
+from tunnelbench.bench.store import Store
 from tunnelbench.lab.state import STATE_ROOT, LabState, known_labs
-from tunnelbench.model.plan import expand
+from tunnelbench.model.plan import TrialConfig, expand
 
 ROOT = Path(__file__).resolve().parents[2]
 # The scenarios whose labs run on this machine's kernel; those on another kernel boot a
@@ -86,6 +87,40 @@ def test_scenario_runs_to_completion_in_quick_mode(scenario, tmp_path):
     finished = [e for e in events if e["event"] == "trial_finished" and e["status"] == "ok"]
     assert finished and all(e["goodput_bps"] > 1e6 for e in finished)
     assert _run_status(db) == "complete"
+    _estimate_learns_from(scenario, db)
+
+
+def _estimate_learns_from(scenario: Path, db: Path) -> None:
+    """`plan show --db` counts the run's own trials: each kind with 5 or more gives its
+    median, which lies among that kind's overheads as this test computes them."""
+    shown = tunnelbench("plan", "show", str(scenario), "--quick", "--json", "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    overheads = json.loads(shown.stdout)["overheads"]
+    store = Store.read(db)
+    try:
+        run = store.run("latest")
+        trials = store.trials(run.id)
+    finally:
+        store.close()
+    with sqlite3.connect(db) as conn:
+        spans = dict(conn.execute("SELECT id, ended_at - started_at FROM trials").fetchall())
+    kinds: dict[str, list[float]] = {}
+    for trial in trials:
+        if trial.status != "ok":
+            continue
+        traffic = trial.config["traffic"]
+        warmup = trial.metrics.get("warmup.s", traffic["warmup"])
+        vm = "vm_" if TrialConfig.from_dict(trial.config).lab.in_vm else ""
+        kind = vm + ("built_s" if trial.resolved.lab_fresh else "kept_s")
+        kinds.setdefault(kind, []).append(spans[trial.id] - traffic["duration"] - warmup)
+    for kind, values in kinds.items():
+        figure = overheads[kind]
+        if len(values) < 5:
+            assert figure["learned_from"] is None, (kind, figure)
+            continue
+        assert figure["learned_from"] == len(values), (kind, figure)
+        assert min(values) - 0.01 <= figure["seconds"] <= max(values) + 0.01, (kind, values)
+    print("overheads learned:", {k: v for k, v in overheads.items() if v["learned_from"]})
 
 
 @pytest.mark.parametrize("user", ["root", "nobody"])

@@ -68,12 +68,16 @@ def test_runs_json_of_the_queue_comparison(tmp_path: Path) -> None:
 
 def test_plan_show_json(tmp_path: Path) -> None:
     plan = FIXTURES / "plans" / "valid" / "queues-and-excludes.toml"
-    shown = tunnelbench(["plan", "show", "--json", str(plan)], tmp_path)
+    shown = tunnelbench(
+        ["plan", "show", "--json", str(plan)], tmp_path, TUNNELBENCH_DB=str(tmp_path / "none.db")
+    )
     assert set(shown) == {
         "name", "source", "description", "order", "seed", "axes", "excluded",
         "configurations", "baselines", "repetitions", "adaptive", "vm_boots",
-        "estimated_seconds", "trials", "skipped",
+        "estimated_seconds", "overheads", "trials", "skipped",
     }  # fmt: skip
+    # No database in its folder: the reference machine's figures, none learned.
+    assert {v["learned_from"] for v in shown["overheads"].values()} == {None}
     assert shown["name"] == "demo"
     assert shown["source"] == str(plan)
     assert shown["axes"] == [

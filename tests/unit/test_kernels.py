@@ -356,7 +356,9 @@ def test_plan_show_says_which_trials_need_a_vm_and_counts_the_boots(tmp_path):
         'repetitions = 2\n[base]\n"traffic.duration" = 1\n[matrix]\n'
         '"lab.kernel" = ["host", "debian"]\n"lab.vm.cpus" = [1, 2]\n'
     )
-    shown = json.loads(tunnelbench("plan", "show", "--json", str(plan)).stdout)
+    # A database of no trials: the reference machine's overheads, which the sum counts.
+    none = ["--db", str(tmp_path / "none.db")]
+    shown = json.loads(tunnelbench("plan", "show", "--json", str(plan), *none).stdout)
     assert shown["vm_boots"] == 2
     vm = [t for t in shown["trials"] if t["vm"]]
     # The host's configuration is one (its guest size normalized away), each guest's two.
@@ -369,7 +371,7 @@ def test_plan_show_says_which_trials_need_a_vm_and_counts_the_boots(tmp_path):
         + 2 * VM_BOOT_S + RUN_START_S + REPORT_S + 3 * REPORT_PER_CONFIG_S
     )  # fmt: skip
     assert shown["estimated_seconds"]["min"] == pytest.approx(expected, abs=0.1)
-    table = tunnelbench("plan", "show", str(plan)).stdout
+    table = tunnelbench("plan", "show", str(plan), *none).stdout
     assert "in a VM: 4 trials on another kernel, 2 boot(s)" in table
 
 

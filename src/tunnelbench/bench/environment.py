@@ -67,6 +67,15 @@ def capability_record(caps: Capabilities) -> dict[str, Any]:
     }
 
 
+def machine() -> dict[str, Any]:
+    """What :func:`collect` records of the machine itself: its kernel, CPU and cores."""
+    return {
+        "kernel": platform.release(),
+        "cpu_model": cpu_model(_read("/proc/cpuinfo") or ""),
+        "cores": os.cpu_count(),
+    }
+
+
 def collect(versions: dict[str, str], caps: Capabilities | None = None) -> dict[str, Any]:
     """Kernel, CPU and its flags, core count, frequency governor, versions of the tools,
     and what the kernel can do (``caps``, else probed: once per process)."""

@@ -74,9 +74,8 @@ TOP_KEYS = (
 #: tunnel, generator start, teardown) and where a lab kept from an earlier trial of the
 #: same lab and tunnel serves it (checked, handed over), on the 2-core reference machine:
 #: 1.0-1.4 s and 0.3-0.9 s a trial in tunnel-vs-baseline and queue-comparison --quick
-#: (more processes for more streams; a kept shaped link drains first), measured while
-#: several iperf3 clients were stopped with their window: each runs 2 s beyond it again
-#: (docs/statistics.md), which these do not count.
+#: (more processes for more streams; a kept shaped link drains first), several iperf3
+#: clients stopped once their window has closed (docs/statistics.md).
 TRIAL_OVERHEAD_S = 1.3
 KEPT_TRIAL_OVERHEAD_S = 0.6
 #: A lab on another kernel, in a VM under emulation (TCG) on the 2-core reference
@@ -93,6 +92,31 @@ VM_KEPT_TRIAL_OVERHEAD_S = 6.0
 RUN_START_S = 0.7
 REPORT_S = 1.4
 REPORT_PER_CONFIG_S = 0.45
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """What a trial costs besides its traffic, and a guest's start: the reference
+    machine's figures above, or this machine's own where its stored trials tell them
+    (:mod:`tunnelbench.bench.learned`)."""
+
+    built_s: float = TRIAL_OVERHEAD_S
+    kept_s: float = KEPT_TRIAL_OVERHEAD_S
+    vm_built_s: float = VM_TRIAL_OVERHEAD_S
+    vm_kept_s: float = VM_KEPT_TRIAL_OVERHEAD_S
+    vm_boot_s: float = VM_BOOT_S
+    #: Each learned figure's field name and how many stored trials (boots for
+    #: ``vm_boot_s``) it is the median of; the others are the reference machine's.
+    learned: tuple[tuple[str, int], ...] = ()
+
+    def trial_s(self, config: TrialConfig, *, kept: bool) -> float:
+        if config.lab.in_vm:
+            return self.vm_kept_s if kept else self.vm_built_s
+        return self.kept_s if kept else self.built_s
+
+
+#: The reference machine's figures, before this machine has stored any.
+REFERENCE = Overheads()
 QUICK_DURATION, QUICK_WARMUP, QUICK_WARMUP_MAX = 1, 1, 3
 #: The largest plan file read: the scenarios are 1-3 kB.
 PLAN_BYTES_MAX = 1024 * 1024
@@ -303,14 +327,13 @@ def quicken(experiment: Experiment) -> Experiment:
     return replace(experiment, configs=configs, repetitions=1, adaptive=None)
 
 
-def trial_seconds(config: TrialConfig, *, kept: bool = False) -> float:
+def trial_seconds(
+    config: TrialConfig, *, kept: bool = False, overheads: Overheads = REFERENCE
+) -> float:
     """A trial's expected wall time before any has been measured; ``kept``: a lab kept
     from an earlier trial serves it."""
-    if config.lab.in_vm:
-        overhead = VM_KEPT_TRIAL_OVERHEAD_S if kept else VM_TRIAL_OVERHEAD_S
-    else:
-        overhead = KEPT_TRIAL_OVERHEAD_S if kept else TRIAL_OVERHEAD_S
-    return config.traffic.duration + config.traffic.expected_warmup + overhead
+    traffic = config.traffic.duration + config.traffic.expected_warmup
+    return traffic + overheads.trial_s(config, kept=kept)
 
 
 def guests(trials: list[Trial]) -> int:
@@ -337,20 +360,23 @@ def labs_built(trials: list[Trial], *, fresh_labs: bool = False) -> list[bool]:
     return built
 
 
-def estimate_seconds(trials: list[Trial], *, fresh_labs: bool = False) -> float:
+def estimate_seconds(
+    trials: list[Trial], *, fresh_labs: bool = False, overheads: Overheads = REFERENCE
+) -> float:
     """A run's expected wall time: its start, each trial's traffic and overhead (a lab
     built or kept), a boot per guest and the reports at its end."""
     if not trials:
         return 0.0
     built = labs_built(trials, fresh_labs=fresh_labs)
     seconds = sum(
-        trial_seconds(t.config, kept=not new) for t, new in zip(trials, built, strict=True)
+        trial_seconds(t.config, kept=not new, overheads=overheads)
+        for t, new in zip(trials, built, strict=True)
     )
     configs = len({t.config for t in trials})
     return (
         RUN_START_S
         + seconds
-        + VM_BOOT_S * guests(trials)
+        + overheads.vm_boot_s * guests(trials)
         + REPORT_S
         + REPORT_PER_CONFIG_S * configs
     )

@@ -34,12 +34,14 @@ from urllib.parse import quote
 from tunnelbench.bench.backfill import backfill
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import StorageError, UserError
+from tunnelbench.model.metrics import WARMUP_S
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import (
     GUESTS,
     Resolved,
     RunRecord,
     RunStatus,
+    TimedTrial,
     TrialRecord,
     TrialStatus,
 )
@@ -670,6 +672,35 @@ class Store:
                 )
             )
         return records
+
+    def timed_trials(self, limit: int) -> list[TimedTrial]:
+        """The newest ``limit`` trials that finished (ok), newest first, with their
+        wall-clock span and what decides their cost besides the traffic."""
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT t.run_id, t.seq, t.config, t.resolved, t.started_at, t.ended_at,"
+                " (SELECT value FROM metrics m WHERE m.trial_id = t.id AND m.name = ?)"
+                " FROM trials t WHERE t.status = 'ok' ORDER BY t.id DESC LIMIT ?",
+                (WARMUP_S.name, limit),
+            ).fetchall()
+        timed = []
+        for run_id, seq, config, resolved, started_at, ended_at, warmup_s in rows:
+            settings = TrialConfig.from_dict(json.loads(config))
+            facts = Resolved.from_dict(json.loads(resolved))
+            traffic = settings.traffic
+            warmup = warmup_s if warmup_s is not None else traffic.expected_warmup
+            timed.append(
+                TimedTrial(
+                    run_id=run_id,
+                    seq=seq,
+                    started_at=started_at,
+                    seconds=ended_at - started_at,
+                    traffic_s=traffic.duration + warmup,
+                    in_vm=settings.lab.in_vm,
+                    lab_fresh=facts.lab_fresh,
+                )
+            )
+        return timed
 
     def artifact(self, trial_id: int, name: str) -> Any:
         with self._reading() as db:

@@ -12,19 +12,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tunnelbench.bench import planfile, runner
-from tunnelbench.bench.planfile import (
-    KEPT_TRIAL_OVERHEAD_S,
-    TRIAL_OVERHEAD_S,
-    VM_BOOT_S,
-    VM_KEPT_TRIAL_OVERHEAD_S,
-    VM_TRIAL_OVERHEAD_S,
-    Plan,
-    estimate_seconds,
-    guests,
-)
+from tunnelbench.bench import learned, planfile, runner
+from tunnelbench.bench.planfile import REFERENCE, Overheads, Plan, estimate_seconds, guests
 from tunnelbench.bench.progress import format_duration
-from tunnelbench.cli.parsing import Verbs
+from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.kinds import Order
 from tunnelbench.model.plan import TrialConfig, expand, flatten, varying_paths
 from tunnelbench.model.wan import format_pct, format_us
@@ -34,7 +25,7 @@ from tunnelbench.units import format_rate
 RATE_PATHS = ("lab.wan.rate", "traffic.udp_rate")
 
 
-def to_json(plan: Plan) -> dict[str, Any]:
+def to_json(plan: Plan, overheads: Overheads = REFERENCE) -> dict[str, Any]:
     """What :func:`render` shows, as plain values (the shape is documented in the README's
     Conventions): every trial with its flattened settings and, when this machine skips
     it, why."""
@@ -49,7 +40,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
     runnable = [t for t in trials if keys[t.config] not in skipped]
     adaptive = experiment.adaptive
     most = adaptive.max_repetitions if adaptive else experiment.repetitions
-    seconds = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs)
+    seconds = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs, overheads=overheads)
     reasons = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
     return {
         "name": plan.name,
@@ -70,6 +61,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "min": round(seconds, 1),
             "max": round(seconds * most / experiment.repetitions, 1),
         },
+        "overheads": _overheads_json(overheads),
         "trials": [
             {
                 "seq": trial.seq,
@@ -84,7 +76,27 @@ def to_json(plan: Plan) -> dict[str, Any]:
     }
 
 
-def render(plan: Plan) -> str:
+def _overheads_json(overheads: Overheads) -> dict[str, Any]:
+    """The figures the estimate counted, and which of them this machine's trials gave."""
+    counts = dict(overheads.learned)
+    return {
+        field: {"seconds": getattr(overheads, field), "learned_from": counts.get(field)}
+        for field in ("built_s", "kept_s", "vm_built_s", "vm_kept_s", "vm_boot_s")
+    }
+
+
+def _source(overheads: Overheads, *fields: str) -> str:
+    """Where the figures of ``fields`` came from, for the estimate's lines."""
+    counts = dict(overheads.learned)
+    found = [counts[f] for f in fields if f in counts]
+    if not found:
+        return "the reference machine's figures"
+    if len(found) < len(fields):
+        return f"partly from {sum(found)} trials stored here, partly the reference machine's"
+    return f"medians of {sum(found)} trials stored here"
+
+
+def render(plan: Plan, overheads: Overheads = REFERENCE) -> str:
     experiment = plan.experiment
     lines = [f"plan {plan.name} ({plan.source})"]
     if plan.description:
@@ -116,7 +128,7 @@ def render(plan: Plan) -> str:
         return show(low) + (f"{sep}{show(high)}" if adaptive else "")
 
     count = partial(span, show=lambda n: f"{n:.0f}", sep="-")
-    estimate = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs)
+    estimate = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs, overheads=overheads)
     lines.append(
         f"configurations: {len(configs)} ({len(configs) - baselines} requested +"
         f" {baselines} added baselines) x {count(experiment.repetitions)} repetition(s)"
@@ -131,16 +143,18 @@ def render(plan: Plan) -> str:
     lines.append(
         f"estimated duration: {span(estimate, format_duration, ' to ')}"
         f" ({count(len(runnable))} trials, each its warm-up and duration"
-        f" + ~{TRIAL_OVERHEAD_S:g} s where its lab is built or ~{KEPT_TRIAL_OVERHEAD_S:g} s"
-        " where a kept lab serves it; the reports at the end)"
+        f" + ~{overheads.built_s:g} s where its lab is built or ~{overheads.kept_s:g} s"
+        f" where a kept lab serves it ({_source(overheads, 'built_s', 'kept_s')}); the"
+        " reports at the end)"
     )
     if boots := guests(runnable):
         in_vm = sum(1 for t in runnable if t.config.lab.in_vm)
         lines.append(
             f"in a VM: {in_vm} trials on another kernel, {boots} boot(s); counted at"
-            f" ~{VM_BOOT_S:g} s a boot and ~{VM_TRIAL_OVERHEAD_S:g} s a trial besides its"
-            f" traffic where its lab is built, ~{VM_KEPT_TRIAL_OVERHEAD_S:g} s in a kept"
-            " one (an emulated CPU, TCG; less under KVM)"
+            f" ~{overheads.vm_boot_s:g} s a boot and ~{overheads.vm_built_s:g} s a trial"
+            f" besides its traffic where its lab is built, ~{overheads.vm_kept_s:g} s in a"
+            f" kept one ({_source(overheads, 'vm_boot_s', 'vm_built_s', 'vm_kept_s')};"
+            " the reference machine's are an emulated CPU, TCG: less under KVM)"
         )
     # One row per configuration; the order says how its runs fall into trials.
     paths = [p for p in varying_paths(configs) if p != "tunnel.kind"]
@@ -219,10 +233,14 @@ def register(verbs: Verbs) -> None:
     show.add_argument("plan", help="a plan file (TOML)")
     show.add_argument("--quick", action="store_true", help="as `run --quick` would run it")
     show.add_argument("--json", action="store_true", help="as a JSON object")
+    add_db_argument(
+        show, "results database whose trials on this machine give the estimate's overheads"
+    )
     show.set_defaults(func=show_plan)
 
 
 def show_plan(args: argparse.Namespace) -> int:
     plan = planfile.load(Path(args.plan), quick=args.quick)
-    print(json.dumps(to_json(plan), indent=2) if args.json else render(plan))
+    overheads = learned.overheads(Path(args.db))
+    print(json.dumps(to_json(plan, overheads), indent=2) if args.json else render(plan, overheads))
     return 0

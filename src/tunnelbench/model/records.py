@@ -199,6 +199,19 @@ class TrialRecord:
     metrics: dict[str, float]
 
 
+@dataclass(frozen=True)
+class TimedTrial:
+    """A finished trial's wall-clock cost, as :mod:`tunnelbench.bench.learned` reads it."""
+
+    run_id: int
+    seq: int
+    started_at: float  # Unix time
+    seconds: float  # its whole wall time: lab, probes, traffic, storing
+    traffic_s: float  # its warm-up (as it ended, where it ended on evidence) and window
+    in_vm: bool
+    lab_fresh: bool | None  # its lab built for it; None: stored before this was recorded
+
+
 @dataclass
 class RunRecord:
     id: int

@@ -1,0 +1,72 @@
+"""What a trial and a guest's start cost on this machine, learned from its stored trials.
+
+`plan show` and a run's first ETA count each trial's traffic plus an overhead: where its
+lab is built or kept, on the host or in a VM guest, and a boot per guest. The reference
+machine's figures (:data:`tunnelbench.bench.planfile.REFERENCE`) are right only there;
+a router-sized box or a 32-core server is slower or faster at building labs and starting
+processes. So each figure is the median over the newest stored trials of that kind
+(:data:`RECENT`), once there are :data:`ENOUGH` of them, from runs on a machine like this
+one: the same kernel release, CPU model and core count (what a run's environment
+records). A trial's overhead is its wall time less its warm-up (as it ended, where it
+ended on evidence) and window; a boot is the time from a run's start to its first trial,
+where that trial ran in a guest, less the run's own start. Anything without enough
+trials keeps the reference figure, and what was learned is said with the estimate.
+"""
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tunnelbench.bench import environment
+from tunnelbench.bench.planfile import REFERENCE, RUN_START_S, Overheads
+from tunnelbench.bench.store import Store
+from tunnelbench.model.records import RunRecord, TimedTrial
+
+RECENT = 300  # the newest trials read
+ENOUGH = 5  # trials (or boots) of a kind before their median replaces the reference
+#: What makes a stored run's machine this one (keys of the run's environment).
+MACHINE_KEYS = ("kernel", "cpu_model", "cores")
+
+
+def overheads(db: Path) -> Overheads:
+    """This machine's figures from the database at ``db``; the reference machine's where
+    it does not exist or holds too few trials of a kind."""
+    if not db.is_file():
+        return REFERENCE
+    store = Store.read(db)
+    try:
+        runs = store.runs()
+        timed = store.timed_trials(RECENT)
+    finally:
+        store.close()
+    return learn(runs, timed, environment.machine())
+
+
+def learn(runs: list[RunRecord], timed: list[TimedTrial], machine: Mapping[str, Any]) -> Overheads:
+    """The medians of the trials of ``runs`` whose machine is ``machine``."""
+    here = {r.id: r for r in runs if all(r.environment.get(k) == machine[k] for k in MACHINE_KEYS)}
+    samples: dict[str, list[float]] = {}
+    for trial in timed:
+        if trial.run_id not in here or trial.lab_fresh is None:
+            continue
+        field = ("vm_" if trial.in_vm else "") + ("built_s" if trial.lab_fresh else "kept_s")
+        samples.setdefault(field, []).append(max(0.0, trial.seconds - trial.traffic_s))
+    samples["vm_boot_s"] = [
+        trial.started_at - here[trial.run_id].started_at - RUN_START_S
+        for trial in timed
+        if trial.run_id in here and trial.seq == 1 and trial.in_vm
+    ]
+    learned = {
+        field: (round(statistics.median(values), 2), len(values))
+        for field, values in samples.items()
+        if len(values) >= ENOUGH
+    }
+    if not learned:
+        return REFERENCE
+    return replace(
+        REFERENCE,
+        **{field: value for field, (value, _) in learned.items()},
+        learned=tuple(sorted((field, count) for field, (_, count) in learned.items())),
+    )
