@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tunnelbench.probes import cpu, load
+from tunnelbench.probes import cpu, load, speed
 from tunnelbench.probes.sampler import Sampler
 
 SLOW_SCAN_S = 0.3
@@ -103,3 +103,30 @@ def test_the_sampler_thread_runs_at_real_time_priority_and_says_so():
     assert sampler.wait_closed(2.0)
     result = sampler.result()
     assert result is not None and result.realtime
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_FIFO needs root (CAP_SYS_NICE)")
+def test_the_speed_timings_run_at_normal_priority_and_the_samples_real_time(monkeypatch):
+    """A busy loop at real-time priority would hold its core from the lab all at once."""
+    timed, sampled = [], []
+    real_read, real_snapshot = speed.read, cpu.read_snapshot
+
+    def read(cores, loops=speed.LOOPS):
+        timed.append(_policy(threading.get_native_id()))
+        return real_read(cores, loops)
+
+    def read_snapshot():
+        sampled.append(_policy(threading.get_native_id()))
+        return real_snapshot()
+
+    monkeypatch.setattr(speed, "read", read)
+    monkeypatch.setattr(cpu, "read_snapshot", read_snapshot)
+    sampler = Sampler(hz=20, speed_every=3)
+    sampler.start()
+    begin = time.monotonic()
+    sampler.watch({}, begin, begin + 0.6)
+    assert sampler.wait_closed(3.0)
+    result = sampler.result()
+    assert result is not None and result.speeds
+    assert timed and set(timed) == {os.SCHED_OTHER}, timed
+    assert set(sampled) == {os.SCHED_FIFO}, sampled
