@@ -87,7 +87,12 @@ def test_verbs(bash_script: Path) -> None:
 
 def test_options(bash_script: Path) -> None:
     assert complete(bash_script, "tunnelbench run --tun") == {"--tunnels", "--tunnel-mtu"}
-    assert complete(bash_script, "tunnelbench plan show --") == {"--help", "--quick", "--json"}
+    assert complete(bash_script, "tunnelbench plan show --") == {
+        "--help",
+        "--quick",
+        "--json",
+        "--db",
+    }
     assert {"--db", "--json"} <= complete(bash_script, "tunnelbench runs --")
 
 
