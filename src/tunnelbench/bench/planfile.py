@@ -117,6 +117,7 @@ class Overheads:
 
 #: The reference machine's figures, before this machine has stored any.
 REFERENCE = Overheads()
+
 QUICK_DURATION, QUICK_WARMUP, QUICK_WARMUP_MAX = 1, 1, 3
 #: The largest plan file read: the scenarios are 1-3 kB.
 PLAN_BYTES_MAX = 1024 * 1024

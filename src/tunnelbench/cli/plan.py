@@ -91,9 +91,10 @@ def _source(overheads: Overheads, *fields: str) -> str:
     found = [counts[f] for f in fields if f in counts]
     if not found:
         return "the reference machine's figures"
+    what = f"{sum(found)} {'trials and boots' if 'vm_boot_s' in fields else 'trials'}"
     if len(found) < len(fields):
-        return f"partly from {sum(found)} trials stored here, partly the reference machine's"
-    return f"medians of {sum(found)} trials stored here"
+        return f"partly medians of {what} stored here, partly the reference machine's"
+    return f"medians of {what} stored here"
 
 
 def render(plan: Plan, overheads: Overheads = REFERENCE) -> str:
@@ -154,7 +155,7 @@ def render(plan: Plan, overheads: Overheads = REFERENCE) -> str:
             f" ~{overheads.vm_boot_s:g} s a boot and ~{overheads.vm_built_s:g} s a trial"
             f" besides its traffic where its lab is built, ~{overheads.vm_kept_s:g} s in a"
             f" kept one ({_source(overheads, 'vm_boot_s', 'vm_built_s', 'vm_kept_s')};"
-            " the reference machine's are an emulated CPU, TCG: less under KVM)"
+            " the reference machine's with an emulated CPU, TCG: less under KVM)"
         )
     # One row per configuration; the order says how its runs fall into trials.
     paths = [p for p in varying_paths(configs) if p != "tunnel.kind"]
