@@ -260,16 +260,18 @@ def test_a_fair_aqm_keeps_the_probe_near_its_idle_round_trip(suite, name):
 
 def test_tcp_under_random_loss_runs_at_mathis_rate(suite):
     """Mathis et al.: rate = MSS / RTT * C / sqrt(p), with C between 0.87 and 1.22 by
-    their model; measured here 1.12-1.29 (2.8-2.9 Mbit/s at 42 ms and 1.2-1.5% loss).
-    The link (20 Mbit/s) is far above it: the loss held the flow, and the verdict says
-    so."""
+    their model; measured here 1.12-1.29 (2.8-2.9 Mbit/s at 42 ms and 1.2-1.5% loss),
+    and once 2.07 (5.3 Mbit/s at 1.15%): some 15 random losses in a 4 s window, each
+    halving the window, give the rate a wide spread. The bound of 2.5 still fails a loss
+    that did not reach the flow (20 Mbit/s is a constant near 8). The link is far above
+    it: the loss held the flow, and the verdict says so."""
     trial = _case(suite, "mathis")
     assert trial.status is TrialStatus.OK, trial.error
     m = trial.metrics
     lost, passed = m["qdisc.client.wan.netem_drops"], m["qdisc.client.wan.sent_packets"]
     p = lost / (lost + passed)
     constant = m["goodput_bps"] * (m["rtt.loaded_ms"] / 1000) * math.sqrt(p) / (1448 * 8)
-    assert 0.6 <= constant <= 2.0, (constant, m["goodput_bps"], m["rtt.loaded_ms"], p)
+    assert 0.6 <= constant <= 2.5, (constant, m["goodput_bps"], m["rtt.loaded_ms"], p)
     summary = suite["summaries"][trial.config_key]
     assert summary.pct_of_ceiling is not None and summary.pct_of_ceiling < 50
     verdict = summary.diagnosis.verdict
