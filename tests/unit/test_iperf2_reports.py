@@ -70,7 +70,10 @@ def test_markdown_names_each_generators_goodput_and_explains_not_measured(tmp_pa
     store = recorded(NAME, tmp_path)
     text = markdown.render(view.load(store, "latest"))
     assert "| not measured |" in text
-    assert "iperf3 `end.sum_received`; iperf2: the receiving end's 1 s interval reports" in text
+    assert (
+        "iperf3's end summary `end.sum_received`; iperf2: the receiving end's 1 s interval reports"
+        in text
+    )
     assert "Retransmits not measured: the load generator (iperf2) does not report them" in text
 
 

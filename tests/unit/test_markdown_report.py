@@ -110,3 +110,27 @@ def test_a_run_that_measured_nothing_has_no_charts(tmp_path):
     text = path.read_text()
     assert "## Charts" not in text and "Nothing was measured." in text
     assert "- 1 configuration (2 trials): iperf3: not installed" in text
+
+
+@pytest.mark.parametrize(
+    ("windowed", "source"),
+    [
+        ("all", "(iperf3: the receiving end's interval reports in the measured window)"),
+        (
+            "some",
+            "(iperf3: the receiving end's interval reports in the measured window;"
+            " before it, iperf3's end summary `end.sum_received`)",
+        ),
+        ("none", "(iperf3's end summary `end.sum_received`)"),
+    ],
+)
+def test_the_explanation_names_how_each_trials_goodput_was_counted(tmp_path, windowed, source):
+    store = recorded("l2-tunnel-mtu", tmp_path)
+    ids = [row[0] for row in store.db.execute("SELECT id FROM trials ORDER BY id")]
+    chosen = {"all": ids, "some": ids[:1], "none": []}[windowed]
+    store.db.executemany(
+        "INSERT INTO metrics VALUES (?, 'goodput.window_s', 2.0)", [(i,) for i in chosen]
+    )
+    assert f"Goodput is what the receiver counted {source}" in markdown.render(
+        view.load(store, "latest")
+    )

@@ -98,7 +98,7 @@ def test_a_stopped_client_is_measured_from_its_servers_own_report(tmp_path: Path
     doc = _stopped(tmp_path)
     assert "error" not in doc and doc[iperf3_json.STOPPED_KEY] is True
     doc[iperf3_json.WINDOW_KEY] = {"offset_s": 0.5}
-    measured = iperf3_json.parse_window(doc, 1)
+    measured = iperf3_json.parse(doc, 1)
     server = doc["server_output_json"]["intervals"]
     inside = [i["sum"] for i in server if 0.5 <= i["sum"]["start"] + 0.05 < 1.5]
     expected = 8 * sum(i["bytes"] for i in inside) / sum(i["seconds"] for i in inside)
@@ -117,14 +117,14 @@ def test_a_server_that_met_the_stop_on_a_closed_socket_keeps_its_intervals(tmp_p
     doc = _interrupted(client, server)
     assert "error" not in doc["server_output_json"] and doc[iperf3_json.STOPPED_KEY] is True
     doc[iperf3_json.WINDOW_KEY] = {"offset_s": 0.5}
-    assert (iperf3_json.parse_window(doc, 1).upload_bps or 0) > 0
+    assert (iperf3_json.parse(doc, 1).upload_bps or 0) > 0
     cut_short = json.loads(json.dumps(report))
     cut_short["intervals"] = cut_short["intervals"][:5]  # it ended 0.5 s in
     server.write_text(json.dumps(cut_short | {"error": "getsockopt - Bad file descriptor"}))
     doc = _interrupted(json.loads((FIXTURES / "stopped-upload-client.json").read_text()), server)
     doc[iperf3_json.WINDOW_KEY] = {"offset_s": 0.5}
     with pytest.raises(LabError, match="covers"):
-        iperf3_json.parse_window(doc, 1)
+        iperf3_json.parse(doc, 1)
 
 
 def test_any_other_end_of_a_client_is_the_trials_error(tmp_path: Path):

@@ -562,6 +562,8 @@ def trial_metrics(
     if traffic.jitter_ms is not None:
         metrics[metric.UDP_JITTER.name] = traffic.jitter_ms
     metrics[metric.GENERATOR_PROCESSES.name] = traffic.processes
+    if traffic.window_s is not None:
+        metrics[metric.GOODPUT_WINDOW.name] = round(traffic.window_s, 4)
     if probes is None:
         return metrics
     for core in probes.cores:

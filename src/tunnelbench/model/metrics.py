@@ -18,6 +18,10 @@ class Metric:
 
 
 GOODPUT: Final = Metric("goodput_bps", "bit/s")  # all directions together, at the receivers
+# The length of the receivers' interval reports that goodput counts (the shortest of its
+# directions and processes): the measured window as the receivers timed it. Runs recorded
+# before it took iperf3's goodput from its end summary instead.
+GOODPUT_WINDOW: Final = Metric("goodput.window_s", "s")
 UPLOAD: Final = Metric("upload_bps", "bit/s")
 DOWNLOAD: Final = Metric("download_bps", "bit/s")
 RETRANSMITS: Final = Metric("retransmits", "segments")  # the generator's own count

@@ -223,6 +223,8 @@ def _traffic_metrics(measured: iperf3_json.ProcessMeasurement) -> dict[str, floa
         metrics[metric.DOWNLOAD.name] = down
     if measured.retransmits is not None:
         metrics[metric.RETRANSMITS.name] = measured.retransmits
+    if measured.window_s is not None:
+        metrics[metric.GOODPUT_WINDOW.name] = round(measured.window_s, 4)
     return metrics
 
 

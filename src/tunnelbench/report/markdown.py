@@ -15,6 +15,7 @@ from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, varying_axes
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.kinds import Generator, StreamMode
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.model.records import GUESTS, TCG, Resolved, RunRecord, TrialRecord
 from tunnelbench.model.tuning import TuneRecord
@@ -349,7 +350,18 @@ def explanation(summaries: list[ConfigSummary]) -> str:
         if any(s.ceiling is not None for s in summaries)
         else ""
     )
-    sources = ["iperf3 `end.sum_received`"]
+    sources = ["iperf3: the receiving end's interval reports in the measured window"]
+    measured = [
+        metric.GOODPUT_WINDOW.name in t.metrics
+        for s in summaries
+        if s.config.traffic.generator is Generator.IPERF3
+        for t in s.trials
+        if metric.GOODPUT.name in t.metrics
+    ]
+    if not all(measured):
+        # Stored before goodput was counted from the intervals: say what those figures are.
+        old = "iperf3's end summary `end.sum_received`"
+        sources = [f"{sources[0]}; before it, {old}" if any(measured) else old]
     if any(s.config.traffic.generator is Generator.IPERF2 for s in summaries):
         sources.append("iperf2: the receiving end's 1 s interval reports after the warm-up")
         if all(s.config.traffic.generator is Generator.IPERF2 for s in summaries):

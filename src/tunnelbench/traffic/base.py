@@ -69,6 +69,9 @@ class TrafficResult:
     jitter_ms: float | None = None
     # TCP: the congestion control the senders used, as the generator reports it.
     congestion: str | None = None
+    #: The receivers' intervals the goodput counts, in seconds (the shortest of its
+    #: directions and processes).
+    window_s: float | None = None
     #: How an "auto" warm-up ended (None: a fixed one).
     warmup: WarmupEnd | None = None
 

@@ -305,6 +305,7 @@ def _result(measured: iperf2_csv.Measurement, raw: list[dict[str, Any]]) -> Traf
         download_bps=measured.download_bps,
         retransmits=None,  # not in 2.1.8's CSV
         intervals_bps=measured.intervals_bps,
+        window_s=measured.window_s,
         raw=raw,
         lost_packets=sum(r.lost_packets for r in udp) if udp else None,
         lost_pct=iperf2_csv.lost_percent(udp) if udp else None,

@@ -109,6 +109,7 @@ class Measurement:
     intervals_bps: list[float]  # per measured second, every receiving stream summed
     udp: list[UdpReceived]  # one per receiving stream; empty for TCP
     received_bytes: int  # the receivers' final lines: the whole test, warm-up included
+    window_s: float  # the measured intervals' length, shortest stream
 
 
 def _fail(side: str, line_no: int, text: str, why: str) -> LabError:
@@ -324,6 +325,7 @@ def measure(
     rates: dict[Direction, float] = {}
     intervals = [0.0] * duration
     udp: list[UdpReceived] = []
+    counted: list[float] = []
     received_bytes = 0
     for way in _directions(direction):
         rates[way] = 0.0
@@ -333,6 +335,7 @@ def measure(
             if seconds <= 0:
                 raise LabError(f"iperf2 {report.side}'s stream {report.transfer_id} measured 0 s")
             rates[way] += 8 * sum(line.bytes for line in window) / seconds
+            counted.append(seconds)
             for k, line in enumerate(window):
                 intervals[k] += line.bits_per_second
             if protocol is Protocol.UDP:
@@ -344,6 +347,7 @@ def measure(
         intervals_bps=intervals,
         udp=udp,
         received_bytes=received_bytes,
+        window_s=min(counted),
     )
 
 

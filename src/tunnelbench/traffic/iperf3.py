@@ -63,7 +63,7 @@ INTERRUPTED = ("interrupt - the client has terminated", "the client has terminat
 #: What else the server may report of that stop: sending (a download), iperf3 3.12's
 #: server sometimes reads a stream's TCP_INFO after the stop has closed its socket (seen
 #: in CI: 1 of 12 quick download trials). Its intervals up to the stop are kept, and
-#: :func:`~tunnelbench.traffic.iperf3_json.parse_window` still checks that they cover
+#: :func:`~tunnelbench.traffic.iperf3_json.parse` still checks that they cover
 #: the window.
 SERVER_STOPPED = (INTERRUPTED[1], "getsockopt - Bad file descriptor")
 
@@ -239,7 +239,7 @@ class Iperf3(Generator):
         for port, doc in zip(ports, docs, strict=True):
             # Stored with the document, so the goodput can be recomputed from the store.
             doc[iperf3_json.WINDOW_KEY] = {"offset_s": round(offsets[port], 4)}
-        measured = [iperf3_json.parse_window(doc, settings.duration) for doc in docs]
+        measured = [iperf3_json.parse(doc, settings.duration) for doc in docs]
         result = _combine(mode, measured, docs)
         result.warmup = ended
         return result
@@ -273,6 +273,7 @@ def _combine(
         # Each receiver's jitter is already the mean over its streams.
         jitter_ms=sum(r.jitter_ms for r in udp) / len(udp) if udp else None,
         congestion=",".join(senders) or None,
+        window_s=min((m.window_s for m in measured if m.window_s is not None), default=None),
     )
 
 
