@@ -111,7 +111,8 @@ def _case(suite: dict[str, Any], name: str) -> TrialRecord:
             continue
         if wan not in ("unset", "delay", "loss", "mathis", None) and link.get("queue") != wan:
             continue
-        if wan is None and (link.get("queue") or link.get("delay")):
+        # The suite's own baseline, not the one its OpenVPN case (at 2 Mbit/s) brings.
+        if wan is None and (link.get("queue") or link.get("delay") or link["rate"] != RATE):
             continue
         candidates.append(trial)
     assert len(candidates) == 1, (name, [t.config_key for t in candidates])
