@@ -72,6 +72,7 @@ def test_an_unreachable_target_runs_every_configuration_to_the_maximum(tmp_path)
     table = tunnelbench("report", "1", "--db", str(db))
     assert "target not met" not in table.stdout  # the table verb shows only the table
     markdown = tunnelbench("report", "1", "--format", "md", "--db", str(db)).stdout
+    markdown = " ".join(markdown.split())  # its lines wrap
     assert "2-3 repetitions, until the median's 95% interval is within ±0.001%" in markdown
     assert "precision: 0 of 2 configuration(s) within ±0.001%" in markdown
 

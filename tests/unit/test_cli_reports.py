@@ -45,13 +45,13 @@ def ok(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_markdown_to_stdout_is_the_golden_file(lab):
-    out = ok(tunnelbench("report", "--format", "md", "--db", "queue-comparison.db", cwd=lab))
+    out = ok(tunnelbench("report", "--format", "md-full", "--db", "queue-comparison.db", cwd=lab))
     assert out == (GOLDEN / "queue-comparison.md").read_text()
 
 
 def test_markdown_to_a_file_with_its_charts(lab):
     (lab / "out").mkdir()
-    out = ok(tunnelbench("report", "1", "--format", "md", "-o", "out/l2.md",
+    out = ok(tunnelbench("report", "1", "--format", "md-full", "-o", "out/l2.md",
                          "--db", "l2-tunnel-mtu.db", cwd=lab))  # fmt: skip
     charts = sorted(p.name for p in (lab / "out" / "l2-charts").iterdir())
     assert out == f"wrote out/l2.md and {len(charts)} charts in out/l2-charts/\n"
@@ -119,7 +119,7 @@ ERRORS = [
     (["report", "7", "--db", "l2-tunnel-mtu.db"], "run: no run 7 in 'l2-tunnel-mtu.db'"),
     (["report", "x", "--db", "l2-tunnel-mtu.db"], "run: 'x' is not a run id or 'latest'"),
     (["report", "--format", "pdf", "--db", "l2-tunnel-mtu.db"],
-     "--format: unknown value 'pdf'; allowed: table, md, html, json, csv"),
+     "--format: unknown value 'pdf'; allowed: table, md, md-full, html, json, csv"),
     (["report", "--format", "md", "-o", "missing/r.md", "--db", "l2-tunnel-mtu.db"],
      "-o: directory 'missing' does not exist"),
     (["report", "--format", "md", "-o", ".", "--db", "l2-tunnel-mtu.db"],
@@ -210,11 +210,14 @@ def test_run_writes_html_and_markdown_next_to_the_database(lab, capsys):
     assert reportcmd.write_reports(view.load(store, str(1)), as_json=False)
     stem = lab / "l2-tunnel-mtu-run1"
     assert capsys.readouterr().out == (
-        f"reports: {stem}.html, {stem}.md (charts in {stem}-charts/)\n"
+        f"reports: {stem}.html, {stem}.md (its image: {stem}-summary.png)\n"
     )
     assert Path(f"{stem}.html").read_text().startswith("<!DOCTYPE html>")
-    assert "](l2-tunnel-mtu-run1-charts/throughput.png)" in Path(f"{stem}.md").read_text()
-    assert (lab / "l2-tunnel-mtu-run1-charts" / "throughput.png").is_file()
+    # The Markdown is the one to paste into a post, its image beside it.
+    text = Path(f"{stem}.md").read_text()
+    assert "](l2-tunnel-mtu-run1-summary.png)" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert Path(f"{stem}-summary.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_run_with_json_progress_writes_the_reports_and_keeps_its_event_stream(lab, capsys):
@@ -224,7 +227,7 @@ def test_run_with_json_progress_writes_the_reports_and_keeps_its_event_stream(la
     assert capsys.readouterr().out == ""
     assert (lab / "queue-comparison-run1.html").is_file()
     assert (lab / "queue-comparison-run1.md").is_file()
-    assert (lab / "queue-comparison-run1-charts" / "throughput.png").is_file()
+    assert (lab / "queue-comparison-run1-summary.png").is_file()
 
 
 def test_a_report_that_cannot_be_written_keeps_the_results(lab, capsys, monkeypatch):

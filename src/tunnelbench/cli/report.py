@@ -18,6 +18,7 @@ from tunnelbench.report import (
     compare_page,
     csv_report,
     fit,
+    forum,
     html,
     json_report,
     markdown,
@@ -27,7 +28,9 @@ from tunnelbench.report import (
 from tunnelbench.report.view import RunView
 from tunnelbench.system import ownership
 
-REPORT_FORMATS = ("table", "md", "html", "json", "csv")
+REPORT_FORMATS = ("table", "md", "md-full", "html", "json", "csv")
+#: The formats written as a file with others beside it (an image, a charts directory).
+MARKDOWN = ("md", "md-full")
 
 
 #: What the user can fix by naming another output path (exit 2); any other error while
@@ -69,7 +72,7 @@ def output_path(
             if path.parent.exists():
                 raise UserError(f"-o: {_quoted(path.parent)} is not a directory")
             raise UserError(f"-o: directory {_quoted(path.parent)} does not exist")
-        if fmt == "md" and path.exists() and not path.is_file():
+        if fmt in MARKDOWN and path.exists() and not path.is_file():
             raise UserError(
                 f"-o: {_quoted(text)} is not a regular file; a Markdown report writes its"
                 " charts beside it: give a file name, or leave out -o for standard output"
@@ -129,9 +132,9 @@ def _write_file(path: Path, text: str) -> None:
 
 @contextmanager
 def _writing(output: Path, charts: Path | None = None) -> Iterator[None]:
-    """Turn an error while writing ``output`` (and the ``charts`` directory of a
-    Markdown report) into one line naming it; what this write created is removed
-    rather than left cut short (a full disk)."""
+    """Turn an error while writing ``output`` (and ``charts``, the charts directory or
+    the image of a Markdown report) into one line naming it; what this write created is
+    removed rather than left cut short (a full disk)."""
     existed = output.exists()
     charts_existed = charts is None or charts.exists()
     try:
@@ -140,7 +143,10 @@ def _writing(output: Path, charts: Path | None = None) -> Iterator[None]:
         if not existed and output.is_file():
             output.unlink(missing_ok=True)
         if charts is not None and not charts_existed:
-            shutil.rmtree(charts, ignore_errors=True)
+            if charts.is_dir():
+                shutil.rmtree(charts, ignore_errors=True)
+            else:
+                charts.unlink(missing_ok=True)
         where = _quoted(exc.filename if exc.filename else output)
         message = f"-o: cannot write {where}: {exc.strerror or exc}"
         if exc.errno in _PATH_ERRNOS:
@@ -173,6 +179,14 @@ def emit_markdown(output: Path, write: Callable[[Path], list[Path]]) -> None:
     print(f"wrote {output}{charts if len(written) > 1 else ''}")
 
 
+def emit_forum(output: Path, write: Callable[[Path], list[Path]]) -> None:
+    """The forum Markdown at ``output`` and its image beside it, as :func:`emit_markdown`."""
+    image = forum.summary_path(output)
+    with _writing(output, charts=image), ownership.created(output, image):
+        written = write(output)
+    print(f"wrote {output}{f' and {image}' if len(written) > 1 else ''}")
+
+
 def register(verbs: Verbs) -> None:
     report = verbs.add_parser(
         "report", help="a stored run as a table, Markdown, HTML, JSON or CSV; or two compared"
@@ -182,14 +196,23 @@ def register(verbs: Verbs) -> None:
         "--format",
         default="table",
         choices=REPORT_FORMATS,
-        help="(default table); JSON follows docs/report-schema.json, CSV has one row per trial",
+        help="(default table); md: the results to paste into a forum post, a short table"
+        " and one image; md-full: every column, finding and chart; JSON follows"
+        " docs/report-schema.json, CSV has one row per trial",
+    )
+    report.add_argument(
+        "--width",
+        metavar="COLUMNS",
+        help=f"md: the longest line (default {forum.WIDTH}; {forum.WIDTHS.start}-"
+        f"{forum.WIDTHS.stop - 1}); tables split and leave out columns to fit it",
     )
     report.add_argument(
         "-o",
         "--output",
         metavar="PATH",
-        help="write to PATH instead of standard output; Markdown also writes its charts "
-        "as PNG files into PATH's name without its suffix + '-charts/'",
+        help="write to PATH instead of standard output; md also writes its image as"
+        " PATH's name without its suffix + '-summary.png', md-full its charts as PNG files"
+        " into PATH's name without its suffix + '-charts/'",
     )
     report.add_argument(
         "--compare",
@@ -204,6 +227,7 @@ def register(verbs: Verbs) -> None:
 def handle(args: argparse.Namespace) -> int:
     if args.format not in REPORT_FORMATS:
         raise UserError(f"--format: {unknown_value(args.format, REPORT_FORMATS)}")
+    width = _width(args.width, args.format)
     sides = args.compare or ()
     read = databases_read(Path(args.db), sides, ("--compare",) * len(sides))
     output = output_path(args.output, "table" if args.compare else args.format, read)
@@ -215,16 +239,34 @@ def handle(args: argparse.Namespace) -> int:
     store = Store.read(Path(args.db))
     try:
         # An unknown run is an error before any output.
-        _report(view.load(store, ref), args.format, output, args.db)
+        _report(view.load(store, ref), args.format, output, args.db, width)
     finally:
         store.close()
     return 0
 
 
-def _report(loaded: RunView, fmt: str, output: Path | None, db: str) -> None:
+def _width(text: str | None, fmt: str) -> int:
+    """``--width``, checked before anything is read: only Markdown has lines to fit."""
+    if text is None:
+        return forum.WIDTH
+    if fmt != "md":
+        raise UserError(f"--width: only --format md has a line width, not {fmt}")
+    if not (text.isascii() and text.isdigit()) or int(text) not in forum.WIDTHS:
+        raise UserError(
+            f"--width: {shown(text)} is not a whole number of columns from"
+            f" {forum.WIDTHS.start} to {forum.WIDTHS.stop - 1}"
+        )
+    return int(text)
+
+
+def _report(loaded: RunView, fmt: str, output: Path | None, db: str, width: int) -> None:
     if fmt == "md" and output is not None:
-        emit_markdown(output, lambda path: markdown.write(loaded, path))
+        emit_forum(output, lambda path: forum.write(loaded, path, width))
     elif fmt == "md":
+        emit(forum.render(loaded, width), None)
+    elif fmt == "md-full" and output is not None:
+        emit_markdown(output, lambda path: markdown.write(loaded, path))
+    elif fmt == "md-full":
         emit(markdown.render(loaded), None)
     elif fmt == "html":
         emit(html.render(loaded), output)
@@ -264,10 +306,11 @@ def write_reports(loaded: RunView, *, as_json: bool) -> bool:
     run_id, database = loaded.run.id, loaded.database
     stem = f"{database.stem}-run{run_id}"
     page, text = database.with_name(f"{stem}.html"), database.with_name(f"{stem}.md")
+    image = forum.summary_path(text)
     try:
-        with ownership.created(page, text, markdown.charts_dir(text)):  # theirs under sudo
+        with ownership.created(page, text, image):  # theirs under sudo
             html.write(loaded, page)
-            written = markdown.write(loaded, text)
+            written = forum.write(loaded, text)
     except OSError as exc:
         print(
             f"tunnelbench: could not write the reports ({exc}); the results are stored: "
@@ -277,11 +320,11 @@ def write_reports(loaded: RunView, *, as_json: bool) -> bool:
         return False
     if as_json:
         # The JSON event stream ends with run_finished (programs rely on it); the paths
-        # follow from the database's: <db stem>-run<N>.html / .md / -charts/.
+        # follow from the database's: <db stem>-run<N>.html / .md / -summary.png.
         return True
     # Not wrapped, as the line before it: the paths are there to be copied.
     if len(written) > 1:
-        print(f"reports: {page}, {text} (charts in {markdown.charts_dir(text)}/)")
+        print(f"reports: {page}, {text} (its image: {image})")
     else:
         print(f"reports: {page}, {text}")
     return True

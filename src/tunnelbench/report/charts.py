@@ -33,7 +33,7 @@ from tunnelbench.analysis.summary import (
     ConfigSummary,
     varying_axes,
 )
-from tunnelbench.model.metrics import RTT_LOADED_P95
+from tunnelbench.model.metrics import RTT_IDLE, RTT_LOADED_P95
 from tunnelbench.model.records import TrialRecord, TrialStatus
 from tunnelbench.report.table import (
     AXIS_HEADINGS,
@@ -88,7 +88,7 @@ class Chart:
 # --- configuration labels ---
 
 
-def _label_axes(summaries: Sequence[ConfigSummary]) -> list[str]:
+def label_axes(summaries: Sequence[ConfigSummary]) -> list[str]:
     return [
         a
         for a in varying_axes(list(summaries))
@@ -96,20 +96,25 @@ def _label_axes(summaries: Sequence[ConfigSummary]) -> list[str]:
     ]
 
 
-def _label(summary: ConfigSummary, axes: Sequence[str]) -> str:
-    parts = [summary.label]
+def setting_parts(summary: ConfigSummary, axes: Sequence[str]) -> list[str]:
+    """The settings of ``axes`` as a label names them (``queue pfifo``, ``upload``)."""
+    parts = []
     for axis in axes:
         value = axis_value(summary, axis)
         if value == "-":  # e.g. the tunnel MTU of the baseline
             continue
         parts.append(value if axis in BARE_AXES else f"{AXIS_HEADINGS[axis]} {value}")
-    return " · ".join(parts)
+    return parts
+
+
+def _label(summary: ConfigSummary, axes: Sequence[str]) -> str:
+    return " · ".join([summary.label, *setting_parts(summary, axes)])
 
 
 def config_labels(summaries: Sequence[ConfigSummary]) -> dict[str, str]:
     """A short, unique label per configuration key: the tunnel and the settings that vary
     in this run (``wireguard (wireguard-go) · queue pfifo · limit 50 · upload``)."""
-    axes = _label_axes(summaries)
+    axes = label_axes(summaries)
     labels: dict[str, str] = {}
     seen: dict[str, int] = {}
     for s in summaries:
@@ -253,7 +258,7 @@ def _sweep_chart(
 ) -> Chart:
     """Goodput against one numeric setting: one line per combination of the others."""
     measured = [s for s in summaries if s.goodput is not None]
-    axes = _label_axes(summaries)
+    axes = label_axes(summaries)
 
     def lines(name_axes: list[str], strict: bool) -> dict[str, dict[int, ConfigSummary]] | None:
         out: dict[str, dict[int, ConfigSummary]] = {}
@@ -335,6 +340,32 @@ def latency_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) ->
             if part
         ),
     )
+
+
+def round_trip_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart | None:
+    """The round trip idle and under load (95th percentile) per configuration, as bars
+    beside the throughput's: the forum report's image shows both on one row each."""
+    shown = _measured(summaries)
+    if not any(s.latency is not None for s in shown):
+        return None
+    idle, _, _ = spread(shown, lambda t: t.metrics.get(RTT_IDLE.name))
+    loaded, low, high = spread(shown, lambda t: t.metrics.get(RTT_LOADED_P95.name))
+    return Chart(
+        id="round-trip",
+        title="Round trip, idle and under load",
+        kind="bar",
+        x_label="configuration",
+        y_label="round trip (ms)",
+        categories=tuple(labels[s.key] for s in shown),
+        series=(Series("idle", idle), Series("under load, p95", loaded, low, high)),
+        note="Pings every 100 ms from the client to the server; whiskers: min-max of the runs.",
+    )
+
+
+def summary_charts(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> list[Chart]:
+    """The run at a glance: throughput, and the round trip where it was measured."""
+    found = [throughput_chart(summaries, labels), round_trip_chart(summaries, labels)]
+    return [c for c in found if c is not None]
 
 
 def cpu_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart | None:

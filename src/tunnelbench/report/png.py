@@ -211,6 +211,28 @@ def figure(chart: Chart) -> "Figure":
     return fig
 
 
+def write_summary(title: str, panels: Sequence[Chart], path: Path) -> bool:
+    """Bar charts of one run side by side on one image (the forum report's): their rows
+    are the same configurations, named once, on the left. False, and nothing written,
+    when there is nothing to draw."""
+    panels = [c for c in panels if drawable(c)]
+    if not panels:
+        return False
+    rows = max(len(c.categories) * max(1, len(c.series)) for c in panels)
+    fig = _figure(WIDTH_IN * (1 + 0.5 * (len(panels) - 1)), max(3.0, 1.9 + ROW_IN * rows))
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    fig.suptitle(_short(title, 100), fontsize=11)
+    for ax, chart in zip(axes, panels, strict=True):
+        _bars(ax, chart)
+        ax.set_title(chart.title, fontsize=10)
+        ax.set_ylabel("")
+        handles, labels = ax.get_legend_handles_labels()
+        if len(handles) > 1:
+            ax.legend(handles, labels, fontsize=7, loc="lower right")
+    fig.savefig(path, metadata={"Software": None})
+    return True
+
+
 def _legend_columns(labels: Sequence[str]) -> int:
     """As many columns (up to 4) as the longest label lets fit across the figure."""
     longest = max((len(label) for label in labels), default=1)
