@@ -77,10 +77,10 @@ def test_the_image_beside_the_report_shows_the_run(tmp_path):
     assert image.read_bytes().startswith(PNG_SIGNATURE)
     assert image.stat().st_size > 10_000  # bars drawn, not an empty canvas
     text = path.read_text()
-    assert "![run 1 at a glance](post-summary.png)" in text
+    assert "![queue-comparison: run 1 at a glance](post-summary.png)" in text
     assert "upload it with the post" in text
     # Everything else is the report without its image.
-    linked = ["", "![run 1 at a glance](post-summary.png)", ""]
+    linked = ["", "![queue-comparison: run 1 at a glance](post-summary.png)", ""]
     lines = text.splitlines()
     at = lines.index(linked[1])
     note = lines[at + 2 : lines.index("", at + 2)]

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import ConfigSummary
+from tunnelbench.model.plan import Experiment
 from tunnelbench.report import findings, markdown, png, precision, tune
 from tunnelbench.report.charts import config_labels, label_axes, setting_parts, summary_charts
 from tunnelbench.report.fit import wrap
@@ -199,7 +200,8 @@ def _fit(lines: list[str], width: int) -> list[str]:
 
 
 def view_title(view: RunView) -> str:
-    return f"run {view.run.id} at a glance"
+    name = Experiment.from_dict(view.run.experiment).name or "benchmark"
+    return f"{name}: run {view.run.id} at a glance"
 
 
 def render(view: RunView, width: int = WIDTH) -> str:
