@@ -10,9 +10,19 @@ import re
 from typing import Any
 
 from tunnelbench.bench import conflicts
-from tunnelbench.echo import shown
+from tunnelbench.echo import did_you_mean, shown
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import Direction, Placement, Shaper, StreamMode, Topology, TunnelKind
+from tunnelbench.kinds import (
+    Direction,
+    Placement,
+    Protocol,
+    Queue,
+    Shaper,
+    StreamMode,
+    Topology,
+    TunnelKind,
+)
+from tunnelbench.lab.topology import CHAINS
 from tunnelbench.model import wan
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import (
@@ -22,11 +32,13 @@ from tunnelbench.model.plan import (
     HOST_KERNEL,
     REPETITIONS_DEFAULT,
     REPETITIONS_MAX,
+    ROLES,
     WARMUP_AUTO,
     AdaptiveRepetitions,
     Experiment,
     LabSettings,
     LinkSettings,
+    RoleBudgets,
     TrafficSettings,
     TrialConfig,
     TunnelSettings,
@@ -60,6 +72,11 @@ DEFAULTS: dict[str, Any] = {
     "rate": None,
     "shaper": Shaper.TBF.value,
     "queue_limit": 1000,
+    "queue": None,  # a pfifo of queue_limit packets
+    "queue_bytes": None,
+    "cpu_budget": None,  # no role held to a CPU budget
+    "congestion": None,  # the kernel's default
+    "udp": None,  # TCP
     "delay": None,  # the WAN's impairments: off
     "jitter": None,
     "loss": None,
@@ -128,6 +145,29 @@ def kinds_epilog() -> str:
     )
 
 
+def role_budgets(text: str) -> RoleBudgets:
+    """``--cpu-budget gw=50%,client=0.25``: each role's share of one core, as
+    ``lab.budget.ROLE`` takes it."""
+    shares: dict[str, float | None] = {}
+    for item in comma_list(text):
+        role, equals, share = item.partition("=")
+        role = role.strip()
+        if not equals or not share.strip():
+            raise UserError(f"--cpu-budget: {shown(item)} is not ROLE=SHARE, e.g. gw=50%")
+        if role not in ROLES:
+            raise UserError(
+                f"--cpu-budget: unknown role {shown(role)}; allowed: {', '.join(ROLES)}"
+                f"{did_you_mean(role, ROLES)}"
+            )
+        if role in shares:
+            raise UserError(f"--cpu-budget: {role} is given twice")
+        share = share.strip()
+        # A plan gives 0.5 as a number; on the command line every value is text.
+        value = float(share) if re.fullmatch(r"\d{1,3}(?:\.\d{1,6})?", share) else share
+        shares[role] = _field(f"lab.budget.{role}", f"--cpu-budget {role}", value)
+    return RoleBudgets(**shares)
+
+
 def warmup_seconds(text: str) -> int | str:
     """``--warmup``: whole seconds, or ``auto`` (until the path is in steady state)."""
     if text.strip() == WARMUP_AUTO:
@@ -164,13 +204,34 @@ def comma_list(text: str) -> list[str]:
 
 
 def add_traffic_choices(group: argparse._ActionsContainer) -> None:
-    """``--direction`` and ``--stream-mode`` (of ``run`` and ``tune``): their values are
-    the enums'."""
+    """``--direction``, ``--stream-mode`` (their values are the enums'), ``--udp`` and
+    ``--congestion``, of ``run`` and ``tune``."""
     group.add_argument("--direction", choices=[d.value for d in Direction], help="(default upload)")
     group.add_argument(
         "--stream-mode",
         choices=[m.value for m in StreamMode],
         help="one iperf3 with -P N, one pair per stream, or auto (default auto)",
+    )
+    group.add_argument(
+        "--udp",
+        metavar="RATE",
+        help="UDP at this rate per stream, e.g. 500mbit, instead of TCP (default TCP)",
+    )
+    group.add_argument(
+        "--congestion",
+        metavar="CC",
+        help="TCP's congestion control on both ends, e.g. bbr (default the kernel's)",
+    )
+
+
+def add_budget_argument(group: argparse._ActionsContainer) -> None:
+    """``--cpu-budget`` (of ``run`` and ``tune``: a budget holds the processes a trial
+    starts, and ``lab up`` starts none)."""
+    group.add_argument(
+        "--cpu-budget",
+        metavar="ROLE=SHARE,...",
+        help="hold each role's processes to a share of one core, e.g. gw=50%%,client=0.25"
+        f" (roles: {', '.join(ROLES)}; default none)",
     )
 
 
@@ -205,6 +266,15 @@ def add_lab_arguments(parser: argparse.ArgumentParser, *, kernel: bool = True) -
     )
     lab.add_argument(
         "--queue-limit", type=whole_number, help="shaper queue in packets (default 1000)"
+    )
+    lab.add_argument(
+        "--queue",
+        help=f"the WAN's queue discipline under the shaper: {', '.join(q.value for q in Queue)}"
+        " (default a pfifo"
+        " of --queue-limit packets; docs/plans.md)",
+    )
+    lab.add_argument(
+        "--queue-bytes", type=whole_number, help="with --queue bfifo: its limit in bytes"
     )
     lab.add_argument(
         "--delay",
@@ -261,8 +331,10 @@ def lab_settings(args: argparse.Namespace) -> LabSettings:
             rate=rate,
             shaper=_field("lab.wan.shaper", "--shaper", option(args, "shaper")),
             queue_limit=_field("lab.wan.queue_limit", "--queue-limit", option(args, "queue_limit")),
+            **_queue(args),
             **_impairments(args),
         ),
+        budget=role_budgets(budget) if (budget := option(args, "cpu_budget")) else RoleBudgets(),
         lan_mtu=_field("lab.lan_mtu", "--lan-mtu", option(args, "lan_mtu")),
         placement=_field("lab.placement", "--placement", option(args, "placement")),
         kernel=kernel,
@@ -271,6 +343,19 @@ def lab_settings(args: argparse.Namespace) -> LabSettings:
             memory=_field("lab.vm.memory", "--vm-memory", option(args, "vm_memory")),
         ),
     )
+
+
+def _queue(args: argparse.Namespace) -> dict[str, Any]:
+    """``--queue`` and ``--queue-bytes`` checked as their plan settings are, and together."""
+    text, size = option(args, "queue"), option(args, "queue_bytes")
+    queue: Queue | None = None if text is None else _field("lab.wan.queue", "--queue", text)
+    limit: int | None = (
+        None if size is None else _field("lab.wan.queue_bytes", "--queue-bytes", size)
+    )
+    keys = {"queue": "--queue", "queue_bytes": "--queue-bytes", **wan.PLAN_KEYS}
+    if problems := wan.conflicts(LinkSettings(queue=queue, queue_bytes=limit), keys):
+        raise UserError(problems[0])
+    return {"queue": queue, "queue_bytes": limit}
 
 
 def _impairments(args: argparse.Namespace) -> dict[str, Any]:
@@ -347,8 +432,10 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
             duration=_field("traffic.duration", "--duration", option(args, "duration")),
             warmup=_field("traffic.warmup", "--warmup", option(args, "warmup")),
             family=family,
+            **_protocol(args),
         ),
     )
+    _check_budget_roles(base.lab)
     if base.lab.wan.mtu < 1280 and family == 6:
         raise UserError(f"--wan-mtu: {base.lab.wan.mtu} is below IPv6's minimum of 1280")
     runs, adaptive = _repetitions(args)
@@ -368,6 +455,30 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
     )
     check_size(experiment, "--tunnels x --streams x --runs")
     return experiment
+
+
+def _protocol(args: argparse.Namespace) -> dict[str, Any]:
+    """``--udp RATE`` (UDP at that rate per stream) or ``--congestion`` (TCP's)."""
+    rate, congestion = option(args, "udp"), option(args, "congestion")
+    if rate is not None and congestion is not None:
+        raise UserError("--congestion: a TCP setting; it cannot go with --udp")
+    if rate is not None:
+        return {
+            "protocol": Protocol.UDP,
+            "udp_rate": _field("traffic.udp_rate", "--udp", rate),
+        }
+    if congestion is not None:
+        return {"congestion": _field("traffic.congestion", "--congestion", congestion)}
+    return {}
+
+
+def _check_budget_roles(lab: LabSettings) -> None:
+    roles = CHAINS[lab.topology].roles
+    for role in lab.budget.given():
+        if role not in roles:
+            raise UserError(
+                f"--cpu-budget: {role!r} is not a role of {lab.topology.value} ({', '.join(roles)})"
+            )
 
 
 def _repetitions(args: argparse.Namespace) -> tuple[int, AdaptiveRepetitions | None]:

@@ -12,6 +12,7 @@ from tunnelbench.cli.measuring import add_measuring_arguments, describe, finishe
 from tunnelbench.cli.options import (
     DEFAULT_TUNNELS,
     DEFAULTS,
+    add_budget_argument,
     add_lab_arguments,
     add_traffic_choices,
     build_experiment,
@@ -100,6 +101,7 @@ def register(verbs: Verbs) -> None:
         "--family", type=whole_number, help="IP version of the traffic: 4 or 6 (default 4)"
     )
     add_lab_arguments(run)
+    add_budget_argument(experiment)
     run.set_defaults(func=handle)
 
 

@@ -15,6 +15,7 @@ from tunnelbench.bench.tune_progress import TuneJson, TuneLines, TuneProgress
 from tunnelbench.cli.measuring import add_measuring_arguments, describe, finished, holding
 from tunnelbench.cli.options import (
     DEFAULTS,
+    add_budget_argument,
     add_lab_arguments,
     add_traffic_choices,
     build_experiment,
@@ -106,6 +107,7 @@ def register(verbs: Verbs) -> None:
     add_traffic_choices(start)
     start.add_argument("--family", type=whole_number, help="IP version: 4 or 6 (default 4)")
     add_lab_arguments(tune, kernel=False)
+    add_budget_argument(start)
     tune.set_defaults(func=handle)
 
 

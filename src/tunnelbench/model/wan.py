@@ -65,9 +65,11 @@ def conflicts(wan: LinkSettings, keys: Mapping[str, str] = PLAN_KEYS) -> list[st
         )
     if wan.queue_bytes is not None and wan.queue is not Queue.BFIFO:
         queue = wan.queue.value if wan.queue is not None else "pfifo (the default)"
+        named = keys.get("queue", "lab.wan.queue")
+        fix = f"set {named} = 'bfifo'" if named.startswith("lab.") else f"give {named} bfifo"
         found.append(
-            f"lab.wan.queue_bytes: {wan.queue_bytes} is a bfifo's limit in bytes, but"
-            f" lab.wan.queue is {queue}; set lab.wan.queue = 'bfifo'"
+            f"{keys.get('queue_bytes', 'lab.wan.queue_bytes')}: {wan.queue_bytes} is a bfifo's"
+            f" limit in bytes, but {named} is {queue}; {fix}"
         )
     return found
 
