@@ -3,6 +3,8 @@ UDP at a rate, TCP's congestion control, a CPU budget per role) give the configu
 the same settings give in a plan file; bad values are refused in the golden error cases
 (tests/fixtures/golden/cli-errors.json)."""
 
+from collections.abc import Sequence
+
 import pytest
 
 from tunnelbench.bench import planfile
@@ -30,7 +32,7 @@ streams = 1
 """
 
 
-def _keys(configs: list[TrialConfig]) -> set[tuple]:
+def _keys(configs: Sequence[TrialConfig]) -> set[tuple]:
     """What the options set, configuration by configuration."""
     return {
         (

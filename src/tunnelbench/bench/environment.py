@@ -67,11 +67,12 @@ def capability_record(caps: Capabilities) -> dict[str, Any]:
     }
 
 
-def machine() -> dict[str, Any]:
-    """What :func:`collect` records of the machine itself: its kernel, CPU and cores."""
+def machine(cpuinfo: str | None = None) -> dict[str, Any]:
+    """What :func:`collect` records of the machine itself: its kernel, CPU and cores
+    (``cpuinfo``: ``/proc/cpuinfo``'s text, read here if not given)."""
     return {
         "kernel": platform.release(),
-        "cpu_model": cpu_model(_read("/proc/cpuinfo") or ""),
+        "cpu_model": cpu_model(_read("/proc/cpuinfo") or "" if cpuinfo is None else cpuinfo),
         "cores": os.cpu_count(),
     }
 
@@ -83,12 +84,10 @@ def collect(versions: dict[str, str], caps: Capabilities | None = None) -> dict[
     ip_version = ask([ip, "-V"], check=False).stdout.strip()
     cpuinfo = _read("/proc/cpuinfo") or ""
     return {
-        "kernel": platform.release(),
+        **machine(cpuinfo),
         "kernel_build": platform.version(),
         "machine": platform.machine(),
-        "cpu_model": cpu_model(cpuinfo),
         "cpu_flags": cpu_flags(cpuinfo),
-        "cores": os.cpu_count(),
         "cpu_governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         "python": sys.version.split()[0],
         "tunnelbench": __version__,

@@ -44,6 +44,13 @@ def overheads(db: Path) -> Overheads:
     return learn(runs, timed, environment.machine())
 
 
+def traffic_seconds(trial: TimedTrial) -> float:
+    """The part of a trial's wall time that was traffic: its warm-up, as it ended where it
+    ended on evidence (else as its settings had it), and its window."""
+    warmup = trial.warmup_s if trial.warmup_s is not None else trial.expected_warmup
+    return trial.duration + warmup
+
+
 def learn(runs: list[RunRecord], timed: list[TimedTrial], machine: Mapping[str, Any]) -> Overheads:
     """The medians of the trials of ``runs`` whose machine is ``machine``."""
     here = {r.id: r for r in runs if all(r.environment.get(k) == machine[k] for k in MACHINE_KEYS)}
@@ -52,7 +59,7 @@ def learn(runs: list[RunRecord], timed: list[TimedTrial], machine: Mapping[str, 
         if trial.run_id not in here or trial.lab_fresh is None:
             continue
         field = ("vm_" if trial.in_vm else "") + ("built_s" if trial.lab_fresh else "kept_s")
-        samples.setdefault(field, []).append(max(0.0, trial.seconds - trial.traffic_s))
+        samples.setdefault(field, []).append(max(0.0, trial.seconds - traffic_seconds(trial)))
     samples["vm_boot_s"] = [
         trial.started_at - here[trial.run_id].started_at - RUN_START_S
         for trial in timed

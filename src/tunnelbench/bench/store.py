@@ -675,7 +675,7 @@ class Store:
 
     def timed_trials(self, limit: int) -> list[TimedTrial]:
         """The newest ``limit`` trials that finished (ok), newest first, with their
-        wall-clock span and what decides their cost besides the traffic."""
+        wall-clock span and what their traffic took."""
         with self._reading() as db:
             rows = db.execute(
                 "SELECT t.run_id, t.seq, t.config, t.resolved, t.started_at, t.ended_at,"
@@ -688,14 +688,15 @@ class Store:
             settings = TrialConfig.from_dict(json.loads(config))
             facts = Resolved.from_dict(json.loads(resolved))
             traffic = settings.traffic
-            warmup = warmup_s if warmup_s is not None else traffic.expected_warmup
             timed.append(
                 TimedTrial(
                     run_id=run_id,
                     seq=seq,
                     started_at=started_at,
                     seconds=ended_at - started_at,
-                    traffic_s=traffic.duration + warmup,
+                    duration=traffic.duration,
+                    warmup_s=warmup_s,
+                    expected_warmup=traffic.expected_warmup,
                     in_vm=settings.lab.in_vm,
                     lab_fresh=facts.lab_fresh,
                 )

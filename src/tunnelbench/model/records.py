@@ -207,7 +207,9 @@ class TimedTrial:
     seq: int
     started_at: float  # Unix time
     seconds: float  # its whole wall time: lab, probes, traffic, storing
-    traffic_s: float  # its warm-up (as it ended, where it ended on evidence) and window
+    duration: int  # its measured window, s
+    warmup_s: float | None  # its "auto" warm-up as it ended; None: a fixed one, or unrecorded
+    expected_warmup: float  # what its settings made of the warm-up before it ran
     in_vm: bool
     lab_fresh: bool | None  # its lab built for it; None: stored before this was recorded
 

@@ -42,6 +42,8 @@ from tunnelbench.errors import LabError
 from tunnelbench.probes.process import TICKS_PER_SECOND
 
 PF_KTHREAD = 0x00200000  # include/linux/sched.h
+#: Where the flags are among a `stat` line's fields after the command name (field 9 of proc(5)).
+FLAGS = 6
 NETNS_DIR = Path("/run/netns")  # where `ip netns` mounts the named namespaces
 TOP = 5  # outside processes kept by name with each trial
 
@@ -69,7 +71,7 @@ def parse_stat(text: str) -> ProcessTimes:
         start=int(fields[19]),
         own=int(fields[11]) + int(fields[12]),
         reaped=int(fields[13]) + int(fields[14]),
-        kernel_thread=bool(int(fields[6]) & PF_KTHREAD),
+        kernel_thread=_kthread(fields[FLAGS]),
     )
 
 
@@ -121,11 +123,16 @@ def read_raw(proc: Path = Path("/proc")) -> dict[int, tuple[str, str | None]]:
 
 
 def _kernel_thread(stat: str) -> bool:
-    """Whether a ``stat`` line's flags (field 9) have ``PF_KTHREAD``; False if unreadable."""
+    """Whether a ``stat`` line is a kernel thread's, splitting only up to its flags;
+    False if unreadable."""
     try:
-        return bool(int(stat.rsplit(")", 1)[1].split(None, 7)[6]) & PF_KTHREAD)
+        return _kthread(stat.rsplit(")", 1)[1].split(None, FLAGS + 1)[FLAGS])
     except (IndexError, ValueError):
         return False
+
+
+def _kthread(flags: str) -> bool:
+    return bool(int(flags) & PF_KTHREAD)
 
 
 def from_raw(raw: Mapping[int, tuple[str, str | None]]) -> Scan:
