@@ -222,3 +222,22 @@ def test_not_probed_is_said_with_its_reason():
     assert f"link vxlan                   not probed  {DENIED}" in lines
     assert lines[-2:] == doctor.NOT_PROBED_NOTE.splitlines()
     assert "cpus online                  no          0 ()" in lines
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_details_wrap_under_their_column_to_the_terminals_width(width):
+    report = doctor.collect(VM)
+    whole = doctor.render(report).splitlines()
+    lines = doctor.render(report, width).splitlines()
+    column = whole[2].index("detail")
+    for line in lines:
+        # Longer only where one word (a path, a module) is longer than the room.
+        assert len(line) <= width or " " not in line[column:], line
+    # Each row's detail, its wrapped lines joined, is the detail of the unwrapped table.
+    rows: list[str] = []
+    for line in lines[2:]:
+        if line[:column].strip():
+            rows.append(line.rstrip())
+        else:
+            rows[-1] += " " + line[column:]
+    assert rows == [line for line in whole[2:] if line]

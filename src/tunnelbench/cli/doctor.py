@@ -19,6 +19,8 @@ from tunnelbench.cli.parsing import Verbs
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.plan import HOST_KERNEL, TunnelSettings, VmSettings
+from tunnelbench.report import fit
+from tunnelbench.report.fit import wrap
 from tunnelbench.system import probing, programs
 from tunnelbench.system.probing import Capabilities, Check, Program
 from tunnelbench.traffic.iperf3 import THREADED_SINCE
@@ -42,6 +44,8 @@ SECTIONS = {
     "cpus": "cpus",
 }
 IPERF2_NOTE = "traffic.generator = iperf2: multi-threaded, all streams in one process"
+#: The narrowest the detail column is wrapped to.
+MIN_DETAIL = 24
 NOT_PROBED_NOTE = (
     "not probed: tunnelbench could not test this here. Configurations that need it are\n"
     "not skipped; a run that uses it reports the real error."
@@ -245,8 +249,9 @@ def collect(caps: Capabilities | None = None) -> dict[str, Any]:
     }
 
 
-def render(report: dict[str, Any]) -> str:
-    """A plain aligned table: capability, status, detail."""
+def render(report: dict[str, Any], width: int | None = None) -> str:
+    """A plain aligned table: capability, status, detail; with ``width``, the details
+    (and the lines around the table) wrapped to it, each under its own column."""
     rows = [["capability", "status", "detail"]]
     for section, label in SECTIONS.items():
         for name, entry in report.get(section, {}).items():
@@ -254,11 +259,22 @@ def render(report: dict[str, Any]) -> str:
             rows.append([f"{label} {name}", entry["status"], entry["detail"] + hint])
     widths = [max(len(row[i]) for row in rows) for i in range(2)]
     rows.insert(1, ["-" * widths[0], "-" * widths[1], "-" * len("detail")])
-    lines = [f"kernel {report['kernel']}{_in_vm(report.get('vm'))}", ""]
-    lines += [f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}".rstrip() for row in rows]
+    lead = " " * (widths[0] + widths[1] + 4)
+    lines = _wrapped(f"kernel {report['kernel']}{_in_vm(report.get('vm'))}", width, "  ")
+    lines.append("")
+    for row in rows:
+        head = f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  "
+        # A detail column narrower than this reads worse wrapped than left long.
+        room = None if width is None else max(width, len(lead) + MIN_DETAIL)
+        detail = wrap(row[2], room, indent=head, hanging=lead) if room and row[2] else []
+        lines += detail or [f"{head}{row[2]}".rstrip()]
     if any(row[1] == "not probed" for row in rows):
-        lines += ["", NOT_PROBED_NOTE]
+        lines += ["", *_wrapped(NOT_PROBED_NOTE, width, "")]
     return "\n".join(lines) + "\n"
+
+
+def _wrapped(text: str, width: int | None, hanging: str) -> list[str]:
+    return [text] if width is None else wrap(text, width, hanging=hanging)
 
 
 def _in_vm(vm: dict[str, Any] | None) -> str:
@@ -280,7 +296,8 @@ def main(as_json: bool, kernel: str = HOST_KERNEL, vm: VmSettings | None = None)
     else:
         require_root("tunnelbench doctor --kernel")
         report = guest_trials.doctor(kernels.locate(kernel), vm or VmSettings())
-    print(json.dumps(report, indent=2) if as_json else render(report), end="\n" if as_json else "")
+    text = json.dumps(report, indent=2) + "\n" if as_json else render(report, fit.width())
+    print(text, end="")
     return 0
 
 
