@@ -133,7 +133,7 @@ def test_plan_show_marks_what_this_kernel_lacks_without_root(user, tmp_path):
         [*(prefix if user == "nobody" else []), sys.executable, "-m", "tunnelbench"]
         + ["plan", "show", str(plan), "--quick"],
         capture_output=True, text=True, timeout=60, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "300"},
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert "= 16 trials" in shown.stdout

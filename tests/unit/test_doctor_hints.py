@@ -32,7 +32,8 @@ KERNEL_SECTIONS = ("tunnels", "qdiscs", "esp")
 def doctor(*args: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "tunnelbench", "doctor", *args],
-        env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400"}, capture_output=True,
+        text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout

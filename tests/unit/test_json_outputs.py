@@ -101,8 +101,8 @@ def test_plan_show_json(tmp_path: Path) -> None:
     # The text says the same numbers.
     text = subprocess.run(
         [sys.executable, "-m", "tunnelbench", "plan", "show", str(plan)],
-        env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True,
-        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "300"}, capture_output=True,
+        text=True, timeout=120,
     ).stdout  # fmt: skip
     assert "= 20 trials" in text
 

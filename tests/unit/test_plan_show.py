@@ -3,6 +3,8 @@
 whether this machine runs it; the order line says how rows become trials."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,13 +17,29 @@ from tunnelbench.vm import machine
 ROOT = Path(__file__).parents[2]
 
 
-def _show(*args: str) -> str:
+def _show(*args: str, columns: int = 300) -> str:
+    """``plan show``'s output; ``columns`` wide, by default wide enough for every line."""
     done = subprocess.run(
         [sys.executable, "-m", "tunnelbench", "plan", "show", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "COLUMNS": str(columns)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def test_the_prose_wraps_to_the_terminal_and_the_table_stays_whole():
+    wide, narrow = (
+        _show("scenarios/queue-comparison.toml"),
+        _show("scenarios/queue-comparison.toml", columns=80),
+    )
+    table = [line for line in wide.splitlines() if re.match(r"(#|\d+) +(tunnel|none|wire)", line)]
+    assert table and all(line in narrow.splitlines() for line in table)
+    prose = [line for line in narrow.splitlines() if line not in table]
+    assert max(len(line) for line in wide.splitlines()) > 80
+    assert all(len(line) <= 80 for line in prose), prose
+    # Wrapped, not cut: the same words.
+    assert " ".join(narrow.split()) == " ".join(wide.split())
 
 
 def test_one_row_per_configuration_with_its_runs_and_whether_it_runs_here():

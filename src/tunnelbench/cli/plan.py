@@ -19,6 +19,7 @@ from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.kinds import Order
 from tunnelbench.model.plan import TrialConfig, expand, flatten, varying_paths
 from tunnelbench.model.wan import format_pct, format_us
+from tunnelbench.report import fit
 from tunnelbench.units import format_rate
 
 #: Settings that are rates in bit/s, shown as a plan writes them (``100mbit``).
@@ -97,7 +98,9 @@ def _source(overheads: Overheads, *fields: str) -> str:
     return f"medians of {what} stored here"
 
 
-def render(plan: Plan, overheads: Overheads = REFERENCE) -> str:
+def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = None) -> str:
+    """What the plan runs; with ``width``, the prose wrapped to it (the table of
+    configurations is left whole: its rows are read across)."""
     experiment = plan.experiment
     lines = [f"plan {plan.name} ({plan.source})"]
     if plan.description:
@@ -172,9 +175,10 @@ def render(plan: Plan, overheads: Overheads = REFERENCE) -> str:
         cells = [str(number), config.tunnel.kind.value, *(_cell(flat[p], p) for p in paths)]
         rows.append([*cells, count(experiment.repetitions), status])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    head, lines = lines, []
     for row in [header, *rows]:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    lines.append("")
+    table, lines = lines, [""]
     lines.append(_order(experiment.order, len(configs)))
     if skipped:
         counts = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
@@ -185,7 +189,9 @@ def render(plan: Plan, overheads: Overheads = REFERENCE) -> str:
         lines.append("")
         lines.append(f"skipped {where}: {sum(counts.values())} trial(s)")
         lines += [f"  {reason} ({count} trials)" for reason, count in counts.items()]
-    return "\n".join(lines)
+    if width is not None:
+        head, lines = fit.wrapped(head, width), fit.wrapped(lines, width)
+    return "\n".join([*head, *table, *lines])
 
 
 def _order(order: Order, configurations: int) -> str:
@@ -243,5 +249,6 @@ def register(verbs: Verbs) -> None:
 def show_plan(args: argparse.Namespace) -> int:
     plan = planfile.load(Path(args.plan), quick=args.quick)
     overheads = learned.overheads(Path(args.db))
-    print(json.dumps(to_json(plan, overheads), indent=2) if args.json else render(plan, overheads))
+    text = json.dumps(to_json(plan, overheads), indent=2) if args.json else None
+    print(text if text is not None else render(plan, overheads, fit.width()))
     return 0
