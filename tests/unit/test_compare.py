@@ -263,3 +263,22 @@ def test_selector_values_are_parsed_like_plan_files():
 def test_only_table_markdown_json_and_html(l2):
     with pytest.raises(UserError, match="'csv' is not available for a comparison"):
         compare_page.build_and_render("1", "1", l2, "csv")
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_table_fits_the_terminal_keeping_both_verdicts(queue, width):
+    comparison = selected(queue, "lab.wan.queue_limit=50", "lab.wan.queue_limit=1000")
+    text = compare.render_table(comparison, width)
+    # Longer only where one word (the database's path) is longer than the line.
+    assert all(len(line) <= width or " " not in line.strip() for line in text.splitlines())
+    full = compare.render_table(comparison)
+    assert max(len(line) for line in full.splitlines()) > width
+    if width == 120:  # a table still: the verdicts kept, the rest named
+        assert "verdict" in text and "RTT p95 verdict" in text
+        assert "(left out to fit 120 columns: A retrans, B retrans, 95% CI" in text
+    else:  # a paragraph a pair: every column, each named
+        one = " ".join(text.split())
+        assert "none · pfifo · upload: A Mbit/s 956; B Mbit/s 956; B/A 1.000;" in one
+        assert "verdict too few runs (3 vs 3), within noise;" in one
+        assert "RTT p95 verdict -; A retrans 87*; B retrans 0*" in one
+        assert "left out" not in text

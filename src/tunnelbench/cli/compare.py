@@ -13,7 +13,7 @@ from pathlib import Path
 from tunnelbench.cli.options import parse_milliseconds, parse_percent
 from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.cli.report import databases_read, emit, emit_markdown, output_path
-from tunnelbench.report import compare, compare_page
+from tunnelbench.report import compare, compare_page, fit
 
 SIDE_HELP = (
     "RUN, latest, DATABASE (its latest run) or DATABASE:RUN, optionally followed by "
@@ -88,7 +88,8 @@ def handle(args: argparse.Namespace) -> int:
     if output is not None and args.format == "md":
         emit_markdown(output, lambda path: compare_page.write_markdown(comparison, path))
     else:
-        emit(compare_page.render(comparison, args.format), output)
+        width = fit.width() if output is None else None  # a file has every column
+        emit(compare_page.render(comparison, args.format, width), output)
     failed = [
         gate(comparison, limits.slower_pct) if limits.slower_pct is not None else 0,
         latency_gate(comparison, limits),

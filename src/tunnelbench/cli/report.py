@@ -294,7 +294,14 @@ def _compare(args: argparse.Namespace, output: Path | None) -> int:
             f"--compare: name both runs after --compare, not {shown(args.run)} before it"
         )
     a, b = args.compare
-    text = compare_page.build_and_render(a, b, Path(args.db), args.format, where=("--compare",) * 2)
+    text = compare_page.build_and_render(
+        a,
+        b,
+        Path(args.db),
+        args.format,
+        where=("--compare",) * 2,
+        width=fit.width() if output is None else None,  # a file has every column
+    )
     emit(text, output)
     return 0
 

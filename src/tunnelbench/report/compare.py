@@ -32,7 +32,7 @@ from tunnelbench.errors import UserError
 from tunnelbench.model.plan import ROLES, Experiment, flatten
 from tunnelbench.model.records import NO_VM, TCG, RunRecord
 from tunnelbench.report import view
-from tunnelbench.report.fit import aligned
+from tunnelbench.report.fit import aligned, fitted, wrap, wrapped
 from tunnelbench.report.markdown import escape
 from tunnelbench.report.markdown import table as markdown_table
 from tunnelbench.report.runs import utc
@@ -452,14 +452,51 @@ def explanation(comparison: Comparison) -> list[str]:
     return lines
 
 
-def render_table(comparison: Comparison) -> str:
+#: What the terminal leaves out first when the table is wider than it: the verdicts,
+#: goodput's and the round trip's, stay longest, with the ratio they are about.
+DROPPABLE = (
+    "A retrans",
+    "B retrans",
+    "95% CI",
+    "A p95 ms",
+    "B p95 ms",
+    "p",
+    "A Mbit/s",
+    "B Mbit/s",
+)
+
+
+def render_table(comparison: Comparison, width: int | None = None) -> str:
+    """The terminal's comparison; with ``width``, within it: the prose wrapped and the
+    table without its :data:`DROPPABLE` columns, in order, until it fits, saying which."""
     header, body = rows(comparison)
     numeric = {i for i, h in enumerate(header) if h in NUMERIC}
-    out = [f"A: {comparison.a.describe()}", f"B: {comparison.b.describe()}"]
-    out += environment_lines(comparison)
-    out += ["", *aligned(header, body, numeric)]
-    out += ["", *explanation(comparison)]
-    return "\n".join(out)
+    head = [f"A: {comparison.a.describe()}", f"B: {comparison.b.describe()}"]
+    head += environment_lines(comparison)
+    tail = explanation(comparison)
+    if width is None:
+        table = aligned(header, body, numeric)
+    else:
+        head, tail = wrapped(head, width), wrapped(tail, width)
+        table, left_out = fitted(header, body, numeric, width, DROPPABLE)
+        if max(map(len, table)) > width:
+            # Still wider: a paragraph a pair, every column named, nothing left out.
+            table, left_out = _records(header, body, width, header.index("A Mbit/s") - 1), []
+        if left_out:
+            table += wrap(f"(left out to fit {width} columns: {', '.join(left_out)})", width)
+    return "\n".join([*head, "", *table, "", *tail])
+
+
+def _records(header: list[str], body: list[list[str]], width: int, axes: int) -> list[str]:
+    """Each pair as ``tunnel · axes: heading value; ...`` wrapped to ``width``; the
+    first ``axes`` + 1 cells name the pair."""
+    out: list[str] = []
+    for row in body:
+        named = " · ".join(c for c in row[: axes + 1] if c and c != "-")
+        rest = zip(header[axes + 1 :], row[axes + 1 :], strict=True)
+        cells = "; ".join(f"{h} {c}" for h, c in rest)
+        out += wrap(f"{named}: {cells}", width, hanging="    ")
+    return out
 
 
 def render_markdown(comparison: Comparison) -> str:

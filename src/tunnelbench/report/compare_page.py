@@ -106,15 +106,16 @@ def page(comparison: Comparison) -> str:
     )
 
 
-def render(comparison: Comparison, fmt: str) -> str:
-    """The comparison in ``fmt`` (one of :data:`compare.FORMATS`) for standard output."""
+def render(comparison: Comparison, fmt: str, width: int | None = None) -> str:
+    """The comparison in ``fmt`` (one of :data:`compare.FORMATS`); ``width``: the
+    terminal's, where the table is shown on it."""
     if fmt == "json":
         return compare.render_json(comparison)
     if fmt == "html":
         return page(comparison)
-    return (
-        compare.render_table(comparison) if fmt == "table" else compare.render_markdown(comparison)
-    )
+    if fmt == "table":
+        return compare.render_table(comparison, width)
+    return compare.render_markdown(comparison)
 
 
 def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
@@ -131,8 +132,14 @@ def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
 
 
 def build_and_render(
-    a: str, b: str, db: Path, fmt: str, *, where: tuple[str, str] = ("A", "B")
+    a: str,
+    b: str,
+    db: Path,
+    fmt: str,
+    *,
+    where: tuple[str, str] = ("A", "B"),
+    width: int | None = None,
 ) -> str:
     """``a`` against ``b`` in ``fmt``: what ``report --compare`` prints."""
     compare.check_format(fmt)
-    return render(compare.build(a, b, db, where=where), fmt)
+    return render(compare.build(a, b, db, where=where), fmt, width)
