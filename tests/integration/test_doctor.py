@@ -50,7 +50,8 @@ def _doctor(*, as_json: bool, prefix: Sequence[str] = (), python: str = sys.exec
     return subprocess.run(
         [*prefix, python, "-c", DOCTOR.format(as_json)],
         capture_output=True, text=True, timeout=120, cwd="/",
-        env={**os.environ, "PYTHONPATH": str(REPO / "src"), **env},
+        # Wide enough that no line wraps: the wrapping is the unit tests' (test_doctor).
+        env={**os.environ, "PYTHONPATH": str(REPO / "src"), "COLUMNS": "400", **env},
     )  # fmt: skip
 
 
