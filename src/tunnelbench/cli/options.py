@@ -269,9 +269,9 @@ def add_lab_arguments(parser: argparse.ArgumentParser, *, kernel: bool = True) -
     )
     lab.add_argument(
         "--queue",
-        help=f"the WAN's queue discipline under the shaper: {', '.join(q.value for q in Queue)}"
-        " (default a pfifo"
-        " of --queue-limit packets; docs/plans.md)",
+        help="the WAN's queue discipline under the shaper: "
+        + ", ".join(q.value for q in Queue)
+        + " (default a pfifo of --queue-limit packets; docs/plans.md)",
     )
     lab.add_argument(
         "--queue-bytes", type=whole_number, help="with --queue bfifo: its limit in bytes"

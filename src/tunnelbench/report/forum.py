@@ -83,7 +83,8 @@ def results(summaries: list[ConfigSummary], width: int) -> list[str]:
     labels = config_labels(summaries)
     axes = label_axes(summaries)
     left_out = ["RTT ms idle→p95"] if all(s.latency is None for s in summaries) else []
-    one = [(None, [_row(s, labels[s.key]) for s in summaries])]
+    Groups = list[tuple[str | None, list[list[str]]]]
+    one: Groups = [(None, [_row(s, labels[s.key]) for s in summaries])]
     # A tunnel's own settings (its MTU, cipher) name its row; the lab's and the traffic's
     # name the group, which a baseline shares with its tunnels.
     tunnel = [a for a in axes if a.startswith("tunnel.")]
@@ -93,11 +94,12 @@ def results(summaries: list[ConfigSummary], width: int) -> list[str]:
         heading = " · ".join(setting_parts(s, rest)) or "all"
         named = " · ".join([s.label, *setting_parts(s, tunnel)])
         grouped.setdefault(heading, []).append(_row(s, named))
-    candidates = [one] + ([list(grouped.items())] if len(grouped) > 1 else [])
+    split: Groups = list(grouped.items())
+    candidates = [one, split] if len(grouped) > 1 else [one]
     dropped: list[str] = []
     while True:
         for groups in candidates:
-            lines = _tables(groups, left_out)  # type: ignore[arg-type]
+            lines = _tables(groups, left_out)
             if max(map(len, lines)) <= width:
                 break
         else:
@@ -214,7 +216,7 @@ def write(view: RunView, path: Path, width: int = WIDTH) -> list[Path]:
     where the run measured something to draw; return the paths written, the report
     first."""
     image = summary_path(path)
-    panels = [c for c in summary_charts(view.summaries, config_labels(view.summaries))]
+    panels = summary_charts(view.summaries, config_labels(view.summaries))
     drawn = any(png.drawable(c) for c in panels)
     path.write_text(document(view, image.name if drawn else None, width))
     if not drawn:
