@@ -21,8 +21,13 @@ def run_plan(work: Path, plan: str, timeout: float = 300) -> view.RunView:
     """Run ``plan`` (a plan file's text) in ``work`` as a user would, and load what it
     stored: its trials, summaries and verdicts."""
     (work / "plan.toml").write_text(plan)
-    done = tunnelbench("run", "plan.toml", "--db", "r.db", "-q", cwd=work, timeout=timeout)
+    done = tunnelbench(
+        "run", "plan.toml", "--db", "r.db", "-q", "--no-reports", cwd=work, timeout=timeout
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # --no-reports: the run is stored, and nothing else is written beside it.
+    assert not [p for p in work.iterdir() if p.suffix in (".html", ".md", ".png")]
+    assert "reports:" not in done.stdout
     return latest(work / "r.db")
 
 

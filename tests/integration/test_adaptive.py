@@ -35,7 +35,7 @@ def test_an_unreachable_target_runs_every_configuration_to_the_maximum(tmp_path)
     # ±0.001% cannot be reached: two runs never agree to 10 parts in a million.
     plan.write_text('repetitions = { target = "0.001%", min = 2, max = 3 }\n' + NONE_AND_VXLAN)
     db = tmp_path / "r.db"
-    done = tunnelbench("run", str(plan), "--json", "--db", str(db), timeout=300)
+    done = tunnelbench("run", str(plan), "--json", "--no-reports", "--db", str(db), timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     # 2 configurations x 2 planned rounds, then round 3 for both: exactly 3 each.
     assert _repetitions(db) == [

@@ -24,7 +24,7 @@ def _summaries(tmp_path: Path, *args: str) -> dict[str, ConfigSummary]:
     """Runs ``tunnelbench run ARGS`` into a fresh database and summarizes the stored run,
     one summary per tunnel kind."""
     db = tmp_path / "r.db"
-    done = tunnelbench("run", *args, "-q", "--db", str(db))
+    done = tunnelbench("run", *args, "-q", "--no-reports", "--db", str(db))
     assert done.returncode == 0, done.stdout + done.stderr
     store = Store.open_existing(db)
     try:

@@ -46,7 +46,7 @@ def run_plan(tmp_path: Path, name: str, traffic: str, matrix: str) -> tuple[Stor
     plan = tmp_path / f"{name}.toml"
     plan.write_text(PLAN.format(name=name, traffic=traffic, matrix=matrix))
     db = tmp_path / "r.db"
-    done = tunnelbench("run", str(plan), "-q", "--db", str(db))
+    done = tunnelbench("run", str(plan), "-q", "--no-reports", "--db", str(db))
     assert done.returncode == 0, done.stdout + done.stderr
     store = Store(db)
     trials = store.trials(store.run("latest").id)

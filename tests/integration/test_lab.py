@@ -50,6 +50,29 @@ def test_client_reaches_server_through_the_tunnel(topology, kind):
     assert not lab.state.directory.exists()
 
 
+@pytest.mark.parametrize("topology", list(Topology))
+def test_each_veth_end_has_an_index_of_its_own_and_is_up_when_built(topology):
+    """Two ends of one index are taken by the kernel for a device on itself, whose
+    carrier then waits up to a second for the link watcher (netns.link_indexes): every
+    end's index differs from its peer's and from every other end's in the lab, and each
+    is up as soon as the build returns."""
+    lab = netns.build(LabSettings(topology=topology))
+    try:
+        ends = {}
+        for role in lab.chain.roles:
+            shown = lab.exec(role, ["ip", "-j", "link", "show", "type", "veth"]).stdout
+            for link in json.loads(shown):
+                assert link["ifindex"] != link["link_index"], (role, link)
+                assert link["operstate"] == "UP", (role, link)
+                ends[(role, link["ifname"])] = (link["ifindex"], link["link_index"])
+        assert len(ends) == 2 * len(lab.chain.links)
+        assert len({index for index, _ in ends.values()}) == len(ends)
+        # each end's peer is the other end of its pair
+        assert {peer for _, peer in ends.values()} == {index for index, _ in ends.values()}
+    finally:
+        lab.teardown()
+
+
 @pytest.mark.parametrize("shaper", list(Shaper))
 def test_wan_shaping_is_applied_on_both_ends(shaper):
     settings = LabSettings(wan=LinkSettings(rate=100_000_000, shaper=shaper, queue_limit=50))

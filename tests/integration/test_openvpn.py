@@ -53,7 +53,7 @@ def _received_bytes(store: Store, trial) -> int:
 def test_both_ciphers_carry_traffic_through_the_tunnel_and_are_recorded(tmp_path):
     plan, db = tmp_path / "plan.toml", tmp_path / "r.db"
     plan.write_text(PLAN)
-    done = tunnelbench("run", str(plan), "--db", str(db), "-q")
+    done = tunnelbench("run", str(plan), "--db", str(db), "-q", "--no-reports")
     assert done.returncode == 0, done.stdout + done.stderr
     store = Store(db)
     trials = store.trials(store.run("latest").id)

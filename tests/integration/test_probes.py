@@ -7,7 +7,7 @@ from tests.integration.helpers import tunnelbench
 from tunnelbench.bench.store import Store
 from tunnelbench.model.records import TrialRecord
 
-SHORT = ["--runs", "1", "--duration", "2", "--warmup", "1", "-q"]
+SHORT = ["--runs", "1", "--duration", "2", "--warmup", "1", "-q", "--no-reports"]
 
 
 def _trials(db: Path) -> tuple[Store, list[TrialRecord]]:

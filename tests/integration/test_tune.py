@@ -35,7 +35,7 @@ def _tune(tmp_path: Path, plan_text: str, *options: str) -> tuple[dict[str, Any]
     plan = tmp_path / "plan.toml"
     plan.write_text(plan_text)
     db = tmp_path / "tune.db"
-    done = tunnelbench("tune", str(plan), "--db", str(db), *options, timeout=600)
+    done = tunnelbench("tune", str(plan), "--db", str(db), "--no-reports", *options, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     report = tunnelbench("report", "1", "--format", "json", "--db", str(db))
     document = json.loads(report.stdout)

@@ -49,7 +49,7 @@ def run_plan(tmp_path: Path, plan: str) -> Store:
     path = tmp_path / "plan.toml"
     path.write_text(plan)
     db = tmp_path / "r.db"
-    done = tunnelbench("run", str(path), "-q", "--db", str(db))
+    done = tunnelbench("run", str(path), "-q", "--no-reports", "--db", str(db))
     assert done.returncode == 0, done.stdout + done.stderr
     return Store(db)
 

@@ -90,7 +90,7 @@ def received_bytes(store: Store, trial: Any) -> int:
 def test_a_plan_compares_every_implementation_and_records_each_version(tmp_path):
     plan, db = tmp_path / "impls.toml", tmp_path / "r.db"
     plan.write_text(PLAN)
-    done = tunnelbench("run", str(plan), "-q", "--db", str(db))
+    done = tunnelbench("run", str(plan), "-q", "--no-reports", "--db", str(db))
     assert done.returncode == 0, done.stdout + done.stderr
     store = Store(db)
     run = store.run("latest")

@@ -73,11 +73,12 @@ TOP_KEYS = (
 #: Seconds a trial costs besides its traffic where its lab is built (namespaces, links,
 #: tunnel, generator start, teardown) and where a lab kept from an earlier trial of the
 #: same lab and tunnel serves it (checked, handed over), on the 2-core reference machine:
-#: 1.0-1.4 s and 0.3-0.9 s a trial in tunnel-vs-baseline and queue-comparison --quick
-#: (more processes for more streams; a kept shaped link drains first), several iperf3
-#: clients stopped once their window has closed (docs/statistics.md).
-TRIAL_OVERHEAD_S = 1.3
-KEPT_TRIAL_OVERHEAD_S = 0.6
+#: medians of 0.33 s and 0.24 s in every-tunnel --quick (OpenVPN's set-up 1.6 s), more
+#: where a kept shaped link drains first or several iperf3 clients are stopped once their
+#: window has closed (docs/statistics.md). A built lab cost 0.95 s more until each veth
+#: end had an index of its own (tunnelbench.lab.netns.link_indexes).
+TRIAL_OVERHEAD_S = 0.5
+KEPT_TRIAL_OVERHEAD_S = 0.4
 #: A lab on another kernel, in a VM under emulation (TCG) on the 2-core reference
 #: machine: the guest's start (boot, tunnelbench's start, its capability probe: 51.3 s to
 #: the first trial), a trial in a kept lab (5.8-6.1 s besides its traffic, `benchmarks

@@ -54,6 +54,12 @@ def add_measuring_arguments(parser: argparse.ArgumentParser) -> None:
         help="run even while another tunnelbench measurement runs on this machine (both"
         " runs' figures are then false; recorded with the run)",
     )
+    parser.add_argument(
+        "--no-reports",
+        action="store_true",
+        help="store the run only: no HTML and Markdown reports beside the database"
+        " (`tunnelbench report` writes them later)",
+    )
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     shown.add_argument("--json", action="store_true", help="progress as JSON lines, no table")
@@ -82,10 +88,11 @@ def describe(args: argparse.Namespace, store: Store, run_id: int) -> None:
         store.set_label(run_id, args.label, args.notes)
 
 
-def finished(loaded: RunView, db: str, *, as_json: bool) -> bool:
+def finished(loaded: RunView, db: str, *, as_json: bool, reports: bool = True) -> bool:
     """The end of a verb that measured: the run's table and findings (not in JSON mode,
     whose event stream has said everything), where it is stored, and the reports beside
-    the database; whether the reports could be written."""
+    the database unless ``reports`` is False; whether the reports asked for could be
+    written."""
     if not as_json:
         run_id = loaded.run.id
         print()
@@ -94,4 +101,4 @@ def finished(loaded: RunView, db: str, *, as_json: bool) -> bool:
         print(text)
         # Not wrapped: scripts and users find the run by this line, path and command whole.
         print(f"\nstored as run {run_id} in {db}; `tunnelbench report {run_id} --db {db}`")
-    return write_reports(loaded, as_json=as_json)
+    return write_reports(loaded, as_json=as_json) if reports else True

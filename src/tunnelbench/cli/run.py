@@ -150,7 +150,7 @@ def _remote(args: argparse.Namespace) -> int:
                 describe(args, store, run_id)
                 loaded = view.load(store, str(run_id))
                 failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
-                reported = finished(loaded, args.db, as_json=args.json)
+                reported = finished(loaded, args.db, as_json=args.json, reports=not args.no_reports)
     except LabError as exc:
         # What the hosts keep of a run that failed is said with why it failed.
         raise LabError("; ".join([str(exc), *session.problems])) from None
@@ -199,5 +199,5 @@ def _execute(args: argparse.Namespace, prepared: runner.Prepared, store: Store, 
     runner.execute(prepared, store, run_id, progress=display)
     loaded = view.load(store, str(run_id))
     failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
-    reported = finished(loaded, args.db, as_json=args.json)
+    reported = finished(loaded, args.db, as_json=args.json, reports=not args.no_reports)
     return 1 if failed or not reported else 0

@@ -201,5 +201,7 @@ def _execute(args: argparse.Namespace, store: Store, run_id: int, record: TuneRe
         display = TuneLines()
     status = tuning.Session(store, run_id, record, display).execute()
     # A failed candidate's trials are a verdict on it, not a failure of the session.
-    reported = finished(view.load(store, str(run_id)), args.db, as_json=args.json)
+    reported = finished(
+        view.load(store, str(run_id)), args.db, as_json=args.json, reports=not args.no_reports
+    )
     return 0 if status is RunStatus.COMPLETE and reported else 1

@@ -97,9 +97,11 @@ def limited_by(verdict: Finding) -> str:
 
 
 def axis_value(summary: ConfigSummary, path: str) -> str:
-    value: object = summary.config.to_dict()
+    # Attribute by attribute: the configuration's to_dict() (dataclasses.asdict) for
+    # every cell took 0.3 s of a 20-configuration report.
+    value: object = summary.config
     for part in path.split("."):
-        value = value[part]  # type: ignore[index]
+        value = getattr(value, part)
     if path in ("lab.wan.rate", "traffic.udp_rate"):
         return "-" if value is None else f"{mbit(value):g}M"  # type: ignore[arg-type]
     if path == "tunnel.cpu_budget" or path.startswith("lab.budget."):
