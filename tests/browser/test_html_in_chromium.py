@@ -140,7 +140,8 @@ def test_report_loads_offline_without_errors_with_every_chart(name, tmp_path):
 
 
 # Run in a copy of the page (its policy forbids scripts): every element that reaches
-# past the viewport's edges, outside the boxes meant to scroll (the results table).
+# past the viewport's edges, outside the boxes meant to scroll; and each of those boxes
+# that does scroll ("SCROLLS": part of its table is behind a scrollbar).
 CLIPPED = """<script>
 const width = document.documentElement.clientWidth, out = [];
 for (const el of document.querySelectorAll("body *")) {
@@ -148,6 +149,11 @@ for (const el of document.querySelectorAll("body *")) {
   const box = el.getBoundingClientRect();
   if (box.width > 0 && (box.right > width + 1 || box.left < -1))
     out.push(`${el.tagName} ${el.id} ${(el.textContent || "").slice(0, 50)}`);
+}
+for (const box of document.querySelectorAll(".scroll")) {
+  const edge = box.getBoundingClientRect();
+  if (box.scrollWidth > box.clientWidth + 1 || edge.right > width + 1 || edge.left < -1)
+    out.push(`SCROLLS ${box.className} by ${box.scrollWidth - box.clientWidth} px`);
 }
 document.body.setAttribute("data-clipped", JSON.stringify(out));
 </script>"""
@@ -182,8 +188,72 @@ def test_latency_and_second_by_second_charts_are_drawn_and_nothing_is_clipped(tm
     for _, body in panels:  # every panel has its lines drawn
         assert body.count('stroke-width="2.5"') >= 2
     for width in (1280, 390):
-        assert clipped(page, tmp_path, width) == []
+        # On a phone the tables scroll in their boxes, as they are meant to.
+        cut = clipped(page, tmp_path, width)
+        assert [c for c in cut if width > 1000 or not c.startswith("SCROLLS")] == []
         screenshot(page, tmp_path, "timeline", width, 5000)
+
+
+# Every chart's value axes as the browser drew them (svg.X_TICK, svg.Y_TICK).
+CHART = re.compile(r'<svg id="(chart-[^"]+)"(.*?)</svg>', re.S)
+
+
+def unreadable_axes(dom: str) -> tuple[list[str], int]:
+    """The charts of a page whose tick labels repeat or are out of order on an axis (a
+    sub-millisecond axis once read ``0 0 0 0 0``), and how many axes were read."""
+    bad, axes = [], 0
+    for chart, body in CHART.findall(dom):
+        # One axis: the ticks of one direction on one line (a bar chart draws its value
+        # axis above and below the bars).
+        lines: dict[tuple[str, str], list[str]] = {}
+        for x, y, axis, label in re.findall(
+            r'<text x="([^"]*)" y="([^"]*)"[^>]*class="tick" data-axis="([xy])"[^>]*>([^<]*)<',
+            body,
+        ):
+            lines.setdefault((axis, y if axis == "x" else x), []).append(label)
+        for (axis, _), labels in lines.items():
+            axes += 1
+            values = [float(label.replace(",", "")) for label in labels]
+            if len(set(labels)) < len(labels) or values != sorted(values):
+                bad.append(f"{chart} {axis}: {' '.join(labels)}")
+    return bad, axes
+
+
+def test_the_axis_check_catches_an_axis_of_zeros():
+    """Negative control: the labels one decimal gave a 0.02-0.08 ms axis."""
+    dom = '<svg id="chart-rtt">' + "".join(
+        f'<text x="0" y="{y}" text-anchor="end" class="tick" data-axis="y">0</text>'
+        for y in range(5)
+    )
+    assert unreadable_axes(dom + "</svg>") == (["chart-rtt y: 0 0 0 0 0"], 1)
+
+
+# A path of 0.03-0.2 ms (the host's veths: timeline) and one whose FIFO holds 600 ms
+# (bloated-600ms: `tunnelbench run` of a 3 Mbit/s WAN, a bfifo of 15,000 and 225,000
+# bytes, 2 runs of 3 s after an "auto" warm-up): the two ends of the axes a report draws.
+@pytest.mark.parametrize("name", ["timeline", "bloated-600ms"])
+def test_every_axis_reads_distinct_values_in_order_and_nothing_is_cut(name, tmp_path):
+    page = html.write(view.load(recorded(name, tmp_path), "latest"), tmp_path / f"{name}.html")
+    seen = visit(page, tmp_path)
+    assert seen.console == [] and seen.page_requests == []
+    bad, axes = unreadable_axes(seen.dom)
+    assert bad == [] and axes >= 6, (bad, axes)
+    if name == "bloated-600ms":  # 40 against 600 ms: the latency scatter is in decades
+        assert "round trip under load, 95th percentile (ms, log scale)" in seen.dom
+    assert clipped(page, tmp_path, 1300) == []
+    assert all(c.startswith("SCROLLS") for c in clipped(page, tmp_path, 390))
+
+
+def test_a_wide_window_shows_the_whole_results_table(tmp_path):
+    """The results table takes a wide window's whole width: it had the text's 1000 px,
+    and at a 1300 px window its last columns (the verdict) sat behind a scrollbar while
+    300 px stayed empty. On a phone it scrolls in its box, and nothing else is cut."""
+    store = recorded("iperf2-vs-iperf3", tmp_path)  # its table: 209 px past the text's width
+    page = html.write(view.load(store, "latest"), tmp_path / "generators.html")
+    assert clipped(page, tmp_path, 1300) == []
+    narrow = clipped(page, tmp_path, 390)
+    assert any(c.startswith("SCROLLS scroll wide") for c in narrow), narrow
+    assert all(c.startswith("SCROLLS") for c in narrow), narrow
 
 
 def test_the_clipping_probe_catches_a_wide_element(tmp_path):

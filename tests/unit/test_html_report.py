@@ -155,6 +155,19 @@ def test_svg_helpers():
     assert svg.wrap(label) == ["wireguard (wireguard-go) · queue pfifo", "limit 1000 · download"]
 
 
+def test_a_sub_millisecond_axis_reads_unique_ordered_values():
+    """A veth path's round trip (0.03-0.08 ms) second by second: the value axis read
+    ``0 0 0 0 0`` when every label had one decimal."""
+    chart = Chart(
+        id="rtt", title="RTT", kind="line", x_label="s", y_label="ms",
+        categories=("1", "2", "3"), series=(Series("rtt", (0.031, 0.074, 0.052)),),
+    )  # fmt: skip
+    root = ET.fromstring(svg.render(chart))
+    ticks = [t.text for t in root.iter("text") if t.get("data-axis") == "y"]
+    assert ticks == ["0", "0.02", "0.04", "0.06", "0.08"]
+    assert svg.fmt(0.25) == "0.25" and svg.fmt(0.5) == "0.5" and svg.fmt(1.25) == "1.2"
+
+
 def test_missing_values_and_global_references_are_drawn():
     chart = Chart(
         id="t", title="T & <x>", kind="bar", x_label="c", y_label="Mbit/s",
@@ -189,3 +202,29 @@ def test_the_cpu_flags_are_a_list_of_words_not_a_python_list(tmp_path):
     assert row is not None
     assert "[" not in row.group(1) and "&#x27;" not in row.group(1)
     assert row.group(1).split(", ")[:3] == loaded.environment["cpu_flags"][:3]
+
+
+def test_a_scatter_of_round_trips_that_span_decades_has_a_log_axis():
+    """A veth path's 0.05 ms beside a bloated queue's 40 ms: on a linear 0-40 ms axis the
+    first two points were drawn on top of each other; in decades they stand apart."""
+    from tunnelbench.report.charts import spans_decades
+
+    assert spans_decades([0.05, None, 40.0]) and not spans_decades([2.0, 9.0, 0.0, None])
+    rtt = Series("loaded RTT p95", (0.05, 0.09, 40.0), (0.04, 0.08, 35.0), (0.06, 0.11, 48.0))
+    chart = Chart(
+        id="latency", title="L", kind="scatter", x_label="ms, log scale", y_label="Mbit/s",
+        categories=("none", "vxlan", "fifo"), series=(Series("goodput", (900.0, 800.0, 20.0)),),
+        x=rtt, x_log=True,
+    )  # fmt: skip
+    root = ET.fromstring(svg.render(chart))
+    ticks = [t.text for t in root.iter("text") if t.get("data-axis") == "x"]
+    assert ticks == ["0.01", "0.1", "1", "10", "100"]
+    centres = [
+        float(c.get("cx", "0").rstrip("%"))
+        for c in root.iter("circle")
+        if c.find("title") is not None
+    ]
+    assert centres == sorted(centres)
+    assert centres[1] - centres[0] >= 3.0  # % of the width: apart, not piled up at 0
+    assert svg.decades([0.05, 40.0]) == [0.01, 0.1, 1.0, 10.0, 100.0]
+    assert svg.decades([3.0, 7.0]) == [1.0, 10.0]

@@ -84,3 +84,49 @@ def test_a_generator_other_than_iperf3_is_named():
     iperf2 = replace(VXLAN, traffic=replace(VXLAN.traffic, generator=Generator.IPERF2, streams=4))
     assert describe(iperf2) == "vxlan, 4 streams, upload, iperf2"
     assert describe(VXLAN) == "vxlan, 1 stream, upload"
+
+
+def test_the_eta_counts_each_kind_of_trial_and_a_boot_until_trials_of_that_kind_ran():
+    """Before a trial of a kind has run, the ETA counts this machine's figure for it (a
+    guest's trial costs far more than the host's, and its boot more still); once one
+    has, what it took."""
+    from dataclasses import replace
+
+    from tunnelbench.bench.planfile import REFERENCE
+    from tunnelbench.bench.progress import format_duration
+
+    guest = TrialConfig.from_dict({"lab": {"kernel": "debian"}})
+    trials = [Trial(1, 1, BASE), Trial(2, 1, VXLAN), Trial(3, 1, guest), Trial(4, 2, guest)]
+    overheads = replace(
+        REFERENCE, built_s=1.0, kept_s=0.5, vm_built_s=10.0, vm_kept_s=6.0, vm_boot_s=50.0
+    )
+    progress = LineProgress(io.StringIO(), overheads)
+    progress.run_started(1, 4, trials)
+    traffic = BASE.traffic.duration + BASE.traffic.expected_warmup
+
+    def eta(current: Trial) -> str:
+        return progress._eta(current, elapsed=0.0).strip()
+
+    progress.trial_started(trials[0])
+    # two labs built on the host, one built and kept in the guest, and its boot
+    first = 4 * traffic + 1.0 + 1.0 + 10.0 + 6.0 + 50.0
+    assert eta(trials[0]) == f"(ETA {format_duration(first)})"
+    progress.started -= traffic + 3.0  # the first trial took 3 s beyond its traffic
+    progress.trial_finished(trials[0], TrialStatus.OK, "", 941e6)
+    progress.trial_started(trials[1])
+    assert eta(trials[1]) == f"(ETA {format_duration(first - traffic + 1.0)})"
+    progress.trial_finished(trials[1], TrialStatus.OK, "", 941e6)
+    progress.trial_started(trials[2])  # the guest has booted
+    assert eta(trials[2]) == f"(ETA {format_duration(2 * traffic + 10.0 + 6.0)})"
+
+
+def test_a_byte_fifo_is_described_by_its_bytes():
+    """A bfifo's progress line showed the packet limit it does not use ("bfifo 1000")."""
+    from tunnelbench.bench.progress import describe
+
+    config = TrialConfig.from_dict(
+        {"lab": {"wan": {"rate": 3_000_000, "queue": "bfifo", "queue_bytes": 225_000}}}
+    )
+    assert describe(config) == "none, 1 stream, upload, wan 3M, bfifo 225,000 bytes"
+    pfifo = TrialConfig.from_dict({"lab": {"wan": {"rate": 3_000_000, "queue": "pfifo"}}})
+    assert describe(pfifo).endswith("wan 3M, pfifo 1000")

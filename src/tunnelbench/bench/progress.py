@@ -1,7 +1,10 @@
 """What a running benchmark tells its user: trial k of N, the configuration, an ETA.
 
-Four renderings of one event stream: lines for a person (the ETA learns from the
-trials already run), the same lines with a live status line on a terminal (the current
+Four renderings of one event stream: lines for a person (the ETA counts each trial's
+traffic and an overhead by kind, host or VM and lab built or kept: the mean of the
+trials of that kind already run, before them this machine's learned figure or the
+reference machine's, :mod:`tunnelbench.bench.learned`, and a boot per guest not yet
+started), the same lines with a live status line on a terminal (the current
 trial's seconds, the run's ETA, the configuration's last figure), JSON lines for a
 program (``--json``), or nothing (``--quiet``).
 In a run with adaptive repetitions N grows: the lines show it as ``[k/N+]`` while more
@@ -11,13 +14,14 @@ and their current precision (``round_added`` in JSON).
 
 import json
 import os
+import statistics
 import sys
 import threading
 import time
 from typing import Any, TextIO
 
 from tunnelbench.analysis.precision import Precision
-from tunnelbench.bench.planfile import TRIAL_OVERHEAD_S
+from tunnelbench.bench.planfile import REFERENCE, Overheads, labs_built
 from tunnelbench.kinds import Generator
 from tunnelbench.model.plan import Trial, TrialConfig
 from tunnelbench.model.records import RunStatus, TrialStatus
@@ -48,7 +52,10 @@ def describe(config: TrialConfig) -> str:
     if c.lab.wan.rate:
         parts.append(f"wan {mbit(c.lab.wan.rate):g}M")
     if c.lab.wan.queue:
-        parts.append(f"{c.lab.wan.queue.value} {c.lab.wan.queue_limit}")
+        # A byte FIFO's limit is its bytes (its packet limit is not used).
+        held = c.lab.wan.queue_bytes
+        limit = f"{held:,} bytes" if c.lab.wan.queue.value == "bfifo" and held else None
+        parts.append(f"{c.lab.wan.queue.value} {limit or c.lab.wan.queue_limit}")
     if c.lab.wan.delay:
         jitter = f"±{format_us(c.lab.wan.jitter)}" if c.lab.wan.jitter else ""
         parts.append(f"delay {format_us(c.lab.wan.delay)}{jitter}")
@@ -92,12 +99,16 @@ class Progress:
 class LineProgress(Progress):
     """One line per trial: ``[k/N] configuration, run r ... 941 Mbit/s  (ETA 3m 10s)``."""
 
-    def __init__(self, out: TextIO = sys.stdout) -> None:
+    def __init__(self, out: TextIO = sys.stdout, overheads: Overheads = REFERENCE) -> None:
         self.out = out
+        self.overheads = overheads
         self.total = 0
         self.remaining: list[Trial] = []
-        self.spent = 0.0  # wall time of the trials run so far, beyond their traffic
-        self.measured = 0
+        self.built: dict[int, bool] = {}  # seq -> whether its lab is built for it
+        # overhead kind (an Overheads field) -> each finished trial's wall time beyond
+        # its traffic
+        self.spent: dict[str, list[float]] = {}
+        self.booted: set[object] = set()  # the guests that have started a trial
         self.started = 0.0
         self.growing = False
 
@@ -106,6 +117,7 @@ class LineProgress(Progress):
     ) -> None:
         self.total = total
         self.remaining = pending
+        self.built = {t.seq: new for t, new in zip(pending, labs_built(pending), strict=True)}
         self.growing = growing
         done = total - len(pending)
         resumed = f", resuming after {done} stored" if done else ""
@@ -120,9 +132,24 @@ class LineProgress(Progress):
         return f"[{trial.seq}/{self.total}{'+' if self.growing else ''}]"
 
     def trial_started(self, trial: Trial) -> None:
-        self.started = time.monotonic()
+        self._start(trial)
         what = f"{self._position(trial)} {describe(trial.config)}, run {trial.repetition}"
         print(f"{what} ...", end="", file=self.out, flush=True)
+
+    def _start(self, trial: Trial) -> None:
+        self.started = time.monotonic()
+        if (guest := _guest(trial)) is not None:
+            self.booted.add(guest)
+
+    def _kind(self, trial: Trial) -> str:
+        """The trial's overhead kind: ``built_s``, ``kept_s``, ``vm_built_s`` or ``vm_kept_s``
+        (a round added later finds its lab kept)."""
+        built = self.built.get(trial.seq, False)
+        return ("vm_" if trial.config.lab.in_vm else "") + ("built_s" if built else "kept_s")
+
+    def _overhead(self, trial: Trial) -> float:
+        seen = self.spent.get(self._kind(trial))
+        return statistics.mean(seen) if seen else float(getattr(self.overheads, self._kind(trial)))
 
     def round_added(
         self, trials: list[Trial], standing: dict[str, Precision], target_pct: float
@@ -146,22 +173,24 @@ class LineProgress(Progress):
             print(f"{self._position(trial)} skipped: {detail}", file=self.out, flush=True)
             return
         traffic = trial.config.traffic.duration + trial.config.traffic.expected_warmup
-        self.spent += time.monotonic() - self.started - traffic
-        self.measured += 1
+        spent = time.monotonic() - self.started - traffic
+        self.spent.setdefault(self._kind(trial), []).append(spent)
         result = f" {mbit(goodput):,.0f} Mbit/s" if goodput is not None else f" FAILED: {detail}"
         print(f"{result}{self._eta(trial)}", file=self.out, flush=True)
 
     def _eta(self, current: Trial, elapsed: float | None = None) -> str:
         """The time the trials after ``current`` will take; with ``elapsed`` (seconds
         into ``current``, still running), what is left of it too."""
-        overhead = self.spent / self.measured if self.measured else TRIAL_OVERHEAD_S
         left = [t for t in self.remaining if t.seq > current.seq]
         seconds = sum(
-            t.config.traffic.duration + t.config.traffic.expected_warmup + overhead for t in left
+            t.config.traffic.duration + t.config.traffic.expected_warmup + self._overhead(t)
+            for t in left
         )
+        unbooted = {g for t in left if (g := _guest(t)) is not None} - self.booted
+        seconds += self.overheads.vm_boot_s * len(unbooted)
         if elapsed is not None:
             traffic = current.config.traffic.duration + current.config.traffic.expected_warmup
-            seconds += max(0.0, traffic + overhead - elapsed)
+            seconds += max(0.0, traffic + self._overhead(current) - elapsed)
         return f"  (ETA {format_duration(seconds)})" if left or elapsed is not None else ""
 
     def run_finished(self, run_id: int, status: RunStatus) -> None:
@@ -177,8 +206,13 @@ class LiveProgress(LineProgress):
     REFRESH_S = 0.5
     CLEAR = "\r\033[K"
 
-    def __init__(self, out: TextIO = sys.stdout, refresh_s: float = REFRESH_S) -> None:
-        super().__init__(out)
+    def __init__(
+        self,
+        out: TextIO = sys.stdout,
+        refresh_s: float = REFRESH_S,
+        overheads: Overheads = REFERENCE,
+    ) -> None:
+        super().__init__(out, overheads)
         self.refresh_s = refresh_s
         self.last: dict[str, float] = {}  # config key -> goodput of its latest run
         self._stop = threading.Event()
@@ -186,7 +220,7 @@ class LiveProgress(LineProgress):
         self._lock = threading.Lock()
 
     def trial_started(self, trial: Trial) -> None:
-        self.started = time.monotonic()
+        self._start(trial)
         self._stop.clear()
         self._ticker = threading.Thread(
             target=self._tick, args=(trial,), name="tb-progress", daemon=True
@@ -248,12 +282,19 @@ def _width(out: TextIO) -> int:
         return 100
 
 
-def for_terminal(out: TextIO = sys.stdout) -> LineProgress:
+def _guest(trial: Trial) -> object | None:
+    """The guest a trial runs in (one boot per kernel and guest size), or None."""
+    lab = trial.config.lab
+    return (lab.kernel, lab.vm) if lab.in_vm else None
+
+
+def for_terminal(out: TextIO = sys.stdout, overheads: Overheads = REFERENCE) -> LineProgress:
     """Live progress on a terminal that can redraw a line; plain lines otherwise (a
-    file, a pipe, a CI log, ``TERM=dumb``)."""
+    file, a pipe, a CI log, ``TERM=dumb``). ``overheads``: what a trial costs here
+    besides its traffic, until trials of its kind have run."""
     if out.isatty() and os.environ.get("TERM") != "dumb":
-        return LiveProgress(out)
-    return LineProgress(out)
+        return LiveProgress(out, overheads=overheads)
+    return LineProgress(out, overheads)
 
 
 class JsonProgress(Progress):

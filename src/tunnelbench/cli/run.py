@@ -6,7 +6,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from tunnelbench.bench import planfile, progress, runner
+from tunnelbench.bench import learned, planfile, progress, runner
 from tunnelbench.bench.store import Store
 from tunnelbench.cli.measuring import add_measuring_arguments, describe, finished, holding
 from tunnelbench.cli.options import (
@@ -195,7 +195,7 @@ def _execute(args: argparse.Namespace, prepared: runner.Prepared, store: Store, 
     elif args.quiet:
         display = progress.Progress()
     else:
-        display = progress.for_terminal()
+        display = progress.for_terminal(overheads=learned.from_store(store))
     runner.execute(prepared, store, run_id, progress=display)
     loaded = view.load(store, str(run_id))
     failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)

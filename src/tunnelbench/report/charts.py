@@ -83,6 +83,7 @@ class Chart:
     note: str = ""  # one or two sentences shown under the chart
     value_max: float | None = None  # fixed top of the value axis (100 for CPU %), else auto
     x: Series | None = None  # a scatter's horizontal values, one per category
+    x_log: bool = False  # a scatter's horizontal axis in decades (values that span them)
 
 
 # --- configuration labels ---
@@ -312,6 +313,16 @@ def _sweep_chart(
     )
 
 
+#: How far apart (a ratio) a scatter's round trips must lie for a log axis.
+LOG_SPAN = 10.0
+
+
+def spans_decades(values: Sequence[float | None]) -> bool:
+    """Whether the positive values lie :data:`LOG_SPAN` or more apart (a log axis's)."""
+    drawn = [v for v in values if v is not None and v > 0]
+    return bool(drawn) and max(drawn) >= LOG_SPAN * min(drawn)
+
+
 def latency_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart | None:
     """Goodput against the round trip under load, a point per configuration (Flent's
     RRUL view): what each configuration's throughput costs in latency."""
@@ -320,11 +331,15 @@ def latency_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) ->
         return None
     goodput, goodput_low, goodput_high = spread(points, lambda t: mbit(t.metrics["goodput_bps"]))
     rtt, rtt_low, rtt_high = spread(points, lambda t: t.metrics.get(RTT_LOADED_P95.name))
+    # A sub-millisecond path beside a bloated queue's 40 ms: on a linear axis the first
+    # points pile up at 0, their numbers on top of each other.
+    log = spans_decades([*rtt_low, *rtt_high])
     return Chart(
         id="latency",
         title="Throughput against latency under load",
         kind="scatter",
-        x_label="round trip under load, 95th percentile (ms)",
+        x_label="round trip under load, 95th percentile (ms" + (", log scale)" if log else ")"),
+        x_log=log,
         y_label="goodput (Mbit/s)",
         categories=tuple(labels[s.key] for s in points),
         series=(Series("goodput", goodput, goodput_low, goodput_high),),

@@ -157,7 +157,10 @@ def _scatter(ax: "Axes", chart: Chart) -> None:
         ax.annotate(str(n), (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
     ax.set_xlabel(chart.x_label)
     ax.set_ylabel(chart.y_label)
-    ax.set_xlim(left=0)
+    if chart.x_log:
+        ax.set_xscale("log")
+    else:
+        ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
 

@@ -26,14 +26,20 @@ SPAN_BARS = 82.0  # % of the width the value axis spans; the rest holds value la
 GUTTER = 50  # px left of line plots (value ticks) and stacked rows (core names)
 SPAN_GUTTER = 80.0
 PLOT_H = 220  # px height of a line chart's plot area
+# A value axis's tick labels, marked so that a reader (tests/browser) can check that they
+# read as distinct numbers in order.
+X_TICK, Y_TICK = {"class": "tick", "data-axis": "x"}, {"class": "tick", "data-axis": "y"}
 
 
 def fmt(value: float) -> str:
-    """A number for a label: thousands separated, one decimal below 100."""
+    """A number for a label: thousands separated, one decimal below 100, two significant
+    digits below 1 (a sub-millisecond round trip's axis read 0 0 0 0 0 with one decimal)."""
     if value == 0:
         return "0"
     if abs(value) >= 100:
         return f"{value:,.0f}"
+    if abs(value) < 1:
+        return f"{value:.2g}"
     return f"{value:.1f}".removesuffix(".0")
 
 
@@ -48,6 +54,15 @@ def nice_ticks(top: float, count: int = 5) -> list[float]:
     while ticks[-1] < top - 1e-9 * top:
         ticks.append(ticks[-1] + step)
     return ticks
+
+
+def decades(values: Sequence[float]) -> list[float]:
+    """Powers of ten from at or below the smallest positive value to at or above the
+    largest: a log axis's ticks (at least two)."""
+    positive = [v for v in values if v > 0] or [1.0]
+    first = math.floor(math.log10(min(positive)))
+    last = max(first + 1, math.ceil(math.log10(max(positive))))
+    return [10.0**k for k in range(first, last + 1)]
 
 
 def wrap(text: str, width: int = WRAP) -> list[str]:
@@ -130,7 +145,7 @@ def _value_axis(ticks: list[float], top: float, span: float, y: float, y_end: fl
         out.append(
             f'<line x1="{x}" x2="{x}" y1="{y + 4}" y2="{y_end}" stroke="#d0d0d0" stroke-width="1"/>'
         )
-        out.append(_text(x, y, fmt(t), text_anchor="middle", fill="#555"))
+        out.append(_text(x, y, fmt(t), text_anchor="middle", fill="#555", **X_TICK))
     return out
 
 
@@ -323,7 +338,9 @@ def _line(chart: Chart, plot_h: float = PLOT_H, x_axis: bool = True) -> tuple[li
         )
     body.append("</g>")
     for t in ticks:
-        body.append(_text(str(GUTTER - 6), ypos(t) + 4, fmt(t), text_anchor="end", fill="#555"))
+        body.append(
+            _text(str(GUTTER - 6), ypos(t) + 4, fmt(t), text_anchor="end", fill="#555", **Y_TICK)
+        )
     if not x_axis:
         return [*out, *body], plot_bottom + 8
     body.append(_text(f"{GUTTER}", plot_bottom + 36, chart.x_label, font_weight="bold"))
@@ -341,7 +358,10 @@ def _scatter(chart: Chart) -> tuple[list[str], float]:
         if x is not None and y is not None
     ]
     y_ticks = nice_ticks(max([*(v for v in ys.high or ys.values if v is not None), 0.0]), 4)
-    x_ticks = nice_ticks(max([*(v for v in xs.high or xs.values if v is not None), 0.0]), 4)
+    if chart.x_log:
+        x_ticks = decades([v for v in (*(xs.low or ()), *(xs.high or xs.values)) if v])
+    else:
+        x_ticks = nice_ticks(max([*(v for v in xs.high or xs.values if v is not None), 0.0]), 4)
     out: list[str] = []
     y = 0.0
     for n, (i, _, _) in enumerate(points):
@@ -355,7 +375,12 @@ def _scatter(chart: Chart) -> tuple[list[str], float]:
     plot_bottom = y + PLOT_H
 
     def xpos(v: float) -> str:
-        return f"{2 + (SPAN_GUTTER - 4) * v / x_ticks[-1]:.3f}%"
+        if chart.x_log:
+            first, last = math.log10(x_ticks[0]), math.log10(x_ticks[-1])
+            share = (math.log10(max(v, x_ticks[0])) - first) / (last - first)
+        else:
+            share = v / x_ticks[-1]
+        return f"{2 + (SPAN_GUTTER - 4) * share:.3f}%"
 
     def ypos(v: float) -> float:
         return plot_bottom - PLOT_H * v / y_ticks[-1]
@@ -371,7 +396,9 @@ def _scatter(chart: Chart) -> tuple[list[str], float]:
             f'<line x1="{xpos(t)}" x2="{xpos(t)}" y1="{ypos(y_ticks[-1]):.1f}" '
             f'y2="{plot_bottom:.1f}" stroke="#e4e4e4" stroke-width="1"/>'
         )
-        body.append(_text(xpos(t), plot_bottom + 16, fmt(t), text_anchor="middle", fill="#333"))
+        body.append(
+            _text(xpos(t), plot_bottom + 16, fmt(t), text_anchor="middle", fill="#333", **X_TICK)
+        )
     for n, (i, x, v) in enumerate(points):
         colour = _colour(n)
         tip = f"{n + 1} {chart.categories[i]}: {fmt(v)} {ys.name}, {fmt(x)} {xs.name}"
@@ -392,7 +419,9 @@ def _scatter(chart: Chart) -> tuple[list[str], float]:
         body.append(_text(xpos(x), ypos(v) - 8, str(n + 1), dx="6", fill="#222"))
     body.append("</g>")
     for t in y_ticks:
-        body.append(_text(str(GUTTER - 6), ypos(t) + 4, fmt(t), text_anchor="end", fill="#555"))
+        body.append(
+            _text(str(GUTTER - 6), ypos(t) + 4, fmt(t), text_anchor="end", fill="#555", **Y_TICK)
+        )
     body.append(_text(f"{GUTTER}", plot_bottom + 36, chart.x_label, font_weight="bold"))
     return [*out, *body], plot_bottom + 44
 

@@ -367,7 +367,11 @@ def _load(path: Path) -> dict[str, Any]:
     try:
         doc: dict[str, Any] = json.loads(text)
     except json.JSONDecodeError:
-        raise LabError(f"iperf3 wrote no JSON: {text.strip()[:200] or 'empty output'}") from None
+        # Which process (client or server, its port) says where to look: one of four
+        # clients in a TCG guest once left an empty file (the kernel suite's PPPoE test).
+        raise LabError(
+            f"iperf3 wrote no JSON to {path.name}: {text.strip()[:200] or 'empty output'}"
+        ) from None
     return doc
 
 
