@@ -421,7 +421,7 @@ def test_loss_asked_for_is_named_in_the_loss_finding():
     d = diagnose(subject(lossy, **metrics))
     loss = next(f for f in d.findings if f.bound is Bound.LOSS)
     assert loss.summary == (
-        "1.20% of TCP segments were retransmitted (600 of 50,000), with the WAN set to lose"
+        "1.19% of TCP segments were retransmitted (600 of 50,600), with the WAN set to lose"
         " 1% of the packets at each end (lab.wan.loss; netem dropped 799 packets)"
     )
 

@@ -54,15 +54,20 @@ def senders(s: Subject) -> list[str]:
 def retransmit_share(s: Subject) -> tuple[float, float, float] | None:
     """(share %, retransmitted, sent) of the senders' segments: over the measured window
     when the window counters were recorded, else over the whole trial; None without the
-    senders' own counters (a share would be a guess)."""
+    senders' own counters (a share would be a guess).
+
+    Sent is every segment TCP put out: the kernel's ``OutSegs`` counts new data only (not
+    a retransmission), so a sender whose own queue dropped its retransmissions again and
+    again read "362% of TCP segments were retransmitted (1,943 of 536)" when divided by
+    it alone."""
     roles = senders(s)
     for prefix in ("tcp.window.", "tcp."):
         retrans = [s.metrics.get(f"{prefix}{r}.retrans_segs") for r in roles]
         sent = [s.metrics.get(f"{prefix}{r}.out_segs") for r in roles]
         if any(v is None for v in retrans + sent):
             continue
-        total_sent = sum(v for v in sent if v is not None)
         total_retrans = sum(v for v in retrans if v is not None)
+        total_sent = sum(v for v in sent if v is not None) + total_retrans
         if total_sent > 0:
             return 100.0 * total_retrans / total_sent, total_retrans, total_sent
     return None
