@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tunnelbench.bench import runner
-from tunnelbench.bench.labpool import LabPool, build, lab_key
+from tunnelbench.bench import labpool, runner
+from tunnelbench.bench.labpool import LabPool
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, UserError
@@ -109,8 +109,8 @@ def test_a_roles_own_cores_override_the_layout_and_reach_its_tunnel_device():
         spec = runner.resolve_tunnel(config)
     except UserError as exc:
         pytest.skip(str(exc))
-    standing = build(config, spec, lab_key(config))
-    try:
+    with LabPool() as labs:
+        standing = labs.acquire(config, spec)
         lab, handle = standing.session.lab, standing.session.handle
         assert lab.cpus["gw"] == (CORES[0],)
         daemon = handle.daemons["gw"].pid
@@ -120,8 +120,6 @@ def test_a_roles_own_cores_override_the_layout_and_reach_its_tunnel_device():
         mask = f"{1 << CORES[0]:x}"
         assert _rps_masks(lab, "gw", handle.devices["gw"]) == {mask}
         assert standing.session.facts["rps_tunnel_devices"]["gw"] == handle.devices["gw"]
-    finally:
-        standing.session.teardown()
 
 
 def _run(experiment: Experiment, db: Path) -> list:
@@ -244,3 +242,38 @@ def test_a_plan_with_cores_this_machine_lacks_is_refused_before_anything_is_buil
     with pytest.raises(UserError, match=f"lab.cpus.client: core {missing} is not online here"):
         runner.prepare(Experiment((config,), repetitions=1), strict=True)
     assert set(lab_state.list_namespaces()) == before
+
+
+def _interrupt(*args: object, **kwargs: object) -> None:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        "built, before the session holds it",
+        "built, before the pool notes its residents",
+        "released, while its leftovers are looked for",
+    ],
+)
+def test_a_ctrl_c_at_any_step_of_the_pools_bookkeeping_leaves_no_lab(step, monkeypatch):
+    # CI once found a run's lab standing after a Ctrl-C that landed just after a trial
+    # was stored: the pool had let go of the lab before looking inside it.
+    config = TrialConfig(traffic=SHORT)
+    before = set(lab_state.known_labs())
+    if step.startswith("built, before the session"):
+        real = netns.build
+
+        def build_then_interrupt(*args, **kwargs):
+            real(*args, **kwargs)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(netns, "build", build_then_interrupt)
+    elif step.startswith("built, before the pool"):
+        monkeypatch.setattr(labpool, "_living", _interrupt)
+    with pytest.raises(KeyboardInterrupt), LabPool() as labs:
+        standing = labs.acquire(config, runner.resolve_tunnel(config))
+        monkeypatch.setattr(labpool, "leftovers", _interrupt)
+        labs.release(standing)
+    assert set(lab_state.known_labs()) == before
+    assert not [n for n in lab_state.list_namespaces() if n.startswith("tb-")]

@@ -90,50 +90,68 @@ class LabPool:
         tunnel up. A kept lab that cannot be made ready is a :class:`LabError` (the
         trial fails with the cause, and the lab is removed)."""
         key = lab_key(config)
-        standing = self._idle.pop(key, None)
-        if standing is not None:
+        # A lab is listed as handed out before anything is done to it, and leaves the
+        # list only once it is kept or removed: a Ctrl-C at any instant finds it there.
+        standing = self._idle.get(key)
+        if standing is None:
+            standing = Standing(LabSession(config, spec), key)
+            self._out.append(standing)
+            try:
+                _bring_up(standing)
+            except BaseException:
+                self._remove(standing)
+                raise
+        else:
+            self._out.append(standing)
+            del self._idle[key]
             try:
                 ready(standing)
             except BaseException:
-                standing.session.teardown()
+                self._remove(standing)
                 raise
-        else:
-            standing = build(config, spec, key)
         standing.trials += 1
-        self._out.append(standing)
         return standing
 
     def release(self, standing: Standing) -> None:
         """After a successful trial: keep the lab for the next trial of its settings, or
         remove it (a pool that keeps none, or a process of the trial still inside)."""
-        self._out.remove(standing)
         if self.keep == 0:
-            standing.session.teardown()
+            self._remove(standing)
             return
         if stray := leftovers(standing):
             log.info("lab %s not kept: %s", standing.session.lab.lab_id, stray)
-            standing.session.teardown()
+            self._remove(standing)
             return
         self._idle[standing.key] = standing
+        self._out.remove(standing)
         while len(self._idle) > self.keep:
-            _, oldest = self._idle.popitem(last=False)
+            oldest = next(iter(self._idle.values()))
             oldest.session.teardown()
+            del self._idle[oldest.key]
 
     def discard(self, standing: Standing) -> None:
         """After a failed trial: the lab is removed."""
-        self._out.remove(standing)
+        self._remove(standing)
+
+    def _remove(self, standing: Standing) -> None:
         standing.session.teardown()
+        self._out.remove(standing)
 
     def close(self) -> None:
         """Remove every kept lab and every lab still handed out; the first teardown
-        failure is raised after all ran."""
+        failure is raised after all ran, and a Ctrl-C during one after all ran too."""
         failure: BaseException | None = None
-        while self._idle or self._out:
-            standing = self._out.pop() if self._out else self._idle.popitem(last=False)[1]
+        while self._out or self._idle:
+            standing = self._out[-1] if self._out else next(iter(self._idle.values()))
             try:
                 standing.session.teardown()
-            except Exception as exc:
-                failure = failure or exc
+            except BaseException as exc:  # the others still go first
+                if failure is None or isinstance(exc, KeyboardInterrupt):
+                    failure = exc
+            if self._out and self._out[-1] is standing:
+                self._out.pop()
+            else:
+                self._idle.pop(standing.key, None)
         if failure is not None:
             raise failure
 
@@ -149,16 +167,12 @@ class LabPool:
         self.close()
 
 
-def build(config: TrialConfig, spec: TunnelSpec, key: str) -> Standing:
-    """A new lab with its tunnel up (removed again if any step fails)."""
-    session = LabSession(config, spec)
-    try:
-        session.build()
-        session.tunnel_up()
-        return Standing(session, key, residents=_living(session))
-    except BaseException:
-        session.teardown()
-        raise
+def _bring_up(standing: Standing) -> None:
+    """Build the lab with its tunnel up, and note who lives in it."""
+    session = standing.session
+    session.build()
+    session.tunnel_up()
+    standing.residents = _living(session)
 
 
 def _living(session: LabSession) -> set[int]:

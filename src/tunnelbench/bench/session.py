@@ -9,8 +9,10 @@ opens one and keeps it, so a lab built by hand is built exactly as a trial's is.
 from types import TracebackType
 from typing import Any
 
+from tunnelbench.errors import LabError
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import cgroup, netns
+from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.tunnels import REGISTRY as TUNNELS
@@ -23,7 +25,11 @@ class LabSession:
     unless :meth:`keep` was called."""
 
     def __init__(self, config: TrialConfig, spec: TunnelSpec, *, lab_id: str | None = None):
-        self.config, self.spec, self.lab_id = config, spec, lab_id
+        # Named before it is built, so that a Ctrl-C landing between the build's return
+        # and its assignment still finds the lab by its name (see teardown).
+        self.config, self.spec = config, spec
+        self.lab_id = lab_id or netns.new_lab_id()
+        self._building = False
         self._lab: Lab | None = None
         self._handle: TunnelHandle | None = None
         self._kept = False
@@ -44,6 +50,7 @@ class LabSession:
         """The underlay with its shaping, queues and offloads (removed again if any
         step fails)."""
         tunnel = self.config.tunnel.kind is not TunnelKind.NONE
+        self._building = True
         self._lab = netns.build(self.config.lab, lab_id=self.lab_id, tunnel=tunnel)
         return self._lab
 
@@ -68,9 +75,14 @@ class LabSession:
         self._kept = True
 
     def teardown(self) -> None:
-        if self._lab is not None and not self._kept:
+        if self._kept:
+            return
+        if self._lab is not None:
             lab, self._lab = self._lab, None
             lab.teardown()
+        elif self._building:
+            _remove_own(self.lab_id)
+        self._building = False
 
     def __enter__(self) -> "LabSession":
         return self
@@ -84,3 +96,16 @@ class LabSession:
         if error is not None:
             self._kept = False  # a lab that failed half-way is never left behind
         self.teardown()
+
+
+def _remove_own(lab_id: str) -> None:
+    """Remove the lab ``lab_id`` if this process built it and its state is still
+    recorded: the build finished but was interrupted before the session held it. A lab
+    of that name that another process built (``lab up`` refused for an existing name)
+    is left alone."""
+    try:
+        state = lab_state.LabState.load(lab_id)
+    except FileNotFoundError:
+        return
+    if state.owner == lab_state.current_owner() and (problems := lab_state.teardown(state)):
+        raise LabError("lab teardown incomplete: " + "; ".join(problems))
