@@ -16,7 +16,7 @@ from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.system import programs, versions
-from tunnelbench.traffic import iperf3_json, waiting, warmup
+from tunnelbench.traffic import iperf3_json, stopping, waiting, warmup
 from tunnelbench.traffic.base import (
     Generator,
     PathSignals,
@@ -204,7 +204,7 @@ class Iperf3(Generator):
             omitted = settings.fixed_warmup
             on_started(watched, t0 + omitted)
             waiting.wait_exited(named, omitted + settings.duration + 20, stop_reason)
-            docs = [_load(path) for path in outputs]
+            docs = [_load(path, proc) for path, proc in zip(outputs, clients, strict=True)]
             return _combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
         if auto:
             ended = warmup.wait_steady(
@@ -233,8 +233,8 @@ class Iperf3(Generator):
             stop_reason,
         )
         docs = [
-            _interrupted(_load(path), lab.directory / f"iperf3-server-{port}.json")
-            for port, path in zip(ports, outputs, strict=True)
+            _interrupted(_load(path, proc), lab.directory / f"iperf3-server-{port}.json")
+            for port, path, proc in zip(ports, outputs, clients, strict=True)
         ]
         for port, doc in zip(ports, docs, strict=True):
             # Stored with the document, so the goodput can be recomputed from the store.
@@ -318,8 +318,9 @@ def _stop_after(
     stop_reason: StopReason,
 ) -> None:
     """Let the clients run until monotonic ``at`` and the probes have closed the window,
-    then stop each with SIGINT (iperf3 then writes its JSON, intervals included) and
-    wait for them. A probe that has not closed the window :data:`CLOSE_LIMIT_S` after
+    then stop each with SIGINT (iperf3 then writes its JSON, intervals included; sent
+    where iperf3's handler is safe, see :mod:`~tunnelbench.traffic.stopping`) and wait
+    for them. A probe that has not closed the window :data:`CLOSE_LIMIT_S` after
     ``at`` fails the trial: stopping the traffic first would put idle time into its
     figures, and the clients' own end is not much further off."""
     while (left := at - time.monotonic()) > 0:
@@ -336,7 +337,7 @@ def _stop_after(
                 " without idle time in their figures"
             )
     for _, client in clients:
-        client.send_signal(signal.SIGINT)  # ours, by its PID
+        stopping.interrupt(client.pid)  # ours, by its PID
     waiting.wait_exited(clients, CONNECT_LIMIT_S, stop_reason)
 
 
@@ -362,17 +363,31 @@ def _first_error(paths: list[Path]) -> str:
     return "none"
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path, process: "subprocess.Popen[bytes] | None" = None) -> dict[str, Any]:
     text = path.read_text(errors="replace")
     try:
         doc: dict[str, Any] = json.loads(text)
     except json.JSONDecodeError:
-        # Which process (client or server, its port) says where to look: one of four
-        # clients in a TCG guest once left an empty file (the kernel suite's PPPoE test).
-        raise LabError(
-            f"iperf3 wrote no JSON to {path.name}: {text.strip()[:200] or 'empty output'}"
-        ) from None
+        # Which process (client or server, its port) says where to look, and how it
+        # ended (a client that aborted on its stop, see traffic.stopping, exits -6 and
+        # says why on its standard error).
+        said = text.strip()[:200] or "empty output"
+        if process is not None and process.returncode is not None:
+            said += f"; it exited {_exit(process.returncode)}"
+            errors = path.with_suffix(".err")
+            if errors.exists() and (last := errors.read_text(errors="replace").strip()):
+                said += f", saying: {last[-300:]}"
+        raise LabError(f"iperf3 wrote no JSON to {path.name}: {said}") from None
     return doc
+
+
+def _exit(code: int) -> str:
+    if code >= 0:
+        return f"with status {code}"
+    try:
+        return f"on {signal.Signals(-code).name}"
+    except ValueError:
+        return f"on signal {-code}"
 
 
 @functools.cache
