@@ -5,7 +5,7 @@ its signal handler (``longjmp``) into the code that builds and prints its JSON. 
 that lands while the client is inside ``malloc`` (building its 0.1 s interval records)
 leaves the heap half-updated, and building the JSON then kills the client: glibc aborts
 ("malloc assertion failure in sysmalloc"), exit -6, no output. Seen in the kernel suite's
-guest (1 of 4 clients in about 1 trial in 30), and here on loopback in 1 of 400 clients
+guest (1 of 4 clients in about 1 trial in 30), and here on loopback in 1 of 1,400 clients
 with 32 streams each, stopped at random moments.
 
 So a client is first frozen (SIGSTOP) and looked at (``/proc/PID/syscall``). Frozen in a
