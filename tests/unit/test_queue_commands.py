@@ -7,7 +7,8 @@ import pytest
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Queue, Shaper, Topology
-from tunnelbench.lab.netns import ethtool_features, offload_roles, role_offloads
+from tunnelbench.lab.host import ethtool_words
+from tunnelbench.lab.netns import offload_roles, role_offloads
 from tunnelbench.lab.shaping import (
     device_commands,
     queue_commands,
@@ -80,8 +81,8 @@ def test_pfifo_fast_length_is_the_devices_txqueuelen():
 
 
 def test_offload_arguments_name_only_the_features_set():
-    assert ethtool_features(Offloads(gro=True, tso=False).changes()) == ["gro", "on", "tso", "off"]
-    assert ethtool_features(Offloads().changes()) == []
+    assert ethtool_words(Offloads(gro=True, tso=False).changes()) == ["gro", "on", "tso", "off"]
+    assert ethtool_words(Offloads().changes()) == []
 
 
 def test_a_byte_limit_replaces_the_frames_worth_and_sizes_tbfs_own_limit():

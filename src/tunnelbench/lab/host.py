@@ -29,25 +29,35 @@ Contract (what every implementation guarantees, and all it must provide):
 - :meth:`Host.record` adds a resource the role created by other means (a cgroup, a
   directory) to what teardown removes. Teardown removes exactly what was recorded, on
   success, failure and Ctrl-C alike, and nothing else.
+- :meth:`Host.set_sysctls`, :meth:`Host.set_offloads` and :meth:`Host.links_up` set a
+  role's ``net.*`` sysctls and a device's GRO/GSO/TSO, and tell whether devices have
+  carrier; the base class runs ``sysctl``, ``ethtool`` and ``ip``, a namespace host asks
+  the kernel from a thread inside the namespace (:mod:`tunnelbench.system.netdev`).
 - Nothing here may change the machine outside what is recorded: a host never touches
   interfaces, routes, sysctls or firewall rules of any namespace it did not create.
 """
 
+import json
 import os
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Final
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.state import LabState
-from tunnelbench.system import netns_files
+from tunnelbench.system import netdev, netns_files
 from tunnelbench.system.command import in_netns, run, spawn
 
 #: ``stderr`` for :meth:`Host.spawn`: into the same file as standard output.
 SAME_AS_STDOUT: Final = "stdout"
+
+
+def ethtool_words(features: Mapping[str, bool]) -> list[str]:
+    """``ethtool -K`` arguments after the device: ``gro on tso off``."""
+    return [word for name, on in features.items() for word in (name, "on" if on else "off")]
 
 
 class Host(ABC):
@@ -92,6 +102,32 @@ class Host(ABC):
     def read_net(self, names: Sequence[str]) -> str:
         """The host's ``/proc/net/<name>`` files (its network namespace's), concatenated."""
         return self.run(["cat", *(f"/proc/net/{name}" for name in names)]).stdout
+
+    def set_sysctls(self, values: Mapping[str, str]) -> None:
+        """Set network sysctls of the role (``net.ipv4.ip_forward`` -> ``1``)."""
+        self.run(["sysctl", "-q", "-w", *(f"{key}={value}" for key, value in values.items())])
+
+    def set_offloads(self, device: str, features: Mapping[str, bool]) -> None:
+        """Turn ``tso``, ``gso`` or ``gro`` on or off on ``device``; a :class:`LabError`
+        names each change the device did not take."""
+        done = self.run(["ethtool", "-K", device, *ethtool_words(features)], check=False)
+        # ethtool lists what did not take as "[requested on]" (and exits 1 when nothing
+        # did, 0 when some changes took).
+        refused = [line.strip() for line in done.stdout.splitlines() if "[requested" in line]
+        if done.returncode != 0 and not refused:
+            refused = [done.stderr.strip() or f"ethtool exited with status {done.returncode}"]
+        if refused:
+            raise LabError(
+                f"offloads of {device} on {self.name} did not apply: {'; '.join(refused)}"
+            )
+
+    def links_up(self, devices: Sequence[str]) -> bool:
+        """Whether each of ``devices`` is up with its operational state up (carrier)."""
+        state = {
+            link["ifname"]: link["operstate"]
+            for link in json.loads(self.run(["ip", "-j", "link", "show"]).stdout)
+        }
+        return all(state.get(device) == "UP" for device in devices)
 
 
 class NetnsHost(Host):
@@ -192,6 +228,35 @@ class NetnsHost(Host):
             return netns_files.read(self.name, names)
         except OSError as exc:
             raise LabError(f"cannot read /proc/net in {self.name}: {exc}") from None
+
+    # The three below go through the kernel from a thread in the namespace: no process
+    # (an emulated guest takes 0.2-0.5 s to start each; a lab's build ran 10 of them).
+
+    def set_sysctls(self, values: Mapping[str, str]) -> None:
+        try:
+            netns_files.inside(self.name, lambda: netdev.write_sysctls(values))
+        except OSError as exc:
+            raise LabError(f"cannot set sysctls in {self.name}: {exc}") from None
+
+    def set_offloads(self, device: str, features: Mapping[str, bool]) -> None:
+        try:
+            refused = netns_files.inside(self.name, lambda: netdev.set_offloads(device, features))
+        except OSError as exc:
+            raise LabError(f"cannot set the offloads of {device} in {self.name}: {exc}") from None
+        if refused:
+            raise LabError(
+                f"offloads of {device} in {self.name} did not apply: {'; '.join(refused)}"
+            )
+
+    def links_up(self, devices: Sequence[str]) -> bool:
+        try:
+            return netns_files.inside(
+                self.name, lambda: all(netdev.running(device) for device in devices)
+            )
+        except OSError as exc:
+            raise LabError(
+                f"cannot read the state of {', '.join(devices)} in {self.name}: {exc}"
+            ) from None
 
     def record(self, path: Path, *, kind: str) -> None:
         adders = {

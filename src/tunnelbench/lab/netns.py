@@ -8,13 +8,12 @@ namespace's own ``/sys``).
 
 import contextlib
 import functools
-import json
 import logging
 import re
 import secrets
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,9 +41,9 @@ from tunnelbench.system.command import CommandError, run, side_by_side
 
 log = logging.getLogger("tunnelbench.lab")
 
-GATEWAY_SYSCTLS = ["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"]
+GATEWAY_SYSCTLS = {"net.ipv4.ip_forward": "1", "net.ipv6.conf.all.forwarding": "1"}
 # Duplicate address detection would hold new IPv6 addresses "tentative" for ~1 s.
-COMMON_SYSCTLS = ["net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"]
+COMMON_SYSCTLS = {"net.ipv6.conf.all.accept_dad": "0", "net.ipv6.conf.default.accept_dad": "0"}
 
 
 def new_lab_id() -> str:
@@ -286,23 +285,15 @@ def _wait_for_carrier(lab: Lab, timeout: float = 5.0) -> None:
     """Wait until every veth reports carrier.
 
     A packet sent before that fails IPv6 neighbour discovery, and the neighbour entry
-    then stays unusable for about a second: the first trial would measure a stall. Only
-    the veths count: a kernel with ip_gre, ipip or sit loaded puts fallback devices
-    (gre0, tunl0, sit0...) into every new namespace, and they stay down.
+    then stays unusable for about a second: the first trial would measure a stall.
     """
     deadline = time.monotonic() + timeout
-    pending = set(lab.chain.roles)
+    devices: dict[str, list[str]] = {}
+    for (role, _), iface in lab.interfaces.items():
+        devices.setdefault(role, []).append(iface.name)
+    pending = set(devices)
     while pending:
-        roles = sorted(pending)
-        shown = side_by_side(
-            [
-                functools.partial(lab.exec, r, ["ip", "-j", "link", "show", "type", "veth"])
-                for r in roles
-            ]
-        )
-        for role, done in zip(roles, shown, strict=True):
-            if all(link["operstate"] == "UP" for link in json.loads(done.stdout)):
-                pending.discard(role)
+        pending = {role for role in pending if not lab.host(role).links_up(devices[role])}
         if pending and time.monotonic() > deadline:
             raise LabError(f"links in {', '.join(sorted(pending))} did not come up in {timeout} s")
         if pending:
@@ -328,10 +319,9 @@ def _create(lab: Lab, tunnel: bool) -> None:
     )
     # Before any link exists: links take their IPv6 settings from "default" when born.
     gateways = chain.roles[1:-1]
-    sysctls = {r: COMMON_SYSCTLS + (GATEWAY_SYSCTLS if r in gateways else []) for r in chain.roles}
-    side_by_side(
-        [functools.partial(lab.exec, r, ["sysctl", "-q", "-w", *sysctls[r]]) for r in chain.roles]
-    )
+    sysctls = {r: COMMON_SYSCTLS | (GATEWAY_SYSCTLS if r in gateways else {}) for r in chain.roles}
+    for role in chain.roles:
+        lab.host(role).set_sysctls(sysctls[role])
     pairs = []
     for j, link in enumerate(chain.links):
         left, right = chain.roles[j], chain.roles[j + 1]
@@ -427,11 +417,6 @@ def offload_roles(offloads: Offloads, chain: Chain) -> tuple[str, ...]:
     return offloads.roles or chain.roles
 
 
-def ethtool_features(changes: dict[str, bool]) -> list[str]:
-    """``ethtool -K`` arguments after the device, for the features that are set."""
-    return [word for name, value in changes.items() for word in (name, "on" if value else "off")]
-
-
 #: Why an impaired lab turns segmentation and receive offloads off by default.
 IMPAIRED_OFFLOADS_REASON = (
     "the WAN is impaired: netem drops, delays and reorders what it is handed, and with"
@@ -476,7 +461,6 @@ def role_offloads(settings: LabSettings, chain: Chain) -> dict[str, dict[str, bo
 def _set_offloads(lab: Lab) -> None:
     offloads = role_offloads(lab.settings, lab.chain)
     single: dict[str, int] = {}
-    features: list[Callable[[], None]] = []
     for (role, _), iface in lab.interfaces.items():
         if role not in offloads:
             continue
@@ -489,19 +473,11 @@ def _set_offloads(lab: Lab) -> None:
             # shaped link of this machine's kernel it cut goodput to 44% of the ceiling.
             lab.ip_batch(role, [["link", "set", "dev", iface.name, "gso_max_segs", "1"]])
             single[role] = 1
-        features.append(functools.partial(_set_features, lab, role, iface.name, offloads[role]))
-    side_by_side(features)
+        if offloads[role]:
+            lab.host(role).set_offloads(iface.name, offloads[role])
     lab.state.info["offloads"] = offloads
     if single:
         lab.state.info["gso_max_segs"] = single
-
-
-def _set_features(lab: Lab, role: str, device: str, features: dict[str, bool]) -> None:
-    done = lab.exec(role, ["ethtool", "-K", device, *ethtool_features(features)])
-    # ethtool exits 0 when only some changes took: it lists the rest as "[requested on]".
-    refused = [line.strip() for line in done.stdout.splitlines() if "[requested" in line]
-    if refused:
-        raise LabError(f"ethtool -K {device} in {lab.ns(role)} did not apply: {'; '.join(refused)}")
 
 
 def receive_masks(lab: Lab) -> dict[str, str]:
@@ -597,14 +573,8 @@ def unbundle_tunnel(lab: Lab, devices: dict[str, str]) -> dict[str, str]:
     Only the tunnel device: the links keep their offloads (:func:`role_offloads`)."""
     if lab.settings.wan.rate is None and not lab.settings.wan.impaired:
         return {}
-    changes = ethtool_features({"gso": False, "tso": False})
     for role, device in devices.items():
-        done = lab.exec(role, ["ethtool", "-K", device, *changes])
-        refused = [line.strip() for line in done.stdout.splitlines() if "[requested" in line]
-        if refused:
-            raise LabError(
-                f"ethtool -K {device} in {lab.ns(role)} did not apply: {'; '.join(refused)}"
-            )
+        lab.host(role).set_offloads(device, {"gso": False, "tso": False})
     return dict(devices)
 
 
