@@ -165,8 +165,9 @@ def test_render_is_an_aligned_table():
         " process"
     ) in lines
     assert (
-        "userspace ethtool            no      ethtool is not installed; for offloads; to get it:"
-        " apt-get install --no-install-recommends ethtool"
+        "userspace ethtool            no      ethtool is not installed; for offloads on real"
+        " hosts (the namespace lab sets them itself); to get it: apt-get install"
+        " --no-install-recommends ethtool"
     ) in lines
     assert (
         "userspace openvpn            yes     OpenVPN 2.6.14 (/usr/sbin/openvpn); DCO no, runs in "

@@ -228,7 +228,8 @@ def collect(caps: Capabilities | None = None) -> dict[str, Any]:
             "ethtool": _program(
                 caps.programs["ethtool"],
                 "ethtool",
-                detail=f"{caps.programs['ethtool'].detail}; for offloads",
+                detail=f"{caps.programs['ethtool'].detail}; for offloads on real hosts (the"
+                " namespace lab sets them itself)",
             ),
             **_strongswan(caps),
         },
