@@ -13,7 +13,6 @@ from tunnelbench.kinds import Shaper, Topology, TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.lab import state as lab_state
 from tunnelbench.model.plan import LabSettings, LinkSettings, TrialConfig, TunnelSettings
-from tunnelbench.system import command
 from tunnelbench.tunnels import REGISTRY
 
 
@@ -158,18 +157,17 @@ def test_lab_clean_removes_a_lab_whose_owner_died():
 
 def test_ctrl_c_during_teardown_still_removes_everything(monkeypatch):
     lab = netns.build(LabSettings())
-    real_run = command.run  # what lab_state calls
+    real_delete = lab_state.delete_namespace
     deletes: list[str] = []
 
-    def interrupted_once(argv, **kwargs):
+    def interrupted_once(name: str) -> str | None:
         # The first namespace deletion is hit by Ctrl-C just as it starts.
-        if argv[:3] == ["ip", "netns", "delete"]:
-            deletes.append(argv[3])
-            if len(deletes) == 1:
-                raise KeyboardInterrupt
-        return real_run(argv, **kwargs)
+        deletes.append(name)
+        if len(deletes) == 1:
+            raise KeyboardInterrupt
+        return real_delete(name)
 
-    monkeypatch.setattr(lab_state, "run", interrupted_once)
+    monkeypatch.setattr(lab_state, "delete_namespace", interrupted_once)
     with pytest.raises(KeyboardInterrupt):
         lab.teardown()
     assert len(deletes) == 4  # the interrupted one, retried, and the other two
@@ -195,3 +193,18 @@ def test_teardown_ends_a_process_that_entered_the_namespace_after_its_scan():
     lab.teardown()
     assert namespace not in lab_state.list_namespaces()
     assert not lab.state.directory.exists()
+
+
+def test_a_namespace_is_deleted_as_ip_netns_delete_does_it():
+    name = "tb-deltest-client"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    inode = Path(f"/run/netns/{name}").stat().st_ino
+    assert lab_state.delete_namespace(name) is None
+    assert (
+        name not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    )
+    assert not Path(f"/run/netns/{name}").exists()
+    # Its mount went with it: nothing in this mount namespace still holds that inode.
+    assert f"/run/netns/{name}" not in Path("/proc/self/mountinfo").read_text(), inode
+    assert lab_state.delete_namespace(name) is not None  # a second time: nothing to remove
+    assert lab_state.delete_namespace("../etc") == "'../etc' is not a namespace name"
