@@ -75,7 +75,11 @@ def test_a_shaped_wan_is_the_limit_with_and_without_a_tunnel(tmp_path):
 
 
 def test_unshaped_userspace_wireguard_is_held_by_its_daemon(tmp_path):
-    by_kind = _summaries(tmp_path, "--tunnels", "wireguard", "--streams", "1", *SHORT)
+    # Three runs: the verdict is read from their medians. The busiest core of one 2 s
+    # run sat at 89.4% once in CI (below the 90% a saturated core needs; five others
+    # here read 91.7-94.0%), and one run called it "no limit identified".
+    runs = ["--runs", "3", "--duration", "2", "--warmup", "1"]
+    by_kind = _summaries(tmp_path, "--tunnels", "wireguard", "--streams", "1", *runs)
     wireguard = by_kind["wireguard"]
     assert wireguard.diagnosis is not None
     verdict = wireguard.diagnosis.verdict
