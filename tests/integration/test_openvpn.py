@@ -111,24 +111,18 @@ def test_key_material_stays_out_of_the_store_and_reports_and_goes_with_the_lab(
     tmp_path, monkeypatch
 ):
     made: dict[Path, str] = {}
-    real_create = openvpn_pki.create
+    real_install = openvpn_pki.install
 
-    def spying(lab, openssl, binary):
-        credentials = real_create(lab, openssl, binary)
-        for path in [
-            credentials.ca,
-            credentials.tls_crypt,
-            *credentials.certs.values(),
-            *credentials.keys.values(),
-        ]:
-            assert path.parent == lab.directory
+    def spying(site, role, texts, own):
+        credentials = real_install(site, role, texts, own)
+        for path in [credentials.ca, credentials.cert, credentials.key, credentials.tls_crypt]:
+            assert path.parent == site.directory
             assert path.stat().st_mode & 0o777 == 0o600, path
-            assert str(path) in lab.state.files
+            assert str(path) in site.state.files
             made[path] = path.read_text()
-        assert not (lab.directory / "openvpn-ca.key").exists()  # deleted once it signed
         return credentials
 
-    monkeypatch.setattr(openvpn_pki, "create", spying)
+    monkeypatch.setattr(openvpn_pki, "install", spying)
     db = tmp_path / "r.db"
     handler = signal.getsignal(signal.SIGTERM)
     try:
@@ -139,7 +133,10 @@ def test_key_material_stays_out_of_the_store_and_reports_and_goes_with_the_lab(
     finally:
         signal.signal(signal.SIGTERM, handler)
     assert code == 0
-    assert len(made) == 6  # CA and two certificates, two keys, the tls-crypt key
+    assert len(made) == 8  # each end: the CA's certificate, its own and its key, tls-crypt
+    # The CA's key never reached a disk: the only private keys written are the ends' own.
+    keys = sorted(p.name for p, text in made.items() if "PRIVATE KEY" in text)
+    assert keys == ["openvpn-client-client.key", "openvpn-gw-server.key"]
     secrets = [line for text in made.values() for line in _secret_lines(text)]
     assert len(secrets) > 20
     connection = sqlite3.connect(db)
@@ -158,7 +155,7 @@ def test_key_material_stays_out_of_the_store_and_reports_and_goes_with_the_lab(
 def test_a_daemon_that_does_not_do_what_was_asked_fails_the_set_up(monkeypatch, fault):
     if fault == "dco fallback":
         # The kernel "has" DCO, so no --disable-dco: openvpn falls back to a TUN device.
-        monkeypatch.setattr(probing, "openvpn_dco", lambda: Check(True, "ovpn-dco (test)"))
+        monkeypatch.setattr(openvpn, "kernel_dco", lambda host: Check(True, "ovpn-dco (test)"))
         expected = r"openvpn on \w+ made a tun device, not ovpn-dco .*disabling data channel"
     else:
         real = openvpn.daemon_argv

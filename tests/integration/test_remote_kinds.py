@@ -1,9 +1,10 @@
 """The lab's tunnel kinds built on real hosts by the lab's own code: each kind that builds
-through a site alone (VXLAN, GRE, gretap, IPIP, GENEVE) between two sshd "machines"
-(tests/sshd.py), the server on busybox; the traffic held to the far end's tunnel device
+through a site alone (OpenVPN, VXLAN, GRE, gretap, IPIP, GENEVE) between two sshd
+"machines" (tests/sshd.py), the server on busybox; the traffic held to the far end's tunnel device
 and every host left as it was. Kinds this kernel cannot create are skipped with the
 kernel's refusal (their commands are unit-tested in tests/unit/test_kernel_tunnels.py)."""
 
+import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +18,10 @@ from tunnelbench.bench import capabilities, skips
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.model.plan import LabSettings, TrialConfig, TunnelSettings
+from tunnelbench.remote.host import SshHost
 from tunnelbench.remote.hostsfile import BUILDABLE
+from tunnelbench.remote.ssh import Connection
+from tunnelbench.system import probing
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 ROLES = ("client", "gw", "server")
@@ -93,11 +97,27 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     assert (plain.resolved.remote or {})["tunnel_devices"] == {}
     assert not any(devices["gw"] in n for n in plain.metrics)
     # the MTU the lab's own rule gives on a 1500-byte underlay, and what ran each end
-    kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
-    assert tunnelled.resolved.tunnel_version == f"linux {kernel} (client and gw)"
     tunnel = TunnelKind(kind)
+    resolved = tunnelled.resolved
+    assert resolved.tunnel_version is not None
+    if tunnel is TunnelKind.OPENVPN:
+        # each end's own openvpn, its version line and path; what set-up found, as the lab
+        # records it: the cipher asked for, and DCO off with this kernel's reason
+        assert re.match(
+            r"OpenVPN 2\.6\.\d+ .*\(/\S+/openvpn\) \(client and gw\)$", resolved.tunnel_version
+        )
+        assert resolved.tunnel_cipher == "aes-256-gcm"
+        assert resolved.openvpn_data_cipher == "AES-256-GCM"
+        dco = probing.openvpn_dco()
+        assert resolved.openvpn_dco is bool(dco.ok)
+        assert dco.detail in (resolved.openvpn_dco_reason or "")
+        assert resolved.tunnel is not None and resolved.tunnel.encrypts
+        assert resolved.tunnel.userspace is not dco.ok
+    else:
+        kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
+        assert resolved.tunnel_version == f"linux {kernel} (client and gw)"
     lab_mtu = TUNNELS.get(tunnel).resolve(TunnelSettings(kind=tunnel), 1500).mtu
-    assert tunnelled.resolved.tunnel_mtu == lab_mtu
+    assert resolved.tunnel_mtu == lab_mtu
     assert (tunnelled.resolved.remote or {})["tunnel_built_by"] == "tunnelbench"
     # every host as it was: no device, no route, nothing in /tmp
     assert state(farm.lab) == before
@@ -141,6 +161,14 @@ def test_hosts_check_says_per_host_which_kinds_it_can_build_and_why(farm):
     # This kernel has VXLAN built in (its /sys/module entry) and no GRE module anywhere;
     # the client's ip is iproute2's, the server's busybox's.
     assert "    vxlan: yes (module vxlan loaded or built in)" in client
+    # a daemon's kind: the programs its ends run; the busybox server has no openvpn
+    assert re.search(
+        r"\n    openvpn: yes \(runs openvpn \(/\S+/openvpn\), ip \(/\S+/ip\)\)", client
+    )
+    assert "    openvpn: no (openvpn (openvpn) is not installed)" in blocks[1]
+    # this kernel has no WireGuard module: the client's end would run wireguard-go
+    assert re.search(r"\n    wireguard: yes \(runs wg \(\S+\), ip \(\S+\), wireguard-go \(", client)
+    assert "    wireguard: no (wg (wireguard-tools) is not installed)" in blocks[1]
     found = capabilities.probe()
     gre = TrialConfig.from_dict({"tunnel": {"kind": "gre"}})
     if skips.unmet(gre, found):
@@ -152,7 +180,7 @@ def test_hosts_check_says_per_host_which_kinds_it_can_build_and_why(farm):
     ), server
 
 
-@pytest.mark.parametrize("kind", ["wireguard", "vxlan"])
+@pytest.mark.parametrize("kind", ["wireguard", "openvpn", "vxlan"])
 def test_a_built_tunnel_is_removed_and_built_again_between_rounds(farm, kind):
     """Two rounds: none, the tunnel, none, the tunnel (in each round's order). The tunnel
     is removed before each trial without it (its route would carry that trial too) and
@@ -178,8 +206,41 @@ def test_a_built_tunnel_is_removed_and_built_again_between_rounds(farm, kind):
         devices = (trial.resolved.remote or {})["tunnel_devices"]
         if trial.config["tunnel"]["kind"] == "none":
             assert devices == {}  # and no tunnel device counted: it was gone
-            assert not any("-wg" in n or "-vx" in n for n in trial.metrics if n.startswith("link."))
+            assert not any(
+                f"-{s}" in n
+                for s in ("wg", "ov", "vx")
+                for n in trial.metrics
+                if n.startswith("link.")
+            )
         else:
             assert trial.metrics[f"link.gw.{devices['gw']}.rx_bytes"] > 0
     assert state(farm.lab) == before
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
+
+
+@pytest.mark.parametrize("role", ["client", "server"])  # the server is busybox's
+def test_a_started_daemon_is_ended_by_its_undo_line_and_nothing_else(farm, role, tmp_path):
+    """openvpn outlives its device, so a tunnel removed between trials ends its daemons
+    by their recorded PID and start time: that process alone, waited for; run again (or
+    by the host's cleanup, after a PID was reused) it ends nothing."""
+    connection = Connection(role, tmp_path, config=farm.farm.ssh_config, name=role)
+    connection.open()
+    host = SshHost(role, connection, f"t{role[:3]}")
+    try:
+        host.begin()
+        daemon = host.spawn(["sleep", "60"])
+        bystander = host.spawn(["sleep", "60"])
+        undo = host.end_on_undo(daemon)
+        pid = int(undo[-2])
+        # read on the host: its PIDs are its own
+        assert host.run(["cat", f"/proc/{pid}/comm"]).stdout == "sleep\n"  # what it stood for
+        assert host.run(undo).returncode == 0
+        assert host.run(["cat", f"/proc/{pid}/comm"], check=False).returncode != 0  # gone
+        daemon.wait(timeout=5)
+        assert bystander.poll() is None
+        assert host.run(undo).returncode == 0  # already gone: success, nothing else ended
+        assert bystander.poll() is None
+    finally:
+        assert host.cleanup() is None
+        connection.close()
+    bystander.wait(timeout=5)

@@ -23,11 +23,9 @@ from tests.conftest import FIXTURES
 from tunnelbench.bench import skips
 from tunnelbench.cli import doctor
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Cipher, EspMode, Protection, Topology, TunnelKind
+from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.host import NetnsHost
-from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import LabState
-from tunnelbench.lab.topology import CHAINS
 from tunnelbench.model.encapsulation import Encapsulation, default_tunnel_mtu
 from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.system import probing, programs
@@ -47,18 +45,26 @@ from tunnelbench.tunnels.openvpn import (
     negotiated_cipher,
     version_text,
 )
+from tunnelbench.tunnels.site import Site
 
 CAPTURED = FIXTURES / "openvpn"
 GOLDEN = json.loads((FIXTURES / "golden" / "openvpn-commands.json").read_text())
 LAB = "/run/tunnelbench/labs/abc123"
-CREDENTIALS = pki.Credentials(
-    ca=Path(f"{LAB}/openvpn-ca.crt"),
-    tls_crypt=Path(f"{LAB}/openvpn-tls-crypt.key"),
-    certs={r: Path(f"{LAB}/openvpn-{r}.crt") for r in (pki.SERVER, pki.CLIENT)},
-    keys={r: Path(f"{LAB}/openvpn-{r}.key") for r in (pki.SERVER, pki.CLIENT)},
-)
+
+
+def credentials(role: str, own: str) -> pki.Credentials:
+    """An end's files as :func:`pki.install` names them in the site's directory."""
+    return pki.Credentials(
+        ca=Path(f"{LAB}/openvpn-{role}-ca.crt"),
+        cert=Path(f"{LAB}/openvpn-{role}-{own}.crt"),
+        key=Path(f"{LAB}/openvpn-{role}-{own}.key"),
+        tls_crypt=Path(f"{LAB}/openvpn-{role}-tls-crypt.key"),
+    )
+
+
 SERVER = Peer("tbabc123-ovgw", server=True, local="198.18.0.2", remote="198.18.0.1")
 CLIENT = Peer("tbabc123-ovct", server=False, local="198.18.0.1", remote="198.18.0.2")
+CREDENTIALS = {SERVER: credentials("gw", pki.SERVER), CLIENT: credentials("client", pki.CLIENT)}
 USERSPACE, OFFLOADED = Dco(False, "no module"), Dco(True, "the kernel has ovpn-dco")
 VERSION = (CAPTURED / "version.txt").read_text()
 
@@ -147,7 +153,7 @@ def test_a_spec_without_a_cipher_has_no_data_cipher():
     ],
 )
 def test_daemon_command_lines(name, peer, mtu, cipher, dco):
-    argv = daemon_argv("/usr/sbin/openvpn", peer, CREDENTIALS, mtu, cipher, dco)
+    argv = daemon_argv("/usr/sbin/openvpn", peer, CREDENTIALS[peer], mtu, cipher, dco)
     assert " ".join(argv) == GOLDEN[name]
     assert ("--disable-dco" in argv) is not dco.enabled
     # Only paths: no key material ever appears on a command line (or in the lab state).
@@ -167,7 +173,25 @@ def test_pki_command_lines():
         "serverAuth",
     )
     assert " ".join(leaf) == GOLDEN["pki-server"]
-    assert " ".join(pki.tls_crypt_argv("openvpn")) == GOLDEN["pki-tls-crypt"]
+
+
+def test_the_tls_crypt_key_has_the_form_openvpn_genkey_writes():
+    """``openvpn --genkey tls-crypt`` (2.6.14) writes three comment lines, the BEGIN line,
+    16 lines of 32 hex digits and the END line; openvpn reads this one (the integration
+    tests' tunnels use it)."""
+    text = pki.static_key(bytes(range(256)))
+    lines = text.splitlines()
+    assert lines[:4] == [
+        "#",
+        "# 2048 bit OpenVPN static key",
+        "#",
+        "-----BEGIN OpenVPN Static key V1-----",
+    ]
+    assert lines[-1] == "-----END OpenVPN Static key V1-----" and len(lines) == 21
+    assert lines[4] == "000102030405060708090a0b0c0d0e0f" and lines[19].endswith("fcfdfeff")
+    assert all(len(line) == 32 for line in lines[4:20])
+    with pytest.raises(ValueError):
+        pki.static_key(b"short")
 
 
 class _RecordingState:
@@ -180,36 +204,56 @@ class _RecordingState:
         self.files.append((path, path.exists()))
 
 
-class _FakeLab:
-    """A lab with the real namespace host over a recording state (no namespace is
-    needed: writing a file is the host's own work)."""
+class _FakeSite:
+    """A site whose ends are the real namespace host over a recording state (no
+    namespace is needed: writing a file is the host's own work)."""
 
-    chain = CHAINS[Topology.ROAD_WARRIOR]
-
-    def __init__(self) -> None:
+    def __init__(self, directory: Path) -> None:
         self.state = _RecordingState()
+        self.directory = directory
 
     def host(self, role: str) -> NetnsHost:
         return NetnsHost(f"tb-test-{role}", cast(LabState, self.state))
 
+    def files(self, role: str) -> Path:
+        return self.directory
 
-def test_private_files_are_recorded_first_created_0600_and_never_reused(tmp_path):
-    lab = _FakeLab()
-    path = tmp_path / "openvpn-client.key"
-    old = os.umask(0)  # even with no umask at all, the file is 0600
+
+MADE = pki.Made(
+    "CA\n",
+    "TLS\n",
+    {"server": "S.crt\n", "client": "C.crt\n"},
+    {"server": "S.key\n", "client": "C.key\n"},
+)
+
+
+def test_an_end_gets_its_own_files_recorded_first_created_0600_and_never_reused(tmp_path):
+    site = _FakeSite(tmp_path)
+    old = os.umask(0)  # even with no umask at all, the files are 0600
     try:
-        pki.write_private(cast(Lab, lab), path, "secret\n")
+        got = pki.install(cast(Site, site), "client", MADE, pki.CLIENT)
     finally:
         os.umask(old)
-    assert lab.state.files == [(path, False)]  # recorded before it was created
-    assert path.stat().st_mode & 0o777 == 0o600
-    assert path.read_text() == "secret\n"
+    assert got == pki.Credentials(
+        ca=tmp_path / "openvpn-client-ca.crt",
+        cert=tmp_path / "openvpn-client-client.crt",
+        key=tmp_path / "openvpn-client-client.key",
+        tls_crypt=tmp_path / "openvpn-client-tls-crypt.key",
+    )
+    # recorded before each was created; only the client's own key, never the server's
+    assert site.state.files == [(p, False) for p in (got.ca, got.cert, got.key, got.tls_crypt)]
+    assert [p.read_text() for p in (got.ca, got.cert, got.key, got.tls_crypt)] == [
+        "CA\n",
+        "C.crt\n",
+        "C.key\n",
+        "TLS\n",
+    ]
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in tmp_path.iterdir())
     with pytest.raises(FileExistsError):
-        pki.write_private(cast(Lab, lab), path, "other\n")
-    link = tmp_path / "link.key"
-    link.symlink_to(tmp_path / "elsewhere")
+        pki.install(cast(Site, site), "client", MADE, pki.CLIENT)
+    (tmp_path / "openvpn-gw-ca.crt").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(FileExistsError):
-        pki.write_private(cast(Lab, lab), link, "secret\n")
+        pki.install(cast(Site, site), "gw", MADE, pki.SERVER)
     assert not (tmp_path / "elsewhere").exists()
 
 
@@ -295,19 +339,17 @@ def test_a_data_channel_with_another_cipher_fails_the_set_up():
 
 
 def test_the_device_kind_must_match_the_dco_decision():
-    tun = json.loads((CAPTURED / "aes-256-gcm-link.json").read_text())[0]
-    check_dco("client", USERSPACE, log("aes-256-gcm-client"), tun)
-    offloaded = dict(tun, linkinfo={"info_kind": "ovpn-dco"})
-    check_dco("client", OFFLOADED, "", offloaded)
+    check_dco("client", USERSPACE, log("aes-256-gcm-client"), tun=True)
+    check_dco("client", OFFLOADED, "", tun=False)
     with pytest.raises(LabError) as caught:
-        check_dco("client", OFFLOADED, log("dco-fallback-client"), tun)
+        check_dco("client", OFFLOADED, log("dco-fallback-client"), tun=True)
     assert str(caught.value) == (
         "openvpn on client made a tun device, not ovpn-dco (DCO on: the kernel has ovpn-dco): "
         "2026-11-21 09:00:05 Note: Kernel support for ovpn-dco missing, disabling data "
         "channel offload."
     )
     with pytest.raises(LabError, match="made a ovpn-dco device, not tun"):
-        check_dco("gw", USERSPACE, "", offloaded)
+        check_dco("gw", USERSPACE, "", tun=False)
 
 
 def test_version_names_openvpn_and_its_crypto_library():

@@ -63,8 +63,8 @@ def test_an_existing_tunnel_sends_tunnelled_traffic_to_its_own_address():
         (ROAD.replace('ssh = "client"', 'ssh = "-oProxyCommand=x"'),
          "client.ssh: '-oProxyCommand=x' is not an SSH destination"),
         ("connect_timeout = 0\n" + ROAD, "connect_timeout: 0 is not a number of seconds"),
-        (ROAD + '[tunnel]\nmode = "build"\nkind = "openvpn"\nvia = "1.2.3.4"\n',
-         "tunnel.kind: 'openvpn': tunnelbench builds wireguard"),
+        (ROAD + '[tunnel]\nmode = "build"\nkind = "ipsec"\nvia = "1.2.3.4"\n',
+         "tunnel.kind: 'ipsec': tunnelbench builds wireguard"),
         (ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\n', "tunnel.via: missing"),
         (ROAD.replace('address = "192.168.1.1"', "")
          + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "1.2.3.4"\n',

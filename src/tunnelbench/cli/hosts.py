@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.remote import hostsfile, probes, software
-from tunnelbench.remote.session import BlackBox, Session, missing
+from tunnelbench.remote.session import BlackBox, Session, can_build, missing
 
 
 def register(verbs: Verbs) -> None:
@@ -56,7 +56,7 @@ def _tunnel(hosts: hostsfile.HostsFile) -> str:
 def describe(role: str, destination: str, facts: probes.Facts, now: float, dut: bool) -> list[str]:
     tools = ", ".join(
         f"{name} {'yes' if name in facts.programs else 'no'}"
-        for name in ("wg", "wireguard-go", "ip", "tc")
+        for name in ("wg", "wireguard-go", "openvpn", "ip", "tc")
     )
     offset = facts.clock - now
     lines = [
@@ -82,8 +82,8 @@ def describe(role: str, destination: str, facts: probes.Facts, now: float, dut: 
         lines.append("  cpufreq: none exposed (no frequency scaling driver)")
     lines.append(f"  kernel WireGuard: {facts.software.kernel_wireguard()}")
     lines.append("  tunnel kinds tunnelbench builds here:")
-    for kind in software.BUILT_KINDS:
-        able, why = facts.software.can_build(kind)
+    for kind in hostsfile.BUILDABLE:
+        able, why = can_build(kind, facts)
         verdict = {True: "yes", False: "no", None: "perhaps"}[able]
         lines.append(f"    {kind}: {verdict} ({why})")
     for name in software.PROGRAMS:

@@ -16,6 +16,7 @@ bash, or GNU tools).
 
 import json
 import os
+import secrets
 import shlex
 import subprocess
 import time
@@ -82,6 +83,21 @@ exit $status
 """
 
 
+#: Ends one recorded process (``$1``: its PID, ``$2``: its start time) if it is still
+#: that process, and waits until it is gone (3 s, then SIGKILL): the undo line of a
+#: daemon, so a tunnel removed between trials takes its daemon with it, and the next
+#: one's device name is free again. A process already gone is success.
+END_PROCESS = (
+    'alive() { want=$2; { read -r s <"/proc/$1/stat"; } 2>/dev/null || return 1;'
+    ' s=${s##*) }; set -- $s; [ "$1" != Z ] && [ "${20}" = "$want" ]; };'
+    ' alive "$1" "$2" || exit 0; kill "$1" 2>/dev/null; n=0;'
+    ' while [ $n -lt 30 ] && alive "$1" "$2"; do sleep 0.1; n=$((n+1)); done;'
+    ' alive "$1" "$2" && kill -9 "$1" 2>/dev/null; exit 0'
+)  # one line: the undo file holds a command per line
+#: How long a spawned process may take to record itself (its shell's first line).
+RECORD_WAIT_S = 5.0
+
+
 def owner() -> dict[str, object]:
     """This process, as the owner of what it leaves on hosts: a killed owner's leftovers
     are cleanable, a live one's are not."""
@@ -109,6 +125,8 @@ class SshHost(Host):
         # share one file system).
         self.directory = Path(REMOTE_ROOT) / f"{PREFIX}{tag}.{role}"
         self.started = False
+        #: local ``ssh`` PID -> the file its remote process recorded itself in.
+        self._pid_files: dict[int, Path] = {}
 
     # -- the directory and its record --------------------------------------------------
 
@@ -168,14 +186,38 @@ class SshHost(Host):
             err = "&1"
         else:
             err = shlex.quote(str(stderr)) if isinstance(stderr, Path) else "/dev/null"
-        script = f"{self.recorded(argv)} >{out} 2>{err} </dev/null"
-        return subprocess.Popen(
+        # Its own record too, by a name of this spawn's: the process can be ended alone.
+        pid_file = self.directory / f"pid.{secrets.token_hex(6)}"
+        own = f'echo "$$ ${{20}}" >{shlex.quote(str(pid_file))}'
+        script = (
+            f"{self.env()}{RECORD_SELF}; {own}; exec {shlex.join(argv)} >{out} 2>{err} </dev/null"
+        )
+        proc = subprocess.Popen(
             self.connection.command(script),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+        self._pid_files[proc.pid] = pid_file
+        return proc
+
+    def end_on_undo(self, proc: "subprocess.Popen[bytes]") -> list[str]:
+        """Record, as an undo line, the ending of the process ``proc`` stands for (it
+        spawned it), once the process has recorded itself; the line, for the caller's
+        own list of what to undo."""
+        pid_file = self._pid_files[proc.pid]
+        deadline = time.monotonic() + RECORD_WAIT_S
+        while True:
+            found = self.run(["cat", str(pid_file)], check=False).stdout.split()
+            if len(found) == 2:
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise LabError(f"{self.name}: a process it started did not record itself")
+            time.sleep(0.05)
+        line = ["sh", "-c", END_PROCESS, "end", *found]
+        self.undo(line)
+        return line
 
     def write(self, path: Path, text: str, *, mode: int = 0o644) -> None:
         """Create ``path`` (inside the directory, so cleanup removes it) with ``mode`` set

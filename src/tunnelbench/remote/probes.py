@@ -55,7 +55,9 @@ FACTS = (
 echo "kernel $(uname -r)"
 echo "machine $(uname -m)"
 echo "cores $(grep -c '^cpu[0-9]' /proc/stat)"
-for p in iperf3 iperf wg wireguard-go ip tc; do
+for p in """
+    + " ".join(software.HOST_PROGRAMS)
+    + r"""; do
   if command -v "$p" >/dev/null 2>&1; then echo "program $p $(command -v "$p")"; fi
 done
 if command -v iperf3 >/dev/null 2>&1; then echo "iperf3 $(iperf3 --version 2>&1 | head -n 1)"; fi

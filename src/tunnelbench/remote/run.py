@@ -196,6 +196,9 @@ def _trials(
                 resolved.tunnel_version = tunnel.version()
             if kind != "none" and tunnel.facts.get("mtu"):
                 resolved.tunnel_mtu = int(tunnel.facts["mtu"])
+            if kind != "none":
+                resolved.update(tunnel.found)
+                resolved.tunnel, resolved.tunnel_cipher = tunnel.kind_facts, tunnel.cipher
             resolved.remote = {
                 "dut": session.file.dut,
                 "tunnel_mode": tunnel.mode if kind != "none" else "none",

@@ -7,10 +7,12 @@ from functools import partial
 from pathlib import Path
 
 from tunnelbench.errors import LabError, UserError
+from tunnelbench.kinds import TunnelKind
 from tunnelbench.remote import leftovers, masters, probes, snmp, software
 from tunnelbench.remote.host import SshHost, owner_alive
 from tunnelbench.remote.hostsfile import HostsFile, management_overlap
 from tunnelbench.remote.ssh import Connection, Unreachable
+from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 
 @dataclass
@@ -154,6 +156,37 @@ def clean(hosts: HostsFile) -> tuple[list[str], bool]:
     return said, whole
 
 
+def lacking_programs(kind: str, facts: probes.Facts) -> list[str]:
+    """What a host lacks of the programs a tunnel end of ``kind`` runs, each with its
+    Debian package where the kind names one."""
+    tunnel = TUNNELS.get(TunnelKind(kind))
+    return [
+        f"{p}{f' ({tunnel.packages[p]})' if p in tunnel.packages else ''}"
+        for p in tunnel.end_programs()
+        if p not in facts.programs
+    ]
+
+
+def can_build(kind: str, facts: probes.Facts) -> tuple[bool | None, str]:
+    """Whether a host can be an end of ``kind`` built by tunnelbench (None: cannot
+    tell), and why: the programs its ends run, then a kernel link's module and ``ip``."""
+    if lacking := lacking_programs(kind, facts):
+        return False, "; ".join(f"{p} is not installed" for p in lacking)
+    if kind in software.BUILT_KINDS:
+        return facts.software.can_build(kind)
+    used = TUNNELS.get(TunnelKind(kind)).end_programs()
+    if kind == TunnelKind.WIREGUARD.value:  # an end runs the kernel's, else wireguard-go
+        if facts.software.wireguard_module in ("loaded", "available"):
+            used += ("the kernel's WireGuard",)
+        elif "wireguard-go" in facts.programs:
+            used += ("wireguard-go",)
+        else:
+            return False, "no WireGuard module in its kernel and no wireguard-go"
+    return True, "runs " + ", ".join(
+        f"{p} ({facts.programs[p]})" if p in facts.programs else p for p in used
+    )
+
+
 def missing(hosts: HostsFile, facts: dict[str, probes.Facts]) -> list[str]:
     """What a run with this hosts file would be refused for, host by host."""
     problems = [
@@ -163,14 +196,12 @@ def missing(hosts: HostsFile, facts: dict[str, probes.Facts]) -> list[str]:
     ]
     kind = hosts.tunnel.kind
     if hosts.tunnel.mode == "build":
-        tool, why = ("wg", "wireguard-tools") if kind == "wireguard" else ("ip", "")
         for role in hosts.tunnel.ends:
-            if tool not in facts[role].programs:
-                problems.append(
-                    f"{role}: {tool}{f' ({why})' if why else ''} is not installed; it sets"
-                    " up the tunnel"
-                )
-            elif kind in software.BUILT_KINDS:
+            lacking = lacking_programs(kind, facts[role])
+            problems += [
+                f"{role}: {tool} is not installed; it sets up the tunnel" for tool in lacking
+            ]
+            if not lacking and kind in software.BUILT_KINDS:
                 able, reason = facts[role].software.can_build(kind)
                 if able is False:
                     problems.append(

@@ -169,11 +169,14 @@ class HostsSite:
         device's removal is recorded first. The host's process sampler, not this
         machine's, sees the daemon's CPU: no record."""
         host = self.session.hosts[role]
-        # The daemon's device goes with the site, and the daemon with its device (a TUN
-        # daemon exits when its device is deleted): between trials without the tunnel too.
+        # The daemon and its device go with the site, between trials without the tunnel
+        # too: undone newest first, the device is deleted (a TUN daemon such as
+        # wireguard-go exits with it), then the daemon is ended if it has not (openvpn
+        # outlives its device).
+        self.undo.setdefault(role, []).append(host.end_on_undo(proc))
         reverse = ["ip", "link", "del", device]
         host.undo(reverse)
-        self.undo.setdefault(role, []).append(reverse)
+        self.undo[role].append(reverse)
         check = f"ip link show dev {shlex.quote(device)} >/dev/null 2>&1"
         if socket is not None:
             check += f" && [ -S {shlex.quote(str(socket))} ]"

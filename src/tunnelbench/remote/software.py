@@ -16,6 +16,21 @@ from tunnelbench.tunnels.wireguard import USERSPACE
 #: The daemons (and the tool that configures WireGuard) whose versions are recorded.
 PROGRAMS = ("wireguard-go", "boringtun-cli", "openvpn", "wg")
 
+#: The programs whose presence (and path) a host's facts list: the generators', the
+#: userspace WireGuard's, ``tc``, and what each kind tunnelbench builds on hosts runs at
+#: its ends.
+HOST_PROGRAMS = tuple(
+    dict.fromkeys(
+        ("iperf3", "iperf", "wireguard-go", "tc")
+        + tuple(
+            p
+            for k in TUNNELS.kinds()
+            if TUNNELS.get(k).anywhere
+            for p in TUNNELS.get(k).end_programs()
+        )
+    )
+)
+
 #: Lines ``version|pinned|package <program> ...`` and ``wgmodule <state> [version]``.
 SCRIPT = r"""
 for p in wireguard-go boringtun-cli openvpn wg; do

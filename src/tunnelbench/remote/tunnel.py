@@ -1,5 +1,5 @@
 """The tunnel of a remote run: built by tunnelbench between two hosts with the lab's own
-code for its kind (WireGuard, VXLAN, GRE, gretap, IPIP, GENEVE: the hosts are its site,
+code for its kind (WireGuard, OpenVPN, VXLAN, GRE, gretap, IPIP, GENEVE: the hosts are its site,
 :mod:`tunnelbench.remote.site`), or the user's own, already up, which is only used.
 
 A built tunnel changes each host only through recorded steps (:meth:`SshHost.undo`
@@ -14,6 +14,7 @@ from typing import Any
 
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import TunnelKind
+from tunnelbench.model.kindfacts import TunnelFacts
 from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.remote.host import SshHost
 from tunnelbench.remote.probes import Facts
@@ -37,6 +38,13 @@ class RemoteTunnel:
     ends: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: The version of the user's daemon, for an existing tunnel whose process is named.
     user_version: str | None = None
+    #: What set-up found out, under the trial record's keys (as the lab's tunnel handle
+    #: reports it: OpenVPN's DCO and data cipher).
+    found: dict[str, Any] = field(default_factory=dict)
+    #: What the kind declares of itself as it ran (the DUT's end's implementation).
+    kind_facts: TunnelFacts | None = None
+    #: The cipher it was built with (None: it does not encrypt, or the user's tunnel).
+    cipher: str | None = None
 
     def version(self) -> str | None:
         """What ran the tunnel, with versions: ``<version> (client and gw)`` when both
@@ -89,8 +97,8 @@ def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
 
 
 def build_kind(session: Session, kind: TunnelKind) -> RemoteTunnel:
-    """A kind that builds through a site alone (:attr:`Tunnel.anywhere`: VXLAN, GRE,
-    gretap, IPIP, GENEVE), built between the hosts file's two ends by the same code as
+    """A kind that builds through a site alone (:attr:`Tunnel.anywhere`: OpenVPN, VXLAN,
+    GRE, gretap, IPIP, GENEVE), built between the hosts file's two ends by the same code as
     in the lab (:class:`tunnelbench.remote.site.HostsSite`), at the default MTU of the
     ends' underlay."""
     site = HostsSite(session)
@@ -121,6 +129,7 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
         tunnel.undo.setdefault("server", []).append(removal)
         session.hosts["server"].run(["ip", "route", "add", back, "via", plan.via])
     tunnel.devices = dict(handle.devices)
+    tunnel.found = dict(handle.facts)
     for role in (near, far):
         used = handle.implementations.get(role, spec.implementation)
         tunnel.ends[role] = (used, _version(session.hosts[role], used, session.facts[role]))
@@ -128,6 +137,9 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
     dut = session.file.dut
     tunnel.implementation = tunnel.ends[dut if dut in tunnel.ends else near][0]
     _check_carried(session, tunnel, near, far, session.file.target(False))
+    measured = replace(spec, implementation=tunnel.implementation)
+    tunnel.kind_facts = TUNNELS.get(kind).facts(measured, handle.facts)
+    tunnel.cipher = spec.cipher.value if spec.cipher else None
     tunnel.facts |= {"mtu": spec.mtu, "device": handle.devices[far]}
     return tunnel
 

@@ -145,6 +145,14 @@ def openvpn_dco_argv() -> list[str]:
     return ["genl", "ctrl", "get", "name", OPENVPN_DCO_FAMILY]
 
 
+def dco_refusal(detail: str) -> str:
+    """Why a kernel has no DCO, from ``genl``'s refusal to name the family."""
+    return (
+        f"no {OPENVPN_DCO_FAMILY} netlink family in this kernel: the ovpn-dco module "
+        f"(openvpn-dco-dkms) is not available ({detail})"
+    )
+
+
 def refusal(stderr: str) -> str:
     """The reason a failed ip/tc/unshare command gives: the kernel's last "Error:" line,
     else the first line (a usage message, or unshare's own)."""
@@ -308,11 +316,7 @@ def openvpn_dco() -> Check:
     detail: the module's version, or why not."""
     found = attempt(openvpn_dco_argv())
     if found.ok is False:
-        return Check(
-            False,
-            f"no {OPENVPN_DCO_FAMILY} netlink family in this kernel: the ovpn-dco module "
-            f"(openvpn-dco-dkms) is not available ({found.detail})",
-        )
+        return Check(False, dco_refusal(found.detail))
     if found.ok:
         version = (read("/sys/module/ovpn_dco_v2/version") or "").strip()
         return Check(True, f"ovpn-dco {version}" if version else "ovpn-dco")

@@ -306,6 +306,12 @@ class Tunnel(ABC):
         """(program, purpose) pairs this implementation needs; checked before any set-up."""
         return []
 
+    def end_programs(self) -> tuple[str, ...]:
+        """The programs each tunnel end runs to build this kind, whichever implementation
+        it takes there: what a real host must have (the rest of :meth:`programs` run
+        where the run is controlled)."""
+        return ("ip",)
+
     def install_hint(self, program: str) -> str | None:
         """How to get ``program`` (one of :meth:`programs`' names) when it is missing:
         by default the ``apt-get install`` of its Debian package; None if unknown."""

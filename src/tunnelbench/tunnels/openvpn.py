@@ -1,4 +1,4 @@
-"""OpenVPN 2.6: TLS mode over UDP, peer to peer, with a PKI made for each lab.
+"""OpenVPN 2.6: TLS mode over UDP, peer to peer, with a PKI made for each tunnel.
 
 **Mode.** Point-to-point TLS (``--tls-server`` on the right tunnel end, ``--tls-client``
 on the left), not ``--server``/``--client``: with exactly one peer, OpenVPN keeps no
@@ -8,6 +8,12 @@ any prefix) goes to the peer. Server mode would route by inner address and need 
 configuration that measures nothing. OpenVPN 2.6 still negotiates the data channel in
 p2p mode (``P2P mode NCP``, with ``DATA_V2`` packets and TLS key export), so the packets
 are those of server mode: opcode + peer id 4, packet id 4, tag 16 (52 bytes over IPv4).
+
+**Where it runs.** :meth:`OpenVpn.build` acts through a
+:class:`~tunnelbench.tunnels.site.Site`: the namespace lab and the hosts of a hosts file
+alike. Each end's daemon is started on its host, its log read there, its credentials
+(:mod:`tunnelbench.tunnels.openvpn_pki`) written there; each end decides DCO from its
+own kernel and its own openvpn.
 
 **Addresses and MTU.** ``--ifconfig-noexec``/``--route-noexec``: OpenVPN only opens the
 device; :meth:`Tunnel.address_and_route` gives it the lab's addresses, routes and MTU as
@@ -21,19 +27,19 @@ OpenVPN's own clamp (by default it clamps the MSS so the encapsulated packet is 
 daemons' logs say what the data channel negotiated (``Data Channel: cipher '...'``), and
 anything else fails the set-up: a benchmark must not measure another cipher silently.
 
-**DCO.** When the kernel has ovpn-dco (``capabilities.openvpn_dco``) and openvpn was
-built with it, the data channel runs in the kernel; else ``--disable-dco``. Either way
-the trial records ``openvpn_dco`` and the reason, and the device's kind (``ovpn-dco`` or
-``tun``) is checked against it, since openvpn quietly falls back to userspace when an
-option rules DCO out.
+**DCO.** When an end's kernel has ovpn-dco (its generic netlink family answers) and its
+openvpn was built with it, the data channel runs in the kernel; else ``--disable-dco``.
+Either way the trial records ``openvpn_dco`` and the reason, and the device's kind (a
+TUN device or not) is checked against it, since openvpn quietly falls back to userspace
+when an option rules DCO out.
 
 Everything else is OpenVPN's default (socket buffers, ``--txqueuelen``, no
 ``--fast-io``): what a user gets.
 """
 
 import functools
-import json
 import re
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -42,18 +48,18 @@ from typing import Any, ClassVar
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, TunnelKind
-from tunnelbench.lab.daemon import tail
-from tunnelbench.lab.host import SAME_AS_STDOUT
-from tunnelbench.lab.netns import Lab
-from tunnelbench.lab.state import ProcessRecord, is_alive
+from tunnelbench.lab.host import SAME_AS_STDOUT, Host
 from tunnelbench.model.encapsulation import Encapsulation
 from tunnelbench.model.kindfacts import TunnelFacts
 from tunnelbench.system import probing, programs, versions
+from tunnelbench.system.command import CommandError
 from tunnelbench.system.probing import Capabilities, Check
 from tunnelbench.tunnels import openvpn_pki as pki
 from tunnelbench.tunnels.base import Tunnel, TunnelHandle, TunnelSpec
+from tunnelbench.tunnels.site import Site
 
-PORT = 1194
+#: The ports each end listens on: OpenVPN's own first (a namespace has it free).
+PORTS = range(1194, 1294)
 OPENVPN = "openvpn"
 #: tunnelbench's cipher names in OpenVPN's spelling; the first is the default.
 DATA_CIPHERS = {Cipher.AES_256_GCM: "AES-256-GCM", Cipher.CHACHA20_POLY1305: "CHACHA20-POLY1305"}
@@ -61,6 +67,12 @@ UP = "Initialization Sequence Completed"
 DATA_CHANNEL = re.compile(r"Data Channel: cipher '([^']+)'")
 DCO_FALLBACK = "disabling data channel offload"
 START_TIMEOUT = 15.0  # the TLS handshake takes about 1 s; its first retry comes after 2
+#: How often the daemons' logs are read while they start (a real host's over SSH).
+POLL_S = 0.05
+#: Asks an end's kernel for ovpn-dco's netlink family (asking loads the module where it
+#: is installed); exit 127: no ``genl`` there to ask with.
+DCO_ASK = 'command -v genl >/dev/null 2>&1 || exit 127; exec genl ctrl get name "$0"'
+DCO_MODULE_VERSION = "/sys/module/ovpn_dco_v2/version"
 
 
 @dataclass(frozen=True)
@@ -102,13 +114,14 @@ class Peer:
     server: bool  # the TLS server (the right tunnel end)
     local: str  # its WAN IPv4 address
     remote: str  # the other end's
+    lport: int = PORTS.start
+    rport: int = PORTS.start
 
 
 def daemon_argv(
     binary: str, peer: Peer, credentials: pki.Credentials, mtu: int, cipher: str, dco: Dco
 ) -> list[str]:
     """The command line of one end's daemon (no configuration file: it is all here)."""
-    own = pki.SERVER if peer.server else pki.CLIENT
     role = (
         ["--tls-server", "--dh", "none", "--remote-cert-tls", pki.CLIENT]
         if peer.server
@@ -116,11 +129,11 @@ def daemon_argv(
     )
     return [
         binary, "--dev", peer.device, "--dev-type", "tun",
-        "--proto", "udp4", "--local", peer.local, "--lport", str(PORT),
-        "--remote", peer.remote, "--rport", str(PORT),
+        "--proto", "udp4", "--local", peer.local, "--lport", str(peer.lport),
+        "--remote", peer.remote, "--rport", str(peer.rport),
         *role,
-        "--ca", str(credentials.ca), "--cert", str(credentials.certs[own]),
-        "--key", str(credentials.keys[own]), "--tls-crypt", str(credentials.tls_crypt),
+        "--ca", str(credentials.ca), "--cert", str(credentials.cert),
+        "--key", str(credentials.key), "--tls-crypt", str(credentials.tls_crypt),
         "--data-ciphers", cipher, "--cipher", cipher,
         "--tun-mtu", str(mtu), "--mssfix", "0",
         "--ifconfig-noexec", "--route-noexec",
@@ -147,15 +160,16 @@ def check_cipher(role: str, wanted: str, log: str) -> str:
     return got
 
 
-def check_dco(role: str, dco: Dco, log: str, link: dict[str, object]) -> None:
-    """The device openvpn made is the kind the DCO decision implies."""
-    info = link.get("linkinfo")
-    kind = info.get("info_kind") if isinstance(info, dict) else None
+def check_dco(role: str, dco: Dco, log: str, tun: bool) -> None:
+    """The device openvpn made is the kind the DCO decision implies: a TUN device
+    (``tun``: it has ``/sys/class/net/DEV/tun_flags``) without DCO, else ovpn-dco's own
+    (openvpn makes no third kind for ``--dev-type tun``)."""
+    kind = "tun" if tun else "ovpn-dco"
     if kind == dco.device_kind:
         return
     fallback = next((line for line in log.splitlines() if DCO_FALLBACK in line), None)
     raise LabError(
-        f"openvpn on {role} made a {kind or 'unknown'} device, not {dco.device_kind} "
+        f"openvpn on {role} made a {kind} device, not {dco.device_kind} "
         f"(DCO {'on' if dco.enabled else 'off'}: {dco.reason})"
         + (f": {fallback.strip()}" if fallback else "")
     )
@@ -172,6 +186,27 @@ def version_text(output: str, path: str) -> str:
 @functools.cache
 def _version_output(binary: str) -> str:
     return versions.ask([binary, "--version"], check=False).stdout
+
+
+def kernel_dco(host: Host) -> Check:
+    """Whether ``host``'s kernel has ovpn-dco: its netlink family answers (detail: the
+    module's version), does not (why), or no ``genl`` could ask (None)."""
+    asked = host.run(["sh", "-c", DCO_ASK, probing.OPENVPN_DCO_FAMILY], check=False)
+    if asked.returncode == 127:
+        return Check(None, "genl is not installed")
+    if asked.returncode != 0:
+        return Check(False, probing.dco_refusal(probing.refusal(asked.stderr)))
+    version = host.run(["cat", DCO_MODULE_VERSION], check=False).stdout.strip()
+    return Check(True, f"ovpn-dco {version}" if version else "ovpn-dco")
+
+
+def dco_at(host: Host, binary: str) -> Dco:
+    """The DCO decision for the end on ``host``: its kernel and its openvpn's build."""
+    shown = host.run([binary, "--version"], check=False)
+    line = probing.version_line(shown.stdout, shown.stderr)
+    if "[DCO]" not in line:
+        return dco_choice(Check(None, "not asked"), line)
+    return dco_choice(kernel_dco(host), line)
 
 
 class OpenVpn(Tunnel):
@@ -203,64 +238,122 @@ class OpenVpn(Tunnel):
     def programs(self, implementation: str) -> list[tuple[str, str]]:
         return [(OPENVPN, "OpenVPN"), ("openssl", "the lab's OpenVPN certificates")]
 
+    def end_programs(self) -> tuple[str, ...]:
+        return (OPENVPN, "ip")
+
     def version(self, implementation: str) -> str:
         binary = programs.require(OPENVPN, "OpenVPN")
         return version_text(_version_output(binary), binary)
 
-    def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
-        binary = programs.require(OPENVPN, "OpenVPN")
-        openssl = programs.require("openssl", "the lab's OpenVPN certificates")
+    def setup(self, lab: Site, spec: TunnelSpec) -> TunnelHandle:
+        handle = self.build(lab, spec)
+        handle.version = self.version(OPENVPN)
+        return handle
+
+    def build(self, site: Site, spec: TunnelSpec) -> TunnelHandle:
+        """Credentials made here and handed to each end; the TLS server (the right end)
+        started first, so the client's first hello finds it; both awaited until their
+        logs say the data channel is up with the cipher asked for; the devices checked
+        against each end's DCO decision, then addressed and routed. Versions are the
+        caller's to record (on real hosts, each end's own)."""
         cipher = data_cipher(spec)
-        dco = dco_choice(probing.openvpn_dco(), _version_output(binary))
-        handle = TunnelHandle(self.kind, spec.implementation, self.version(OPENVPN), spec.mtu)
-        handle.facts |= {"openvpn_dco": dco.enabled, "openvpn_dco_reason": dco.reason}
-        credentials = pki.create(lab, openssl, binary)
-        left, right = lab.chain.tunnel_ends
-        logs: dict[str, Path] = {}
-        for role in (right, left):  # the TLS server first: the client's hello finds it
+        openssl = programs.require("openssl", "the OpenVPN tunnel's certificates")
+        left, right = site.tunnel_ends
+        ends = (right, left)  # the TLS server first
+        binaries = {role: site.program(role, OPENVPN, "OpenVPN") for role in ends}
+        dco = {role: dco_at(site.host(role), binaries[role]) for role in ends}
+        handle = TunnelHandle(self.kind, spec.implementation, "", spec.mtu)
+        handle.facts |= dco_facts(dco)
+        made = pki.make(openssl, f"tunnelbench-{site.ifname('ov')}")
+        ports = {role: site.free_udp_port(role, PORTS) for role in ends}
+        procs, logs = {}, {}
+        for role in ends:
             peer_role = left if role == right else right
-            device = lab.ifname(f"ov{role[0]}{role[-1]}")
+            device = site.ifname(f"ov{role[0]}{role[-1]}")
+            underlay = site.wan_underlay(role)
             peer = Peer(
                 device,
-                server=role == right,
-                local=lab.address(role, peer_role, 4),
-                remote=lab.address(peer_role, role, 4),
+                role == right,
+                underlay.local,
+                underlay.remote,
+                ports[role],
+                ports[peer_role],
             )
-            argv = daemon_argv(binary, peer, credentials, spec.mtu, cipher, dco)
-            logs[role] = lab.directory / f"{device}.log"
-            proc = lab.start(role, argv, stdout=logs[role], stderr=SAME_AS_STDOUT)
-            handle.daemons[role] = next(r for r in lab.state.processes if r.pid == proc.pid)
+            own = pki.SERVER if peer.server else pki.CLIENT
+            credentials = pki.install(site, role, made, own)
+            argv = daemon_argv(binaries[role], peer, credentials, spec.mtu, cipher, dco[role])
+            logs[role] = site.files(role) / f"{device}.log"
+            host = site.host(role)
+            procs[role] = host.spawn(argv, stdout=logs[role], stderr=SAME_AS_STDOUT)
             handle.devices[role] = device
             handle.logs.append(logs[role])
-        texts = wait_until_up(handle.daemons, logs)
+        for role in ends:
+            daemon = site.await_daemon(role, procs[role], OPENVPN, logs[role], handle.devices[role])
+            if daemon is not None:  # the runner samples the CPU of every daemon held here
+                handle.daemons[role] = daemon
+        texts = wait_until_up(site, procs, logs)
         for role in (left, right):
             handle.facts["openvpn_data_cipher"] = check_cipher(role, cipher, texts[role])
-            shown = lab.exec(role, ["ip", "-d", "-j", "link", "show", "dev", handle.devices[role]])
-            check_dco(role, dco, texts[role], json.loads(shown.stdout)[0])
-            self.address_and_route(lab, role, handle.devices[role], spec.mtu)
+            device = handle.devices[role]
+            tun = (
+                site.host(role)
+                .run(["cat", f"/sys/class/net/{device}/tun_flags"], check=False)
+                .returncode
+                == 0
+            )
+            check_dco(role, dco[role], texts[role], tun)
+            self.address_and_route(site, role, device, spec.mtu)
         return handle
 
 
+def dco_facts(dco: Mapping[str, Dco]) -> dict[str, Any]:
+    """The trial's record of DCO: on only where every end offloads; the reason, or each
+    end's where they differ."""
+    reasons = {d.reason for d in dco.values()}
+    reason = (
+        next(iter(reasons))
+        if len(reasons) == 1
+        else "; ".join(f"{role}: {d.reason}" for role, d in sorted(dco.items()))
+    )
+    return {"openvpn_dco": all(d.enabled for d in dco.values()), "openvpn_dco_reason": reason}
+
+
 def wait_until_up(
-    daemons: dict[str, ProcessRecord], logs: dict[str, Path], timeout: float = START_TIMEOUT
+    site: Site,
+    procs: "Mapping[str, subprocess.Popen[bytes]]",
+    logs: Mapping[str, Path],
+    timeout: float = START_TIMEOUT,
 ) -> dict[str, str]:
-    """Wait until every daemon's log says it is up and names its data cipher; return the
-    logs. A daemon that exits or is not up in time is a :class:`LabError` with its log's
-    last lines."""
+    """Wait until every daemon's log (read on its host) says it is up and names its data
+    cipher; return the logs. A daemon that exits or is not up in time is a
+    :class:`LabError` with its log's last lines."""
     deadline = time.monotonic() + timeout
     texts: dict[str, str] = {}
-    pending = set(daemons)
+    pending = set(procs)
     while pending:
         for role in sorted(pending):
-            text = logs[role].read_text(errors="replace")
+            text = _read(site.host(role), logs[role])
             if UP in text and negotiated_cipher(text) is not None:
                 texts[role] = text
                 pending.discard(role)
-            elif not is_alive(daemons[role]):
-                raise LabError(f"openvpn on {role} exited during start-up: {tail(logs[role])}")
+            elif procs[role].poll() is not None:
+                raise LabError(f"openvpn on {role} exited during start-up: {_tail(text)}")
         if pending and time.monotonic() > deadline:
             role = sorted(pending)[0]
-            raise LabError(f"openvpn on {role} was not up within {timeout:g} s: {tail(logs[role])}")
+            text = _read(site.host(role), logs[role])
+            raise LabError(f"openvpn on {role} was not up within {timeout:g} s: {_tail(text)}")
         if pending:
-            time.sleep(0.02)
+            time.sleep(POLL_S)
     return texts
+
+
+def _read(host: Host, log: Path) -> str:
+    """A daemon's log so far; empty before the daemon has made it."""
+    try:
+        return host.read(log)
+    except (OSError, CommandError):
+        return ""
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    return " | ".join(text.strip().splitlines()[-lines:]) or "no output"

@@ -1,37 +1,61 @@
-"""A throw-away PKI for one lab's OpenVPN tunnel: a CA, a server and a client
-certificate with their keys, and a tls-crypt key.
+"""A throw-away PKI for one OpenVPN tunnel: a CA, a server and a client certificate with
+their keys, and a tls-crypt key.
 
-Keys are EC P-256 (fast to make and to verify), made with the ``openssl`` command line;
-the tls-crypt key comes from ``openvpn --genkey``. Both print to stdout, so no program
-writes key material to disk on its own: each file is recorded in the lab's state first
-(teardown, or ``lab clean`` after a crash, removes it), then created with mode 0600 in
-the lab's root-only directory, and only then written. The CA's key is deleted as soon as
-both certificates are signed. The tunnel passes only the paths to openvpn; none of this
-reaches the store or a report.
+Keys are EC P-256 (fast to make and to verify), made with the ``openssl`` command line
+where the run is controlled (a tunnel end may be a router without openssl). Nothing is
+written to this machine's disk: each key openssl must read back (to sign) is handed to
+it as an in-memory file (``memfd``), and every output comes on stdout. The CA's key
+exists only in that memory and is gone once both certificates are signed. The tls-crypt
+key is 256 random bytes in OpenVPN's static-key format, so the controlling machine needs
+no openvpn either.
+
+Each tunnel end gets only what it needs, as files of its own in the site's directory for
+it (:meth:`~tunnelbench.tunnels.site.Site.files`): the CA's certificate, its own
+certificate and key, and the tls-crypt key, each created 0600 and recorded for removal
+before it is written (:meth:`~tunnelbench.lab.host.Host.write`). The tunnel passes only
+paths to openvpn; none of this reaches the store or a report.
 """
 
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tunnelbench.lab.netns import Lab
 from tunnelbench.system.command import run
+from tunnelbench.tunnels.site import Site
 
 SERVER, CLIENT = "server", "client"
 CURVE = "P-256"
 #: Long enough for a lab left up by hand; the keys go with the lab anyway.
 DAYS = 3650
-PREFIX = "openvpn-"  # the lab directory is shared with other files: no subdirectory
+PREFIX = "openvpn-"  # the site's directory is shared with other files: no subdirectory
 _USAGE = {SERVER: "serverAuth", CLIENT: "clientAuth"}
+#: OpenVPN's static key file: 2048 bits as 16 lines of 32 hex digits between these.
+STATIC_KEY_BYTES = 256
+STATIC_KEY_HEADER = "#\n# 2048 bit OpenVPN static key\n#\n-----BEGIN OpenVPN Static key V1-----\n"
+STATIC_KEY_FOOTER = "-----END OpenVPN Static key V1-----\n"
+
+
+@dataclass(frozen=True)
+class Made:
+    """One tunnel's credentials as text (PEM), before any end has them."""
+
+    ca: str
+    tls_crypt: str
+    certs: dict[str, str]  # SERVER/CLIENT -> certificate
+    keys: dict[str, str]  # SERVER/CLIENT -> private key
 
 
 @dataclass(frozen=True)
 class Credentials:
-    """Paths of one lab's OpenVPN credentials (in the lab's directory)."""
+    """Paths of one tunnel end's credentials, on that end's host."""
 
     ca: Path
+    cert: Path
+    key: Path
     tls_crypt: Path
-    certs: dict[str, Path]  # SERVER/CLIENT -> certificate
-    keys: dict[str, Path]  # SERVER/CLIENT -> private key
 
 
 def genkey_argv(openssl: str) -> list[str]:
@@ -65,36 +89,59 @@ def leaf_argv(openssl: str, key: Path, ca: Path, ca_key: Path, name: str, usage:
     ]  # fmt: skip
 
 
-def tls_crypt_argv(openvpn: str) -> list[str]:
-    """A new tls-crypt key (encrypts and authenticates the control channel), on stdout."""
-    return [openvpn, "--genkey", "tls-crypt"]
+def static_key(random: bytes) -> str:
+    """``random`` (256 bytes) as OpenVPN's static key file, the form ``openvpn --genkey
+    tls-crypt`` writes."""
+    if len(random) != STATIC_KEY_BYTES:
+        raise ValueError(f"a static key is {STATIC_KEY_BYTES} bytes, not {len(random)}")
+    text = random.hex()
+    lines = [text[i : i + 32] for i in range(0, len(text), 32)]
+    return STATIC_KEY_HEADER + "\n".join(lines) + "\n" + STATIC_KEY_FOOTER
 
 
-def write_private(lab: Lab, path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by root alone (never through a symlink), on
-    the host of the lab's tunnel ends, recorded for teardown.
+@contextlib.contextmanager
+def _in_memory(name: str, text: str) -> Iterator[Path]:
+    """``text`` as a file that exists only in this process's memory, by a path another
+    process can open while this one holds it (root reads another's ``/proc/PID/fd``)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+        yield Path(f"/proc/{os.getpid()}/fd/{fd}")
+    finally:
+        os.close(fd)
 
-    The credentials are made where the run is controlled (openssl needs no network
-    context); both tunnel ends read them from the lab's directory."""
-    lab.host(lab.chain.tunnel_ends[0]).write(path, text, mode=0o600)
+
+def make(openssl: str, stem: str) -> Made:
+    """A CA, a server and a client certificate and key, and a tls-crypt key; names
+    begin with ``stem``."""
+    ca_key = run(genkey_argv(openssl)).stdout
+    keys = {role: run(genkey_argv(openssl)).stdout for role in _USAGE}
+    certs = {}
+    with _in_memory("ca.key", ca_key) as ca_key_path:
+        ca = run(ca_argv(openssl, ca_key_path, f"{stem}-ca")).stdout
+        with _in_memory("ca.crt", ca) as ca_path:
+            for role, usage in _USAGE.items():
+                with _in_memory(f"{role}.key", keys[role]) as key_path:
+                    argv = leaf_argv(
+                        openssl, key_path, ca_path, ca_key_path, f"{stem}-{role}", usage
+                    )
+                    certs[role] = run(argv).stdout
+    return Made(ca, static_key(secrets.token_bytes(STATIC_KEY_BYTES)), certs, keys)
 
 
-def create(lab: Lab, openssl: str, openvpn: str) -> Credentials:
-    """Make the lab's credentials in its directory; see the module's description."""
-    directory, stem = lab.directory, f"tunnelbench-{lab.lab_id}"
+def install(site: Site, role: str, made: Made, own: str) -> Credentials:
+    """Hand ``role`` (the ``own`` side, SERVER or CLIENT) its files: each recorded,
+    created 0600 and then written, in the site's directory for ``role``."""
+    directory, host = site.files(role), site.host(role)
 
-    def made(name: str, argv: list[str]) -> Path:
-        path = directory / f"{PREFIX}{name}"
-        write_private(lab, path, run(argv).stdout)
+    def put(name: str, text: str) -> Path:
+        path = directory / f"{PREFIX}{role}-{name}"
+        host.write(path, text, mode=0o600)
         return path
 
-    ca_key = made("ca.key", genkey_argv(openssl))
-    ca = made("ca.crt", ca_argv(openssl, ca_key, f"{stem}-ca"))
-    keys, certs = {}, {}
-    for role, usage in _USAGE.items():
-        keys[role] = made(f"{role}.key", genkey_argv(openssl))
-        certs[role] = made(
-            f"{role}.crt", leaf_argv(openssl, keys[role], ca, ca_key, f"{stem}-{role}", usage)
-        )
-    ca_key.unlink()  # nothing is signed after this
-    return Credentials(ca, made("tls-crypt.key", tls_crypt_argv(openvpn)), certs, keys)
+    return Credentials(
+        ca=put("ca.crt", made.ca),
+        cert=put(f"{own}.crt", made.certs[own]),
+        key=put(f"{own}.key", made.keys[own]),
+        tls_crypt=put("tls-crypt.key", made.tls_crypt),
+    )

@@ -136,6 +136,10 @@ class WireGuard(Tunnel):
             needed.append((daemon.program, daemon.purpose))
         return needed
 
+    def end_programs(self) -> tuple[str, ...]:
+        # The daemon, where an end needs one, is that end's choice (see build).
+        return ("wg", "ip")
+
     def install_hint(self, program: str) -> str | None:
         # The pinned builds come from `make setup`, not from a package.
         if any(d.program == program and d.built_from for d in USERSPACE.values()):
