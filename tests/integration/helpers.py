@@ -3,8 +3,10 @@
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tunnelbench.bench.store import Store
+from tunnelbench.model.remotefacts import RemoteFacts
 from tunnelbench.report import view
 
 
@@ -38,3 +40,10 @@ def latest(db: Path) -> view.RunView:
         return view.load(store, "latest")
     finally:
         store.close()
+
+
+def remote(trial: Any) -> RemoteFacts:
+    """A remote trial's record of the hosts (every remote trial has one)."""
+    found = trial.resolved.remote
+    assert isinstance(found, RemoteFacts), found
+    return found

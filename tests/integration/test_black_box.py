@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import latest, tunnelbench
+from tests.integration.helpers import latest, remote, tunnelbench
 from tests.snmpd import Snmpd
 from tests.sshd import SshdHosts
 from tunnelbench.lab import netns
@@ -125,9 +125,9 @@ def test_a_black_box_run_reads_its_interfaces_over_snmp_and_says_what_it_cannot_
     # agent's CPU counters (refreshed every 5 s): their span is recorded, no share
     assert not any(n.startswith("cpu") for n in m)
     assert "snmp.gw.cpu_busy_pct" not in m
-    remote = trial.resolved.remote or {}
-    assert remote["dut_view"] == "snmp"
-    assert remote["dut_snmp"]["interfaces"] == sorted(devices.values())
+    seen = remote(trial)
+    assert seen.dut_view == "snmp" and seen.dut_snmp is not None
+    assert list(seen.dut_snmp.interfaces) == sorted(devices.values())
     (summary,) = run.summaries
     assert summary.diagnosis is not None
     verdict = summary.diagnosis.verdict

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import tunnelbench
+from tests.integration.helpers import remote, tunnelbench
 from tests.sshd import REPO, SshdHosts
 from tunnelbench.bench.store import Store
 from tunnelbench.lab import netns
@@ -162,22 +162,23 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
         for role in ROLES:
             assert 0 < m[f"remote.{role}.sampler_cpu_pct"] < 50
             assert m[f"remote.{role}.samples"] >= 8  # 5 a second over 2 s
-        assert (trial.resolved.remote or {})["dut"] == "gw"
+        assert remote(trial).dut == "gw"
         # what the diagnosis reads of the DUT (this VM exposes no zones or clocks: empty)
+        assert remote(trial).dut_view == "ssh"
         facts = {"crypto_drivers", "thermal_zones", "trips_c", "max_mhz"}
-        assert facts <= (trial.resolved.remote or {}).keys()
+        assert facts <= remote(trial).to_dict().keys()
         # the DUT's queue on the server side sent the tunnel's decrypted traffic, or the plain
-        assert (trial.resolved.remote or {})["dut_qdiscs"][lan] == "pfifo"
+        assert remote(trial).dut_qdiscs[lan] == "pfifo"
         assert m[f"qdisc.gw.{lan}.sent_bytes"] >= delivered
-    assert (plain.resolved.remote or {})["tunnel_built_by"] is None
-    assert (tunnelled.resolved.remote or {})["tunnel_built_by"] == "tunnelbench"
+    assert remote(plain).tunnel_built_by is None
+    assert remote(tunnelled).tunnel_built_by == "tunnelbench"
     assert tunnelled.resolved.tunnel_implementation == "wireguard-go"  # no kernel WireGuard here
     # which wireguard-go, on both ends: the version, build and path each host has
     pinned = (REPO / ".tools" / "bin" / "wireguard-go.version").read_text().strip()
     built = f"built from golang.zx2c4.com/wireguard@{pinned} ({REPO}/.tools/bin/wireguard-go)"
     assert (tunnelled.resolved.tunnel_version or "").endswith(f"{built} (client and gw)")
-    ends = (tunnelled.resolved.remote or {})["tunnel_ends"]
-    assert {r: e["implementation"] for r, e in ends.items()} == {
+    ends = remote(tunnelled).tunnel_ends
+    assert {r: e.implementation for r, e in ends.items()} == {
         "client": "wireguard-go",
         "gw": "wireguard-go",
     }
@@ -185,7 +186,7 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
     report = " ".join((work / "r-run1.md").read_text().split())  # its lines wrap
     assert "wireguard/wireguard-go: wireguard-go v0.0." in report.split("**Software:**")[1]
     # the traffic crossed the tunnel: the DUT's WireGuard device received it
-    devices = (tunnelled.resolved.remote or {})["tunnel_devices"]
+    devices = remote(tunnelled).tunnel_devices
     received = tunnelled.metrics[f"link.gw.{devices['gw']}.rx_bytes"]
     assert received >= tunnelled.metrics["goodput_bps"] * 2 / 8
     assert not any(devices["gw"] in n for n in plain.metrics)
@@ -508,7 +509,7 @@ def test_an_existing_tunnel_is_used_and_left_as_it_was(tmp_path):
                 (trial,) = view.load(store, "latest").trials  # none is refused: one path only
             finally:
                 store.close()
-            assert (trial.resolved.remote or {})["tunnel_built_by"] == "user"
+            assert remote(trial).tunnel_built_by == "user"
             m = trial.metrics
             wg = [
                 n for n in m if n.startswith("link.gw.tb") and "wg" in n and n.endswith(".rx_bytes")

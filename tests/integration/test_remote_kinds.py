@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import latest, tunnelbench
+from tests.integration.helpers import latest, remote, tunnelbench
 from tests.sshd import SshdHosts
 from tunnelbench.bench import capabilities, skips
 from tunnelbench.kinds import TunnelKind
@@ -90,11 +90,11 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     m = tunnelled.metrics
     delivered = m["goodput_bps"] * 2 / 8
     # the traffic crossed the tunnel: the DUT's end of it received at least what arrived
-    devices = (tunnelled.resolved.remote or {})["tunnel_devices"]
+    devices = remote(tunnelled).tunnel_devices
     assert set(devices) == {"client", "gw"}
     assert m[f"link.gw.{devices['gw']}.rx_bytes"] >= delivered
     assert m[f"link.client.{devices['client']}.tx_bytes"] >= delivered
-    assert (plain.resolved.remote or {})["tunnel_devices"] == {}
+    assert remote(plain).tunnel_devices == {}
     assert not any(devices["gw"] in n for n in plain.metrics)
     # the MTU the lab's own rule gives on a 1500-byte underlay, and what ran each end
     tunnel = TunnelKind(kind)
@@ -118,7 +118,7 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
         assert resolved.tunnel_version == f"linux {kernel} (client and gw)"
     lab_mtu = TUNNELS.get(tunnel).resolve(TunnelSettings(kind=tunnel), 1500).mtu
     assert resolved.tunnel_mtu == lab_mtu
-    assert (tunnelled.resolved.remote or {})["tunnel_built_by"] == "tunnelbench"
+    assert remote(tunnelled).tunnel_built_by == "tunnelbench"
     # every host as it was: no device, no route, nothing in /tmp
     assert state(farm.lab) == before
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
@@ -203,7 +203,7 @@ def test_a_built_tunnel_is_removed_and_built_again_between_rounds(farm, kind):
     assert kinds == ["none", "none", kind, kind]
     assert all(t.status.value == "ok" for t in run.trials), [t.error for t in run.trials]
     for trial in run.trials:
-        devices = (trial.resolved.remote or {})["tunnel_devices"]
+        devices = remote(trial).tunnel_devices
         if trial.config["tunnel"]["kind"] == "none":
             assert devices == {}  # and no tunnel device counted: it was gone
             assert not any(

@@ -2,14 +2,18 @@
 from a host's text (an OpenWrt router's, a Raspberry Pi's), ssh's failures as messages,
 and the cleanup script run by a real busybox sh against real processes."""
 
+import json
 import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import FIXTURES
 from tunnelbench.bench import planfile
 from tunnelbench.errors import UserError
+from tunnelbench.model.records import Resolved
+from tunnelbench.model.remotefacts import CryptoDriver, RemoteFacts, SnmpView, TunnelEnd
 from tunnelbench.remote import hostsfile, probes
 from tunnelbench.remote import run as remote_run
 from tunnelbench.remote.host import CLEANUP, RECORD_SELF
@@ -224,7 +228,8 @@ def test_the_facts_script_reads_the_daemons_of_this_machine_with_busybox():
     ],
 )  # fmt: skip
 def test_a_remote_tunnel_names_what_ran_each_end(ends, user, expected):
-    tunnel = RemoteTunnel("wireguard", "build", "kernel", ends=ends, user_version=user)
+    typed = {role: TunnelEnd(*end) for role, end in ends.items()}
+    tunnel = RemoteTunnel("wireguard", "build", "kernel", ends=typed, user_version=user)
     assert tunnel.version() == expected
 
 
@@ -463,3 +468,30 @@ def test_the_only_path_through_an_existing_tunnel_has_no_baseline():
         remote_run.check(
             planfile.parse('[base.tunnel]\nkind = "none"\n', "p.toml").experiment, hosts
         )
+
+
+def test_a_stored_remote_record_reads_back_typed_and_is_stored_as_it_was():
+    """Two trials' ``resolved.remote`` as a remote run stored them before the record was
+    typed (OpenVPN between the client and gw, and its baseline): read back field by
+    field, written back with the same keys and values (a None is left out)."""
+    stored = json.loads((FIXTURES / "remote" / "resolved-remote.json").read_text())
+    for name, data in stored.items():
+        facts = RemoteFacts.from_dict(data)
+        assert facts.to_dict() == {k: v for k, v in data.items() if v is not None}, name
+        assert RemoteFacts.from_dict(facts.to_dict()) == facts
+        assert facts.dut == "gw" and facts.dut_view == "ssh" and facts.extra == {}
+        assert facts.crypto_drivers["aes"] == CryptoDriver("aes-fixed-time", 101)
+    built = RemoteFacts.from_dict(stored["openvpn"])
+    assert built.tunnel_ends["gw"].implementation == "openvpn"
+    assert built.tunnel_devices == {"gw": "tb6530-ovgw", "client": "tb6530-ovct"}
+    assert built.port == 5253 and built.dut_qdiscs == {"tb6530-ovgw": "pfifo_fast"}
+    # through the trial's record, and a key a later version added kept as it was
+    resolved = Resolved.from_dict({"remote": stored["none"] | {"later": 1}})
+    assert isinstance(resolved.remote, RemoteFacts) and resolved.remote.extra == {"later": 1}
+    assert resolved.to_dict()["remote"]["later"] == 1
+    served = {"description": "RouterOS", "interfaces": ["ether1"], "cpu_counters": True}
+    snmp = {"dut": "gw", "dut_view": "snmp", "dut_snmp": served | {"cores": 4, "cache_s": 5.0}}
+    box = RemoteFacts.from_dict(snmp)
+    assert box.dut_snmp == SnmpView("RouterOS", ("ether1",), True, 4, 5.0)
+    assert box.to_dict()["dut_snmp"] == snmp["dut_snmp"]
+    assert RemoteFacts.from_dict(box.to_dict()) == box

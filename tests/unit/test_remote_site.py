@@ -96,7 +96,15 @@ def test_each_change_is_reversed_and_an_unexpected_one_refused():
 
 
 def test_the_kinds_a_hosts_file_builds_are_the_labs_that_build_anywhere_over_ipv4():
-    assert hostsfile.BUILDABLE == ("wireguard", "vxlan", "gre", "gretap", "ipip", "geneve", "openvpn")
+    assert hostsfile.BUILDABLE == (
+        "wireguard",
+        "vxlan",
+        "gre",
+        "gretap",
+        "ipip",
+        "geneve",
+        "openvpn",
+    )
     for kind in REGISTRY.kinds():
         tunnel = REGISTRY.get(kind)
         if kind.value in hostsfile.BUILDABLE[1:]:

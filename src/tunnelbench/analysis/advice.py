@@ -407,14 +407,14 @@ def dut_crypto_driver(c: Context) -> Advice | None:
     /proc/crypto driver is theirs to load."""
     s = c.subject
     owner, cpu = dut(s), c.finding(Bound.CPU)
-    drivers = (s.resolved.remote or {}).get("crypto_drivers") or {}
+    drivers = s.resolved.remote.crypto_drivers if s.resolved.remote else {}
     facts = s.resolved.tunnel
     if owner is None or cpu is None or not drivers or facts is None:
         return None
     cipher = s.resolved.tunnel_cipher
     if not facts.kernel_crypto_api or cipher not in CIPHER_ALGORITHMS:
         return None
-    served = [(n, drivers[n]["driver"]) for n in CIPHER_ALGORITHMS[cipher] if n in drivers]
+    served = [(n, drivers[n].driver) for n in CIPHER_ALGORITHMS[cipher] if n in drivers]
     if not served:
         return None
     shown = ", ".join(f"{n} by {d}" for n, d in served)

@@ -90,8 +90,8 @@ def role_budget_bound(s: Subject) -> Finding | None:
 def clock_short(s: Subject, core: int) -> tuple[float, float, float] | None:
     """(mean MHz, lowest MHz, top MHz) of a real DUT's core whose clock ran at least
     :data:`CLOCK_SHORT_PCT` below its top over the window; None otherwise."""
-    remote = s.resolved.remote or {}
-    top = (remote.get("max_mhz") or {}).get(str(core))
+    remote = s.resolved.remote
+    top = remote.max_mhz.get(core) if remote else None
     mean, low = s.metrics.get(metric.cpu(core, "mhz")), s.metrics.get(metric.cpu(core, "mhz_min"))
     if not top or mean is None or low is None:
         return None
@@ -106,7 +106,7 @@ def thermal_limit(s: Subject) -> Finding | None:
     owner = dut(s)
     if owner is None:
         return None
-    trips = (s.resolved.remote or {}).get("trips_c") or {}
+    trips = s.resolved.remote.trips_c if s.resolved.remote else {}
     hot = []
     for zone, trip in sorted(trips.items()):
         reached = s.metrics.get(metric.thermal_max(owner, zone))

@@ -11,17 +11,12 @@ as 25%).
 
 from tunnelbench.analysis.verdicts import SATURATED_PCT, Bound, Evidence, Finding, Subject, dut
 from tunnelbench.model import metrics as metric
-
-#: How the DUT was seen (``Resolved.remote["dut_view"]``): logged into over SSH, read
-#: over SNMP only, or not at all.
-SSH, SNMP, NONE = "ssh", "snmp", "none"
+from tunnelbench.model.remotefacts import NONE, SNMP
 
 
 def view(s: Subject) -> str | None:
     """How a real-hosts run saw its DUT; None in a lab (or a run recorded before)."""
-    remote = s.resolved.remote or {}
-    found = remote.get("dut_view")
-    return str(found) if found else None
+    return s.resolved.remote.dut_view if s.resolved.remote else None
 
 
 def black_box(s: Subject) -> bool:
@@ -30,8 +25,8 @@ def black_box(s: Subject) -> bool:
 
 def _served(s: Subject, key: str) -> float | None:
     """A figure of what the DUT's SNMP agent serves (``cores``, ``cache_s``)."""
-    served = (s.resolved.remote or {}).get("dut_snmp") or {}
-    value = served.get(key)
+    served = s.resolved.remote.dut_snmp if s.resolved.remote else None
+    value = getattr(served, key) if served else None
     return float(value) if isinstance(value, int | float) and value >= 0 else None
 
 

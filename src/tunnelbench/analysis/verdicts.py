@@ -177,7 +177,7 @@ def above_ceiling_pct(config: TrialConfig) -> float:
 def dut(s: Subject) -> str | None:
     """The DUT of a run on real hosts (whose cores ``cpu<N>.*`` are); None in a lab."""
     remote = s.resolved.remote
-    return str(remote["dut"]) if remote and remote.get("dut") else None
+    return remote.dut if remote and remote.dut else None
 
 
 def core_name(s: Subject, core: int) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tunnelbench.kinds import StreamMode
 from tunnelbench.model.kindfacts import GeneratorFacts, TunnelFacts
+from tunnelbench.model.remotefacts import RemoteFacts
 
 
 class TrialStatus(StrEnum):
@@ -117,7 +118,7 @@ class Resolved:
     #: A run on real hosts (tunnelbench.remote): the DUT whose cores ``cpu<N>.*`` are,
     #: each role's SSH destination and kernel, whether tunnelbench built the tunnel or
     #: only used the user's, the DUT's crypto drivers, thermal zones and top clocks.
-    remote: dict[str, Any] | None = None
+    remote: RemoteFacts | None = None
     tunnel: TunnelFacts | None = None
     generator: GeneratorFacts | None = None
     #: Keys this version does not know, kept as they were.
@@ -151,6 +152,8 @@ class Resolved:
                 continue
             if item.name == "stream_mode":
                 value = value.value
+            elif item.name == "remote":
+                value = value.to_dict()
             elif item.name == "lab_families":
                 value = list(value)
             out[item.name] = value
@@ -170,6 +173,8 @@ class Resolved:
             values["stream_mode"] = StreamMode(values["stream_mode"])
         if values.get("lab_families") is not None:
             values["lab_families"] = tuple(values["lab_families"])
+        if values.get("remote") is not None:
+            values["remote"] = RemoteFacts.from_dict(values["remote"])
         tunnel = data.get(TUNNEL_FACTS_KEY)
         generator = data.get(GENERATOR_FACTS_KEY)
         extra = {

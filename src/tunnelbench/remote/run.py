@@ -25,8 +25,10 @@ from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Generator, StreamMode, Topology, TunnelKind
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.model import metrics as metric
+from tunnelbench.model import remotefacts
 from tunnelbench.model.plan import Experiment, LabSettings, Trial, expand
 from tunnelbench.model.records import Resolved, TrialStatus
+from tunnelbench.model.remotefacts import CryptoDriver, RemoteFacts, SnmpView
 from tunnelbench.remote import trial as remote_trial
 from tunnelbench.remote.hostsfile import HostsFile
 from tunnelbench.remote.session import Session, missing
@@ -194,29 +196,15 @@ def _trials(
             resolved.tunnel_implementation = tunnel.implementation if kind != "none" else "none"
             if kind != "none":
                 resolved.tunnel_version = tunnel.version()
-            if kind != "none" and tunnel.facts.get("mtu"):
-                resolved.tunnel_mtu = int(tunnel.facts["mtu"])
             if kind != "none":
+                resolved.tunnel_mtu = tunnel.mtu
                 resolved.update(tunnel.found)
                 resolved.tunnel, resolved.tunnel_cipher = tunnel.kind_facts, tunnel.cipher
-            resolved.remote = {
-                "dut": session.file.dut,
-                "tunnel_mode": tunnel.mode if kind != "none" else "none",
-                "tunnel_built_by": tunnel.facts.get("built_by") if kind != "none" else None,
-                # What ran each end of a tunnel tunnelbench built, with its version.
-                "tunnel_ends": {
-                    role: {"implementation": used, "version": version}
-                    for role, (used, version) in (tunnel.ends if kind != "none" else {}).items()
-                },
-                # Each end's tunnel device, whose counters are the trial's link.<role>.<dev>.
-                "tunnel_devices": dict(tunnel.devices) if kind != "none" else {},
-                "hosts": {r: h.destination for r, h in session.file.hosts.items()},
-                "kernels": {r: f.kernel for r, f in session.facts.items()},
-                **_dut_facts(session),
-            }
+            resolved.remote = _remote_facts(session, tunnel if kind != "none" else None)
             outcome = remote_trial.measure(session, tunnel, trial.config, trial.seq)
             metrics, artifacts = outcome.metrics, outcome.artifacts
-            resolved.remote |= outcome.facts
+            resolved.remote.port, resolved.remote.target = outcome.port, outcome.target
+            resolved.remote.dut_qdiscs = outcome.dut_qdiscs
             status, error = TrialStatus.OK, None
         except Unreachable as exc:
             store_trial(
@@ -235,28 +223,42 @@ def _trials(
         progress.trial_finished(trial, status, error or "", metrics.get(metric.GOODPUT.name))
 
 
-def _dut_facts(session: Session) -> dict[str, Any]:
-    """What the diagnosis reads of the DUT: how it was seen (``dut_view``: ``ssh``,
-    ``snmp`` or ``none``); logged into, its crypto drivers, trip points and top clocks;
-    a black box, what its SNMP agent serves."""
+def _remote_facts(session: Session, tunnel: RemoteTunnel | None) -> RemoteFacts:
+    """The trial's record of the hosts: the tunnel's ends and devices (``tunnel`` None:
+    a trial without one), and what the diagnosis reads of the DUT and how it was seen
+    (``dut_view``): logged into, its crypto drivers, trip points and top clocks; a black
+    box, what its SNMP agent serves."""
     role = session.file.dut
-    if (facts := session.facts.get(role)) is not None:
-        dut = facts.to_dict()
-        keys = ("crypto_drivers", "thermal_zones", "trips_c", "max_mhz")
-        return {"dut_view": "ssh"} | {k: dut[k] for k in keys}
+    facts = RemoteFacts(
+        dut=role,
+        tunnel_mode=tunnel.mode if tunnel else "none",
+        tunnel_built_by=tunnel.built_by if tunnel else None,
+        tunnel_ends=dict(tunnel.ends) if tunnel else {},
+        tunnel_devices=dict(tunnel.devices) if tunnel else {},
+        hosts={r: h.destination for r, h in session.file.hosts.items()},
+        kernels={r: f.kernel for r, f in session.facts.items()},
+    )
+    if (found := session.facts.get(role)) is not None:
+        facts.dut_view = remotefacts.SSH
+        facts.crypto_drivers = {
+            n: CryptoDriver(d, p) for n, (d, p) in found.cipher_drivers().items()
+        }
+        facts.thermal_zones, facts.trips_c = dict(found.zones), dict(found.trips_c)
+        facts.max_mhz = dict(found.max_mhz)
+        return facts
     box = session.black_boxes[role]
     if box.device is None:
-        return {"dut_view": "none"}
-    return {
-        "dut_view": "snmp",
-        "dut_snmp": {
-            "description": box.device.description,
-            "interfaces": sorted(box.device.interfaces.values()),
-            "cpu_counters": box.device.cpu_counters,
-            "cores": box.device.cores,
-            "cache_s": session.file.hosts[role].snmp_cache,
-        },
-    }
+        facts.dut_view = remotefacts.NONE
+        return facts
+    facts.dut_view = remotefacts.SNMP
+    facts.dut_snmp = SnmpView(
+        description=box.device.description,
+        interfaces=tuple(sorted(box.device.interfaces.values())),
+        cpu_counters=box.device.cpu_counters,
+        cores=box.device.cores,
+        cache_s=session.file.hosts[role].snmp_cache,
+    )
+    return facts
 
 
 def _tunnel(
@@ -267,7 +269,7 @@ def _tunnel(
     plan = session.file.tunnel
     implementation = trial.config.tunnel.implementation
     choice = plan.implementation if implementation in ("auto", None) else implementation
-    if standing and (kind == "none" or standing[0].facts.get("asked") != choice):
+    if standing and (kind == "none" or standing[0].asked != choice):
         old = standing.pop()
         teardown(session, old)
     if kind == "none":
@@ -280,6 +282,6 @@ def _tunnel(
             tunnel = build_wireguard(session, choice)
         else:
             tunnel = build_kind(session, built)
-        tunnel.facts["asked"] = choice
+        tunnel.asked = choice
         standing.append(tunnel)
     return standing[0]

@@ -39,7 +39,11 @@ CLIENT_MARGIN_S = 20.0
 class RemoteOutcome:
     metrics: dict[str, float]
     artifacts: dict[str, Any]
-    facts: dict[str, Any] = field(default_factory=dict)
+    #: The server's port and the address the client sent to.
+    port: int
+    target: str
+    #: device -> the DUT's root qdisc kind (empty where it has no ``tc`` with JSON).
+    dut_qdiscs: dict[str, str] = field(default_factory=dict)
 
 
 def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: int) -> RemoteOutcome:
@@ -143,14 +147,14 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
             opened, closed = snmp_marks["begin"], snmp_marks["end"]
             metrics |= snmp.cpu_metrics(dut, device, opened, closed, cache)
             metrics[metric.snmp(dut, metric.SNMP_WINDOW)] = round(closed.at - opened.at, 3)
-    facts: dict[str, Any] = {"port": port, "target": target}
+    qdiscs: dict[str, str] = {}
     queues_after = _qdiscs(dut_host, session.facts[dut].programs) if dut_host else None
     if queues_before is not None and queues_after is not None:
         metrics |= _qdisc_metrics(dut, queues_before, queues_after)
-        facts["dut_qdiscs"] = {dev: q.kind for dev, q in sorted(queues_after.items())}
+        qdiscs = {dev: q.kind for dev, q in sorted(queues_after.items())}
     _check_counters(session, metrics, traffic.duration)
     artifacts = {"iperf3": [doc], "intervals": measured.intervals_bps}
-    return RemoteOutcome(metrics, artifacts, facts)
+    return RemoteOutcome(metrics, artifacts, port, target, qdiscs)
 
 
 def _qdiscs(host: SshHost, programs: dict[str, str]) -> dict[str, RootQdisc] | None:

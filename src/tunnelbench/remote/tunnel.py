@@ -16,6 +16,7 @@ from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.kindfacts import TunnelFacts
 from tunnelbench.model.plan import TunnelSettings
+from tunnelbench.model.remotefacts import TunnelEnd
 from tunnelbench.remote.host import SshHost
 from tunnelbench.remote.probes import Facts
 from tunnelbench.remote.session import Session
@@ -31,11 +32,16 @@ class RemoteTunnel:
     mode: str  # hostsfile.MODES
     implementation: str  # kernel, wireguard-go, or "existing" (the user's)
     devices: dict[str, str] = field(default_factory=dict)  # role -> device
-    facts: dict[str, Any] = field(default_factory=dict)
+    #: ``tunnelbench`` or ``user``; None without a tunnel.
+    built_by: str | None = None
+    #: The implementation the trial asked for (a tunnel asked otherwise is built again).
+    asked: str | None = None
+    #: The tunnel MTU tunnelbench gave it (None: the user's tunnel's own).
+    mtu: int | None = None
     #: role -> the commands that remove what was built there, in the order made
     undo: dict[str, list[list[str]]] = field(default_factory=dict)
-    #: role -> (implementation, its version there) at each end tunnelbench built
-    ends: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: role -> what ran each end tunnelbench built, with its version there
+    ends: dict[str, TunnelEnd] = field(default_factory=dict)
     #: The version of the user's daemon, for an existing tunnel whose process is named.
     user_version: str | None = None
     #: What set-up found out, under the trial record's keys (as the lab's tunnel handle
@@ -52,9 +58,11 @@ class RemoteTunnel:
         if not self.ends:
             return self.user_version
         if len(set(self.ends.values())) == 1:
-            _, version = next(iter(self.ends.values()))
+            version = next(iter(self.ends.values())).version
             return f"{version} ({' and '.join(self.ends)})"
-        return "; ".join(f"{role}: {used}, {v}" for role, (used, v) in self.ends.items())
+        return "; ".join(
+            f"{role}: {end.implementation}, {end.version}" for role, end in self.ends.items()
+        )
 
 
 def teardown(session: Session, tunnel: RemoteTunnel) -> None:
@@ -70,7 +78,7 @@ def existing(session: Session) -> RemoteTunnel:
     """The user's tunnel; the version of its daemon where the hosts file names it and the
     DUT has that program."""
     hosts = session.file
-    tunnel = RemoteTunnel(hosts.tunnel.kind, "existing", "existing", facts={"built_by": "user"})
+    tunnel = RemoteTunnel(hosts.tunnel.kind, "existing", "existing", built_by="user")
     if (process := hosts.tunnel.process) is not None and hosts.dut in session.facts:
         described = session.facts[hosts.dut].software.describe(process)
         if described is not None:
@@ -111,8 +119,7 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
     through ``via``, each end's implementation and version, and the path checked."""
     plan = session.file.tunnel
     near, far = plan.ends
-    built_by = {"built_by": "tunnelbench"}
-    tunnel = RemoteTunnel(kind.value, "build", spec.implementation, facts=built_by)
+    tunnel = RemoteTunnel(kind.value, "build", spec.implementation, built_by="tunnelbench")
     try:
         handle = TUNNELS.get(kind).build(site, spec)
     except Unreachable:
@@ -132,15 +139,17 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
     tunnel.found = dict(handle.facts)
     for role in (near, far):
         used = handle.implementations.get(role, spec.implementation)
-        tunnel.ends[role] = (used, _version(session.hosts[role], used, session.facts[role]))
+        tunnel.ends[role] = TunnelEnd(
+            used, _version(session.hosts[role], used, session.facts[role])
+        )
     # The DUT's end is the one measured; between two routers the near one.
     dut = session.file.dut
-    tunnel.implementation = tunnel.ends[dut if dut in tunnel.ends else near][0]
+    tunnel.implementation = tunnel.ends[dut if dut in tunnel.ends else near].implementation
     _check_carried(session, tunnel, near, far, session.file.target(False))
     measured = replace(spec, implementation=tunnel.implementation)
     tunnel.kind_facts = TUNNELS.get(kind).facts(measured, handle.facts)
     tunnel.cipher = spec.cipher.value if spec.cipher else None
-    tunnel.facts |= {"mtu": spec.mtu, "device": handle.devices[far]}
+    tunnel.mtu = spec.mtu
     return tunnel
 
 
