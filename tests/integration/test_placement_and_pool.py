@@ -119,7 +119,7 @@ def test_a_roles_own_cores_override_the_layout_and_reach_its_tunnel_device():
         assert {_allowed(int(t.name)) for t in tasks} == {str(CORES[0])}
         mask = f"{1 << CORES[0]:x}"
         assert _rps_masks(lab, "gw", handle.devices["gw"]) == {mask}
-        assert standing.session.facts["rps_tunnel_devices"]["gw"] == handle.devices["gw"]
+        assert standing.session.steered["gw"] == handle.devices["gw"]
 
 
 def _run(experiment: Experiment, db: Path) -> list:

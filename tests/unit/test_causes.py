@@ -26,7 +26,7 @@ from tunnelbench.analysis.advice import Advice, Sibling, advise
 from tunnelbench.analysis.diagnosis import Bound, Diagnosis, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.kinds import Protection, Queue, TunnelKind
-from tunnelbench.model.kindfacts import TunnelFacts
+from tunnelbench.model.kindfacts import OpenVpnFound, SetupFound, TunnelFacts
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import TCG
 from tunnelbench.report import findings, table
@@ -494,8 +494,18 @@ def test_harmless_outside_load_does_not_outrank_a_throttled_budget(tmp_path):
             None,
             True,
         ),
-        (TunnelKind.OPENVPN, TunnelSpec("openvpn"), {"openvpn_dco": False}, False),
-        (TunnelKind.OPENVPN, TunnelSpec("openvpn"), {"openvpn_dco": True}, True),
+        (
+            TunnelKind.OPENVPN,
+            TunnelSpec("openvpn"),
+            SetupFound(openvpn=OpenVpnFound(False, "")),
+            False,
+        ),
+        (
+            TunnelKind.OPENVPN,
+            TunnelSpec("openvpn"),
+            SetupFound(openvpn=OpenVpnFound(True, "")),
+            True,
+        ),
     ],
 )
 def test_the_kind_declares_whether_its_crypto_uses_the_kernels_crypto_api(kind, spec, found, uses):

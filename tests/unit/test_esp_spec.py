@@ -16,6 +16,7 @@ from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.host import NetnsHost
 from tunnelbench.lab.state import LabState, teardown
+from tunnelbench.model.kindfacts import EspFound, SetupFound
 from tunnelbench.model.plan import TrialConfig, TunnelSettings
 from tunnelbench.model.records import Resolved
 from tunnelbench.system import probing, programs
@@ -254,14 +255,20 @@ def test_what_establishing_found_is_recorded(monkeypatch):
     monkeypatch.setattr("tunnelbench.tunnels.esp.charon_version", lambda: "strongSwan 5.9.8")
     session = Session(None, LIBIPSEC, Cipher.AES_256_GCM, EspMode.TUNNEL)  # type: ignore[arg-type]
     session._check({"client": [_sa()], "gw": [_sa()]})
-    assert session.facts == {
-        "esp_implementation": "libipsec",
-        "esp_version": "strongSwan 5.9.8",
-        "esp_cipher": "aes-256-gcm",
-        "esp_algorithm": "AES_GCM_16-256",
-        "esp_mode": "tunnel",
-        "esp_encapsulation": "udp",
-    }
+    assert session.found == EspFound(
+        implementation="libipsec",
+        version="strongSwan 5.9.8",
+        cipher="aes-256-gcm",
+        algorithm="AES_GCM_16-256",
+        mode="tunnel",
+        encapsulation="udp",
+    )
+    # stored under the trial record's fields, and read back the same
+    resolved = Resolved()
+    resolved.record_setup(SetupFound(esp=session.found))
+    assert resolved.to_dict()["esp_algorithm"] == "AES_GCM_16-256"
+    assert resolved.esp_encapsulation == "udp"
+    assert Resolved.from_dict(resolved.to_dict()).setup_found() == SetupFound(esp=session.found)
 
 
 def test_the_psk_file_is_root_only_from_the_start(tmp_path, monkeypatch):

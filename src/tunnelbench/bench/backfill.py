@@ -35,5 +35,5 @@ def backfill(config: TrialConfig, resolved: Resolved) -> Resolved:
             protection=config.tunnel.protection,
             esp_implementation=resolved.esp_implementation,
         )
-        resolved.tunnel = kind.facts(spec, resolved.to_dict(facts=False))
+        resolved.tunnel = kind.facts(spec, resolved.setup_found())
     return resolved

@@ -480,9 +480,13 @@ def _measure(
         resolved.rps_pppoe_wan = cast(dict[str, str], held)
     if budgets := lab.state.info.get("role_budgets"):
         resolved.update(cast(dict[str, Any], budgets))
-    resolved.update(session.facts)
+    resolved.record_setup(handle.found)
+    resolved.unbundled_tunnel_devices = session.unbundled or None
+    resolved.rps_tunnel_devices = session.steered or None
+    if session.limit is not None:
+        resolved.update(session.limit.resolved())
     # What only set-up could tell (OpenVPN's data channel in the kernel or not).
-    resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(resolution.tunnel, session.facts)
+    resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(resolution.tunnel, handle.found)
     try:
         with lab.standing():
             namespaces = load.namespace_inodes({role: lab.ns(role) for role in lab.chain.roles})

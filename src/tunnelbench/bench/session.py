@@ -7,7 +7,6 @@ opens one and keeps it, so a lab built by hand is built exactly as a trial's is.
 """
 
 from types import TracebackType
-from typing import Any
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import TunnelKind
@@ -33,8 +32,12 @@ class LabSession:
         self._lab: Lab | None = None
         self._handle: TunnelHandle | None = None
         self._kept = False
-        #: What set-up found out and the trial records (the tunnel's facts, the budget).
-        self.facts: dict[str, Any] = {}
+        #: What set-up did and found out, which the trial records: role -> a kernel
+        #: tunnel's device whose GSO/TSO was turned off, role -> a pinned role's tunnel
+        #: device steered as its links are, and the tunnel's CPU budget as applied.
+        self.unbundled: dict[str, str] = {}
+        self.steered: dict[str, str] = {}
+        self.limit: cgroup.CpuLimit | None = None
 
     @property
     def lab(self) -> Lab:
@@ -58,15 +61,12 @@ class LabSession:
         """The tunnel between the lab's tunnel ends, routed, with its CPU budget."""
         lab, settings = self.lab, self.config.tunnel
         self._handle = TUNNELS.get(settings.kind).setup(lab, self.spec)
-        self.facts |= self._handle.facts
         kernel_path = not TUNNELS.get(settings.kind).facts(self.spec).userspace
-        if kernel_path and (unbundled := netns.unbundle_tunnel(lab, self._handle.devices)):
-            self.facts["unbundled_tunnel_devices"] = unbundled
-        if steered := netns.steer_tunnel(lab, self._handle.devices):
-            self.facts["rps_tunnel_devices"] = steered
+        if kernel_path:
+            self.unbundled = netns.unbundle_tunnel(lab, self._handle.devices)
+        self.steered = netns.steer_tunnel(lab, self._handle.devices)
         if settings.cpu_budget is not None:
-            limit = cgroup.limit_cpu(lab.state, self._handle.daemons, settings.cpu_budget)
-            self.facts |= limit.resolved()
+            self.limit = cgroup.limit_cpu(lab.state, self._handle.daemons, settings.cpu_budget)
         return self._handle
 
     def keep(self) -> None:

@@ -121,6 +121,39 @@ class TunnelFacts:
 
 
 @dataclass(frozen=True)
+class EspFound:
+    """ESP as strongSwan installed it at both ends (:mod:`tunnelbench.tunnels.esp`)."""
+
+    implementation: str  # kernel or libipsec
+    version: str  # charon's
+    cipher: str  # tunnelbench's name (aes-256-gcm)
+    algorithm: str  # as charon listed the SA's
+    mode: str  # tunnel or transport
+    encapsulation: str  # ``udp`` (NAT-T) or ``none``
+
+
+@dataclass(frozen=True)
+class OpenVpnFound:
+    """OpenVPN as its daemons ran (:mod:`tunnelbench.tunnels.openvpn`)."""
+
+    #: Whether every end's data channel ran in the kernel (ovpn-dco), and why (not).
+    dco: bool
+    dco_reason: str
+    #: The data channel's cipher as both daemons reported it.
+    data_cipher: str | None = None
+
+
+@dataclass
+class SetupFound:
+    """What a tunnel's set-up found out that only running it tells, recorded with each
+    trial (``Resolved.record_setup``) and read by :meth:`Tunnel.facts` (OpenVPN's data
+    channel in the kernel or not)."""
+
+    esp: EspFound | None = None
+    openvpn: OpenVpnFound | None = None
+
+
+@dataclass(frozen=True)
 class GeneratorFacts:
     """The facts a load generator declares, stored with each trial."""
 

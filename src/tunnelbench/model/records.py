@@ -13,7 +13,13 @@ from enum import StrEnum
 from typing import Any
 
 from tunnelbench.kinds import StreamMode
-from tunnelbench.model.kindfacts import GeneratorFacts, TunnelFacts
+from tunnelbench.model.kindfacts import (
+    EspFound,
+    GeneratorFacts,
+    OpenVpnFound,
+    SetupFound,
+    TunnelFacts,
+)
 from tunnelbench.model.remotefacts import RemoteFacts
 
 
@@ -84,14 +90,14 @@ class Resolved:
     #: the run (bench.labpool), and the how-manyth trial of that lab it was (1: fresh).
     lab_fresh: bool | None = None
     lab_trial: int | None = None
-    # ESP as set-up found it (tunnels.esp.Session.facts).
+    # ESP as set-up found it (model.kindfacts.EspFound).
     esp_version: str | None = None
     esp_cipher: str | None = None
     esp_algorithm: str | None = None
     esp_mode: str | None = None
     #: ``udp`` (NAT-T) or ``none``.
     esp_encapsulation: str | None = None
-    # OpenVPN as set-up found it.
+    # OpenVPN as set-up found it (model.kindfacts.OpenVpnFound).
     openvpn_dco: bool | None = None
     openvpn_dco_reason: str | None = None
     openvpn_data_cipher: str | None = None
@@ -134,6 +140,32 @@ class Resolved:
         """Who did the work that varies: ESP's implementation where ESP ran, else the
         tunnel's."""
         return self.esp_implementation or self.tunnel_implementation
+
+    def record_setup(self, found: SetupFound) -> None:
+        """Store what a tunnel's set-up found out, under the record's fields."""
+        if (esp := found.esp) is not None:
+            self.esp_implementation, self.esp_version = esp.implementation, esp.version
+            self.esp_cipher, self.esp_algorithm = esp.cipher, esp.algorithm
+            self.esp_mode, self.esp_encapsulation = esp.mode, esp.encapsulation
+        if (openvpn := found.openvpn) is not None:
+            self.openvpn_dco, self.openvpn_dco_reason = openvpn.dco, openvpn.dco_reason
+            self.openvpn_data_cipher = openvpn.data_cipher
+
+    def setup_found(self) -> SetupFound:
+        """What set-up found out, as :meth:`record_setup` stored it (a trial stored
+        before :class:`SetupFound` was typed reads back the same)."""
+        openvpn = None
+        if self.openvpn_dco is not None:
+            openvpn = OpenVpnFound(
+                self.openvpn_dco, self.openvpn_dco_reason or "", self.openvpn_data_cipher
+            )
+        esp = None
+        if self.esp_version is not None and self.esp_implementation is not None:
+            esp = EspFound(
+                self.esp_implementation, self.esp_version, self.esp_cipher or "",
+                self.esp_algorithm or "", self.esp_mode or "", self.esp_encapsulation or "",
+            )  # fmt: skip
+        return SetupFound(esp, openvpn)
 
     def update(self, facts: dict[str, Any]) -> None:
         """Merge what set-up reported under its stored keys (a tunnel handle's facts,

@@ -198,7 +198,7 @@ def _trials(
                 resolved.tunnel_version = tunnel.version()
             if kind != "none":
                 resolved.tunnel_mtu = tunnel.mtu
-                resolved.update(tunnel.found)
+                resolved.record_setup(tunnel.found)
                 resolved.tunnel, resolved.tunnel_cipher = tunnel.kind_facts, tunnel.cipher
             resolved.remote = _remote_facts(session, tunnel if kind != "none" else None)
             outcome = remote_trial.measure(session, tunnel, trial.config, trial.seq)

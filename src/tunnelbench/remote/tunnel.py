@@ -10,11 +10,10 @@ hosts' routing moves.
 """
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.model.kindfacts import TunnelFacts
+from tunnelbench.model.kindfacts import SetupFound, TunnelFacts
 from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.model.remotefacts import TunnelEnd
 from tunnelbench.remote.host import SshHost
@@ -44,9 +43,9 @@ class RemoteTunnel:
     ends: dict[str, TunnelEnd] = field(default_factory=dict)
     #: The version of the user's daemon, for an existing tunnel whose process is named.
     user_version: str | None = None
-    #: What set-up found out, under the trial record's keys (as the lab's tunnel handle
-    #: reports it: OpenVPN's DCO and data cipher).
-    found: dict[str, Any] = field(default_factory=dict)
+    #: What set-up found out (as the lab's tunnel handle reports it: OpenVPN's DCO and
+    #: data cipher).
+    found: SetupFound = field(default_factory=SetupFound)
     #: What the kind declares of itself as it ran (the DUT's end's implementation).
     kind_facts: TunnelFacts | None = None
     #: The cipher it was built with (None: it does not encrypt, or the user's tunnel).
@@ -136,7 +135,7 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
         tunnel.undo.setdefault("server", []).append(removal)
         session.hosts["server"].run(["ip", "route", "add", back, "via", plan.via])
     tunnel.devices = dict(handle.devices)
-    tunnel.found = dict(handle.facts)
+    tunnel.found = handle.found
     for role in (near, far):
         used = handle.implementations.get(role, spec.implementation)
         tunnel.ends[role] = TunnelEnd(
@@ -147,7 +146,7 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
     tunnel.implementation = tunnel.ends[dut if dut in tunnel.ends else near].implementation
     _check_carried(session, tunnel, near, far, session.file.target(False))
     measured = replace(spec, implementation=tunnel.implementation)
-    tunnel.kind_facts = TUNNELS.get(kind).facts(measured, handle.facts)
+    tunnel.kind_facts = TUNNELS.get(kind).facts(measured, handle.found)
     tunnel.cipher = spec.cipher.value if spec.cipher else None
     tunnel.mtu = spec.mtu
     return tunnel

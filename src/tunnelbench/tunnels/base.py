@@ -12,7 +12,7 @@ from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord
 from tunnelbench.model import encapsulation as model
-from tunnelbench.model.kindfacts import TunnelFacts, Wire
+from tunnelbench.model.kindfacts import SetupFound, TunnelFacts, Wire
 from tunnelbench.model.plan import IPV6_MTU_MIN, TunnelSettings
 from tunnelbench.system import programs
 from tunnelbench.system.probing import Capabilities
@@ -57,9 +57,9 @@ class TunnelHandle:
     devices: dict[str, str] = field(default_factory=dict)  # role -> device
     daemons: dict[str, ProcessRecord] = field(default_factory=dict)  # role -> daemon
     logs: list[Path] = field(default_factory=list)
-    #: What set-up found out and the trial should record (merged into its ``resolved``),
-    #: e.g. whether OpenVPN's data channel runs in the kernel.
-    facts: dict[str, Any] = field(default_factory=dict)
+    #: What set-up found out and the trial records (``Resolved.record_setup``), e.g.
+    #: whether OpenVPN's data channel runs in the kernel.
+    found: SetupFound = field(default_factory=SetupFound)
     #: role -> the implementation that end ran, where the ends chose for themselves
     #: (real hosts: the kernel's WireGuard at one, wireguard-go at the other).
     implementations: dict[str, str] = field(default_factory=dict)
@@ -122,10 +122,10 @@ class Tunnel(ABC):
         throttles nothing."""
         return None
 
-    def facts(self, spec: TunnelSpec, found: Mapping[str, Any] | None = None) -> TunnelFacts:
+    def facts(self, spec: TunnelSpec, found: SetupFound | None = None) -> TunnelFacts:
         """What analysis and reports need to know of this kind as ``spec`` resolved it,
         stored with each trial (they do not import the tunnels); ``found``: what set-up
-        reported (a handle's ``facts``), for what only set-up can tell."""
+        reported (a handle's ``found``), for what only set-up can tell."""
         esp = spec.esp_implementation
         return TunnelFacts(
             display=self.display,

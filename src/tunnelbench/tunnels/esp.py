@@ -29,7 +29,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, EspMode
@@ -39,6 +38,7 @@ from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.lab.topology import Underlay
 from tunnelbench.model import encapsulation as model
+from tunnelbench.model.kindfacts import EspFound
 from tunnelbench.system import programs, versions
 from tunnelbench.system.command import CommandError
 from tunnelbench.tunnels import strongswan
@@ -66,7 +66,7 @@ class Session:
 
     :meth:`start` brings the daemons (and the ESP devices) up; the caller addresses and
     routes the devices; :meth:`establish` loads the connection, initiates it from the
-    left end and checks what was installed. What it learnt is in ``facts``.
+    left end and checks what was installed. What it learnt is in ``found``.
     """
 
     lab: Lab
@@ -76,7 +76,7 @@ class Session:
     daemons: dict[str, ProcessRecord] = field(default_factory=dict)
     devices: dict[str, str] = field(default_factory=dict)  # role -> ESP device, if any
     logs: list[Path] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
+    found: EspFound | None = None
 
     @property
     def ends(self) -> tuple[str, str]:
@@ -231,20 +231,20 @@ class Session:
                         f"{self.mode.value.upper()} mode, encap={encap}"
                     )
         algorithm = next(iter(installed.values()))[0].algorithm
-        self.facts = {
-            "esp_implementation": self.implementation,
-            "esp_version": charon_version(),
-            "esp_cipher": self.cipher.value,
-            "esp_algorithm": algorithm,
-            "esp_mode": self.mode.value,
-            "esp_encapsulation": "udp" if encap else "none",
-        }
+        self.found = EspFound(
+            implementation=self.implementation,
+            version=charon_version(),
+            cipher=self.cipher.value,
+            algorithm=algorithm,
+            mode=self.mode.value,
+            encapsulation="udp" if encap else "none",
+        )
 
     def record(self, handle: TunnelHandle) -> None:
-        """Hand the daemons, logs and facts to the tunnel's handle."""
+        """Hand the daemons, logs and what was found to the tunnel's handle."""
         handle.daemons |= self.daemons
         handle.logs += self.logs
-        handle.facts |= self.facts
+        handle.found.esp = self.found
 
 
 def xfrm_interface_command(device: str, wan_device: str) -> list[str]:

@@ -44,13 +44,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab.host import SAME_AS_STDOUT, Host
 from tunnelbench.model.encapsulation import Encapsulation
-from tunnelbench.model.kindfacts import TunnelFacts
+from tunnelbench.model.kindfacts import OpenVpnFound, SetupFound, TunnelFacts
 from tunnelbench.system import probing, programs, versions
 from tunnelbench.system.command import CommandError
 from tunnelbench.system.probing import Capabilities, Check
@@ -221,11 +221,11 @@ class OpenVpn(Tunnel):
     userspace_implementations: ClassVar[tuple[str, ...]] = (OPENVPN,)
     ciphers: ClassVar[tuple[Cipher, ...]] = tuple(DATA_CIPHERS)
 
-    def facts(self, spec: TunnelSpec, found: Mapping[str, Any] | None = None) -> TunnelFacts:
+    def facts(self, spec: TunnelSpec, found: SetupFound | None = None) -> TunnelFacts:
         """As every kind's; the data channel is the kernel's when set-up found DCO on,
         and ovpn-dco encrypts through the kernel's crypto API."""
         facts = super().facts(spec, found)
-        if found is not None and found.get("openvpn_dco") is True:
+        if found is not None and found.openvpn is not None and found.openvpn.dco:
             return replace(facts, userspace=False, kernel_crypto_api=True)
         return facts
 
@@ -263,7 +263,7 @@ class OpenVpn(Tunnel):
         binaries = {role: site.program(role, OPENVPN, "OpenVPN") for role in ends}
         dco = {role: dco_at(site.host(role), binaries[role]) for role in ends}
         handle = TunnelHandle(self.kind, spec.implementation, "", spec.mtu)
-        handle.facts |= dco_facts(dco)
+        handle.found.openvpn = dco_found(dco)
         made = pki.make(openssl, f"tunnelbench-{site.ifname('ov')}")
         ports = {role: site.free_udp_port(role, PORTS) for role in ends}
         procs, logs = {}, {}
@@ -293,7 +293,8 @@ class OpenVpn(Tunnel):
                 handle.daemons[role] = daemon
         texts = wait_until_up(site, procs, logs)
         for role in (left, right):
-            handle.facts["openvpn_data_cipher"] = check_cipher(role, cipher, texts[role])
+            negotiated = check_cipher(role, cipher, texts[role])
+            handle.found.openvpn = replace(handle.found.openvpn, data_cipher=negotiated)
             device = handle.devices[role]
             tun = (
                 site.host(role)
@@ -306,7 +307,7 @@ class OpenVpn(Tunnel):
         return handle
 
 
-def dco_facts(dco: Mapping[str, Dco]) -> dict[str, Any]:
+def dco_found(dco: Mapping[str, Dco]) -> OpenVpnFound:
     """The trial's record of DCO: on only where every end offloads; the reason, or each
     end's where they differ."""
     reasons = {d.reason for d in dco.values()}
@@ -315,7 +316,7 @@ def dco_facts(dco: Mapping[str, Dco]) -> dict[str, Any]:
         if len(reasons) == 1
         else "; ".join(f"{role}: {d.reason}" for role, d in sorted(dco.items()))
     )
-    return {"openvpn_dco": all(d.enabled for d in dco.values()), "openvpn_dco_reason": reason}
+    return OpenVpnFound(all(d.enabled for d in dco.values()), reason)
 
 
 def wait_until_up(
