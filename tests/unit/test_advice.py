@@ -18,7 +18,6 @@ import pytest
 from tests.report_fixtures import recorded, resolved_for
 from tunnelbench.analysis import significance
 from tunnelbench.analysis.advice import (
-    KERNEL_ESP,
     Advice,
     Sibling,
     advise,
@@ -28,9 +27,11 @@ from tunnelbench.analysis.advice import (
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.kinds import Cipher, Protection, TunnelKind
+from tunnelbench.model.kindfacts import OpenVpnFound, SetupFound, TunnelFacts
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.report import findings
 from tunnelbench.tunnels import REGISTRY, strongswan
+from tunnelbench.tunnels.base import TunnelSpec
 
 
 def run_of(name: str, tmp: Path) -> tuple[list[ConfigSummary], dict[str, Any]]:
@@ -359,5 +360,39 @@ def test_a_cpu_without_the_ciphers_instructions_expects_slow_crypto(tmp_path):
             assert crypto.because.endswith("the CPU lacks AES-NI (AES-GCM) for aes-256-gcm")
 
 
-def test_the_esp_names_are_strongswans():
-    assert {c.value: a for c, a in strongswan.KERNEL_ALGORITHMS.items()} == KERNEL_ESP
+@pytest.mark.parametrize(
+    ("kind", "spec", "found", "expected"),
+    [
+        (TunnelKind.WIREGUARD, TunnelSpec("kernel"), None, None),
+        (TunnelKind.WIREGUARD, TunnelSpec("boringtun"), None,
+         ("kernel WireGuard", "tunnel.implementation", "kernel", ("links", "wireguard"))),
+        (TunnelKind.IPSEC, TunnelSpec("kernel", cipher=Cipher.AES_256_GCM,
+                                      esp_implementation="kernel"), None, None),
+        (TunnelKind.IPSEC, TunnelSpec("libipsec", cipher=Cipher.CHACHA20_POLY1305,
+                                      esp_implementation="libipsec"), None,
+         ("the kernel's ESP with chacha20-poly1305", "tunnel.implementation", "kernel",
+          ("esp", "rfc7539esp(chacha20,poly1305)"))),
+        # ESP around VXLAN: no setting of the VXLAN tunnel chooses ESP's implementation
+        (TunnelKind.VXLAN, TunnelSpec("kernel", cipher=Cipher.AES_256_GCM,
+                                      protection=Protection.IPSEC, esp_implementation="libipsec"),
+         None, ("the kernel's ESP with aes-256-gcm", None, None, ("esp", "rfc4106(gcm(aes))"))),
+        (TunnelKind.OPENVPN, TunnelSpec("openvpn"), SetupFound(openvpn=OpenVpnFound(True, "")),
+         None),
+        (TunnelKind.OPENVPN, TunnelSpec("openvpn"),
+         SetupFound(openvpn=OpenVpnFound(False, "no module")),
+         ("OpenVPN's data channel offload (ovpn-dco)", None, None, ("openvpn_dco", ""))),
+    ],
+)  # fmt: skip
+def test_each_kind_declares_the_kernel_path_beside_its_userspace_one(kind, spec, found, expected):
+    """What the one kernel-path rule advises comes from the kind (no kind is named in
+    advice): stored with the trial, and read back the same."""
+    facts = REGISTRY.get(kind).facts(spec, found)
+    path = facts.kernel_path
+    if expected is None:
+        assert path is None
+        return
+    assert path is not None and (path.name, path.setting, path.value, path.capability) == expected
+    assert facts.userspace
+    assert TunnelFacts.from_dict(facts.to_dict()) == facts
+    if kind is TunnelKind.OPENVPN:
+        assert path.not_used == "no module"

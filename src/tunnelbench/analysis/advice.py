@@ -43,16 +43,11 @@ from tunnelbench.analysis.suggestion import Availability as Availability
 from tunnelbench.analysis.suggestion import Measured as Measured
 from tunnelbench.analysis.suggestion import Sibling as Sibling
 from tunnelbench.analysis.suggestion import availability as availability
-from tunnelbench.kinds import Cipher, StreamMode, TunnelKind, WanEncapsulation
+from tunnelbench.kinds import Cipher, StreamMode, WanEncapsulation
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import CPU_BUDGET_MAX
 from tunnelbench.model.records import Resolved
 
-# The kernel's name of each ESP AEAD (tunnels/strongswan.py's KERNEL_ALGORITHMS).
-KERNEL_ESP = {
-    Cipher.AES_256_GCM.value: "rfc4106(gcm(aes))",
-    Cipher.CHACHA20_POLY1305.value: "rfc7539esp(chacha20,poly1305)",
-}
 # Another userspace implementation this much faster is worth switching to (CPU-bound
 # results vary ~10% run to run here).
 FASTER_PCT = 10.0
@@ -90,93 +85,53 @@ def userspace(resolved: Resolved) -> bool:
     return resolved.tunnel is not None and resolved.tunnel.userspace
 
 
-def kernel_wireguard(c: Context) -> Advice | None:
+def kernel_data_path(c: Context) -> Advice | None:
+    """A userspace data path held the traffic on a CPU where its kind declares a kernel
+    one beside it (kernel WireGuard for wireguard-go, the kernel's ESP for libipsec,
+    ovpn-dco for openvpn): say so, with whether this machine has it and, where a plan
+    setting chooses it, what the run measured with it."""
     cpu = c.finding(Bound.CPU)
-    implementation = c.subject.resolved.tunnel_implementation
-    if cpu is None or c.subject.config.tunnel.kind is not TunnelKind.WIREGUARD:
+    facts = c.subject.resolved.tunnel
+    if cpu is None or facts is None or not facts.userspace or facts.kernel_path is None:
         return None
-    if not userspace(c.subject.resolved):
-        return None
-    return Advice(
-        "tunnel.implementation",
-        f"prefer kernel WireGuard over userspace {implementation}",
-        f"{cpu.summary}; {implementation} copies every packet between the kernel and userspace",
-        c.measured("tunnel.implementation", lambda v: v == "kernel"),
-        c.available("links", "wireguard", "kernel WireGuard"),
-        ("kernel",),
-    )
-
-
-def kernel_esp(c: Context) -> Advice | None:
-    """strongSwan's userspace ESP (libipsec) is CPU-bound: the kernel's ESP does the same
-    work without copying every packet through a TUN device."""
-    cpu = c.finding(Bound.CPU)
-    s = c.subject
-    wire = s.resolved.tunnel.wire if s.resolved.tunnel else None
-    if cpu is None or wire is None or not wire.esp or not userspace(s.resolved):
-        return None
-    cipher = s.resolved.tunnel_cipher or ""
-    algorithm = KERNEL_ESP.get(cipher)
+    path = facts.kernel_path
     can = (
-        c.available("esp", algorithm, f"the kernel's ESP with {cipher}")
-        if algorithm
-        else Availability("the kernel's ESP", "not recorded")
+        c.available(*path.capability, path.name)
+        if path.capability
+        else Availability(path.name, "not recorded")
     )
-    ipsec = s.config.tunnel.kind is TunnelKind.IPSEC
+    suggestion = path.suggestion
+    if path.not_used and can.state == "yes":
+        suggestion += f": this run did not ({path.not_used})"
+    value = path.value
+    measured = c.measured(path.setting, lambda v: v == value) if path.setting is not None else None
     return Advice(
-        "tunnel.implementation" if ipsec else None,
-        "use the kernel's ESP instead of strongSwan's userspace libipsec",
-        f"{cpu.summary}; libipsec copies every packet between the kernel and userspace",
-        c.measured("tunnel.implementation", lambda v: v == "kernel") if ipsec else None,
-        can,
-        ("kernel",) if ipsec else (),
-    )
-
-
-def openvpn_dco(c: Context) -> Advice | None:
-    """OpenVPN is CPU-bound with its data channel in userspace: data channel offload
-    (ovpn-dco) moves encryption and forwarding into the kernel."""
-    cpu = c.finding(Bound.CPU)
-    s = c.subject
-    if cpu is None or s.config.tunnel.kind is not TunnelKind.OPENVPN:
-        return None
-    if s.resolved.openvpn_dco is True:
-        return None
-    can = c.available("openvpn_dco", "", "OpenVPN's data channel offload (ovpn-dco)")
-    suggestion = (
-        "let OpenVPN's data channel run in the kernel with ovpn-dco (openvpn-dco-dkms;"
-        " tunnelbench uses it when the kernel has it)"
-    )
-    if can.state == "yes":
-        reason = s.resolved.openvpn_dco_reason
-        suggestion += f": this run did not ({reason})" if reason else ""
-    return Advice(
-        None,
+        path.setting,
         suggestion,
-        f"{cpu.summary}; without DCO every packet crosses into the openvpn process and back",
-        None,
+        f"{cpu.summary}; {path.why}",
+        measured,
         can,
+        (value,) if value is not None else (),
     )
 
 
-def faster_wireguard(c: Context) -> Advice | None:
+def faster_userspace(c: Context) -> Advice | None:
     """Userspace implementations differ in CPU cost per packet and in how they queue and
     drop packets: when this run measured another one clearly faster with every other
     setting equal, say so, whatever limited this one."""
     implementation = c.subject.resolved.tunnel_implementation
     facts = c.subject.resolved.tunnel
-    if c.subject.config.tunnel.kind is not TunnelKind.WIREGUARD or facts is None:
-        return None
-    if not facts.userspace:
+    if facts is None or not facts.userspace:
         return None
     others = facts.userspace_implementations
     measured = c.measured("tunnel.implementation", lambda v: v in others and v != implementation)
     if measured is None or measured.change_pct < FASTER_PCT or measured.outcome == "no difference":
         return None
+    kernel = facts.kernel_path
     return Advice(
         "tunnel.implementation",
-        f"use {measured.value} rather than {implementation} where kernel WireGuard is not an"
-        " option",
+        f"use {measured.value} rather than {implementation}"
+        + (f" where {kernel.name} is not an option" if kernel else ""),
         f"{c.diagnosis.verdict.summary}; userspace implementations differ in CPU cost per"
         " packet and in how they queue and drop packets",
         measured,
@@ -473,10 +428,8 @@ def reordered_packets(c: Context) -> Advice | None:
 
 RULES: tuple[AdviceRule, ...] = (
     lab_offloads,
-    kernel_wireguard,
-    kernel_esp,
-    openvpn_dco,
-    faster_wireguard,
+    kernel_data_path,
+    faster_userspace,
     raise_cpu_budget,
     raise_role_budget,
     more_queues,

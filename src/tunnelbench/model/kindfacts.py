@@ -66,6 +66,54 @@ class Wire:
 
 
 @dataclass(frozen=True)
+class KernelPath:
+    """Where a kind's data path, run in a userspace process, has a kernel one: what
+    advice says when the userspace one held the traffic on a CPU (kernel WireGuard for
+    wireguard-go, the kernel's ESP for libipsec, ovpn-dco for openvpn)."""
+
+    #: What it is called ("kernel WireGuard"), as the availability line names it.
+    name: str
+    #: The advice ("prefer kernel WireGuard over userspace wireguard-go").
+    suggestion: str
+    #: Why the userspace path costs more CPU.
+    why: str
+    #: The plan setting and value that choose it; None where none does (tunnelbench
+    #: uses ovpn-dco wherever the kernel has it).
+    setting: str | None = None
+    value: str | None = None
+    #: Where the run's capability record says whether this machine has it: (table,
+    #: name), as :meth:`tunnelbench.analysis.suggestion.Context.available` takes them;
+    #: None where it cannot be looked up.
+    capability: tuple[str, str] | None = None
+    #: Why this run did not use it although asked for where the machine has it.
+    not_used: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "suggestion": self.suggestion,
+            "why": self.why,
+            "setting": self.setting,
+            "value": self.value,
+            "capability": list(self.capability) if self.capability else None,
+            "not_used": self.not_used,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "KernelPath":
+        capability = data.get("capability")
+        return cls(
+            name=str(data["name"]),
+            suggestion=str(data["suggestion"]),
+            why=str(data["why"]),
+            setting=data.get("setting"),
+            value=data.get("value"),
+            capability=(str(capability[0]), str(capability[1])) if capability else None,
+            not_used=data.get("not_used"),
+        )
+
+
+@dataclass(frozen=True)
 class TunnelFacts:
     """The facts a tunnel kind declares about one resolved configuration of itself."""
 
@@ -88,9 +136,12 @@ class TunnelFacts:
     #: OpenVPN's DCO). Kernel WireGuard calls lib/crypto directly and userspace
     #: implementations do their own crypto: for them no driver choice applies.
     kernel_crypto_api: bool = False
+    #: The kernel's data path for a userspace one (None: in the kernel already, or none).
+    kernel_path: KernelPath | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "kernel_path": self.kernel_path.to_dict() if self.kernel_path else None,
             "display": self.display,
             "encrypts": self.encrypts,
             "userspace": self.userspace,
@@ -117,6 +168,9 @@ class TunnelFacts:
             userspace_implementations=tuple(data.get("userspace_implementations") or ()),
             wire=wire,
             kernel_crypto_api=bool(kernel_crypto),
+            kernel_path=KernelPath.from_dict(data["kernel_path"])
+            if data.get("kernel_path")
+            else None,
         )
 
 

@@ -208,6 +208,10 @@ class Resolved:
         if values.get("remote") is not None:
             values["remote"] = RemoteFacts.from_dict(values["remote"])
         tunnel = data.get(TUNNEL_FACTS_KEY)
+        if tunnel and "kernel_path" not in tunnel:
+            # Stored before kinds declared it: the store's backfill asks the kind again,
+            # as for a trial stored before any facts were.
+            tunnel = None
         generator = data.get(GENERATOR_FACTS_KEY)
         extra = {
             k: v

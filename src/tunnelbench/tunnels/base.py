@@ -12,7 +12,7 @@ from tunnelbench.kinds import Cipher, EspMode, Protection, TunnelKind
 from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord
 from tunnelbench.model import encapsulation as model
-from tunnelbench.model.kindfacts import SetupFound, TunnelFacts, Wire
+from tunnelbench.model.kindfacts import KernelPath, SetupFound, TunnelFacts, Wire
 from tunnelbench.model.plan import IPV6_MTU_MIN, TunnelSettings
 from tunnelbench.system import programs
 from tunnelbench.system.probing import Capabilities
@@ -138,6 +138,23 @@ class Tunnel(ABC):
             # The kernel's ESP (xfrm) asks the crypto API for its AEAD; libipsec does
             # its own in userspace. A kind with crypto of its own overrides this.
             kernel_crypto_api=esp is not None and esp != strongswan.LIBIPSEC,
+            kernel_path=self._kernel_esp(spec) if esp == strongswan.LIBIPSEC else None,
+        )
+
+    def _kernel_esp(self, spec: TunnelSpec) -> KernelPath:
+        """The kernel's ESP, for ESP that strongSwan's libipsec did in userspace; chosen
+        by ``tunnel.implementation`` where ESP is the kind itself (ipsec)."""
+        algorithm = strongswan.KERNEL_ALGORITHMS.get(spec.cipher) if spec.cipher else None
+        chooses = spec.implementation == strongswan.LIBIPSEC
+        return KernelPath(
+            name=f"the kernel's ESP with {spec.cipher.value}"
+            if spec.cipher
+            else "the kernel's ESP",
+            suggestion="use the kernel's ESP instead of strongSwan's userspace libipsec",
+            why="libipsec copies every packet between the kernel and userspace",
+            setting="tunnel.implementation" if chooses else None,
+            value="kernel" if chooses else None,
+            capability=("esp", algorithm) if algorithm else None,
         )
 
     def wire(self, spec: TunnelSpec) -> Wire | None:

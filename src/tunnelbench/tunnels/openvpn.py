@@ -50,7 +50,7 @@ from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab.host import SAME_AS_STDOUT, Host
 from tunnelbench.model.encapsulation import Encapsulation
-from tunnelbench.model.kindfacts import OpenVpnFound, SetupFound, TunnelFacts
+from tunnelbench.model.kindfacts import KernelPath, OpenVpnFound, SetupFound, TunnelFacts
 from tunnelbench.system import probing, programs, versions
 from tunnelbench.system.command import CommandError
 from tunnelbench.system.probing import Capabilities, Check
@@ -225,9 +225,18 @@ class OpenVpn(Tunnel):
         """As every kind's; the data channel is the kernel's when set-up found DCO on,
         and ovpn-dco encrypts through the kernel's crypto API."""
         facts = super().facts(spec, found)
-        if found is not None and found.openvpn is not None and found.openvpn.dco:
+        openvpn = found.openvpn if found is not None else None
+        if openvpn is not None and openvpn.dco:
             return replace(facts, userspace=False, kernel_crypto_api=True)
-        return facts
+        dco = KernelPath(
+            name="OpenVPN's data channel offload (ovpn-dco)",
+            suggestion="let OpenVPN's data channel run in the kernel with ovpn-dco"
+            " (openvpn-dco-dkms; tunnelbench uses it when the kernel has it)",
+            why="without DCO every packet crosses into the openvpn process and back",
+            capability=("openvpn_dco", ""),
+            not_used=openvpn.dco_reason if openvpn is not None else None,
+        )
+        return replace(facts, kernel_path=dco)
 
     def kernel_offload(self, caps: Capabilities) -> str | None:
         openvpn = caps.programs.get(OPENVPN)

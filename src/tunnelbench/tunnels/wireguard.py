@@ -21,7 +21,7 @@ import os
 import platform
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -30,6 +30,7 @@ from tunnelbench.kinds import Cipher, TunnelKind
 from tunnelbench.lab.host import SAME_AS_STDOUT
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model.encapsulation import Encapsulation
+from tunnelbench.model.kindfacts import KernelPath, SetupFound, TunnelFacts
 from tunnelbench.system import probing, programs
 from tunnelbench.system.command import run
 from tunnelbench.system.probing import Program
@@ -110,6 +111,21 @@ class WireGuard(Tunnel):
 
     def link_probe(self) -> tuple[str, tuple[str, ...]]:
         return "wireguard", ()
+
+    def facts(self, spec: TunnelSpec, found: SetupFound | None = None) -> TunnelFacts:
+        """As every kind's; a userspace implementation has the kernel's beside it."""
+        facts = super().facts(spec, found)
+        if spec.implementation not in USERSPACE:
+            return facts
+        kernel = KernelPath(
+            name="kernel WireGuard",
+            suggestion=f"prefer kernel WireGuard over userspace {spec.implementation}",
+            why=f"{spec.implementation} copies every packet between the kernel and userspace",
+            setting="tunnel.implementation",
+            value=KERNEL,
+            capability=("links", "wireguard"),
+        )
+        return replace(facts, kernel_path=kernel)
 
     def debian_packages(self) -> tuple[str, ...]:
         return tuple(d.package for d in USERSPACE.values() if d.package)
