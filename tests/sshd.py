@@ -12,7 +12,7 @@ sshd insists on /run/sshd and an ``sshd`` user, which the host must not get. So 
 runs in a private mount namespace with its own tmpfs /run (which also keeps the roles'
 /run/tunnelbench and /run/wireguard apart, as on separate machines) and its own
 /etc/passwd bound over the host's. Busybox roles imitate OpenWrt: PATH holds busybox
-applets and iperf3 only, and root's login shell is busybox's ash.
+applets, iperf3 and iperf only, and root's login shell is busybox's ash.
 """
 
 import contextlib
@@ -177,7 +177,7 @@ class SshdHosts:
         )
 
     def _busybox_dir(self) -> Path:
-        """A directory of busybox applets and iperf3: PATH on a busybox role."""
+        """A directory of busybox applets, iperf3 and iperf: PATH on a busybox role."""
         directory = self.workdir / "busybox-bin"
         if not directory.exists():
             busybox = shutil.which("busybox") or "/bin/busybox"
@@ -185,8 +185,9 @@ class SshdHosts:
             listed = subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True)
             for applet in listed.stdout.split():
                 (directory / applet).symlink_to(busybox)
-            # OpenWrt ships iperf3 as a package of its own, not as an applet.
+            # OpenWrt ships iperf3 and iperf (2) as packages of their own, not as applets.
             (directory / "iperf3").symlink_to(shutil.which("iperf3") or "/usr/bin/iperf3")
+            (directory / "iperf").symlink_to(shutil.which("iperf") or "/usr/bin/iperf")
         return directory
 
     def _start(self, role: str) -> None:

@@ -244,3 +244,48 @@ def test_a_started_daemon_is_ended_by_its_undo_line_and_nothing_else(farm, role,
         assert host.cleanup() is None
         connection.close()
     bystander.wait(timeout=5)
+
+
+GENERATORS_PLAN = """
+name = "generators"
+repetitions = 1
+[base.tunnel]
+kind = "none"
+[base.traffic]
+duration = 2
+streams = 2
+[matrix]
+generator = [{ "traffic.generator" = "iperf3" }, { "traffic.generator" = "iperf2" }]
+"""
+
+
+def test_iperf2_drives_real_hosts_with_the_labs_command_lines_and_parser(farm):
+    """The same path driven by iperf3 and iperf2 (2 streams in one process each), the
+    server on busybox with OpenWrt's iperf package: iperf2's figures from both ends' CSV
+    as the lab reads them, held against the DUT's own counters."""
+    work = farm.work / "iperf2"
+    work.mkdir()
+    hosts, plan = work / "hosts.toml", work / "plan.toml"
+    hosts.write_text(farm.hosts_file("vxlan"))
+    plan.write_text(GENERATORS_PLAN)
+    before = state(farm.lab)
+    done = tunnelbench(
+        "run", str(plan), "--hosts", str(hosts), "--db", str(work / "r.db"), "-q", cwd=work
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = latest(work / "r.db")
+    by = {t.config["traffic"]["generator"]: t for t in run.trials}
+    assert set(by) == {"iperf3", "iperf2"}
+    assert all(t.status.value == "ok" for t in run.trials), [t.error for t in run.trials]
+    two = by["iperf2"]
+    m = two.metrics
+    assert m["goodput_bps"] > 100e6 and m["generator_processes"] == 1
+    assert "retransmits" not in m  # iperf2's CSV has none; the kernel's counters do
+    assert m["tcp.client.retrans_segs"] >= 0
+    # the DUT forwarded at least what iperf2's server says arrived over the whole trial
+    sent = [v for n, v in m.items() if n.startswith("link.gw.") and n.endswith(".tx_bytes")]
+    assert max(sent) >= m["goodput_bps"] * 2 / 8
+    assert two.resolved.generator is not None and two.resolved.generator.threaded_streams
+    assert remote(two).port is not None and remote(two).target == "198.18.1.2"
+    assert state(farm.lab) == before
+    assert sorted(Path("/tmp").glob("tunnelbench.*")) == []

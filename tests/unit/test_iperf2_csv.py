@@ -187,7 +187,7 @@ def test_result_fills_what_iperf2_measures_and_leaves_the_rest_unmeasured():
     doc = load("udp-upload-lossy")
     settings = settings_of(doc)
     measured = iperf2.measure(doc["records"], settings, doc["target"])
-    result = iperf2._result(measured, doc["records"])
+    result = iperf2.result(measured, doc["records"])
     assert result.goodput_bps == measured.upload_bps
     assert result.retransmits is None and result.congestion is None
     assert result.lost_packets == measured.udp[0].lost_packets
@@ -195,7 +195,7 @@ def test_result_fills_what_iperf2_measures_and_leaves_the_rest_unmeasured():
     assert result.jitter_ms == measured.udp[0].jitter_ms
     assert result.processes == 1 and result.raw == doc["records"]
     tcp = load("tcp-upload-1stream")
-    tcp_result = iperf2._result(
+    tcp_result = iperf2.result(
         iperf2.measure(tcp["records"], settings_of(tcp), tcp["target"]), tcp["records"]
     )
     assert tcp_result.retransmits is None  # not in 2.1.8's CSV

@@ -8,7 +8,7 @@ from tests.conftest import FIXTURES
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import StreamMode
 from tunnelbench.traffic import iperf3_json
-from tunnelbench.traffic.iperf3 import _combine
+from tunnelbench.traffic.iperf3 import combine
 
 
 def load(name: str) -> dict:
@@ -103,7 +103,7 @@ def test_connection_refused_is_an_error_naming_the_cause():
 def test_combining_processes_sums_goodput_and_intervals():
     docs = [load("wireguard-upload-1stream"), load("wireguard-upload-4streams")]
     measured = [iperf3_json.parse(d, 2) for d in docs]
-    result = _combine(StreamMode.PROCESSES, measured, docs)
+    result = combine(StreamMode.PROCESSES, measured, docs)
     assert result.processes == 2
     assert result.goodput_bps == pytest.approx(
         (measured[0].upload_bps or 0) + (measured[1].upload_bps or 0)

@@ -15,7 +15,7 @@ from tunnelbench.errors import LabError
 from tunnelbench.kinds import Direction, Protocol, StreamMode
 from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.traffic import iperf3_json
-from tunnelbench.traffic.iperf3 import _combine, client_argv
+from tunnelbench.traffic.iperf3 import client_argv, combine
 
 
 def load(name: str) -> dict:
@@ -125,7 +125,7 @@ def test_combined_udp_result_sums_loss_and_averages_jitter():
     names = ["udp-upload-1stream", "udp-bidir-1stream"]
     docs = [load(n) for n in names]
     measured = [iperf3_json.parse(d, 2) for d in docs]
-    result = _combine(StreamMode.PROCESSES, measured, docs)
+    result = combine(StreamMode.PROCESSES, measured, docs)
     assert result.retransmits is None
     assert result.congestion is None
     assert result.lost_packets == 11172 + 11648 + 10766
@@ -145,7 +145,7 @@ def test_combined_udp_result_sums_loss_and_averages_jitter():
 )
 def test_tcp_results_carry_no_udp_figures_and_the_senders_congestion_control(name, direction):
     doc = load(name)
-    result = _combine(StreamMode.SINGLE, [iperf3_json.parse(doc, 2)], [doc])
+    result = combine(StreamMode.SINGLE, [iperf3_json.parse(doc, 2)], [doc])
     assert (result.lost_packets, result.lost_pct, result.jitter_ms) == (None, None, None)
     assert result.retransmits is not None
     assert result.congestion == doc["end"]["sender_tcp_congestion"] == "bbr"

@@ -547,12 +547,20 @@ def trial_metrics(
     traffic: TrafficResult, probes: ProbeResult | None, readings: ProbeReadings
 ) -> dict[str, float]:
     """The numbers stored for one trial; names are stable, reports read them by name."""
+    metrics = traffic_metrics(traffic) | readings.metrics
+    if probes is None:
+        return metrics
+    return metrics | probe_metrics(probes)
+
+
+def traffic_metrics(traffic: TrafficResult) -> dict[str, float]:
+    """What the generator measured, under the names every trial stores (a real hosts'
+    trial too)."""
     metrics: dict[str, float] = {metric.GOODPUT.name: traffic.goodput_bps}
     metrics |= goodput_thirds(traffic.intervals_bps)
     if traffic.warmup is not None:
         metrics[metric.WARMUP_S.name] = round(traffic.warmup.seconds, 3)
         metrics[metric.WARMUP_STEADY.name] = 1.0 if traffic.warmup.steady else 0.0
-    metrics |= readings.metrics
     if traffic.upload_bps is not None:
         metrics[metric.UPLOAD.name] = traffic.upload_bps
     if traffic.download_bps is not None:
@@ -568,8 +576,12 @@ def trial_metrics(
     metrics[metric.GENERATOR_PROCESSES.name] = traffic.processes
     if traffic.window_s is not None:
         metrics[metric.GOODPUT_WINDOW.name] = round(traffic.window_s, 4)
-    if probes is None:
-        return metrics
+    return metrics
+
+
+def probe_metrics(probes: ProbeResult) -> dict[str, float]:
+    """What this machine's probes measured over the window."""
+    metrics: dict[str, float] = {}
     for core in probes.cores:
         for part in metric.CPU_PARTS:
             metrics[metric.cpu(core.core, part)] = round(getattr(core, part), 2)

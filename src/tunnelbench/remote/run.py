@@ -22,7 +22,7 @@ from tunnelbench.bench.runner import guarded
 from tunnelbench.bench.sink import store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Generator, StreamMode, Topology, TunnelKind
+from tunnelbench.kinds import Generator, Protocol, StreamMode, Topology, TunnelKind
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.model import metrics as metric
 from tunnelbench.model import remotefacts
@@ -77,16 +77,17 @@ def check(experiment: Experiment, hosts: HostsFile) -> list[Trial]:
                 " from the plan or run it in a lab without --hosts"
             )
         traffic = config.traffic
-        if traffic.generator is not Generator.IPERF3:
+        if traffic.generator is Generator.IPERF2 and traffic.protocol is Protocol.UDP:
             raise UserError(
-                "traffic.generator: a remote run drives iperf3 (iperf2 runs only in the lab)"
+                "traffic.protocol: UDP with iperf2 runs only in the lab (its datagram size"
+                " follows the lab's path MTU); use iperf3 for UDP on real hosts"
             )
         if traffic.family != 4:
             raise UserError(
                 "traffic.family: a remote run carries IPv4 (the hosts file's addresses)"
             )
         if traffic.stream_mode is StreamMode.PROCESSES:
-            raise UserError("traffic.stream_mode: a remote run uses one iperf3 process (-P N)")
+            raise UserError("traffic.stream_mode: a remote run uses one generator process (-P N)")
         kind = config.tunnel.kind.value
         if kind != "none" and kind != hosts.tunnel.kind:
             have = (
@@ -146,9 +147,11 @@ def environment(session: Session) -> dict[str, Any]:
     }
 
 
-def preflight(session: Session) -> None:
-    """What the hosts lack for this hosts file: one message naming each, exit code 2."""
-    if problems := missing(session.file, session.facts):
+def preflight(session: Session, trials: list[Trial] | None = None) -> None:
+    """What the hosts lack for this hosts file and the generators of ``trials``: one
+    message naming each, exit code 2."""
+    generators = {t.config.traffic.generator for t in trials or ()}
+    if problems := missing(session.file, session.facts, generators):
         raise UserError("; ".join(problems))
 
 
@@ -186,9 +189,8 @@ def _trials(
         kind = trial.config.tunnel.kind.value
         progress.trial_started(trial)
         started = time.time()
-        resolved = Resolved(
-            stream_mode=StreamMode.SINGLE, generator=GENERATORS.get(Generator.IPERF3).facts()
-        )
+        generator = GENERATORS.get(trial.config.traffic.generator)
+        resolved = Resolved(stream_mode=StreamMode.SINGLE, generator=generator.facts())
         metrics: dict[str, float] = {}
         artifacts: dict[str, Any] = {}
         try:

@@ -2,12 +2,13 @@
 its run directory, and cleanup of everything on every host however the run ends."""
 
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import TunnelKind
+from tunnelbench.kinds import Generator, TunnelKind
 from tunnelbench.remote import leftovers, masters, probes, snmp, software
 from tunnelbench.remote.host import SshHost, owner_alive
 from tunnelbench.remote.hostsfile import HostsFile, management_overlap
@@ -187,13 +188,19 @@ def can_build(kind: str, facts: probes.Facts) -> tuple[bool | None, str]:
     )
 
 
-def missing(hosts: HostsFile, facts: dict[str, probes.Facts]) -> list[str]:
-    """What a run with this hosts file would be refused for, host by host."""
-    problems = [
-        f"{role}: iperf3 is not installed (its PATH has no iperf3)"
-        for role in ("client", "server")
-        if facts[role].iperf3 is None
-    ]
+def missing(
+    hosts: HostsFile, facts: dict[str, probes.Facts], generators: Iterable[Generator] = ()
+) -> list[str]:
+    """What a run with this hosts file (driving ``generators``; iperf3 where none are
+    named) would be refused for, host by host."""
+    problems = []
+    for generator in sorted(set(generators) or {Generator.IPERF3}):
+        program = "iperf3" if generator is Generator.IPERF3 else "iperf"
+        problems += [
+            f"{role}: {generator.value} is not installed (its PATH has no {program})"
+            for role in ("client", "server")
+            if program not in facts[role].programs
+        ]
     kind = hosts.tunnel.kind
     if hosts.tunnel.mode == "build":
         for role in hosts.tunnel.ends:

@@ -10,15 +10,19 @@ them.
 
 import json
 import random
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from tunnelbench.bench.runner import traffic_metrics
 from tunnelbench.errors import LabError
+from tunnelbench.kinds import Generator, StreamMode
 from tunnelbench.model import metrics as metric
-from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.plan import TrafficSettings, TrialConfig
 from tunnelbench.probes import tcp
 from tunnelbench.probes.qdisc import COUNTERS as QDISC_COUNTERS
 from tunnelbench.probes.qdisc import RootQdisc, parse_qdiscs
@@ -27,12 +31,14 @@ from tunnelbench.remote.host import SshHost, wait_until
 from tunnelbench.remote.session import Session
 from tunnelbench.remote.tunnel import RemoteTunnel
 from tunnelbench.system.command import side_by_side
-from tunnelbench.traffic import iperf3_json
-from tunnelbench.traffic.iperf3 import client_argv, server_argv
+from tunnelbench.traffic import iperf2, iperf3, iperf3_json
+from tunnelbench.traffic.base import TrafficResult
 
 PORTS = range(5201, 5300)
 #: The client's iperf3 may take this long beyond its test to connect and report.
 CLIENT_MARGIN_S = 20.0
+#: The generators as a host's PATH names them (iperf2's program is ``iperf``).
+IPERF3, IPERF2 = "iperf3", "iperf"
 
 
 @dataclass
@@ -56,12 +62,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
     tunnelled = tunnel.kind != "none"
     target = session.file.target(tunnelled)
     port = _free_tcp_port(server)
-    server_log = server.directory / f"server.{seq}.json"
-    server.spawn(server_argv("iperf3", port), stdout=server_log, stderr="stdout")
-    if not wait_until(lambda: port in _listening(server), 5.0, 0.1):
-        raise LabError(
-            f"server: iperf3 did not listen on port {port}: {server.read(server_log)[-300:]}"
-        )
+    served = _Served.start(server, traffic, port, seq)
     seconds = warmup + traffic.duration
     samplers = {
         role: probes.RemoteSampler(host, f"{seq}", seconds + CLIENT_MARGIN_S + 5)
@@ -110,7 +111,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
     started = time.monotonic()
     for timer in timers:
         timer.start()
-    argv = client_argv("iperf3", target, port, traffic, traffic.streams)
+    argv = served.client_argv(target)
     try:
         done = client.run(client.recorded(argv), check=False, timeout=seconds + CLIENT_MARGIN_S)
     finally:
@@ -122,11 +123,10 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
         role: probes.parse_counters(h.run(["sh", "-c", probes.COUNTERS]).stdout)
         for role, h in session.hosts.items()
     }
-    doc = _document(done.stdout, done.stderr)
-    measured = iperf3_json.parse(doc, traffic.duration)
+    result = served.result(argv, done, target)
     window_begin = started + warmup
     window_end = min(ended, window_begin + traffic.duration)
-    metrics = _traffic_metrics(measured)
+    metrics = traffic_metrics(result)
     metrics |= _host_metrics(session, results, window_begin, window_end)
     if "begin" in marks and "end" in marks:
         (t0, first), (t1, last) = marks["begin"], marks["end"]
@@ -153,7 +153,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
         metrics |= _qdisc_metrics(dut, queues_before, queues_after)
         qdiscs = {dev: q.kind for dev, q in sorted(queues_after.items())}
     _check_counters(session, metrics, traffic.duration)
-    artifacts = {"iperf3": [doc], "intervals": measured.intervals_bps}
+    artifacts = {traffic.generator.value: result.raw, "intervals": result.intervals_bps}
     return RemoteOutcome(metrics, artifacts, port, target, qdiscs)
 
 
@@ -205,6 +205,67 @@ def _listening(host: SshHost) -> set[int]:
     return ports
 
 
+@dataclass
+class _Served:
+    """The trial's generator server on the server host, and how its client is run and
+    read: the lab's own command lines and parsers for iperf3 and iperf2."""
+
+    host: SshHost
+    traffic: TrafficSettings
+    port: int
+    proc: "subprocess.Popen[bytes]"
+    out: Path
+    err: Path
+
+    @classmethod
+    def start(cls, host: SshHost, traffic: TrafficSettings, port: int, seq: int) -> "_Served":
+        generator = traffic.generator
+        out = host.directory / f"server.{seq}.out"
+        err = host.directory / f"server.{seq}.err"
+        if generator is Generator.IPERF3:
+            argv = iperf3.server_argv(IPERF3, port)
+        else:
+            argv = iperf2.server_argv(IPERF2, port, traffic, traffic.streams, None)
+        proc = host.spawn(argv, stdout=out, stderr=err)
+        if not wait_until(lambda: port in _listening(host), 5.0, 0.1):
+            said = host.run(["cat", str(out), str(err)], check=False).stdout[-300:]
+            raise LabError(f"server: {generator.value} did not listen on port {port}: {said}")
+        return cls(host, traffic, port, proc, out, err)
+
+    def client_argv(self, target: str) -> list[str]:
+        if self.traffic.generator is Generator.IPERF3:
+            return iperf3.client_argv(IPERF3, target, self.port, self.traffic, self.traffic.streams)
+        return iperf2.client_argv(
+            IPERF2, target, self.port, self.traffic, self.traffic.streams, None
+        )
+
+    def result(
+        self, argv: list[str], done: "subprocess.CompletedProcess[str]", target: str
+    ) -> TrafficResult:
+        """What the generator measured: iperf3's JSON report (its server's included), or
+        iperf2's CSV of both ends once its server has exited; checked as in the lab."""
+        if self.traffic.generator is Generator.IPERF3:
+            doc = _document(done.stdout, done.stderr)
+            parsed = iperf3_json.parse(doc, self.traffic.duration)
+            return iperf3.combine(StreamMode.SINGLE, [parsed], [doc])
+        try:
+            self.proc.wait(timeout=iperf2.SERVER_EXIT_S)
+        except subprocess.TimeoutExpired:
+            raise LabError(
+                f"iperf2 server on port {self.port} did not exit after its client"
+            ) from None
+        records = [
+            {"role": "client", "argv": argv, "returncode": done.returncode,
+             "stdout": done.stdout, "stderr": done.stderr},
+            {"role": "server", "argv": [], "returncode": 0,
+             "stdout": self.host.read(self.out), "stderr": self.host.read(self.err)},
+        ]  # fmt: skip
+        iperf2.check_exit("client", done.returncode, done.stderr)
+        iperf2.check_exit("server", 0, str(records[1]["stderr"]))
+        measured = iperf2.measure(records, self.traffic, target, self.port)
+        return iperf2.result(measured, records)
+
+
 def _document(stdout: str, stderr: str) -> dict[str, Any]:
     try:
         doc = json.loads(stdout)
@@ -216,20 +277,6 @@ def _document(stdout: str, stderr: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise LabError("client: iperf3's report is not a JSON object")
     return doc
-
-
-def _traffic_metrics(measured: iperf3_json.ProcessMeasurement) -> dict[str, float]:
-    up, down = measured.upload_bps, measured.download_bps
-    metrics = {metric.GOODPUT.name: (up or 0.0) + (down or 0.0), metric.GENERATOR_PROCESSES.name: 1}
-    if up is not None:
-        metrics[metric.UPLOAD.name] = up
-    if down is not None:
-        metrics[metric.DOWNLOAD.name] = down
-    if measured.retransmits is not None:
-        metrics[metric.RETRANSMITS.name] = measured.retransmits
-    if measured.window_s is not None:
-        metrics[metric.GOODPUT_WINDOW.name] = round(measured.window_s, 4)
-    return metrics
 
 
 def _host_metrics(

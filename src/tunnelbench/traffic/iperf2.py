@@ -227,14 +227,14 @@ class Iperf2(Generator):
         )
         server.check()
         records = [client.record(), server.record()]
-        return _result(measure(records, settings, target), records)
+        return result(measure(records, settings, target), records)
 
 
 def measure(
-    records: list[dict[str, Any]], settings: TrafficSettings, target: str
+    records: list[dict[str, Any]], settings: TrafficSettings, target: str, port: int = PORT
 ) -> iperf2_csv.Measurement:
     """The measurement in a trial's stored records (one per process, as
-    :meth:`_Process.record` writes them) of traffic to ``target`` port :data:`PORT`."""
+    :meth:`_Process.record` writes them) of traffic to ``target`` port ``port``."""
     outputs = {record["role"]: str(record["stdout"]) for record in records}
     if set(outputs) != {"client", "server"}:
         raise LabError(f"iperf2 records of {sorted(outputs)}; expected client and server")
@@ -243,7 +243,7 @@ def measure(
         outputs["server"],
         protocol=settings.protocol,
         direction=settings.direction,
-        target=(target, PORT),
+        target=(target, port),
         streams=settings.streams,
         warmup=settings.fixed_warmup,
         duration=settings.duration,
@@ -295,7 +295,8 @@ def check_exit(role: str, returncode: int | None, stderr: str) -> None:
         raise LabError(f"iperf2 {role} (exit status {returncode}): {shown}")
 
 
-def _result(measured: iperf2_csv.Measurement, raw: list[dict[str, Any]]) -> TrafficResult:
+def result(measured: iperf2_csv.Measurement, raw: list[dict[str, Any]]) -> TrafficResult:
+    """The trial's traffic figures from what the receivers reported."""
     udp = measured.udp
     return TrafficResult(
         stream_mode=StreamMode.SINGLE,

@@ -205,7 +205,7 @@ class Iperf3(Generator):
             on_started(watched, t0 + omitted)
             waiting.wait_exited(named, omitted + settings.duration + 20, stop_reason)
             docs = [_load(path, proc) for path, proc in zip(outputs, clients, strict=True)]
-            return _combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
+            return combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
         if auto:
             ended = warmup.wait_steady(
                 t0,
@@ -240,14 +240,16 @@ class Iperf3(Generator):
             # Stored with the document, so the goodput can be recomputed from the store.
             doc[iperf3_json.WINDOW_KEY] = {"offset_s": round(offsets[port], 4)}
         measured = [iperf3_json.parse(doc, settings.duration) for doc in docs]
-        result = _combine(mode, measured, docs)
+        result = combine(mode, measured, docs)
         result.warmup = ended
         return result
 
 
-def _combine(
+def combine(
     mode: StreamMode, measured: list[iperf3_json.ProcessMeasurement], docs: list[dict[str, Any]]
 ) -> TrafficResult:
+    """The trial's traffic figures from each client process's measurement (summed)."""
+
     def total(values: list[float | None]) -> float | None:
         present = [v for v in values if v is not None]
         return sum(present) if present else None
