@@ -111,3 +111,40 @@ def test_a_command_starts_without_the_numeric_and_chart_libraries():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+#: The patterned metric families, built only by model/metrics' functions.
+METRIC_FAMILIES = ("link.", "qdisc.", "tcp.", "proc.", "remote.", "thermal.", "snmp.")
+#: Strings that are a metric's name but not a metric there: iperf3's own JSON field, a
+#: table's column heading.
+NOT_METRICS = {
+    ("traffic/iperf3_json.py", "retransmits"),
+    ("report/markdown.py", "retransmits"),
+}
+
+
+def test_metric_names_are_written_only_in_model_metrics():
+    """A stored metric is named by :mod:`tunnelbench.model.metrics` alone: no module
+    writes a fixed name as a literal string, or begins a patterned one (``link.``,
+    ``tcp.``...) in an f-string, so a renamed or misspelt metric cannot read as absent."""
+    from tunnelbench.model import metrics
+
+    fixed = {m.name for m in vars(metrics).values() if isinstance(m, metrics.Metric)}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "model" / "metrics.py":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        # A report's own JSON keys name figures, not stored metrics.
+        keys = {id(k) for d in ast.walk(tree) if isinstance(d, ast.Dict) for k in d.keys if k}
+        for node in ast.walk(tree):
+            where = str(path.relative_to(PACKAGE))
+            if id(node) in keys or (where, getattr(node, "value", None)) in NOT_METRICS:
+                continue
+            if isinstance(node, ast.Constant) and node.value in fixed:
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value!r}")
+            elif isinstance(node, ast.JoinedStr) and node.values:
+                head = node.values[0]
+                if isinstance(head, ast.Constant) and str(head.value).startswith(METRIC_FAMILIES):
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: f{head.value!r}...")
+    assert found == []

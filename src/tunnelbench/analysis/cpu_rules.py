@@ -262,11 +262,11 @@ def lab_share(s: Subject) -> tuple[float, float, float] | None:
     outside processes, the lab's processes, outside processes); None for runs recorded
     before the load probes. What is not outside (the lab's processes, softirq, irq and
     kernel threads such as the kernel's crypto workers) is the lab's work."""
-    outside = s.metrics.get("load.outside_pct")
+    outside = s.metrics.get(metric.LOAD_OUTSIDE.name)
     if outside is None:
         return None
     busy = sum(s.busy(c) for c in s.cores)
-    return max(0.0, busy - outside), s.metrics.get("load.lab_pct", 0.0), outside
+    return max(0.0, busy - outside), s.metrics.get(metric.LOAD_LAB.name, 0.0), outside
 
 
 def cpu_bound(s: Subject) -> Finding | None:

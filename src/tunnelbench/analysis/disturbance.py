@@ -34,7 +34,7 @@ def outside_load(s: Subject) -> Finding | None:
     worst run, since one disturbed run is enough to move a median of three. With a
     saturated core the figure is not trustworthy (the lab competed for the CPU); without
     one it probably cost little, and the finding says which."""
-    outside = s.per_run("load.outside_pct")
+    outside = s.per_run(metric.LOAD_OUTSIDE.name)
     if not outside or max(outside) < OUTSIDE_LOAD_PCT:
         return None
     worst = max(outside)
@@ -43,7 +43,7 @@ def outside_load(s: Subject) -> Finding | None:
     named = ", ".join(f"{name} {pct:.0f}%" for name, pct in s.outside_processes[:3])
     who = f" ({named})" if named else ""
     saturated = any(s.busy(c) >= SATURATED_PCT for c in s.cores)
-    lab = s.metrics.get("load.lab_pct")
+    lab = s.metrics.get(metric.LOAD_LAB.name)
     lab_text = f"; the lab's processes used {lab:.0f}%" if lab is not None else ""
     judgement = (
         "a core was saturated, so this figure is not trustworthy: measure on a quiet machine"
@@ -153,7 +153,7 @@ def outside_explains(s: Subject) -> bool:
     if pct is None or attribution is None:
         return True
     lab_work = attribution[0]
-    outside = statistics.median(s.per_run("load.outside_pct"))
+    outside = statistics.median(s.per_run(metric.LOAD_OUTSIDE.name))
     return lab_work <= 0 or pct * (lab_work + outside) / lab_work >= LINK_BOUND_PCT
 
 

@@ -93,5 +93,7 @@ def dropped(metrics: dict[str, float], where: Where | None = None) -> float | No
 def netem_dropped(metrics: dict[str, float]) -> float:
     """Packets netem dropped on purpose (``lab.wan.loss``, and its delay line's limit)."""
     return sum(
-        v for n, v in metrics.items() if n.startswith("qdisc.") and n.endswith(".netem_drops")
+        v
+        for n, v in metrics.items()
+        if (device := metric.parse_device(n, "qdisc")) and device[1] == "netem_drops"
     )

@@ -10,6 +10,7 @@ from tunnelbench.analysis import drop_sites
 from tunnelbench.analysis.ceiling import TCP_HEADER, TCP_TIMESTAMPS
 from tunnelbench.analysis.verdicts import Bound, Evidence, Finding, Subject
 from tunnelbench.kinds import Direction, Protocol
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.encapsulation import IP_HEADER
 from tunnelbench.model.wan import format_pct
 
@@ -35,10 +36,10 @@ def retransmit_source(s: Subject) -> tuple[str, str] | None:
     """The per-run retransmit metric and how to name its source: the kernel's count over
     the measured window (``tcp.window.retrans_segs``), else the generator's own count
     (runs recorded before the window counters); None when neither was recorded."""
-    if "tcp.window.retrans_segs" in s.metrics:
-        return "tcp.window.retrans_segs", "the kernel's count"
-    if "retransmits" in s.metrics:
-        return "retransmits", f"{s.config.traffic.generator.value}'s count"
+    if metric.KERNEL_RETRANSMITS.name in s.metrics:
+        return metric.KERNEL_RETRANSMITS.name, "the kernel's count"
+    if metric.RETRANSMITS.name in s.metrics:
+        return metric.RETRANSMITS.name, f"{s.config.traffic.generator.value}'s count"
     return None
 
 
@@ -61,9 +62,9 @@ def retransmit_share(s: Subject) -> tuple[float, float, float] | None:
     again read "362% of TCP segments were retransmitted (1,943 of 536)" when divided by
     it alone."""
     roles = senders(s)
-    for prefix in ("tcp.window.", "tcp."):
-        retrans = [s.metrics.get(f"{prefix}{r}.retrans_segs") for r in roles]
-        sent = [s.metrics.get(f"{prefix}{r}.out_segs") for r in roles]
+    for window in (True, False):
+        retrans = [s.metrics.get(metric.tcp(r, "retrans_segs", window=window)) for r in roles]
+        sent = [s.metrics.get(metric.tcp(r, "out_segs", window=window)) for r in roles]
         if any(v is None for v in retrans + sent):
             continue
         total_retrans = sum(v for v in retrans if v is not None)
@@ -90,8 +91,8 @@ def _senders_count(s: Subject, name: str) -> float | None:
     """The senders' TCP counter ``name`` (``tcp[.window].<role>.<name>``): over the
     measured window when recorded, else over the whole trial; None without it."""
     roles = senders(s)
-    for prefix in ("tcp.window.", "tcp."):
-        values = [s.metrics.get(f"{prefix}{role}.{name}") for role in roles]
+    for window in (True, False):
+        values = [s.metrics.get(metric.tcp(role, name, window=window)) for role in roles]
         if all(v is not None for v in values):
             return sum(v for v in values if v is not None)
     return None
@@ -167,7 +168,7 @@ def loss_heavy(s: Subject) -> Finding | None:
     shows; not when the retransmits are reordering (:func:`reordering`), unless the
     configuration asked for loss besides."""
     if s.config.traffic.protocol is Protocol.UDP:
-        lost = s.metrics.get("udp.lost_pct")
+        lost = s.metrics.get(metric.UDP_LOST_PCT.name)
         if lost is None or lost < UDP_LOSS_PCT:
             return None
         return Finding(
@@ -192,7 +193,7 @@ def loss_heavy(s: Subject) -> Finding | None:
     ]
     held = ""
     if explained and allowed is not None:
-        rtt = s.metrics["rtt.loaded_ms"]
+        rtt = s.metrics[metric.RTT_LOADED.name]
         evidence.append(Evidence("rate TCP's loss allows (Mathis)", allowed / 1e6, "Mbit/s"))
         held = (
             f"; at a {rtt:,.1f} ms round trip that loss allows TCP about"
@@ -219,7 +220,7 @@ def segment_bytes(s: Subject) -> int:
 def mathis_bps(s: Subject, share_pct: float) -> float | None:
     """The goodput (bit/s) Mathis' model allows the configuration's flows at a loss of
     ``share_pct`` % and the loaded round trip measured; None without a loss or an RTT."""
-    rtt_ms = s.metrics.get("rtt.loaded_ms")
+    rtt_ms = s.metrics.get(metric.RTT_LOADED.name)
     if share_pct <= 0 or not rtt_ms:
         return None
     per_flow = segment_bytes(s) * 8 / (rtt_ms / 1000) * MATHIS_C / math.sqrt(share_pct / 100)

@@ -86,7 +86,7 @@ def disturbances(metrics: dict[str, float]) -> tuple[str, ...]:
     found = list(unsteady(metrics))
     if (stolen := worst_steal(metrics)) is not None and stolen[1] >= STEAL_PCT:
         found.append(f"steal {stolen[1]:.1f}% of cpu{stolen[0]}")
-    outside = metrics.get("load.outside_pct")
+    outside = metrics.get(metric.LOAD_OUTSIDE.name)
     if outside is not None and outside >= OUTSIDE_LOAD_PCT:
         found.append(f"outside processes {outside:.0f}% of a core")
     host = metrics.get(metric.VMHOST_OUTSIDE.name)

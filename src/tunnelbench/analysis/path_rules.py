@@ -29,6 +29,7 @@ from tunnelbench.analysis.verdicts import (
     share_of_ceiling,
 )
 from tunnelbench.kinds import Protocol
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.metrics import RTT_LOADED_P95
 from tunnelbench.units import human_rate
 
@@ -80,8 +81,8 @@ def _drops(metrics: dict[str, float]) -> float | None:
     names = [
         n
         for n in metrics
-        if (n.startswith("qdisc.") and n.endswith(".drops"))
-        or (n.startswith("link.") and n.endswith("_dropped"))
+        if ((device := metric.parse_device(n, "qdisc")) and device[1] == "drops")
+        or ((device := metric.parse_device(n, "link")) and device[1].endswith("_dropped"))
     ]
     return sum(metrics[n] for n in names) if names else None
 
@@ -131,7 +132,7 @@ def link_bound(s: Subject) -> Finding | None:
         retrans_share = retransmit_share(s)
         if retrans_share is not None:
             evidence.append(Evidence("retransmit share", retrans_share[0], "%"))
-    shares = [100.0 * g / ceiling for g in s.per_run("goodput_bps")] if ceiling > 0 else []
+    shares = [100.0 * g / ceiling for g in s.per_run(metric.GOODPUT.name)] if ceiling > 0 else []
     if len(shares) > 1:
         evidence += [
             Evidence("slowest run, share of ceiling", min(shares), "%"),
@@ -269,14 +270,15 @@ def queue_drops(s: Subject) -> Finding | None:
 
 
 def latency_under_load(s: Subject) -> Finding | None:
-    idle, loaded = s.metrics.get("rtt.idle_ms"), s.metrics.get("rtt.loaded_ms")
+    idle = s.metrics.get(metric.RTT_IDLE.name)
+    loaded = s.metrics.get(metric.RTT_LOADED.name)
     if idle is None or loaded is None:
         return None
     extra = loaded - idle
     if extra < BLOAT_EXTRA_MS or loaded < BLOAT_FACTOR * idle:
         return None
     evidence = [Evidence("idle RTT", idle, "ms"), Evidence("RTT under load", loaded, "ms")]
-    if (p95 := s.metrics.get("rtt.loaded_p95_ms")) is not None:
+    if (p95 := s.metrics.get(metric.RTT_LOADED_P95.name)) is not None:
         evidence.append(Evidence("RTT under load p95", p95, "ms"))
     return Finding(
         Bound.LATENCY,

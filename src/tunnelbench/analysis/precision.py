@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any
 
 from tunnelbench.analysis.stats import summarize
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, Trial, extra_round_order
 from tunnelbench.model.records import TrialRecord, TrialStatus
 
@@ -99,7 +100,10 @@ def attempts_by_config(trials: Iterable[TrialRecord]) -> dict[str, list[float | 
     for trial in sorted(trials, key=lambda t: t.seq):
         grouped.setdefault(trial.config_key, []).append(trial)
     return {
-        key: [t.metrics.get("goodput_bps") if t.status is TrialStatus.OK else None for t in group]
+        key: [
+            t.metrics.get(metric.GOODPUT.name) if t.status is TrialStatus.OK else None
+            for t in group
+        ]
         for key, group in grouped.items()
         if not any(t.status is TrialStatus.SKIPPED for t in group)
     }

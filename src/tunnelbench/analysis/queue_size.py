@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 from tunnelbench.kinds import Queue
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.wan import added_rtt_s, bdp_bytes, bytes_per_packet, frame_bytes
 from tunnelbench.units import human_rate
@@ -134,10 +135,11 @@ def wan_packet_bytes(metrics: dict[str, float]) -> float | None:
     most bytes; None when neither end recorded both."""
     found = []
     for name, sent in metrics.items():
-        if not (name.startswith("qdisc.") and name.endswith(".wan.sent_bytes")):
+        device = metric.parse_device(name, "qdisc")
+        if device is None or device[1] != "sent_bytes" or not device[0].endswith(".wan"):
             continue
-        role = name.removeprefix("qdisc.").removesuffix(".wan.sent_bytes")
-        size = bytes_per_packet(sent, metrics.get(f"link.{role}.wan.tx_packets", 0.0))
+        role = device[0].removesuffix(".wan")
+        size = bytes_per_packet(sent, metrics.get(metric.link(role, "wan", "tx_packets"), 0.0))
         if size is not None:
             found.append((sent, size))
     return max(found)[1] if found else None
@@ -146,7 +148,7 @@ def wan_packet_bytes(metrics: dict[str, float]) -> float | None:
 def round_trip_s(config: TrialConfig, metrics: dict[str, float]) -> float:
     """The round trip of the path: the idle one measured, or the delay the WAN adds both
     ways when it was not (the larger, since the measured one includes the delay)."""
-    idle_ms = metrics.get("rtt.idle_ms")
+    idle_ms = metrics.get(metric.RTT_IDLE.name)
     return max(added_rtt_s(config.lab.wan), idle_ms / 1000 if idle_ms is not None else 0.0)
 
 

@@ -23,6 +23,7 @@ from tunnelbench.analysis.significance import (
     format_p,
     repetitions_needed,
 )
+from tunnelbench.model.metrics import GOODPUT as GOODPUT_METRIC
 from tunnelbench.model.plan import STREAMS_MAX, TrialConfig, flatten
 
 Outcome = Literal["gain", "slower", "no difference", "too few runs"]
@@ -229,7 +230,9 @@ class Context:
         self.diagnosis = diagnosis
         self.run = run
         self._flat = flatten(subject.config.to_dict())
-        self._goodputs = tuple(r["goodput_bps"] for r in subject.runs if "goodput_bps" in r)
+        self._goodputs = tuple(
+            r[GOODPUT_METRIC.name] for r in subject.runs if GOODPUT_METRIC.name in r
+        )
 
     def finding(self, *bounds: Bound) -> Finding | None:
         """The first finding of one of ``bounds``; a limit the lab itself set (offloads

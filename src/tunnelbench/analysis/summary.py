@@ -117,7 +117,7 @@ class ConfigSummary:
 #: measured window (tunnelbench.probes.tcp).
 KERNEL_RETRANSMITS = metric.KERNEL_RETRANSMITS.name
 #: The load generator's own count over its measured window (iperf3's; iperf2 has none).
-GENERATOR_RETRANSMITS = "retransmits"
+GENERATOR_RETRANSMITS = metric.RETRANSMITS.name
 
 
 def retransmits_per_run(
@@ -176,7 +176,7 @@ def summarize_run(
                 config=config,
                 resolved=group[0].resolved,
                 trials=group,
-                goodput=summarize([t.metrics["goodput_bps"] for t in ok]),
+                goodput=summarize([t.metrics[metric.GOODPUT.name] for t in ok]),
                 retransmits=retransmits,
                 retransmits_metric=retransmits_metric,
                 baseline_key=None if baseline == key else baseline,
@@ -210,7 +210,7 @@ def _ok(summary: ConfigSummary) -> list[TrialRecord]:
 
 def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None:
     siblings = [
-        Sibling(s.config, s.goodput.median, tuple(t.metrics["goodput_bps"] for t in _ok(s)))
+        Sibling(s.config, s.goodput.median, tuple(t.metrics[metric.GOODPUT.name] for t in _ok(s)))
         for s in summaries
         if s.goodput
     ]
@@ -221,7 +221,7 @@ def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None
         if summary.ceiling is not None and summary.ceiling.goodput_bps > 0:
             summary.pct_of_ceiling = 100.0 * summary.goodput.median / summary.ceiling.goodput_bps
         # The goodput the rules judge is the summary's median, whatever other metrics say.
-        metrics = summary.metrics | {"goodput_bps": summary.goodput.median}
+        metrics = summary.metrics | {metric.GOODPUT.name: summary.goodput.median}
         subject = Subject(
             summary.config,
             summary.resolved,

@@ -114,7 +114,7 @@ class Subject:
 
     @property
     def goodput_bps(self) -> float:
-        return self.metrics.get("goodput_bps", 0.0)
+        return self.metrics.get(metric.GOODPUT.name, 0.0)
 
     @property
     def cores(self) -> list[int]:

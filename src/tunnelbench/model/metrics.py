@@ -49,7 +49,9 @@ VMHOST_BUSY: Final = Metric("vmhost.busy_pct", "% of one host core, all cores")
 VMHOST_CORES: Final = Metric("vmhost.cores", "cores")
 VMHOST_STEAL: Final = Metric("vmhost.steal_pct", "% of a host core")
 VMHOST_SAMPLES: Final = Metric("vmhost.samples", "samples")
-SPEED_COST: Final = Metric("speed.cost_ms", "ms")  # CPU time of the cores' speed timings
+SPEED_COST: Final = Metric("speed.cost_ms", "ms")
+# The probes' own cost per trial: time spent reading before and after the traffic.
+PROBES_OVERHEAD: Final = Metric("probes.overhead_s", "s")  # CPU time of the cores' speed timings
 # Round trips from the client to the server (tunnelbench.probes.rtt): before the traffic,
 # and over the measured window while it runs.
 RTT_IDLE: Final = Metric("rtt.idle_ms", "ms")
@@ -144,10 +146,10 @@ def thermal_max(role: str, zone: str) -> str:
     return f"thermal.{role}.{zone}.max_c"
 
 
-def tcp(role: str, field: str) -> str:
-    """``tcp.<role>.<field>``: a role's TCP counter over the trial (``tcp.window.`` for
-    the measured window's is built by :mod:`tunnelbench.probes.tcp`)."""
-    return f"tcp.{role}.{field}"
+def tcp(role: str, field: str, *, window: bool = False) -> str:
+    """``tcp.<role>.<field>``: a role's TCP counter over the trial; ``window``: over the
+    measured window (``tcp.window.<role>.<field>``, :mod:`tunnelbench.probes.tcp`)."""
+    return f"tcp.window.{role}.{field}" if window else f"tcp.{role}.{field}"
 
 
 def snmp(role: str, field: str) -> str:

@@ -45,7 +45,7 @@ class Target(StrEnum):
         }[self]
 
 
-LOADED_P95 = "rtt.loaded_p95_ms"
+LOADED_P95 = metric.RTT_LOADED_P95.name
 
 
 class Outcome(StrEnum):

@@ -134,7 +134,7 @@ def percentile(values: list[float], q: float) -> float:
 def idle_metrics(output: PingOutput) -> dict[str, float]:
     if not output.replies:
         raise LabError(f"idle ping: none of {output.transmitted} requests got a reply")
-    return {"rtt.idle_ms": statistics.median(r.rtt_ms for r in output.replies)}
+    return {metric.RTT_IDLE.name: statistics.median(r.rtt_ms for r in output.replies)}
 
 
 def send_times(output: PingOutput, interval: float, first_sent: float) -> dict[int, float]:
@@ -180,11 +180,11 @@ def loaded_metrics(
         for seq, sent in send_times(output, interval, first_sent).items()
         if seq not in replied and start <= sent <= end and sent + wait <= stopped_at
     )
-    metrics: dict[str, float] = {"rtt.samples": len(inside), "rtt.lost": lost}
+    metrics: dict[str, float] = {"rtt.samples": len(inside), metric.RTT_LOST.name: lost}
     if inside:
-        metrics["rtt.loaded_ms"] = statistics.median(inside)
-        metrics["rtt.loaded_p95_ms"] = round(percentile(inside, 95), 3)
-        metrics["rtt.loaded_max_ms"] = max(inside)
+        metrics[metric.RTT_LOADED.name] = statistics.median(inside)
+        metrics[metric.RTT_LOADED_P95.name] = round(percentile(inside, 95), 3)
+        metrics[metric.RTT_LOADED_MAX.name] = max(inside)
     # Whether the queue still grew across the window (tunnelbench.analysis.steadiness).
     third = (end - start) / 3
     first = [r.rtt_ms for r in output.replies if start <= r.at < start + third]

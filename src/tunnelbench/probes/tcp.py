@@ -123,11 +123,11 @@ def window_metrics(start: Mapping[str, str], end: Mapping[str, str]) -> dict[str
         metrics |= tcp_metrics(
             f"window.{role}", parse_counters(start[role]), parse_counters(end[role])
         )
-        if (name := f"tcp.window.{role}.retrans_segs") not in metrics:
+        if (name := metric.tcp(role, "retrans_segs", window=True)) not in metrics:
             return metrics
         total += metrics[name]
     if start:
-        metrics["tcp.window.retrans_segs"] = total
+        metrics[metric.KERNEL_RETRANSMITS.name] = total
     return metrics
 
 

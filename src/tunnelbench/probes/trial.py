@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from tunnelbench.lab.netns import Lab
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.system.command import side_by_side
 
@@ -90,7 +91,7 @@ class ProbeReadings:
         # The probes' own cost per trial: time spent reading before and after the
         # traffic (the idle ping included), which lengthens every trial.
         spent = sum(self.seconds.values()) if self.wall_s is None else self.wall_s
-        metrics["probes.overhead_s"] = round(spent, 4)
+        metrics[metric.PROBES_OVERHEAD.name] = round(spent, 4)
         return metrics
 
     def raw(self) -> dict[str, Any]:

@@ -337,9 +337,7 @@ def _check_counters(session: Session, metrics: dict[str, float], duration: int) 
     not read (no SNMP) is checked from outside: the receiving ends' interfaces received
     at least what iperf3 says arrived there."""
     dut = session.file.dut
-    sent = [
-        v for n, v in metrics.items() if n.startswith(f"link.{dut}.") and n.endswith(".tx_bytes")
-    ]
+    sent = _link_counts(metrics, dut, "tx_bytes")
     if sent or dut not in session.black_boxes:
         delivered = metrics[metric.GOODPUT.name] * duration / 8
         if not sent or max(sent) < delivered:
@@ -352,13 +350,19 @@ def _check_counters(session: Session, metrics: dict[str, float], duration: int) 
         return
     for receiver, name in (("server", metric.UPLOAD.name), ("client", metric.DOWNLOAD.name)):
         arrived = metrics.get(name, 0.0) * duration / 8
-        received = [
-            v
-            for n, v in metrics.items()
-            if n.startswith(f"link.{receiver}.") and n.endswith(".rx_bytes")
-        ]
+        received = _link_counts(metrics, receiver, "rx_bytes")
         if arrived and max(received, default=0) < arrived:
             raise LabError(
                 f"the {receiver} received {max(received, default=0):,.0f} bytes on its busiest"
                 f" interface, fewer than the {arrived:,.0f} iperf3 reports arrived there"
             )
+
+
+def _link_counts(metrics: dict[str, float], role: str, field: str) -> list[float]:
+    """``field`` of each of ``role``'s interfaces (``link.<role>.<device>.<field>``)."""
+    found = []
+    for name, value in metrics.items():
+        device = metric.parse_device(name, "link")
+        if device is not None and device[1] == field and device[0].startswith(f"{role}."):
+            found.append(value)
+    return found

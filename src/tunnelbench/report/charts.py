@@ -33,7 +33,7 @@ from tunnelbench.analysis.summary import (
     ConfigSummary,
     varying_axes,
 )
-from tunnelbench.model.metrics import RTT_IDLE, RTT_LOADED_P95
+from tunnelbench.model.metrics import GOODPUT, RTT_IDLE, RTT_LOADED_P95, UDP_LOST_PACKETS
 from tunnelbench.model.records import TrialRecord, TrialStatus
 from tunnelbench.report.table import (
     AXIS_HEADINGS,
@@ -206,7 +206,7 @@ def throughput_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str])
     """Median goodput per configuration, min-max whiskers, baseline and link rate marked."""
     everything, summaries = summaries, _measured(summaries)
     categories = tuple(labels[s.key] for s in summaries)
-    med, low, high = spread(summaries, lambda t: mbit(t.metrics["goodput_bps"]))
+    med, low, high = spread(summaries, lambda t: mbit(t.metrics[GOODPUT.name]))
     by_key = {s.key: s for s in summaries}
     refs: list[Reference] = []
     for s in summaries:
@@ -329,7 +329,7 @@ def latency_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) ->
     points = [s for s in _measured(summaries) if s.latency is not None and s.latency.p95_runs]
     if not points:
         return None
-    goodput, goodput_low, goodput_high = spread(points, lambda t: mbit(t.metrics["goodput_bps"]))
+    goodput, goodput_low, goodput_high = spread(points, lambda t: mbit(t.metrics[GOODPUT.name]))
     rtt, rtt_low, rtt_high = spread(points, lambda t: t.metrics.get(RTT_LOADED_P95.name))
     # A sub-millisecond path beside a bloated queue's 40 ms: on a linear axis the first
     # points pile up at 0, their numbers on top of each other.
@@ -443,7 +443,7 @@ def losses_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> 
     everything, summaries = summaries, _measured(summaries)
     metrics: list[tuple[str, Callable[[TrialRecord], float | None]]] = [
         ("tunnel device drops", _tunnel_drops),
-        ("UDP lost packets", lambda t: t.metrics.get("udp.lost_packets")),
+        ("UDP lost packets", lambda t: t.metrics.get(UDP_LOST_PACKETS.name)),
     ]
     series = _retransmit_series(summaries)
     for name, metric in metrics:

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import flatten
 from tunnelbench.model.records import TrialRecord
 from tunnelbench.report.view import RunView
@@ -28,11 +29,11 @@ FIXED_COLUMNS = ("run_id", "trial_id", "seq", "repetition", "status", "error")
 # the kernel's count over the measured window, then the generator's own (see
 # tunnelbench.probes.tcp).
 HEADLINE_METRICS = (
-    "goodput_bps",
-    "upload_bps",
-    "download_bps",
-    "tcp.window.retrans_segs",
-    "retransmits",
+    metric.GOODPUT.name,
+    metric.UPLOAD.name,
+    metric.DOWNLOAD.name,
+    metric.KERNEL_RETRANSMITS.name,
+    metric.RETRANSMITS.name,
 )
 
 

@@ -13,6 +13,7 @@ from tunnelbench import __version__
 from tunnelbench.analysis.precision import Precision
 from tunnelbench.analysis.stats import Summary, consistency
 from tunnelbench.analysis.summary import ConfigSummary, Latency
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, with_baselines
 from tunnelbench.model.records import TrialRecord
 from tunnelbench.report import findings, precision, tune
@@ -58,8 +59,10 @@ def trial(view: RunView, t: TrialRecord) -> dict[str, Any]:
         "repetition": t.repetition,
         "status": t.status,
         "error": t.error,
-        "goodput_mbit": t.metrics["goodput_bps"] / 1e6 if "goodput_bps" in t.metrics else None,
-        "retransmits": t.metrics.get("retransmits"),
+        "goodput_mbit": t.metrics[metric.GOODPUT.name] / 1e6
+        if metric.GOODPUT.name in t.metrics
+        else None,
+        "retransmits": t.metrics.get(metric.RETRANSMITS.name),
         "resolved": t.resolved.to_dict(),
         "metrics": t.metrics,
         "intervals_mbit": [v / 1e6 for v in view.artifact(t.id, "intervals") or []],

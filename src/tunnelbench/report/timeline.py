@@ -18,6 +18,7 @@ from typing import Any
 
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.errors import LabError
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.records import TrialRecord, TrialStatus
 from tunnelbench.probes.rtt import parse_ping
 from tunnelbench.report.charts import ArtifactLookup, Chart, Series, config_labels
@@ -45,7 +46,7 @@ def median_run(summary: ConfigSummary) -> TrialRecord | None:
     of an even count)."""
     ok = sorted(
         (t for t in summary.trials if t.status is TrialStatus.OK),
-        key=lambda t: t.metrics["goodput_bps"],
+        key=lambda t: t.metrics[metric.GOODPUT.name],
     )
     return ok[(len(ok) - 1) // 2] if ok else None
 
