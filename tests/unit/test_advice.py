@@ -17,13 +17,8 @@ import pytest
 
 from tests.report_fixtures import recorded, resolved_for
 from tunnelbench.analysis import significance
-from tunnelbench.analysis.advice import (
-    Advice,
-    Sibling,
-    advise,
-    availability,
-    encrypting,
-)
+from tunnelbench.analysis.advice import Advice, Sibling, advise, availability
+from tunnelbench.analysis.cpu_advice import encrypting
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.kinds import Cipher, Protection, TunnelKind

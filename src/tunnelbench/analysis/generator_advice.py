@@ -1,0 +1,67 @@
+"""Advice where the load generator, or one flow, held the traffic: more streams, a process
+per stream, several flows."""
+
+from tunnelbench.analysis.cpu_advice import BUDGETS
+from tunnelbench.analysis.diagnosis import (
+    Bound,
+    generator_cores,
+    threaded_generator,
+)
+from tunnelbench.analysis.suggestion import (
+    Advice,
+    Context,
+    more_streams,
+)
+from tunnelbench.kinds import StreamMode
+
+
+def generator_processes(c: Context) -> Advice | None:
+    generator = c.finding(Bound.GENERATOR)
+    s = c.subject
+    if generator is None:
+        return None
+    if threaded_generator(s):
+        if generator_cores(s) >= len(s.cores):
+            return None  # its threads already keep every core busy: more of them cannot help
+        return Advice(
+            "traffic.streams",
+            "spread the load over more streams (iperf2 runs each in a thread of its own)",
+            generator.summary,
+            c.measured("traffic.streams", lambda v: v > s.config.traffic.streams),
+            candidates=more_streams(s.config.traffic.streams),
+        )
+    if s.config.traffic.streams > 1 and s.resolved.single_process:
+        return Advice(
+            "traffic.stream_mode",
+            "run one generator process per stream (stream_mode = processes)",
+            generator.summary,
+            c.measured("traffic.stream_mode", lambda v: v == StreamMode.PROCESSES.value),
+            candidates=(StreamMode.PROCESSES.value,),
+        )
+    return Advice(
+        "traffic.streams",
+        "spread the load over several streams, each in its own generator process",
+        generator.summary,
+        c.measured("traffic.streams", lambda v: v > s.config.traffic.streams),
+        candidates=more_streams(s.config.traffic.streams),
+    )
+
+
+def several_flows(c: Context) -> Advice | None:
+    s = c.subject
+    if s.config.traffic.streams != 1 or c.diagnosis.verdict.bound not in (
+        Bound.CPU,
+        Bound.UNDETERMINED,
+    ):
+        return None
+    if c.diagnosis.verdict.lab_setting is not None:
+        return None  # the lab's limit: lab_offloads advises it
+    if any(e.name.startswith(BUDGETS) for e in c.diagnosis.verdict.evidence):
+        return None  # a CPU budget caps every flow of what it holds together
+    return Advice(
+        "traffic.streams",
+        "use several flows: one flow is processed on one core at a time",
+        c.diagnosis.verdict.summary,
+        c.measured("traffic.streams", lambda v: v > 1),
+        candidates=more_streams(1),
+    )
