@@ -57,7 +57,8 @@ class RemoteFacts:
     #: ``tunnelbench`` or ``user``; None without a tunnel.
     tunnel_built_by: str | None = None
     tunnel_ends: dict[str, TunnelEnd] = field(default_factory=dict)
-    #: role -> its tunnel device, whose counters are the trial's ``link.<role>.<dev>``.
+    #: role -> its tunnel device, whose counters are the trial's ``link.<role>.tunnel``
+    #: (``link.<role>.<device>`` in runs recorded before).
     tunnel_devices: dict[str, str] = field(default_factory=dict)
     #: role -> its SSH destination (None: a black box, not logged into).
     hosts: dict[str, str | None] = field(default_factory=dict)

@@ -24,6 +24,7 @@ from tunnelbench.kinds import Generator, StreamMode
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrafficSettings, TrialConfig
 from tunnelbench.probes import tcp
+from tunnelbench.probes.devices import TUNNEL
 from tunnelbench.probes.qdisc import COUNTERS as QDISC_COUNTERS
 from tunnelbench.probes.qdisc import RootQdisc, parse_qdiscs
 from tunnelbench.remote import probes, snmp
@@ -134,7 +135,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
             metrics[metric.process(f"{comm}@{dut}")] = pct
     if "begin" in tcp_marks and "end" in tcp_marks:
         metrics |= tcp.window_metrics(tcp_marks["begin"], tcp_marks["end"])
-    metrics |= _counter_metrics(before, after)
+    metrics |= _counter_metrics(before, after, tunnel.devices if tunnelled else {})
     if agent is not None and snmp_before is not None:
         # The interfaces over the whole trial, as a host's over SSH, read once the agent's
         # cache cannot still hold a value from before the traffic ended; the CPU over the
@@ -150,7 +151,8 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
     qdiscs: dict[str, str] = {}
     queues_after = _qdiscs(dut_host, session.facts[dut].programs) if dut_host else None
     if queues_before is not None and queues_after is not None:
-        metrics |= _qdisc_metrics(dut, queues_before, queues_after)
+        tunnel_device = tunnel.devices.get(dut) if tunnelled else None
+        metrics |= _qdisc_metrics(dut, queues_before, queues_after, tunnel_device)
         qdiscs = {dev: q.kind for dev, q in sorted(queues_after.items())}
     _check_counters(session, metrics, traffic.duration)
     artifacts = {traffic.generator.value: result.raw, "intervals": result.intervals_bps}
@@ -172,17 +174,22 @@ def _qdiscs(host: SshHost, programs: dict[str, str]) -> dict[str, RootQdisc] | N
 
 
 def _qdisc_metrics(
-    role: str, before: dict[str, RootQdisc], after: dict[str, RootQdisc]
+    role: str,
+    before: dict[str, RootQdisc],
+    after: dict[str, RootQdisc],
+    tunnel_device: str | None = None,
 ) -> dict[str, float]:
     """``qdisc.<role>.<device>.<counter>`` over the trial, for each root qdisc that was
-    the same one before and after (a qdisc replaced meanwhile measured nothing whole)."""
+    the same one before and after (a qdisc replaced meanwhile measured nothing whole);
+    the tunnel device's as ``tunnel``, as :func:`_counter_metrics` names it."""
     metrics: dict[str, float] = {}
     for device, new in after.items():
         old = before.get(device)
         if old is None or (old.kind, old.handle) != (new.kind, new.handle):
             continue
+        name_as = TUNNEL if device == tunnel_device else device
         for name in QDISC_COUNTERS:
-            metrics[metric.qdisc(role, device, name)] = new.values[name] - old.values[name]
+            metrics[metric.qdisc(role, name_as, name)] = new.values[name] - old.values[name]
     return metrics
 
 
@@ -314,16 +321,23 @@ def _host_metrics(
 
 
 def _counter_metrics(
-    before: dict[str, probes.Counters], after: dict[str, probes.Counters]
+    before: dict[str, probes.Counters],
+    after: dict[str, probes.Counters],
+    tunnel_devices: dict[str, str],
 ) -> dict[str, float]:
+    """Each host's interfaces and TCP counters over the trial. An end's tunnel device is
+    named ``tunnel``, as the lab names its own (:mod:`tunnelbench.probes.devices`), so
+    the drop rules tell its queue from the others on real hosts too; every other
+    interface by the host's own name."""
     metrics: dict[str, float] = {}
     for role, end in after.items():
         start = before[role]
         for device, values in end.links.items():
             if device not in start.links or device == "lo":
                 continue
+            name_as = TUNNEL if tunnel_devices.get(role) == device else device
             for name, a, b in zip(probes.LINK_FIELDS, values, start.links[device], strict=True):
-                metrics[metric.link(role, device, name)] = a - b
+                metrics[metric.link(role, name_as, name)] = a - b
         if "RetransSegs" in end.tcp and "RetransSegs" in start.tcp:
             retransmitted = end.tcp["RetransSegs"] - start.tcp["RetransSegs"]
             metrics[metric.tcp(role, "retrans_segs")] = retransmitted
