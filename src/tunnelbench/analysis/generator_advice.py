@@ -23,12 +23,8 @@ def generator_processes(c: Context) -> Advice | None:
     if threaded_generator(s):
         if generator_cores(s) >= len(s.cores):
             return None  # its threads already keep every core busy: more of them cannot help
-        return Advice(
-            "traffic.streams",
-            "spread the load over more streams (iperf2 runs each in a thread of its own)",
-            generator.summary,
-            c.measured("traffic.streams", lambda v: v > s.config.traffic.streams),
-            candidates=more_streams(s.config.traffic.streams),
+        return _more_streams(
+            c, "spread the load over more streams (iperf2 runs each in a thread of its own)"
         )
     if s.config.traffic.streams > 1 and s.resolved.single_process:
         return Advice(
@@ -38,12 +34,21 @@ def generator_processes(c: Context) -> Advice | None:
             c.measured("traffic.stream_mode", lambda v: v == StreamMode.PROCESSES.value),
             candidates=(StreamMode.PROCESSES.value,),
         )
+    return _more_streams(
+        c, "spread the load over several streams, each in its own generator process"
+    )
+
+
+def _more_streams(c: Context, suggestion: str) -> Advice:
+    """More streams than the trial ran, for a generator-bound one."""
+    generator, streams = c.finding(Bound.GENERATOR), c.subject.config.traffic.streams
+    assert generator is not None
     return Advice(
         "traffic.streams",
-        "spread the load over several streams, each in its own generator process",
+        suggestion,
         generator.summary,
-        c.measured("traffic.streams", lambda v: v > s.config.traffic.streams),
-        candidates=more_streams(s.config.traffic.streams),
+        c.measured("traffic.streams", lambda v: v > streams),
+        candidates=more_streams(streams),
     )
 
 
