@@ -220,6 +220,7 @@ class _Served:
     host: SshHost
     traffic: TrafficSettings
     port: int
+    argv: list[str]
     proc: "subprocess.Popen[bytes]"
     out: Path
     err: Path
@@ -237,7 +238,7 @@ class _Served:
         if not wait_until(lambda: port in _listening(host), 5.0, 0.1):
             said = host.run(["cat", str(out), str(err)], check=False).stdout[-300:]
             raise LabError(f"server: {generator.value} did not listen on port {port}: {said}")
-        return cls(host, traffic, port, proc, out, err)
+        return cls(host, traffic, port, argv, proc, out, err)
 
     def client_argv(self, target: str) -> list[str]:
         if self.traffic.generator is Generator.IPERF3:
@@ -264,11 +265,11 @@ class _Served:
         records = [
             {"role": "client", "argv": argv, "returncode": done.returncode,
              "stdout": done.stdout, "stderr": done.stderr},
-            {"role": "server", "argv": [], "returncode": 0,
+            {"role": "server", "argv": self.argv, "returncode": self.proc.returncode,
              "stdout": self.host.read(self.out), "stderr": self.host.read(self.err)},
         ]  # fmt: skip
         iperf2.check_exit("client", done.returncode, done.stderr)
-        iperf2.check_exit("server", 0, str(records[1]["stderr"]))
+        iperf2.check_exit("server", self.proc.returncode, str(records[1]["stderr"]))
         measured = iperf2.measure(records, self.traffic, target, self.port)
         return iperf2.result(measured, records)
 
