@@ -182,7 +182,9 @@ def test_hosts_check_says_per_host_which_kinds_it_can_build_and_why(farm):
     ), server
 
 
-@pytest.mark.parametrize("kind", ["wireguard", "openvpn", "vxlan"])
+# OpenVPN's daemons, which outlive their device, are ended by the mechanism the next test
+# checks on its own (a third kind here would add 25 s to the suite).
+@pytest.mark.parametrize("kind", ["wireguard", "vxlan"])
 def test_a_built_tunnel_is_removed_and_built_again_between_rounds(farm, kind):
     """Two rounds: none, the tunnel, none, the tunnel (in each round's order). The tunnel
     is removed before each trial without it (its route would carry that trial too) and
@@ -209,10 +211,7 @@ def test_a_built_tunnel_is_removed_and_built_again_between_rounds(farm, kind):
         if trial.config["tunnel"]["kind"] == "none":
             assert devices == {}  # and no tunnel device counted: it was gone
             assert not any(
-                f"-{s}" in n
-                for s in ("wg", "ov", "vx")
-                for n in trial.metrics
-                if n.startswith("link.")
+                f"-{s}" in n for s in ("wg", "vx") for n in trial.metrics if n.startswith("link.")
             )
         else:
             assert trial.metrics["link.gw.tunnel.rx_bytes"] > 0

@@ -132,7 +132,15 @@ def test_each_feature_runs_on_the_guest_kernel_and_reaches_the_link(suite, name)
     # At 3 Mbit/s the shaper's bucket of ten frames is 2% of a 2 s window: a window that
     # opens on a full bucket reads up to 103.0% (vxlan in ESP read 101.2%).
     bound = above_ceiling_pct(summary.config)
-    assert 95.0 <= summary.pct_of_ceiling <= bound, (name, summary.pct_of_ceiling, bound)
+    low = 95.0
+    if name == "bbr":
+        # BBR paces at 0.75 of its estimate for one round trip in every eight, to drain
+        # what it queued. Under TCG its loaded RTT reads hundreds of ms (365 ms in a CI
+        # run, which read 93.6%), so a 2 s window can hold that round trip without the
+        # 1.25 one that makes up for it: up to a quarter of one RTT's worth less.
+        rtt_s = trial.metrics["rtt.loaded_ms"] / 1000
+        low -= 100 * 0.25 * rtt_s / trial.config["traffic"]["duration"]
+    assert low <= summary.pct_of_ceiling <= bound, (name, summary.pct_of_ceiling, low, bound)
     # Lossy is still the link: fq_codel and cake drop to keep the queue short.
     verdict = summary.diagnosis.verdict
     assert verdict.bound.value in ("link-bound", "link-bound-lossy"), verdict
