@@ -1,11 +1,12 @@
 """The lab's tunnel kinds built on real hosts by the lab's own code: each kind that builds
-through a site alone (OpenVPN, VXLAN, GRE, gretap, IPIP, GENEVE) between two sshd
+through a site alone (IPsec, OpenVPN, VXLAN, GRE, gretap, IPIP, GENEVE) between two sshd
 "machines" (tests/sshd.py), the server on busybox; the traffic held to the far end's tunnel device
 and every host left as it was. Kinds this kernel cannot create are skipped with the
 kernel's refusal (their commands are unit-tested in tests/unit/test_kernel_tunnels.py)."""
 
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,12 +58,16 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
 
 
 def state(lab: netns.Lab) -> dict[str, str]:
-    """Each host's routes and links: what a run must leave as it found them."""
+    """Each host's routes (every table), rules, links and IPsec SAs and policies: what a
+    run must leave as it found them."""
     shown = {}
     for role in ROLES:
-        for what in ("route", "link"):
-            argv = ["ip", "-n", lab.ns(role), "-o", what]
-            shown[f"{role} {what}"] = subprocess.run(
+        for what in (
+            ["route", "show", "table", "all"], ["-6", "route", "show", "table", "all"],
+            ["rule"], ["-6", "rule"], ["link"], ["xfrm", "state"], ["xfrm", "policy"],
+        ):  # fmt: skip
+            argv = ["ip", "-n", lab.ns(role), "-o", *what]
+            shown[f"{role} {' '.join(what)}"] = subprocess.run(
                 argv, capture_output=True, text=True, check=True
             ).stdout
     return shown
@@ -115,6 +120,24 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
         assert dco.detail in (resolved.openvpn_dco_reason or "")
         assert resolved.tunnel is not None and resolved.tunnel.encrypts
         assert resolved.tunnel.userspace is not dco.ok
+    elif tunnel is TunnelKind.IPSEC:
+        # who does ESP was each end's kernel's to say (asked there, by the lab's probe);
+        # recorded as the lab records it, from each end's own charon
+        kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
+        in_kernel = probing.esp("rfc4106(gcm(aes))").ok is not False
+        esp_by = re.escape(f"linux {kernel}") if in_kernel else "kernel-libipsec"
+        assert re.match(
+            rf"strongSwan 5\.\d+\.\d+, ESP by {esp_by} \(client and gw\)$",
+            resolved.tunnel_version,
+        ), resolved.tunnel_version
+        fields = resolved.to_dict()
+        assert fields["esp_implementation"] == ("kernel" if in_kernel else "libipsec")
+        assert fields["esp_algorithm"] == "AES_GCM_16-256"
+        assert fields["esp_version"].startswith("strongSwan 5.")
+        encapsulation = "none" if in_kernel else "udp"
+        assert (fields["esp_mode"], fields["esp_encapsulation"]) == ("tunnel", encapsulation)
+        assert resolved.tunnel is not None and resolved.tunnel.encrypts
+        assert resolved.tunnel.userspace is not in_kernel
     else:
         kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
         assert resolved.tunnel_version == f"linux {kernel} (client and gw)"
@@ -124,6 +147,53 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     # every host as it was: no device, no route, nothing in /tmp
     assert state(farm.lab) == before
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
+
+
+def test_ipsec_runs_beside_a_hosts_own_ike_daemon(farm):
+    """A host whose own IKE daemon holds UDP 4500 (and 500): both ends' charon run IKE
+    and ESP in UDP on other free ports, and the other daemon's sockets are untouched."""
+    held = {
+        role: subprocess.Popen(
+            ["ip", "netns", "exec", farm.lab.ns(role), sys.executable, "-c", HOLD_IKE_PORTS],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for role in ("client", "gw")
+    }
+    try:
+        for proc in held.values():
+            assert proc.stdout is not None and proc.stdout.readline() == "bound\n"
+        work = farm.work / "ipsec-beside"
+        work.mkdir()
+        hosts = work / "hosts.toml"
+        hosts.write_text(farm.hosts_file("ipsec"))
+        before = state(farm.lab)
+        done = tunnelbench(
+            "run", "--hosts", str(hosts), "--duration", "1", "--runs", "1", "--streams", "1",
+            "--tunnels", "ipsec", "--db", str(work / "r.db"), "-q", cwd=work,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        (trial,) = [t for t in latest(work / "r.db").trials if t.config["tunnel"]["kind"] != "none"]
+        assert trial.status.value == "ok" and trial.metrics["link.gw.tunnel.rx_bytes"] > 0
+        assert all(proc.poll() is None for proc in held.values())  # still holding them
+        assert state(farm.lab) == before
+    finally:
+        for proc in held.values():
+            proc.kill()
+            proc.wait()
+
+
+#: Holds UDP 500 and 4500 on every address, as a host's own IKE daemon does.
+HOLD_IKE_PORTS = """
+import socket, time
+held = []
+for port in (500, 4500):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", port))
+    held.append(s)
+print("bound", flush=True)
+time.sleep(120)
+"""
 
 
 def test_a_kind_the_host_cannot_create_is_one_message_naming_the_host(farm):
@@ -171,6 +241,14 @@ def test_hosts_check_says_per_host_which_kinds_it_can_build_and_why(farm):
     # this kernel has no WireGuard module: the client's end would run wireguard-go
     assert re.search(r"\n    wireguard: yes \(runs wg \(\S+\), ip \(\S+\), wireguard-go \(", client)
     assert "    wireguard: no (wg (wireguard-tools) is not installed)" in blocks[1]
+    # strongSwan's daemon and control tool, and what gives its daemon a private /run
+    assert re.search(
+        r"\n    ipsec: yes \(runs /usr/lib/ipsec/charon \(/usr/lib/ipsec/charon\), swanctl \(\S+\),"
+        r" unshare \(\S+\), mount \(\S+\), ip \(\S+\)\)",
+        client,
+    )
+    # (charon is named by its path, which the test machines' shared file system has)
+    assert "    ipsec: no (swanctl (strongswan-swanctl) is not installed)" in blocks[1]
     found = capabilities.probe()
     gre = TrialConfig.from_dict({"tunnel": {"kind": "gre"}})
     if skips.unmet(gre, found):

@@ -238,23 +238,22 @@ def _sa(**changes: Any) -> ChildSa:
 def test_a_different_negotiated_algorithm_is_an_error():
     session = Session(None, LIBIPSEC, Cipher.CHACHA20_POLY1305, EspMode.TUNNEL)  # type: ignore[arg-type]
     with pytest.raises(LabError) as caught:
-        session._check({"gw": [_sa()]})
+        session._check({"gw": [_sa()]}, "strongSwan 5.9.8")
     assert str(caught.value) == (
         "ESP on gw negotiated AES_GCM_16-256, not the asked chacha20-poly1305 (chacha20poly1305)"
     )
     with pytest.raises(LabError) as caught:
         Session(None, LIBIPSEC, Cipher.AES_256_GCM, EspMode.TUNNEL)._check(  # type: ignore[arg-type]
-            {"client": [_sa(encap=False)]}
+            {"client": [_sa(encap=False)]}, "strongSwan 5.9.8"
         )
     assert str(caught.value) == (
         "ESP on client is TUNNEL mode, encap=False; asked TUNNEL mode, encap=True"
     )
 
 
-def test_what_establishing_found_is_recorded(monkeypatch):
-    monkeypatch.setattr("tunnelbench.tunnels.esp.charon_version", lambda: "strongSwan 5.9.8")
+def test_what_establishing_found_is_recorded():
     session = Session(None, LIBIPSEC, Cipher.AES_256_GCM, EspMode.TUNNEL)  # type: ignore[arg-type]
-    session._check({"client": [_sa()], "gw": [_sa()]})
+    session._check({"client": [_sa()], "gw": [_sa()]}, "strongSwan 5.9.8")
     assert session.found == EspFound(
         implementation="libipsec",
         version="strongSwan 5.9.8",

@@ -67,8 +67,11 @@ def test_an_existing_tunnel_sends_tunnelled_traffic_to_its_own_address():
         (ROAD.replace('ssh = "client"', 'ssh = "-oProxyCommand=x"'),
          "client.ssh: '-oProxyCommand=x' is not an SSH destination"),
         ("connect_timeout = 0\n" + ROAD, "connect_timeout: 0 is not a number of seconds"),
-        (ROAD + '[tunnel]\nmode = "build"\nkind = "ipsec"\nvia = "1.2.3.4"\n',
-         "tunnel.kind: 'ipsec': tunnelbench builds wireguard"),
+        (ROAD + '[tunnel]\nmode = "build"\nkind = "sit"\nvia = "1.2.3.4"\n',
+         "tunnel.kind: 'sit': tunnelbench builds wireguard"),
+        (ROAD + '[tunnel]\nmode = "build"\nkind = "ipsec"\nimplementation = "wireguard-go"\n'
+         'via = "1.2.3.4"\n',
+         "tunnel.implementation: 'wireguard-go': ipsec is built by 'auto', 'kernel', 'libipsec'"),
         (ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\n', "tunnel.via: missing"),
         (ROAD.replace('address = "192.168.1.1"', "")
          + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "1.2.3.4"\n',

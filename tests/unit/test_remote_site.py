@@ -104,6 +104,7 @@ def test_the_kinds_a_hosts_file_builds_are_the_labs_that_build_anywhere_over_ipv
         "ipip",
         "geneve",
         "openvpn",
+        "ipsec",
     )
     for kind in REGISTRY.kinds():
         tunnel = REGISTRY.get(kind)
@@ -144,7 +145,9 @@ def test_the_labs_vxlan_code_builds_on_a_hosts_site():
     [
         ('kind = "sit"', "tunnel.kind: 'sit': tunnelbench builds wireguard, vxlan, gre"),
         ('kind = "vxlan"\nimplementation = "wireguard-go"',
-         "tunnel.implementation: vxlan has only the kernel's"),
+         "tunnel.implementation: 'wireguard-go': vxlan is built by 'auto', 'kernel'"),
+        ('kind = "openvpn"\nimplementation = "kernel"',
+         "tunnel.implementation: 'kernel': openvpn is built by 'auto', 'openvpn'"),
     ],
 )  # fmt: skip
 def test_a_kind_real_hosts_cannot_build_is_refused_by_name(tunnel, message):

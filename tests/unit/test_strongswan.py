@@ -12,9 +12,10 @@ from tests.conftest import FIXTURES
 from tests.unit.probe_fixtures import lab_like
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Cipher, EspMode, Topology
+from tunnelbench.lab.topology import Underlay
 from tunnelbench.model.plan import LabSettings
 from tunnelbench.tunnels import strongswan
-from tunnelbench.tunnels.esp import Session, protected_ends
+from tunnelbench.tunnels.esp import Session, nat_t_ports, protected_ends
 from tunnelbench.tunnels.ipsec import selectors
 from tunnelbench.tunnels.strongswan import KERNEL, LIBIPSEC, Child
 
@@ -54,7 +55,7 @@ def _swanctl(what: str, implementation: str, cipher: Cipher, mode: EspMode, role
     lab = lab_like("ab12cd", LabSettings(topology=topology))
     session = Session(lab, implementation, cipher, mode)
     if what == "ipsec":
-        children: tuple[Child, ...] = (Child(strongswan.CONNECTION, *selectors(lab, role)),)
+        children: tuple[Child, ...] = (Child(strongswan.CONNECTION, *selectors(lab, role, 1400)),)
     else:
         children = protected_ends(lab, mode, "udp")[role][1]
     return strongswan.swanctl_conf(session.connection(role, children), PSK)
@@ -74,20 +75,69 @@ def test_strongswan_conf_matches_golden(implementation):
 
 def test_the_libipsec_daemon_loads_exactly_its_plugins_and_keeps_routes_to_the_lab():
     text = strongswan.strongswan_conf(LIBIPSEC)
+    # every plugin critical (a missing one stops charon at start, named in its log) but
+    # kernel-netlink, whose kernel ESP feature libipsec replaces
     assert (
-        "load = random nonce openssl kdf kernel-libipsec kernel-netlink socket-default vici" in text
+        "load = random! nonce! openssl! kdf! kernel-libipsec! kernel-netlink socket-default! "
+        "vici!" in text
     )
     assert "install_routes = no" in text
+    # kernel-libipsec's own routes go to a table of the daemon's own, never the main one
+    assert "routing_table = 220" in text
+    assert "routing_table = 1952579585" in strongswan.strongswan_conf(LIBIPSEC, 4500, 0x74620001)
     assert "socket = unix:///run/charon.vici" in text  # inside its private /run
     assert "load_modular" not in text and "include" not in text
 
 
+def test_the_nat_t_port_is_4500_where_every_end_has_it_free_else_another_free_one():
+    class Ports:
+        tunnel_ends = ("client", "gw")
+
+        def __init__(self, used: dict[str, set[int]]) -> None:
+            self.used = used
+
+        def free_udp_port(self, role: str, ports: range) -> int:
+            free = [p for p in ports if p not in self.used[role]]
+            if not free:
+                raise LabError(f"{role}: no free UDP port in {ports.start}-{ports.stop - 1}")
+            return free[0]
+
+    assert nat_t_ports(Ports({"client": set(), "gw": set()})) == {"client": 4500, "gw": 4500}  # type: ignore[arg-type]
+    # one end's own IKE daemon holds 4500: both ends move, so no end floats to 4500
+    assert nat_t_ports(Ports({"client": set(), "gw": {4500, 4501}})) == {  # type: ignore[arg-type]
+        "client": 4501,
+        "gw": 4502,
+    }
+
+    class Site(Ports):
+        def wan_underlay(self, role: str) -> Underlay:
+            return Underlay(
+                *(("10.0.0.1", "10.0.0.2") if role == "client" else ("10.0.0.2", "10.0.0.1")),
+                "eth0",
+            )
+
+    session = Session(Site({}), LIBIPSEC, AES, TUNNEL)  # type: ignore[arg-type]
+    session.ports = {"client": 4501, "gw": 4502}
+    # IKE runs between the two NAT-T ports from its first message
+    text = strongswan.swanctl_conf(session.connection("gw", ()), PSK)
+    assert "local_port = 4502\n        remote_port = 4501\n" in text
+
+
+def test_a_killed_daemons_rules_are_removed_by_table_and_only_those():
+    argv = strongswan.rules_removal(0x74620001)
+    assert argv[:2] == ["sh", "-c"]
+    assert argv[2] == (
+        "while ip rule del table 1952579585 2>/dev/null; do :; done;"
+        " while ip -6 rule del table 1952579585 2>/dev/null; do :; done"
+    )
+
+
 def test_selectors_are_the_inner_prefixes_of_both_families():
     lab = lab_like("ab12cd", LabSettings(topology=Topology.SITE_TO_SITE))
-    local, remote = selectors(lab, "gwa")
+    local, remote = selectors(lab, "gwa", 1400)
     assert local == ("198.19.0.1/32", "198.18.0.0/24", "2001:2:0:ff::1/128", "2001:2:0:0::/64")
     assert remote == ("198.19.0.2/32", "198.18.2.0/24", "2001:2:0:ff::2/128", "2001:2:0:2::/64")
-    assert selectors(lab, "gwb") == (remote, local)
+    assert selectors(lab, "gwb", 1400) == (remote, local)
 
 
 def test_protected_tunnel_mode_runs_between_the_esp_endpoints():

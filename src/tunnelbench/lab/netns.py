@@ -161,6 +161,17 @@ class Lab:
     def files(self, role: str) -> Path:
         return self.directory
 
+    def selected(self, role: str, family: int) -> list[str]:
+        # each lab prefix beyond a tunnel end is a link of that end's: it holds an address
+        peer = next(r for r in self.chain.tunnel_ends if r != role)
+        return self.inner_routes(peer, family)
+
+    def record_removal(self, role: str, command: list[str]) -> None:
+        pass  # the lab's namespaces take every change made in them with them
+
+    def underlay_mtu(self) -> int:
+        return self.settings.wan.ip_mtu
+
     def program(self, role: str, name: str, purpose: str) -> str:
         return programs.require(name, purpose)
 
@@ -176,13 +187,14 @@ class Lab:
         proc: "subprocess.Popen[bytes]",
         name: str,
         log: Path,
-        device: str,
+        device: str | None,
         socket: Path | None = None,
     ) -> lab_state.ProcessRecord:
         """From the daemon's own /proc entry and this machine's file system, polled
         every 10 ms (a process per poll would cost more than the wait)."""
         daemon = next(r for r in self.state.processes if r.pid == proc.pid)
-        wait_for_device(daemon, name, device, log)
+        if device is not None:
+            wait_for_device(daemon, name, device, log)
         if socket is not None:
             wait_for_socket(daemon, name, socket, log)
         return daemon

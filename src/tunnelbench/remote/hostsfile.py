@@ -15,6 +15,7 @@ from typing import Any
 
 from tunnelbench.echo import capped, did_you_mean
 from tunnelbench.errors import UserError
+from tunnelbench.kinds import TunnelKind
 from tunnelbench.remote.snmp import Agent
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
@@ -31,7 +32,13 @@ BUILDABLE = tuple(
     for kind in TUNNELS.kinds()
     if TUNNELS.get(kind).anywhere and 4 in TUNNELS.get(kind).families
 )
-IMPLEMENTATIONS = ("auto", "kernel", "wireguard-go")
+#: What ``tunnel.implementation`` may name, per kind; "auto" lets each host decide.
+IMPLEMENTATIONS = {
+    kind: ("auto", "kernel", "wireguard-go")
+    if kind == "wireguard"
+    else ("auto", *TUNNELS.get(TunnelKind(kind)).implementations)
+    for kind in BUILDABLE
+}
 #: A slow router's SSH login (key exchange on a small CPU) takes a second or two.
 CONNECT_TIMEOUT_S = 10.0
 TOP_KEYS = {"layout", "ssh_config", "connect_timeout", "tunnel", "dut"}
@@ -307,11 +314,11 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
             f"tunnel.kind: {kind!r}: tunnelbench builds {', '.join(BUILDABLE)} on real hosts"
         )
     implementation = table.get("implementation", "auto")
-    if kind != "wireguard" and implementation not in ("auto", "kernel"):
-        problems.append(f"tunnel.implementation: {kind} has only the kernel's ('auto', 'kernel')")
-    elif implementation not in IMPLEMENTATIONS:
+    allowed = IMPLEMENTATIONS.get(kind, ("auto",))
+    if implementation not in allowed:
         problems.append(
-            f"tunnel.implementation: {implementation!r} is none of {', '.join(IMPLEMENTATIONS)}"
+            f"tunnel.implementation: {implementation!r}: {kind} is built by "
+            f"{', '.join(repr(a) for a in allowed)}"
         )
     ends = table.get("ends", [roles[0], roles[1]])
     if not (

@@ -34,9 +34,9 @@ from tunnelbench.remote.hostsfile import HostsFile
 from tunnelbench.remote.session import Session, missing
 from tunnelbench.remote.ssh import Unreachable
 from tunnelbench.remote.tunnel import (
+    BUILDERS,
     RemoteTunnel,
     build_kind,
-    build_wireguard,
     existing,
     teardown,
 )
@@ -280,8 +280,8 @@ def _tunnel(
         return existing(session)
     if not standing:
         built = TunnelKind(kind)
-        if built is TunnelKind.WIREGUARD:
-            tunnel = build_wireguard(session, choice)
+        if (builder := BUILDERS.get(built)) is not None:
+            tunnel = builder(session, choice)
         else:
             tunnel = build_kind(session, built)
         tunnel.asked = choice

@@ -116,6 +116,22 @@ class HostsSite:
             return []
         return [f"{hosts.client.address}/32"]
 
+    def selected(self, role: str, family: int) -> list[str]:
+        """Each host route the peer sends into the tunnel, widened to the smallest prefix
+        that also holds ``role``'s own source address towards it."""
+        peer = self.far if role == self.near else self.near
+        found = []
+        for prefix in self.inner_routes(peer, family):
+            address = prefix.partition("/")[0]
+            _, source = route_to(self.session, role, address)
+            length = shared_prefix(address, source)
+            found.append(str(ipaddress.ip_network(f"{address}/{length}", strict=False)))
+        return found
+
+    def record_removal(self, role: str, command: list[str]) -> None:
+        self.session.hosts[role].undo(command)
+        self.undo.setdefault(role, []).append(command)
+
     # -- what a kind with a daemon needs (WireGuard's userspace implementations) --------
 
     def host(self, role: str) -> Host:
@@ -161,7 +177,7 @@ class HostsSite:
         proc: "subprocess.Popen[bytes]",
         name: str,
         log: Path,
-        device: str,
+        device: str | None,
         socket: Path | None = None,
     ) -> ProcessRecord | None:
         """Asked over SSH every :data:`POLL_S`: the device listed, the socket there. The
@@ -172,14 +188,17 @@ class HostsSite:
         # The daemon and its device go with the site, between trials without the tunnel
         # too: undone newest first, the device is deleted (a TUN daemon such as
         # wireguard-go exits with it), then the daemon is ended if it has not (openvpn
-        # outlives its device).
+        # outlives its device; charon removes its SAs and routes as it ends).
         self.undo.setdefault(role, []).append(host.end_on_undo(proc))
-        reverse = ["ip", "link", "del", device]
-        host.undo(reverse)
-        self.undo[role].append(reverse)
-        check = f"ip link show dev {shlex.quote(device)} >/dev/null 2>&1"
+        checks = []
+        if device is not None:
+            reverse = ["ip", "link", "del", device]
+            host.undo(reverse)
+            self.undo[role].append(reverse)
+            checks.append(f"ip link show dev {shlex.quote(device)} >/dev/null 2>&1")
         if socket is not None:
-            check += f" && [ -S {shlex.quote(str(socket))} ]"
+            checks.append(f"[ -S {shlex.quote(str(socket))} ]")
+        check = " && ".join(checks) or "true"
         deadline = time.monotonic() + READY_S
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -187,9 +206,11 @@ class HostsSite:
             if host.run(["sh", "-c", check], check=False).returncode == 0:
                 return None
             time.sleep(POLL_S)
+        made = " and ".join(
+            str(w) for w in (device, socket and f"its socket {socket}") if w is not None
+        )
         raise LabError(
-            f"{role}: {name} did not create {device} within {READY_S:.0f} s:"
-            f" {self._tail(host, log)}"
+            f"{role}: {name} did not create {made} within {READY_S:.0f} s: {self._tail(host, log)}"
         )
 
     @staticmethod

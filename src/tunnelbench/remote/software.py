@@ -11,10 +11,11 @@ its path; and whether the kernel has WireGuard. All read-only, with busybox's to
 from dataclasses import dataclass, field
 
 from tunnelbench.tunnels import REGISTRY as TUNNELS
+from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.wireguard import USERSPACE
 
 #: The daemons (and the tool that configures WireGuard) whose versions are recorded.
-PROGRAMS = ("wireguard-go", "boringtun-cli", "openvpn", "wg")
+PROGRAMS = ("wireguard-go", "boringtun-cli", "openvpn", "wg", strongswan.CHARON)
 
 #: The programs whose presence (and path) a host's facts list: the generators', the
 #: userspace WireGuard's, ``tc``, and what each kind tunnelbench builds on hosts runs at
@@ -32,8 +33,9 @@ HOST_PROGRAMS = tuple(
 )
 
 #: Lines ``version|pinned|package <program> ...`` and ``wgmodule <state> [version]``.
-SCRIPT = r"""
-for p in wireguard-go boringtun-cli openvpn wg; do
+SCRIPT = (
+    f"for p in {' '.join(PROGRAMS)}; do"
+    + r"""
   w=$(command -v "$p" 2>/dev/null) || continue
   echo "path $p $w"
   echo "version $p $("$w" --version 2>&1 | head -n 1)"
@@ -55,6 +57,7 @@ else
   echo "wgmodule none"
 fi
 """
+)
 
 #: The kinds tunnelbench builds on a host through the lab's code (besides WireGuard):
 #: kind -> (its kernel module, the link type ``ip link add`` is given).

@@ -1,6 +1,7 @@
 """The tunnel of a remote run: built by tunnelbench between two hosts with the lab's own
-code for its kind (WireGuard, OpenVPN, VXLAN, GRE, gretap, IPIP, GENEVE: the hosts are its site,
-:mod:`tunnelbench.remote.site`), or the user's own, already up, which is only used.
+code for its kind (WireGuard, IPsec, OpenVPN, VXLAN, GRE, gretap, IPIP, GENEVE: the hosts
+are its site, :mod:`tunnelbench.remote.site`), or the user's own, already up, which is only
+used.
 
 A built tunnel changes each host only through recorded steps (:meth:`SshHost.undo`
 before each change): the device, the daemon, the key file, one route per host. The
@@ -9,10 +10,11 @@ tunnel address back (the far end has it on the tunnel's subnet). Nothing else of
 hosts' routing moves.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import TunnelKind
+from tunnelbench.kinds import Cipher, EspMode, TunnelKind
 from tunnelbench.model.kindfacts import SetupFound, TunnelFacts
 from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.model.remotefacts import TunnelEnd
@@ -21,7 +23,9 @@ from tunnelbench.remote.probes import Facts
 from tunnelbench.remote.session import Session
 from tunnelbench.remote.site import HostsSite
 from tunnelbench.remote.ssh import Unreachable
+from tunnelbench.system import probing
 from tunnelbench.tunnels import REGISTRY as TUNNELS
+from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import TunnelSpec
 
 
@@ -103,6 +107,56 @@ def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
     return _built(session, site, TunnelKind.WIREGUARD, spec)
 
 
+def build_ipsec(session: Session, implementation: str) -> RemoteTunnel:
+    """IPsec between the hosts file's two ends, built by the lab's own code
+    (:meth:`tunnelbench.tunnels.ipsec.Ipsec.build`), its first cipher in tunnel mode;
+    ``implementation``: kernel, libipsec, or auto (the kernel's ESP where every end's
+    kernel makes an SA with the cipher, else strongSwan's userspace ESP)."""
+    ipsec = TUNNELS.get(TunnelKind.IPSEC)
+    cipher = ipsec.ciphers[0]
+    if implementation in ("auto", strongswan.KERNEL):
+        ends = session.file.tunnel.ends
+        refusals = {role: esp_refusal(session.hosts[role], cipher) for role in ends}
+        refused = {role: why for role, why in refusals.items() if why is not None}
+        if implementation == strongswan.KERNEL and refused:
+            said = "; ".join(
+                f"{role}'s kernel has no ESP with {cipher.value} ({why})"
+                for role, why in refused.items()
+            )
+            raise UserError(
+                f"tunnel.implementation: 'kernel': {said}; use {strongswan.LIBIPSEC!r} or 'auto'"
+            )
+        implementation = strongswan.LIBIPSEC if refused else strongswan.KERNEL
+    site = HostsSite(session)
+    spec = TunnelSpec(
+        implementation, cipher=cipher, esp_mode=EspMode.TUNNEL, esp_implementation=implementation
+    )
+    spec = replace(spec, mtu=ipsec.default_mtu(site.underlay_mtu(), spec))
+    return _built(session, site, TunnelKind.IPSEC, spec)
+
+
+def esp_refusal(host: SshHost, cipher: Cipher) -> str | None:
+    """None when ``host``'s kernel makes an ESP SA with ``cipher``, else its refusal: the
+    lab's own probe (one SA of test addresses), made on the host and deleted at once,
+    its deletion recorded first."""
+    argv = probing.esp_probe_argv(strongswan.KERNEL_ALGORITHMS[cipher])
+    removal = ["ip", "xfrm", "state", "delete", *argv[4:8], "proto", "esp", "spi", "0x100"]
+    host.undo(removal)
+    done = host.run(argv, check=False)
+    if done.returncode != 0:
+        return f"{strongswan.KERNEL_ALGORITHMS[cipher]}: {probing.refusal(done.stderr)}"
+    host.run(removal)
+    return None
+
+
+#: The kinds whose implementation each host's own kernel and programs decide ("auto"),
+#: built by their own function; every other kind by :func:`build_kind`.
+BUILDERS: dict[TunnelKind, Callable[[Session, str], RemoteTunnel]] = {
+    TunnelKind.WIREGUARD: build_wireguard,
+    TunnelKind.IPSEC: build_ipsec,
+}
+
+
 def build_kind(session: Session, kind: TunnelKind) -> RemoteTunnel:
     """A kind that builds through a site alone (:attr:`Tunnel.anywhere`: OpenVPN, VXLAN,
     GRE, gretap, IPIP, GENEVE), built between the hosts file's two ends by the same code as
@@ -139,7 +193,7 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
     for role in (near, far):
         used = handle.implementations.get(role, spec.implementation)
         tunnel.ends[role] = TunnelEnd(
-            used, _version(session.hosts[role], used, session.facts[role])
+            used, _version(session.hosts[role], kind, used, session.facts[role])
         )
     # The DUT's end is the one measured; between two routers the near one.
     dut = session.file.dut
@@ -168,10 +222,14 @@ def _check_carried(
         )
 
 
-def _version(host: SshHost, implementation: str, facts: Facts) -> str:
+def _version(host: SshHost, kind: TunnelKind, implementation: str, facts: Facts) -> str:
     """The version of what runs the tunnel's end on ``host``, as the lab records its own:
-    the kernel's release (and its WireGuard module's version, read once the device made
-    it load), or the daemon's own line, build, package and path."""
+    the kind's words where it has them (strongSwan and who does ESP), else the kernel's
+    release (and its WireGuard module's version, read once the device made it load), or
+    the daemon's own line, build, package and path."""
+    lines = {name: program.version for name, program in facts.software.programs.items()}
+    if (said := TUNNELS.get(kind).end_version(implementation, facts.kernel, lines)) is not None:
+        return said
     if implementation == "kernel":
         module = host.run(["cat", "/sys/module/wireguard/version"], check=False).stdout.strip()
         return f"linux {facts.kernel}" + (f", wireguard module {module}" if module else "")

@@ -329,6 +329,13 @@ class Tunnel(ABC):
         where the run is controlled)."""
         return ("ip",)
 
+    def end_version(
+        self, implementation: str, kernel: str, first_lines: Mapping[str, str]
+    ) -> str | None:
+        """What ran one end on a real host, from its kernel's release and the first line
+        each of its programs prints for ``--version``; None: the caller's own words."""
+        return None
+
     def install_hint(self, program: str) -> str | None:
         """How to get ``program`` (one of :meth:`programs`' names) when it is missing:
         by default the ``apt-get install`` of its Debian package; None if unknown."""

@@ -12,17 +12,19 @@ and the lab's traffic is routed through them (``tunnel.protection = "ipsec"`` ar
 VXLAN is where transport mode applies).
 """
 
+import functools
 import platform
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import ClassVar
 
-from tunnelbench.errors import UserError
+from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode, TunnelKind
 from tunnelbench.lab.netns import Lab
-from tunnelbench.lab.topology import remote_prefixes, tunnel_address
 from tunnelbench.model import encapsulation as model
 from tunnelbench.model.kindfacts import Wire
 from tunnelbench.model.plan import TunnelSettings
+from tunnelbench.system import programs, versions
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import (
     ESP_CIPHERS,
@@ -31,7 +33,8 @@ from tunnelbench.tunnels.base import (
     TunnelSpec,
     require_esp,
 )
-from tunnelbench.tunnels.esp import Session, charon_version
+from tunnelbench.tunnels.esp import Session
+from tunnelbench.tunnels.site import Site
 from tunnelbench.tunnels.strongswan import KERNEL, LIBIPSEC, Child
 
 
@@ -120,28 +123,43 @@ class Ipsec(Tunnel):
         return list(strongswan.PROGRAMS)
 
     def version(self, implementation: str) -> str:
-        esp = "kernel-libipsec" if implementation == LIBIPSEC else f"linux {platform.release()}"
-        return f"{charon_version()}, ESP by {esp}"
+        return f"{charon_version()}, ESP by {_esp_by(implementation, platform.release())}"
 
-    def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
+    def end_programs(self) -> tuple[str, ...]:
+        return (*(program for program, _ in strongswan.PROGRAMS), "mount", "ip")
+
+    def build(self, site: Site, spec: TunnelSpec) -> TunnelHandle:
+        """Both daemons through the site, the ESP devices addressed and routed, then the
+        CHILD_SA each end's traffic selectors ask for; named by who does ESP."""
         assert spec.cipher is not None
-        handle = TunnelHandle(
-            self.kind, spec.implementation, self.version(spec.implementation), spec.mtu
-        )
-        session = Session(lab, spec.implementation, spec.cipher, spec.esp_mode)
+        handle = TunnelHandle(self.kind, spec.implementation, "", spec.mtu)
+        session = Session(site, spec.implementation, spec.cipher, spec.esp_mode)
         session.start(device_mtu=spec.mtu)
-        left, right = lab.chain.tunnel_ends
+        left, right = site.tunnel_ends
         children = {}
         for role in (left, right):
             device = session.devices[role]
             handle.devices[role] = device
             # Before the SAs: libipsec installs its routes with a source address inside
             # the local traffic selector, which must exist by then.
-            self.address_and_route(lab, role, device, spec.mtu)
-            children[role] = (Child(strongswan.CONNECTION, *selectors(lab, role)),)
+            self.address_and_route(site, role, device, spec.mtu)
+            children[role] = (Child(strongswan.CONNECTION, *selectors(site, role, spec.mtu)),)
         session.establish(children)
         session.record(handle)
         return handle
+
+    def setup(self, lab: Lab, spec: TunnelSpec) -> TunnelHandle:
+        handle = self.build(lab, spec)
+        handle.version = self.version(spec.implementation)
+        return handle
+
+    def end_version(self, implementation: str, kernel: str, first_lines: Mapping[str, str]) -> str:
+        charon = first_lines.get(strongswan.CHARON, "")
+        try:
+            daemon = f"strongSwan {strongswan.version(charon)}"
+        except LabError:
+            daemon = f"strongSwan (version not found: {charon or 'no output'})"
+        return f"{daemon}, ESP by {_esp_by(implementation, kernel)}"
 
 
 def _as_esp(spec: TunnelSpec) -> TunnelSpec:
@@ -153,17 +171,36 @@ def _as_esp(spec: TunnelSpec) -> TunnelSpec:
     )
 
 
-def selectors(lab: Lab, role: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def selectors(site: Site, role: str, mtu: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``role``'s traffic selectors: its own inner addresses and the prefixes behind it
-    (local), the peer's and the prefixes behind the peer (remote); both families."""
-    left, right = lab.chain.tunnel_ends
+    (local), the peer's inner addresses and the prefixes behind the peer (remote), as the
+    site selects them (:meth:`Site.selected`); every family the tunnel carries."""
+    left, right = site.tunnel_ends
     peer = right if role == left else left
     local: list[str] = []
     remote: list[str] = []
-    for family in (4, 6):
+    for family in Ipsec().carried_families(site.families, mtu):
         host = 32 if family == 4 else 128
-        local.append(f"{tunnel_address(role == left, family)}/{host}")
-        local += remote_prefixes(lab.chain, peer, family)
-        remote.append(f"{tunnel_address(peer == left, family)}/{host}")
-        remote += remote_prefixes(lab.chain, role, family)
+        local.append(f"{_bare(site.inner_address(role, family))}/{host}")
+        local += site.selected(role, family)
+        remote.append(f"{_bare(site.inner_address(peer, family))}/{host}")
+        remote += site.selected(peer, family)
     return tuple(local), tuple(remote)
+
+
+def _bare(address: str) -> str:
+    """An interface address without its prefix length."""
+    return address.partition("/")[0]
+
+
+def _esp_by(implementation: str, kernel: str) -> str:
+    """Who does ESP, in a version line: libipsec, or the kernel by its release."""
+    return "kernel-libipsec" if implementation == LIBIPSEC else f"linux {kernel}"
+
+
+@functools.cache
+def charon_version() -> str:
+    """``strongSwan 5.9.8``, from this machine's daemon itself."""
+    charon = programs.require(strongswan.CHARON, "strongSwan's IKE daemon")
+    done = versions.ask([charon, "--version"])
+    return f"strongSwan {strongswan.version(done.stdout + done.stderr)}"

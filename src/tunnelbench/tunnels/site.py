@@ -8,7 +8,8 @@ names, the underlay (where each end's outer packets go), the inner addresses and
 destinations each end routes into the tunnel; and ``ip_batch``, which on real hosts
 records how to reverse each change before making it.
 
-A kind with a daemon (WireGuard's userspace implementations) starts it on the end's
+A kind with a daemon (WireGuard's userspace implementations, OpenVPN, strongSwan's
+charon) starts it on the end's
 :class:`~tunnelbench.lab.host.Host` and waits for it through the site
 (:meth:`Site.await_daemon`): the lab reads the daemon's own ``/proc`` entry, a host is
 asked over its connection.
@@ -47,6 +48,10 @@ class Site(Protocol):
         """``role``'s underlay towards the other end: local and remote address, device."""
         ...
 
+    def underlay_mtu(self) -> int:
+        """The smaller of the two ends' underlay devices' MTUs."""
+        ...
+
     def ip_batch(self, role: str, commands: list[list[str]]) -> None: ...
 
     def inner_address(self, role: str, family: int) -> str:
@@ -59,6 +64,17 @@ class Site(Protocol):
 
     def inner_routes(self, role: str, family: int) -> list[str]:
         """The prefixes ``role`` sends into the tunnel."""
+        ...
+
+    def selected(self, role: str, family: int) -> list[str]:
+        """The prefixes behind ``role`` its peer routes into the tunnel, each widened to
+        hold an address of ``role``'s own: an ESP traffic selector (strongSwan 5.9's
+        userspace ESP routes each local selector's packets from an address of its own)."""
+        ...
+
+    def record_removal(self, role: str, command: list[str]) -> None:
+        """Record ``command`` as what removes a change a daemon makes on ``role`` by
+        itself, should the daemon not (killed): run as the site is removed."""
         ...
 
     def host(self, role: str) -> Host:
@@ -88,10 +104,11 @@ class Site(Protocol):
         proc: "subprocess.Popen[bytes]",
         name: str,
         log: Path,
-        device: str,
+        device: str | None,
         socket: Path | None = None,
     ) -> ProcessRecord | None:
         """Wait until the daemon ``proc`` started on ``role`` has created ``device``
-        (and listens on ``socket``), else a :class:`LabError` with its log's last lines;
-        its record where the site samples its processes' CPU (the lab), else None."""
+        (unless None) and listens on ``socket`` (unless None), else a :class:`LabError`
+        with its log's last lines; its record where the site samples its processes' CPU
+        (the lab), else None."""
         ...

@@ -78,6 +78,17 @@ CONNECTION = "tb"
 #: IKE's own proposal is fixed and fast (it is not what is measured): AES-GCM, SHA-256
 #: PRF, X25519.
 IKE_PROPOSAL = "aes256gcm16-prfsha256-x25519"
+#: IKE's NAT-T port where it is free (a lab's namespaces; a host without its own IKE
+#: daemon), else one of :data:`NAT_T_PORTS`: charon's ``port_nat_t``, on which a
+#: connection whose ports are both NAT-T ports runs IKE (with the non-ESP marker) and
+#: ESP in UDP alike. Its plain IKE port is left to the kernel (``port = 0``): nothing
+#: is sent from it.
+NAT_T_PORT = 4500
+NAT_T_PORTS = range(4501, 4600)
+#: The routing table of a lab's charon (its namespace has no other); on a host, one
+#: drawn from :data:`ROUTING_TABLES` (:func:`rules_removal`).
+ROUTING_TABLE = 220
+ROUTING_TABLES = range(0x7462_0000, 0x7462_FFFF)
 ESP_PROPOSALS = {Cipher.AES_256_GCM: "aes256gcm16", Cipher.CHACHA20_POLY1305: "chacha20poly1305"}
 #: The kernel's name of each AEAD, as the capability probe asks for it.
 KERNEL_ALGORITHMS = {
@@ -144,7 +155,7 @@ def resolve_implementation(requested: str, cipher: Cipher, mode: EspMode) -> str
 
 
 def encapsulated(implementation: str) -> bool:
-    """Whether ESP travels in UDP 4500: libipsec can do no other (it has no raw ESP
+    """Whether ESP travels in UDP (NAT-T): libipsec can do no other (it has no raw ESP
     socket), so charon forces NAT-T; the kernel sends plain ESP (IP protocol 50)."""
     return implementation == LIBIPSEC
 
@@ -191,7 +202,11 @@ class Connection:
     children: tuple[Child, ...]
     cipher: Cipher
     mode: EspMode
-    encap: bool  # ESP in UDP 4500 (NAT-T) even without a NAT: libipsec can do no other
+    encap: bool  # ESP in UDP (NAT-T) even without a NAT: libipsec can do no other
+    #: The two ends' NAT-T ports (:func:`strongswan_conf`): IKE runs between them from
+    #: its first message, so no end floats to 4500 and neither needs port 500.
+    local_port: int = NAT_T_PORT
+    remote_port: int = NAT_T_PORT
     if_id: int | None = None  # kernel ESP through an XFRM interface with this id
 
 
@@ -222,22 +237,36 @@ def swanctl_argv(directory: Path, *args: str) -> list[str]:
     ]  # fmt: skip
 
 
-def strongswan_conf(implementation: str) -> str:
+def strongswan_conf(
+    implementation: str, nat_t_port: int = NAT_T_PORT, routing_table: int = ROUTING_TABLE
+) -> str:
     """The daemon's strongswan.conf, with the paths it sees inside its mount namespace.
 
-    Routes are the lab's (``install_routes = no``): it routes the inner prefixes into
-    the ESP device itself, as for every tunnel kind (kernel-libipsec adds its own to
-    table 220 regardless, through the same device). swanctl, reading the same file from
-    outside, loads one plugin only (a pre-shared key needs none; an empty list would
-    mean the compiled-in default).
+    Every plugin is critical (``!``): a missing one stops the daemon at start, with its
+    name in the log, instead of failing the first SA; but for kernel-netlink beside
+    kernel-libipsec, whose ESP feature (the kernel's) is meant not to load.
+
+    Routes are the site's (``install_routes = no``): it routes the inner prefixes into
+    the ESP device itself, as for every tunnel kind. kernel-libipsec adds a route per
+    outbound policy regardless, to ``routing_table``, which charon looks up by a rule
+    of its own from start to exit: a table of this daemon's, never a host's own (its
+    main table, or the 220 its own strongSwan uses), whose routes charon replaces.
+    swanctl, reading the same file from outside, loads one plugin only (a pre-shared key
+    needs none; an empty list would mean the compiled-in default).
     """
-    plugins = " ".join(PLUGINS[implementation])
+    plugins = " ".join(
+        name if implementation == LIBIPSEC and name == "kernel-netlink" else f"{name}!"
+        for name in PLUGINS[implementation]
+    )
     return f"""\
-# tunnelbench: one lab end's charon; this directory is its /run.
+# tunnelbench: one tunnel end's charon; this directory is its /run.
 charon {{
     load = {plugins}
+    port = 0
+    port_nat_t = {nat_t_port}
     install_routes = no
     install_virtual_ip = no
+    routing_table = {routing_table}
     filelog {{
         stderr {{
             default = 1
@@ -256,6 +285,16 @@ swanctl {{
 """
 
 
+def rules_removal(routing_table: int) -> list[str]:
+    """What removes charon's rules for ``routing_table`` (both families) where it could
+    not itself (killed): every rule naming that table, and only those."""
+    return [
+        "sh", "-c",
+        f"while ip rule del table {routing_table} 2>/dev/null; do :; done;"
+        f" while ip -6 rule del table {routing_table} 2>/dev/null; do :; done",
+    ]  # fmt: skip
+
+
 def swanctl_conf(connection: Connection, psk_hex: str) -> str:
     """The connection and its pre-shared key; the initiator starts it with ``swanctl
     --initiate``, so neither end acts on loading (``start_action = none``)."""
@@ -269,6 +308,8 @@ connections {{
         local_addrs = {c.local_addr}
         remote_addrs = {c.remote_addr}
         proposals = {IKE_PROPOSAL}
+        local_port = {c.local_port}
+        remote_port = {c.remote_port}
         encap = {"yes" if c.encap else "no"}
         mobike = no
         dpd_delay = 0
