@@ -45,9 +45,11 @@ def _held(lab: netns.Lab) -> dict[str, object]:
     """What a lab's ESP said and held, read just before its teardown."""
     held: dict[str, object] = {"files": list(lab.state.files)}
     for role in lab.chain.tunnel_ends:
-        directory = lab.directory / f"strongswan-{role}"
-        if not directory.exists():
+        found = sorted(lab.directory.glob(f"strongswan-{role}-*"))
+        if not found:
             continue  # the baseline
+        (directory,) = found  # one ESP session per lab
+        tag = directory.name.rpartition("-")[2]
         wan_device = lab.wan_device(role)
         wan = json.loads(
             lab.exec(role, ["ip", "-j", "-s", "link", "show", "dev", wan_device]).stdout
@@ -58,7 +60,7 @@ def _held(lab: netns.Lab) -> dict[str, object]:
         held[f"udp.{role}"] = dict(zip(names, map(int, values), strict=True))
         argv = strongswan.swanctl_argv(directory, "--list-sas", "--raw")
         held[role] = strongswan.child_sas(lab.exec(role, argv).stdout)
-        conf = (lab.directory / f"swanctl-{role}.conf").read_text()
+        conf = (lab.directory / f"swanctl-{role}-{tag}.conf").read_text()
         secret = re.search(r"secret = 0x([0-9a-f]+)", conf)
         assert secret is not None
         held[f"psk.{role}"] = secret.group(1)

@@ -232,6 +232,7 @@ class SshHost(Host):
     def make_directory(self, path: Path, *, mode: int = 0o700) -> None:
         if not str(path).startswith(f"{self.directory}/"):
             raise LabError(f"{self.name}: {path} is outside the run's directory")
+        self.record(path, kind="directory")
         self.connection.run(["mkdir", "-m", f"{mode:o}", str(path)])
 
     def read(self, path: Path) -> str:

@@ -81,16 +81,19 @@ class Session:
     routing_table: int = strongswan.ROUTING_TABLE
     logs: list[Path] = field(default_factory=list)
     found: EspFound | None = None
+    #: Names this session's files: a site whose tunnel is built again between trials
+    #: (real hosts) keeps its files directory.
+    tag: str = field(default_factory=lambda: secrets.token_hex(3))
 
     @property
     def ends(self) -> tuple[str, str]:
         return self.site.tunnel_ends
 
     def directory(self, role: str) -> Path:
-        return self.site.files(role) / f"strongswan-{role}"
+        return self.site.files(role) / f"strongswan-{role}-{self.tag}"
 
     def log(self, role: str) -> Path:
-        return self.site.files(role) / f"charon-{role}.log"
+        return self.site.files(role) / f"charon-{role}-{self.tag}.log"
 
     def start(self, device_mtu: int | None) -> None:
         """Start both daemons, wait for them, and give the ESP devices ``device_mtu``.
@@ -164,7 +167,7 @@ class Session:
         psk = secrets.token_hex(32)
         left = self.ends[0]
         for role in self.ends:
-            path = self.site.files(role) / f"swanctl-{role}.conf"
+            path = self.site.files(role) / f"swanctl-{role}-{self.tag}.conf"
             text = strongswan.swanctl_conf(self.connection(role, children[role]), psk)
             self.site.host(role).write(path, text, mode=0o600)  # it holds the PSK
             self._swanctl(role, "--load-all", "--file", str(path))
