@@ -16,7 +16,7 @@ import pytest
 from tests.integration.helpers import latest, remote, tunnelbench
 from tests.sshd import SshdHosts
 from tunnelbench.bench import capabilities, skips
-from tunnelbench.kinds import TunnelKind
+from tunnelbench.kinds import Protection, TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.model.plan import LabSettings, TrialConfig, TunnelSettings
 from tunnelbench.remote.host import SshHost
@@ -35,13 +35,14 @@ class Farm:
     farm: SshdHosts
     work: Path
 
-    def hosts_file(self, kind: str) -> str:
+    def hosts_file(self, kind: str, protection: str = "none") -> str:
         """client - gw - server, ``kind`` built between the client and gw."""
         return (
             f'ssh_config = "{self.farm.ssh_config}"\nconnect_timeout = 3\n'
             '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
             '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
             f'[tunnel]\nmode = "build"\nkind = "{kind}"\nvia = "198.18.1.1"\n'
+            f'protection = "{protection}"\n'
         )
 
 
@@ -145,6 +146,50 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     assert resolved.tunnel_mtu == lab_mtu
     assert remote(tunnelled).tunnel_built_by == "tunnelbench"
     # every host as it was: no device, no route, nothing in /tmp
+    assert state(farm.lab) == before
+    assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
+
+
+def test_a_tunnel_in_esp_is_built_on_real_hosts_as_in_the_lab(farm):
+    """VXLAN inside IPsec (the EoIP-over-IPsec shape): ESP between the ends, VXLAN between
+    their ESP endpoint addresses, recorded as the lab records it."""
+    config = TrialConfig.from_dict({"tunnel": {"kind": "vxlan", "protection": "ipsec"}})
+    if reason := skips.unmet(config, capabilities.probe()):
+        pytest.skip(reason)
+    work = farm.work / "vxlan-ipsec"
+    work.mkdir()
+    hosts = work / "hosts.toml"
+    hosts.write_text(farm.hosts_file("vxlan", "ipsec"))
+    before = state(farm.lab)
+    done = tunnelbench(
+        "run", "--hosts", str(hosts), "--duration", "2", "--runs", "1", "--streams", "1",
+        "--db", str(work / "r.db"), cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "vxlan+ipsec" in done.stdout  # the label names the protection
+    run = latest(work / "r.db")
+    plain, tunnelled = run.trials
+    assert tunnelled.status.value == "ok", tunnelled.error
+    assert tunnelled.config["tunnel"]["protection"] == "ipsec"
+    assert plain.config["tunnel"]["protection"] == "none"
+    fields = tunnelled.resolved.to_dict()
+    in_kernel = probing.esp("rfc4106(gcm(aes))").ok is not False
+    assert fields["esp_implementation"] == ("kernel" if in_kernel else "libipsec")
+    assert fields["tunnel_implementation"] == fields["esp_implementation"]
+    assert fields["esp_algorithm"] == "AES_GCM_16-256"
+    # the lab's own MTU for the same configuration on a 1500-byte underlay
+    lab_mtu = (
+        TUNNELS.get(TunnelKind.VXLAN)
+        .resolve(TunnelSettings(kind=TunnelKind.VXLAN, protection=Protection.IPSEC), 1500)
+        .mtu
+    )
+    assert fields["tunnel_mtu"] == lab_mtu
+    # the traffic crossed the VXLAN device at the DUT's end; VXLAN runs between the ESP
+    # endpoint addresses, which only the SAs (negotiated as recorded above) carry
+    m = tunnelled.metrics
+    delivered = m["goodput_bps"] * 2 / 8
+    assert m["link.gw.tunnel.rx_bytes"] >= delivered
+    assert remote(tunnelled).tunnel_devices["gw"].startswith("tb")
     assert state(farm.lab) == before
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
 

@@ -69,6 +69,12 @@ def test_an_existing_tunnel_sends_tunnelled_traffic_to_its_own_address():
         ("connect_timeout = 0\n" + ROAD, "connect_timeout: 0 is not a number of seconds"),
         (ROAD + '[tunnel]\nmode = "build"\nkind = "sit"\nvia = "1.2.3.4"\n',
          "tunnel.kind: 'sit': tunnelbench builds wireguard"),
+        (ROAD + '[tunnel]\nmode = "build"\nkind = "openvpn"\nprotection = "ipsec"\n'
+         'via = "1.2.3.4"\n',
+         "tunnel.protection: openvpn cannot be wrapped in ipsec; vxlan, gre, gretap can"),
+        (ROAD + '[tunnel]\nmode = "build"\nkind = "vxlan"\nprotection = "wireguard"\n'
+         'via = "1.2.3.4"\n',
+         "tunnel.protection: 'wireguard' is none of none, ipsec"),
         (ROAD + '[tunnel]\nmode = "build"\nkind = "ipsec"\nimplementation = "wireguard-go"\n'
          'via = "1.2.3.4"\n',
          "tunnel.implementation: 'wireguard-go': ipsec is built by 'auto', 'kernel', 'libipsec'"),
@@ -466,6 +472,22 @@ def test_a_plan_for_real_hosts_may_vary_traffic_and_tunnel_not_the_lab():
         UserError, match=r"^traffic\.protocol: UDP with iperf2 runs only in the lab"
     ):
         remote_run.check(planfile.parse(udp, "p.toml").experiment, hosts)
+
+
+def test_a_tunnel_in_esp_is_the_hosts_files_and_its_trials_record_it():
+    hosts = parse(
+        ROAD + '[tunnel]\nmode = "build"\nkind = "vxlan"\nprotection = "ipsec"\n'
+        'via = "198.18.1.1"\n'
+    )
+    plan = 'repetitions = 1\n[base.tunnel]\nkind = "vxlan"\n'
+    trials = remote_run.check(planfile.parse(plan, "p.toml").experiment, hosts)
+    assert [(t.config.tunnel.kind.value, t.config.tunnel.protection.value) for t in trials] == [
+        ("none", "none"), ("vxlan", "ipsec"),
+    ]  # fmt: skip
+    plain = parse(ROAD + '[tunnel]\nmode = "build"\nkind = "vxlan"\nvia = "198.18.1.1"\n')
+    wrapped = plan + 'protection = "ipsec"\n'
+    with pytest.raises(UserError, match=r"^tunnel\.protection: 'ipsec': the hosts file's tunnel"):
+        remote_run.check(planfile.parse(wrapped, "p.toml").experiment, plain)
 
 
 def test_the_only_path_through_an_existing_tunnel_has_no_baseline():

@@ -47,7 +47,11 @@ HOST_KEYS = {"ssh", "address", "snmp", "community", "snmp_cache"}
 #: refresh on their own clock (net-snmp: interfaces every 3 s, CPU every 5 s).
 SNMP_CACHE_S = 5.0
 SNMP_CACHE_MAX_S = 60.0
-TUNNEL_KEYS = {"mode", "kind", "implementation", "ends", "address", "process", "inner", "via"}
+TUNNEL_KEYS = {
+    "mode", "kind", "implementation", "protection", "ends", "address", "process", "inner", "via",
+}  # fmt: skip
+#: The kinds ``tunnel.protection = "ipsec"`` may wrap (ESP around their packets).
+PROTECTABLE = tuple(k for k in BUILDABLE if TUNNELS.get(TunnelKind(k)).protectable)
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,7 @@ class TunnelPlan:
     process: str | None = None  # existing: the daemon whose CPU to name (``wireguard-go``)
     inner: tuple[str, str] = ("198.19.0.1", "198.19.0.2")  # build: the ends' tunnel addresses
     via: str | None = None  # build: the server's next hop back to the client's inner address
+    protection: str = "none"  # build: "ipsec" puts the tunnel in ESP (PROTECTABLE kinds)
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,7 @@ class HostsFile:
             },
             "tunnel_mode": self.tunnel.mode,
             "tunnel_kind": self.tunnel.kind,
+            "tunnel_protection": self.tunnel.protection,
         }
 
 
@@ -320,6 +326,13 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
             f"tunnel.implementation: {implementation!r}: {kind} is built by "
             f"{', '.join(repr(a) for a in allowed)}"
         )
+    protection = table.get("protection", "none")
+    if protection not in ("none", "ipsec"):
+        problems.append(f"tunnel.protection: {protection!r} is none of none, ipsec")
+    elif protection == "ipsec" and kind not in PROTECTABLE:
+        problems.append(
+            f"tunnel.protection: {kind} cannot be wrapped in ipsec; {', '.join(PROTECTABLE)} can"
+        )
     ends = table.get("ends", [roles[0], roles[1]])
     if not (
         isinstance(ends, list)
@@ -357,6 +370,7 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
         (str(ends[0]), str(ends[1])),
         inner=(str(inner[0]), str(inner[1])),
         via=via,
+        protection=str(protection),
     )
 
 

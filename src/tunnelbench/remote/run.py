@@ -22,7 +22,7 @@ from tunnelbench.bench.runner import guarded
 from tunnelbench.bench.sink import store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Generator, Protocol, StreamMode, Topology, TunnelKind
+from tunnelbench.kinds import Generator, Protection, Protocol, StreamMode, Topology, TunnelKind
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.model import metrics as metric
 from tunnelbench.model import remotefacts
@@ -101,7 +101,20 @@ def check(experiment: Experiment, hosts: HostsFile) -> list[Trial]:
             )
         if config.tunnel.cpu_budget is not None:
             raise UserError("tunnel.cpu_budget: cannot be set for real hosts")
-    return trials
+        protection = config.tunnel.protection
+        if kind != "none" and protection.value not in ("none", hosts.tunnel.protection):
+            raise UserError(
+                f"tunnel.protection: {protection.value!r}: the hosts file's tunnel has"
+                f" protection {hosts.tunnel.protection!r} (set it there: tunnel.protection)"
+            )
+    # A tunnel's trials record the protection the hosts file builds it with.
+    wrapped = Protection(hosts.tunnel.protection)
+    return [
+        t if t.config.tunnel.kind.value == "none" else dataclasses.replace(
+            t, config=dataclasses.replace(
+                t.config, tunnel=dataclasses.replace(t.config.tunnel, protection=wrapped)))
+        for t in trials
+    ]  # fmt: skip
 
 
 def _first_difference(given: dict[str, Any], default: dict[str, Any]) -> str | None:
@@ -283,7 +296,7 @@ def _tunnel(
         if (builder := BUILDERS.get(built)) is not None:
             tunnel = builder(session, choice)
         else:
-            tunnel = build_kind(session, built)
+            tunnel = build_kind(session, built, choice)
         tunnel.asked = choice
         standing.append(tunnel)
     return standing[0]

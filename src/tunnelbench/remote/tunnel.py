@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Cipher, EspMode, TunnelKind
+from tunnelbench.kinds import Cipher, Protection, TunnelKind
 from tunnelbench.model.kindfacts import SetupFound, TunnelFacts
 from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.model.remotefacts import TunnelEnd
@@ -26,7 +26,7 @@ from tunnelbench.remote.ssh import Unreachable
 from tunnelbench.system import probing
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
-from tunnelbench.tunnels.base import TunnelSpec
+from tunnelbench.tunnels.base import ESP_CIPHERS, TunnelSpec
 
 
 @dataclass
@@ -107,34 +107,6 @@ def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
     return _built(session, site, TunnelKind.WIREGUARD, spec)
 
 
-def build_ipsec(session: Session, implementation: str) -> RemoteTunnel:
-    """IPsec between the hosts file's two ends, built by the lab's own code
-    (:meth:`tunnelbench.tunnels.ipsec.Ipsec.build`), its first cipher in tunnel mode;
-    ``implementation``: kernel, libipsec, or auto (the kernel's ESP where every end's
-    kernel makes an SA with the cipher, else strongSwan's userspace ESP)."""
-    ipsec = TUNNELS.get(TunnelKind.IPSEC)
-    cipher = ipsec.ciphers[0]
-    if implementation in ("auto", strongswan.KERNEL):
-        ends = session.file.tunnel.ends
-        refusals = {role: esp_refusal(session.hosts[role], cipher) for role in ends}
-        refused = {role: why for role, why in refusals.items() if why is not None}
-        if implementation == strongswan.KERNEL and refused:
-            said = "; ".join(
-                f"{role}'s kernel has no ESP with {cipher.value} ({why})"
-                for role, why in refused.items()
-            )
-            raise UserError(
-                f"tunnel.implementation: 'kernel': {said}; use {strongswan.LIBIPSEC!r} or 'auto'"
-            )
-        implementation = strongswan.LIBIPSEC if refused else strongswan.KERNEL
-    site = HostsSite(session)
-    spec = TunnelSpec(
-        implementation, cipher=cipher, esp_mode=EspMode.TUNNEL, esp_implementation=implementation
-    )
-    spec = replace(spec, mtu=ipsec.default_mtu(site.underlay_mtu(), spec))
-    return _built(session, site, TunnelKind.IPSEC, spec)
-
-
 def esp_refusal(host: SshHost, cipher: Cipher) -> str | None:
     """None when ``host``'s kernel makes an ESP SA with ``cipher``, else its refusal: the
     lab's own probe (one SA of test addresses), made on the host and deleted at once,
@@ -153,18 +125,46 @@ def esp_refusal(host: SshHost, cipher: Cipher) -> str | None:
 #: built by their own function; every other kind by :func:`build_kind`.
 BUILDERS: dict[TunnelKind, Callable[[Session, str], RemoteTunnel]] = {
     TunnelKind.WIREGUARD: build_wireguard,
-    TunnelKind.IPSEC: build_ipsec,
 }
 
 
-def build_kind(session: Session, kind: TunnelKind) -> RemoteTunnel:
-    """A kind that builds through a site alone (:attr:`Tunnel.anywhere`: OpenVPN, VXLAN,
-    GRE, gretap, IPIP, GENEVE), built between the hosts file's two ends by the same code as
-    in the lab (:class:`tunnelbench.remote.site.HostsSite`), at the default MTU of the
-    ends' underlay."""
+def build_kind(session: Session, kind: TunnelKind, implementation: str = "auto") -> RemoteTunnel:
+    """A kind that builds through a site alone (:attr:`Tunnel.anywhere`: IPsec, OpenVPN,
+    VXLAN, GRE, gretap, IPIP, GENEVE), in ESP with ``tunnel.protection = "ipsec"``, built
+    between the hosts file's two ends by the same code as in the lab
+    (:class:`tunnelbench.remote.site.HostsSite`), at the default MTU of the ends'
+    underlay. Who does ESP is the ends' to say (:func:`esp_choice`), not this machine's."""
+    plan = session.file.tunnel
+    tunnel = TUNNELS.get(kind)
+    protection = Protection(plan.protection)
+    esp = None
+    if kind is TunnelKind.IPSEC:
+        esp = esp_choice(session, implementation, "tunnel.implementation")
+        implementation = "auto"
+    elif protection is Protection.IPSEC:
+        esp = esp_choice(session, "auto", "tunnel.protection")
+    settings = TunnelSettings(kind=kind, implementation=implementation, protection=protection)
     site = HostsSite(session)
-    spec = TUNNELS.get(kind).resolve(TunnelSettings(kind=kind), site.underlay_mtu())
-    return _built(session, site, kind, spec)
+    return _built(session, site, kind, tunnel.resolve(settings, site.underlay_mtu(), esp=esp))
+
+
+def esp_choice(session: Session, requested: str, key: str) -> str:
+    """Who does ESP (the first ESP cipher, tunnel mode) between the hosts file's two ends:
+    ``kernel`` or ``libipsec`` as ``requested``, or ("auto") the kernel's where every end's
+    kernel makes an SA with the cipher, else strongSwan's userspace ESP at both."""
+    if requested == strongswan.LIBIPSEC:
+        return requested
+    cipher = ESP_CIPHERS[0]
+    ends = session.file.tunnel.ends
+    refusals = {role: esp_refusal(session.hosts[role], cipher) for role in ends}
+    refused = {role: why for role, why in refusals.items() if why is not None}
+    if requested == strongswan.KERNEL and refused:
+        said = "; ".join(
+            f"{role}'s kernel has no ESP with {cipher.value} ({why})"
+            for role, why in refused.items()
+        )
+        raise UserError(f"{key}: 'kernel': {said}; use {strongswan.LIBIPSEC!r} or 'auto'")
+    return strongswan.LIBIPSEC if refused else strongswan.KERNEL
 
 
 def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec) -> RemoteTunnel:
@@ -191,9 +191,12 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
     tunnel.devices = dict(handle.devices)
     tunnel.found = handle.found
     for role in (near, far):
-        used = handle.implementations.get(role, spec.implementation)
+        # What ran the end (ESP's daemons for a protected tunnel, as the lab names it) and
+        # the version of the kind's own implementation there.
+        own = handle.implementations.get(role, spec.implementation)
+        used = handle.implementations.get(role, handle.implementation)
         tunnel.ends[role] = TunnelEnd(
-            used, _version(session.hosts[role], kind, used, session.facts[role])
+            used, _version(session.hosts[role], kind, own, session.facts[role])
         )
     # The DUT's end is the one measured; between two routers the near one.
     dut = session.file.dut

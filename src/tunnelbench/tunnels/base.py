@@ -199,9 +199,13 @@ class Tunnel(ABC):
                 f"tunnel.protection = 'ipsec' only, not to {self.kind.value}"
             )
 
-    def resolve(self, settings: TunnelSettings, underlay_mtu: int) -> TunnelSpec:
+    def resolve(
+        self, settings: TunnelSettings, underlay_mtu: int, esp: str | None = None
+    ) -> TunnelSpec:
         """The settings checked against this kind and "auto" resolved; a
-        :class:`UserError` names the first setting this kind cannot do."""
+        :class:`UserError` names the first setting this kind cannot do. ``esp``: who
+        does ESP (for ipsec, or protection), decided by the caller where this machine
+        is not a tunnel end (real hosts: each end's kernel); else decided here."""
         self.check(settings)
         spec = TunnelSpec(
             implementation=self.resolve_implementation(settings.implementation),
@@ -211,9 +215,10 @@ class Tunnel(ABC):
         )
         if spec.protection is Protection.IPSEC:
             assert spec.cipher is not None  # protection always resolves an ESP cipher
-            esp = strongswan.resolve_implementation("auto", spec.cipher, spec.esp_mode)
+            if esp is None:
+                esp = strongswan.resolve_implementation("auto", spec.cipher, spec.esp_mode)
+                require_esp(esp, "tunnel.protection")
             spec = replace(spec, esp_implementation=esp)
-            require_esp(esp, "tunnel.protection")
         spec = replace(spec, mtu=settings.mtu or self.default_mtu(underlay_mtu, spec))
         self._check_esp_mtu(spec)
         self._check_packet_size(spec)

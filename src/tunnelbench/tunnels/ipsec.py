@@ -93,7 +93,9 @@ class Ipsec(Tunnel):
                 TunnelSpec(LIBIPSEC, settings.mtu, cipher, esp_implementation=LIBIPSEC)
             )
 
-    def resolve(self, settings: TunnelSettings, underlay_mtu: int) -> TunnelSpec:
+    def resolve(
+        self, settings: TunnelSettings, underlay_mtu: int, esp: str | None = None
+    ) -> TunnelSpec:
         self.check(settings)
         cipher = self._resolve_cipher(settings)
         assert cipher is not None  # ipsec always encrypts
@@ -102,8 +104,10 @@ class Ipsec(Tunnel):
         requested = settings.implementation
         if requested != "auto":
             self.resolve_implementation(requested)
-        implementation = strongswan.resolve_implementation(requested, cipher, settings.esp_mode)
-        require_esp(implementation, "tunnel.implementation")
+        implementation = esp
+        if implementation is None:
+            implementation = strongswan.resolve_implementation(requested, cipher, settings.esp_mode)
+            require_esp(implementation, "tunnel.implementation")
         if settings.cpu_budget is not None and implementation == KERNEL:
             raise UserError(
                 "tunnel.cpu_budget: needs a userspace tunnel daemon; ipsec uses kernel ESP "
