@@ -26,7 +26,8 @@ from tunnelbench.system import probing
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 ROLES = ("client", "gw", "server")
-KINDS = [k for k in BUILDABLE if k != "wireguard"]
+#: sit carries IPv6 alone: its own test gives the hosts IPv6 addresses.
+KINDS = [k for k in BUILDABLE if k not in ("wireguard", "sit")]
 
 
 @dataclass
@@ -35,14 +36,16 @@ class Farm:
     farm: SshdHosts
     work: Path
 
-    def hosts_file(self, kind: str, protection: str = "none") -> str:
-        """client - gw - server, ``kind`` built between the client and gw."""
+    def hosts_file(self, kind: str, protection: str = "none", ipv6: bool = False) -> str:
+        """client - gw - server, ``kind`` built between the client and gw; with ``ipv6``
+        the server's IPv6 address too (the lab's link addresses)."""
         return (
             f'ssh_config = "{self.farm.ssh_config}"\nconnect_timeout = 3\n'
             '[client]\nssh = "client"\n[gw]\nssh = "gw"\naddress = "198.18.0.2"\n'
             '[server]\nssh = "server"\naddress = "198.18.1.2"\n'
-            f'[tunnel]\nmode = "build"\nkind = "{kind}"\nvia = "198.18.1.1"\n'
-            f'protection = "{protection}"\n'
+            + ('address6 = "2001:2:0:1::2"\n' if ipv6 else "")
+            + f'[tunnel]\nmode = "build"\nkind = "{kind}"\nvia = "198.18.1.1"\n'
+            f'protection = "{protection}"\n' + ('via6 = "2001:2:0:1::1"\n' if ipv6 else "")
         )
 
 
@@ -192,6 +195,55 @@ def test_a_tunnel_in_esp_is_built_on_real_hosts_as_in_the_lab(farm):
     assert remote(tunnelled).tunnel_devices["gw"].startswith("tb")
     assert state(farm.lab) == before
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
+
+
+@pytest.mark.parametrize("kind", ["sit", "wireguard"])
+def test_ipv6_traffic_crosses_a_tunnel_built_on_real_hosts(farm, kind):
+    """IPv6 through the tunnel between the hosts' IPv4 addresses: sit (6in4, IPv6 alone)
+    and WireGuard (both families at once); the server routes the client's IPv6 tunnel
+    address back through its IPv6 next hop, and every host is left as it was."""
+    config = TrialConfig.from_dict({"tunnel": {"kind": kind}, "traffic": {"family": 6}})
+    if kind != "wireguard" and (reason := skips.unmet(config, capabilities.probe())):
+        pytest.skip(reason)
+    work = farm.work / f"ipv6-{kind}"
+    work.mkdir()
+    hosts = work / "hosts.toml"
+    hosts.write_text(farm.hosts_file(kind, ipv6=True))
+    before = state(farm.lab)
+    done = tunnelbench(
+        "run", "--hosts", str(hosts), "--duration", "2", "--runs", "1", "--streams", "1",
+        "--family", "6", "--db", str(work / "r.db"), "-q", cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    plain, tunnelled = latest(work / "r.db").trials
+    for trial in (plain, tunnelled):
+        assert trial.status.value == "ok", trial.error
+        assert trial.config["traffic"]["family"] == 6
+        assert remote(trial).target == "2001:2:0:1::2"  # the server's IPv6 address
+    m = tunnelled.metrics
+    assert m["link.gw.tunnel.rx_bytes"] >= m["goodput_bps"] * 2 / 8
+    assert (
+        tunnelled.resolved.tunnel_mtu
+        == TUNNELS.get(TunnelKind(kind)).resolve(TunnelSettings(kind=TunnelKind(kind)), 1500).mtu
+    )
+    assert state(farm.lab) == before
+    assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
+
+
+def test_sit_on_hosts_without_ipv6_addresses_is_refused_by_name(farm):
+    work = farm.work / "sit-v4"
+    work.mkdir()
+    hosts = work / "hosts.toml"
+    hosts.write_text(farm.hosts_file("sit"))
+    done = tunnelbench(
+        "run", "--hosts", str(hosts), "--duration", "1", "--runs", "1", "--streams", "1",
+        "--family", "6", "--db", str(work / "r.db"), cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == (
+        "tunnelbench: error: traffic.family: 6 needs the server's IPv6 address in the hosts"
+        " file (server.address6)"
+    )
 
 
 def test_ipsec_runs_beside_a_hosts_own_ike_daemon(farm):

@@ -67,8 +67,13 @@ def test_an_existing_tunnel_sends_tunnelled_traffic_to_its_own_address():
         (ROAD.replace('ssh = "client"', 'ssh = "-oProxyCommand=x"'),
          "client.ssh: '-oProxyCommand=x' is not an SSH destination"),
         ("connect_timeout = 0\n" + ROAD, "connect_timeout: 0 is not a number of seconds"),
-        (ROAD + '[tunnel]\nmode = "build"\nkind = "sit"\nvia = "1.2.3.4"\n',
-         "tunnel.kind: 'sit': tunnelbench builds wireguard"),
+        (ROAD + '[tunnel]\nmode = "build"\nkind = "none"\nvia = "1.2.3.4"\n',
+         "tunnel.kind: 'none': tunnelbench builds wireguard"),
+        (ROAD.replace('address = "198.18.1.2"', 'address = "198.18.1.2"\naddress6 = "2001:2::2"')
+         + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "198.18.1.1"\n',
+         "tunnel.via6: missing: the server's IPv6 next hop"),
+        (ROAD.replace('address = "198.18.1.2"', 'address = "198.18.1.2"\naddress6 = "198.18.1.3"'),
+         "server.address6: '198.18.1.3' is not an IPv6 address"),
         (ROAD + '[tunnel]\nmode = "build"\nkind = "openvpn"\nprotection = "ipsec"\n'
          'via = "1.2.3.4"\n',
          "tunnel.protection: openvpn cannot be wrapped in ipsec; vxlan, gre, gretap can"),
@@ -84,7 +89,9 @@ def test_an_existing_tunnel_sends_tunnelled_traffic_to_its_own_address():
          "gw.address: missing: where client reaches gw"),
         (ROAD + '[tunnel]\nmode = "existing"\nkind = "wireguard"\n', "tunnel.address: missing"),
         (ROAD + '[tunnel]\nmode = "sideways"\n', "tunnel.mode: 'sideways' is none of"),
-        (ROAD.replace('address = "198.18.1.2"', 'address = "2001:2::2"'), "IPv4 only"),
+        (ROAD.replace('address = "198.18.1.2"', 'address = "2001:2::2"'),
+         "server.address: '2001:2::2' is not an IPv4 address (an IPv6 one goes in"
+         " server.address6)"),
         ('layout = "site-to-site"\n' + ROAD, "gwa: missing"),
     ],
 )  # fmt: skip

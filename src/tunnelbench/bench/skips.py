@@ -92,8 +92,12 @@ def resolve(tunnel: TunnelSettings, caps: Capabilities) -> str | None:
 
 
 def _family(config: TrialConfig, caps: Capabilities) -> str | None:
+    return family_refusal(config)
+
+
+def family_refusal(config: TrialConfig) -> str | None:
     """A tunnel that cannot carry the traffic's IP version (ipip: IPv4 only), on any
-    machine: named first, as no kernel would help."""
+    machine (real hosts too): named first, as no kernel would help."""
     family, kind = config.traffic.family, config.tunnel.kind
     carried = REGISTRY.get(kind).families
     if family in carried:

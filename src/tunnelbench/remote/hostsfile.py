@@ -26,12 +26,8 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
 }
 MODES = ("existing", "build", "none")
 #: What tunnelbench builds on real hosts: every kind that builds through a site
-#: (tunnelbench.tunnels.site) and carries IPv4, the traffic of a hosts file.
-BUILDABLE = tuple(
-    kind.value
-    for kind in TUNNELS.kinds()
-    if TUNNELS.get(kind).anywhere and 4 in TUNNELS.get(kind).families
-)
+#: (tunnelbench.tunnels.site); one that carries IPv6 alone (sit) needs IPv6 addresses.
+BUILDABLE = tuple(kind.value for kind in TUNNELS.kinds() if TUNNELS.get(kind).anywhere)
 #: What ``tunnel.implementation`` may name, per kind; "auto" lets each host decide.
 IMPLEMENTATIONS = {
     kind: ("auto", "kernel", "wireguard-go")
@@ -42,14 +38,17 @@ IMPLEMENTATIONS = {
 #: A slow router's SSH login (key exchange on a small CPU) takes a second or two.
 CONNECT_TIMEOUT_S = 10.0
 TOP_KEYS = {"layout", "ssh_config", "connect_timeout", "tunnel", "dut"}
-HOST_KEYS = {"ssh", "address", "snmp", "community", "snmp_cache"}
+HOST_KEYS = {"ssh", "address", "address6", "snmp", "community", "snmp_cache"}
 #: How old a counter an SNMP agent serves may be (s): agents answer from a cache they
 #: refresh on their own clock (net-snmp: interfaces every 3 s, CPU every 5 s).
 SNMP_CACHE_S = 5.0
 SNMP_CACHE_MAX_S = 60.0
 TUNNEL_KEYS = {
-    "mode", "kind", "implementation", "protection", "ends", "address", "process", "inner", "via",
+    "mode", "kind", "implementation", "protection", "ends", "address", "address6", "process",
+    "inner", "inner6", "via", "via6",
 }  # fmt: skip
+#: The tunnel's own IPv6 addresses unless ``tunnel.inner6`` names others (the lab's).
+INNER6 = ("2001:2:0:ff::1", "2001:2:0:ff::2")
 #: The kinds ``tunnel.protection = "ipsec"`` may wrap (ESP around their packets).
 PROTECTABLE = tuple(k for k in BUILDABLE if TUNNELS.get(TunnelKind(k)).protectable)
 
@@ -66,6 +65,11 @@ class RemoteHost:
     snmp: Agent | None = None
     community: str | None = field(default=None, repr=False)
     snmp_cache: float = SNMP_CACHE_S
+    address6: str | None = None  # the same over IPv6 (traffic.family = 6)
+
+    def reached(self, family: int) -> str | None:
+        """Where traffic of IP version ``family`` reaches this host."""
+        return self.address if family == 4 else self.address6
 
     @property
     def black_box(self) -> bool:
@@ -86,6 +90,9 @@ class TunnelPlan:
     process: str | None = None  # existing: the daemon whose CPU to name (``wireguard-go``)
     inner: tuple[str, str] = ("198.19.0.1", "198.19.0.2")  # build: the ends' tunnel addresses
     via: str | None = None  # build: the server's next hop back to the client's inner address
+    inner6: tuple[str, str] = INNER6  # build: the same over IPv6
+    via6: str | None = None
+    address6: str | None = None  # existing: the server's IPv6 address through the tunnel
     protection: str = "none"  # build: "ipsec" puts the tunnel in ESP (PROTECTABLE kinds)
 
 
@@ -121,12 +128,19 @@ class HostsFile:
     def server(self) -> RemoteHost:
         return self.hosts["server"]
 
-    def target(self, tunnelled: bool) -> str:
+    @property
+    def families(self) -> tuple[int, ...]:
+        """The IP versions the hosts file gives the server (and a built tunnel) addresses
+        for: IPv4 always, IPv6 with ``server.address6``."""
+        return (4, 6) if self.server.address6 else (4,)
+
+    def target(self, tunnelled: bool, family: int = 4) -> str:
         """The address the client sends to: through the tunnel, or the plain path."""
-        if tunnelled and self.tunnel.mode == "existing" and self.tunnel.address:
-            return self.tunnel.address
-        address = self.server.address
-        assert address is not None  # required by parse
+        through = self.tunnel.address if family == 4 else self.tunnel.address6
+        if tunnelled and self.tunnel.mode == "existing" and through:
+            return through
+        address = self.server.reached(family)
+        assert address is not None  # required by parse (IPv6: by the run's check)
         return address
 
     def to_dict(self) -> dict[str, Any]:
@@ -137,6 +151,7 @@ class HostsFile:
             "dut": self.dut,
             "hosts": {
                 r: {"ssh": h.destination, "address": h.address}
+                | ({"address6": h.address6} if h.address6 else {})
                 | ({"snmp": h.snmp.target} if h.snmp else {})
                 for r, h in self.hosts.items()
             },
@@ -192,6 +207,9 @@ def parse(text: str, path: Path) -> HostsFile:
         address = table.get("address")
         if address is not None:
             address = _address(problems, f"{role}.address", address)
+        address6 = table.get("address6")
+        if address6 is not None:
+            address6 = _address(problems, f"{role}.address6", address6, 6)
         agent, community = _snmp(problems, role, table, router)
         cache = table.get("snmp_cache", SNMP_CACHE_S)
         if "snmp_cache" in table and agent is None:
@@ -204,7 +222,9 @@ def parse(text: str, path: Path) -> HostsFile:
                 f"{role}.snmp_cache: {cache!r} is out of range; allowed 0..{SNMP_CACHE_MAX_S:g} s"
             )
             cache = SNMP_CACHE_S
-        hosts[role] = RemoteHost(role, destination, address, agent, community, float(cache))
+        hosts[role] = RemoteHost(
+            role, destination, address, agent, community, float(cache), address6
+        )
     if "server" in hosts and hosts["server"].address is None:
         problems.append("server.address: missing: the address the client sends traffic to")
     dut = data.get("dut", roles[1])
@@ -222,12 +242,23 @@ def parse(text: str, path: Path) -> HostsFile:
                 )
     if tunnel.mode == "build" and far in hosts and hosts[far].address is None:
         problems.append(f"{far}.address: missing: where {near} reaches {far}, the tunnel's far end")
-    client = hosts.get("client")
+    client, server = hosts.get("client"), hosts.get("server")
     if tunnel.mode == "build" and near != "client" and client and client.address is None:
         problems.append(
             f"client.address: missing: the client's address, which {far} routes back into"
             " the tunnel"
         )
+    if tunnel.mode == "build" and server and server.address6:  # the tunnel carries IPv6 too
+        if near != "client" and client and client.address6 is None:
+            problems.append(
+                f"client.address6: missing: the client's IPv6 address, which {far} routes"
+                " back into the tunnel (server.address6 is given)"
+            )
+        if near == "client" and far != "server" and tunnel.via6 is None:
+            problems.append(
+                "tunnel.via6: missing: the server's IPv6 next hop towards the tunnel, for the"
+                " route back to the client's tunnel address (server.address6 is given)"
+            )
     ssh_config = None
     if (raw := data.get("ssh_config")) is not None:
         if not isinstance(raw, str):
@@ -271,14 +302,18 @@ def _snmp(
         return None, None
 
 
-def _address(problems: list[str], key: str, raw: Any) -> str | None:
+def _address(problems: list[str], key: str, raw: Any, family: int = 4) -> str | None:
+    """An address of IP version ``family`` (``address`` IPv4, ``address6`` IPv6)."""
     try:
         address = ipaddress.ip_address(raw if isinstance(raw, str) else "")
     except ValueError:
         problems.append(f"{key}: {raw!r} is not an IP address")
         return None
-    if address.version != 4:
-        problems.append(f"{key}: {raw!r}: a remote run carries IPv4 only")
+    if address.version != family:
+        problems.append(
+            f"{key}: {raw!r} is not an IPv{family} address"
+            + (f" (an IPv6 one goes in {key}6)" if family == 4 else "")
+        )
         return None
     return str(address)
 
@@ -314,7 +349,10 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
         if process is not None and (not isinstance(process, str) or "/" in process):
             problems.append(f"tunnel.process: {process!r} is not a program name")
             process = None
-        return TunnelPlan("existing", kind, address=address, process=process)
+        address6 = table.get("address6")
+        if address6 is not None:
+            address6 = _address(problems, "tunnel.address6", address6, 6)
+        return TunnelPlan("existing", kind, address=address, process=process, address6=address6)
     if kind not in BUILDABLE:
         problems.append(
             f"tunnel.kind: {kind!r}: tunnelbench builds {', '.join(BUILDABLE)} on real hosts"
@@ -355,6 +393,18 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
     if len(inner) != 2 or None in inner:
         problems.append(f"tunnel.inner: {inner_raw!r} is not two IPv4 addresses")
         inner = ["198.19.0.1", "198.19.0.2"]
+    inner6_raw = table.get("inner6", list(INNER6))
+    inner6 = (
+        [_address(problems, "tunnel.inner6", a, 6) for a in inner6_raw]
+        if isinstance(inner6_raw, list)
+        else []
+    )
+    if len(inner6) != 2 or None in inner6:
+        problems.append(f"tunnel.inner6: {inner6_raw!r} is not two IPv6 addresses")
+        inner6 = list(INNER6)
+    via6 = table.get("via6")
+    if via6 is not None:
+        via6 = _address(problems, "tunnel.via6", via6, 6)
     via = table.get("via")
     if via is not None:
         via = _address(problems, "tunnel.via", via)
@@ -371,6 +421,8 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
         inner=(str(inner[0]), str(inner[1])),
         via=via,
         protection=str(protection),
+        inner6=(str(inner6[0]), str(inner6[1])),
+        via6=via6,
     )
 
 
@@ -381,10 +433,12 @@ def routed_on(hosts: HostsFile) -> dict[str, set[str]]:
     if hosts.tunnel.mode != "build":
         return {}
     near, far = hosts.tunnel.ends
+    targets = {hosts.target(False, family) for family in hosts.families}
     if near != "client":  # two routers: each sends the far side's endpoint into the tunnel
-        return {near: {hosts.target(False)}, far: {str(hosts.client.address)}}
-    back = {hosts.tunnel.inner[0]}
-    routed = {near: {hosts.target(False)}, far: set(back)}
+        clients = {hosts.client.reached(f) for f in hosts.families} - {None}
+        return {near: targets, far: {str(a) for a in clients}}
+    back = {hosts.tunnel.inner[0]} | ({hosts.tunnel.inner6[0]} if 6 in hosts.families else set())
+    routed = {near: targets, far: set(back)}
     if far != "server":
         routed["server"] = set(back)
     return routed

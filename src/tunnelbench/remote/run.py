@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from tunnelbench import __version__
+from tunnelbench.bench import skips
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.runner import guarded
 from tunnelbench.bench.sink import store_trial
@@ -82,10 +83,19 @@ def check(experiment: Experiment, hosts: HostsFile) -> list[Trial]:
                 "traffic.protocol: UDP with iperf2 runs only in the lab (its datagram size"
                 " follows the lab's path MTU); use iperf3 for UDP on real hosts"
             )
-        if traffic.family != 4:
+        if traffic.family not in hosts.families:
             raise UserError(
-                "traffic.family: a remote run carries IPv4 (the hosts file's addresses)"
+                "traffic.family: 6 needs the server's IPv6 address in the hosts file"
+                " (server.address6)"
             )
+        existing = hosts.tunnel.mode == "existing" and config.tunnel.kind.value != "none"
+        if traffic.family == 6 and existing and hosts.tunnel.address6 is None:
+            raise UserError(
+                "traffic.family: 6 through the existing tunnel needs the server's IPv6"
+                " address through it in the hosts file (tunnel.address6)"
+            )
+        if (refusal := skips.family_refusal(config)) is not None:
+            raise UserError(refusal)
         if traffic.stream_mode is StreamMode.PROCESSES:
             raise UserError("traffic.stream_mode: a remote run uses one generator process (-P N)")
         kind = config.tunnel.kind.value

@@ -44,7 +44,9 @@ class HostsSite:
         plan = session.file.tunnel
         self.near, self.far = plan.ends
         self.inner = dict(zip(plan.ends, plan.inner, strict=True))
+        self.inner6 = dict(zip(plan.ends, plan.inner6, strict=True))
         self.prefix = shared_prefix(*plan.inner)
+        self.prefix6 = shared_prefix(*plan.inner6)
         #: role -> the commands that remove what was made there, in the order made.
         self.undo: dict[str, list[list[str]]] = {}
         self._underlays: dict[str, Underlay] = {}
@@ -55,7 +57,7 @@ class HostsSite:
 
     @property
     def families(self) -> tuple[int, ...]:
-        return (4,)  # a hosts file's addresses are IPv4
+        return self.session.file.families
 
     def ifname(self, suffix: str) -> str:
         name = f"tb{self.session.tag[:TAG_CHARS]}-{suffix}"
@@ -100,21 +102,25 @@ class HostsSite:
             host.run(["ip", *command])
 
     def inner_address(self, role: str, family: int) -> str:
+        if family == 6:
+            return f"{self.inner6[role]}/{self.prefix6}"
         return f"{self.inner[role]}/{self.prefix}"
 
     def inner_peer(self, role: str, family: int) -> str:
-        return self.inner[self.far if role == self.near else self.near]
+        peer = self.far if role == self.near else self.near
+        return (self.inner6 if family == 6 else self.inner)[peer]
 
     def inner_routes(self, role: str, family: int) -> list[str]:
         """The near end sends the server's address into the tunnel; the far end reaches
         the client's inner address on the tunnel's subnet, and between two routers
         sends the client's own address back."""
         hosts = self.session.file
+        host = 32 if family == 4 else 128
         if role == self.near:
-            return [f"{hosts.target(False)}/32"]
+            return [f"{hosts.target(False, family)}/{host}"]
         if self.near == "client":
             return []
-        return [f"{hosts.client.address}/32"]
+        return [f"{hosts.client.reached(family)}/{host}"]
 
     def selected(self, role: str, family: int) -> list[str]:
         """Each host route the peer sends into the tunnel, widened to the smallest prefix
@@ -220,11 +226,12 @@ class HostsSite:
 
 
 def shared_prefix(a: str, b: str) -> int:
-    """The longest prefix length whose network holds both addresses (at most /30, so
-    the two are host addresses of it)."""
-    x, y = int(ipaddress.IPv4Address(a)), int(ipaddress.IPv4Address(b))
-    length = 32 - (x ^ y).bit_length()
-    return min(length, 30)
+    """The longest prefix length whose network holds both addresses (at most /30, or
+    /126 for IPv6, so the two are host addresses of it)."""
+    x, y = ipaddress.ip_address(a), ipaddress.ip_address(b)
+    bits = x.max_prefixlen
+    length = bits - (int(x) ^ int(y)).bit_length()
+    return min(length, bits - 2)
 
 
 def route_to(session: Session, role: str, address: str) -> tuple[str, str]:

@@ -66,7 +66,6 @@ BUILT_KINDS: dict[str, tuple[str, str]] = {
     for kind in TUNNELS.kinds()
     if kind.value != "wireguard"  # userspace where the kernel has none: told apart above
     and TUNNELS.get(kind).anywhere
-    and 4 in TUNNELS.get(kind).families
     and (module := TUNNELS.get(kind).kernel_module) is not None
     and (probe := TUNNELS.get(kind).link_probe()) is not None
 }

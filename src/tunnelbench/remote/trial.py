@@ -61,7 +61,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
     client, server = session.hosts["client"], session.hosts["server"]
     dut = session.file.dut
     tunnelled = tunnel.kind != "none"
-    target = session.file.target(tunnelled)
+    target = session.file.target(tunnelled, traffic.family)
     port = _free_tcp_port(server)
     served = _Served.start(server, traffic, port, seq)
     seconds = warmup + traffic.duration

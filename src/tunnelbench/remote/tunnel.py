@@ -181,13 +181,18 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
         raise UserError(f"could not build {kind.value}: {exc}") from None
     finally:
         tunnel.undo = site.undo
+    carried = TUNNELS.get(kind).carried_families(site.families, spec.mtu)
     if near == "client" and far != "server":
-        assert plan.via is not None  # required by the hosts file
-        back = f"{site.inner[near]}/32"
-        removal = ["ip", "route", "del", back]
-        session.hosts["server"].undo(removal)
-        tunnel.undo.setdefault("server", []).append(removal)
-        session.hosts["server"].run(["ip", "route", "add", back, "via", plan.via])
+        for family in carried:
+            via = plan.via if family == 4 else plan.via6
+            assert via is not None  # required by the hosts file
+            back = (
+                f"{site.inner_address(near, family).partition('/')[0]}/{32 if family == 4 else 128}"
+            )
+            removal = ["ip", f"-{family}", "route", "del", back]
+            session.hosts["server"].undo(removal)
+            tunnel.undo.setdefault("server", []).append(removal)
+            session.hosts["server"].run(["ip", f"-{family}", "route", "add", back, "via", via])
     tunnel.devices = dict(handle.devices)
     tunnel.found = handle.found
     for role in (near, far):
@@ -201,7 +206,7 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
     # The DUT's end is the one measured; between two routers the near one.
     dut = session.file.dut
     tunnel.implementation = tunnel.ends[dut if dut in tunnel.ends else near].implementation
-    _check_carried(session, tunnel, near, far, session.file.target(False))
+    _check_carried(session, tunnel, near, far, session.file.target(False, carried[0]))
     measured = replace(spec, implementation=tunnel.implementation)
     tunnel.kind_facts = TUNNELS.get(kind).facts(measured, handle.found)
     tunnel.cipher = spec.cipher.value if spec.cipher else None
