@@ -271,8 +271,14 @@ def test_ipsec_runs_beside_a_hosts_own_ike_daemon(farm):
             "--tunnels", "ipsec", "--db", str(work / "r.db"), "-q", cwd=work,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        trials = latest(work / "r.db").trials
+        run = latest(work / "r.db")
+        trials = run.trials
         assert sorted(t.config["tunnel"]["kind"] for t in trials) == sorted(2 * ["none", "ipsec"])
+        # what the DUT's kernel says of the kernel's ESP, asked there (for advice)
+        record = run.run.environment["capabilities"]
+        assert record["where"] == "gw's kernel"
+        gcm = record["esp"]["rfc4106(gcm(aes))"]
+        assert gcm["ok"] is (probing.esp("rfc4106(gcm(aes))").ok is not False)
         for trial in trials:
             assert trial.status.value == "ok", trial.error
             if trial.config["tunnel"]["kind"] == "ipsec":

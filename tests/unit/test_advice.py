@@ -191,6 +191,23 @@ def test_not_probed_names_why():
     assert found.phrase("x") == "x (kernel WireGuard: availability not probed: unshare refused)"
 
 
+def test_a_remote_runs_record_names_the_duts_kernel():
+    """A remote run records what the DUT's kernel said, not this machine's: advice names
+    whose kernel lacks the path it suggests."""
+    esp = {"rfc4106(gcm(aes))": {"ok": False, "detail": "Requested AEAD algorithm not found"}}
+    env = {"capabilities": {"where": "gw's kernel", "links": {}, "esp": esp}}
+    found = availability(env, "esp", "rfc4106(gcm(aes))", "the kernel's ESP")
+    assert found.phrase("use it") == (
+        "the kernel's ESP is not available on gw's kernel (Requested AEAD algorithm not"
+        " found); on a kernel with it: use it"
+    )
+    # a lab run's record names no kernel: its own
+    del env["capabilities"]["where"]
+    assert "not available on this kernel" in availability(
+        env, "esp", "rfc4106(gcm(aes))", "x"
+    ).phrase("y")
+
+
 def test_fair_queue_advice_names_the_kernels_refusal_of_fq_codel_and_cake(tmp_path):
     summaries, env = run_of("streams-5-runs", tmp_path)
     s = pick(summaries, "none", 4)

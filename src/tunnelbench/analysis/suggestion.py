@@ -130,6 +130,7 @@ class Availability:
     what: str  # "kernel WireGuard"
     state: State
     detail: str = ""
+    where: str = "this kernel"  # whose kernel was asked (a remote run's: the DUT's)
 
     def phrase(self, suggestion: str) -> str:
         """The suggestion as this machine allows it."""
@@ -139,7 +140,7 @@ class Availability:
             them = "them" if " and " in self.what else "it"
             verb = "are" if " and " in self.what else "is"
             return (
-                f"{self.what} {verb} not available on this kernel ({self.detail}); on a"
+                f"{self.what} {verb} not available on {self.where} ({self.detail}); on a"
                 f" kernel with {them}: {suggestion}"
             )
         if self.state == "not probed":
@@ -159,9 +160,10 @@ def availability(environment: dict[str, Any], section: str, name: str, what: str
     if not isinstance(found, dict) or "ok" not in found:
         return Availability(what, "not recorded")
     ok, detail = found["ok"], str(found.get("detail") or "")
+    where = str(record.get("where") or "this kernel")
     if ok is None:
-        return Availability(what, "not probed", detail)
-    return Availability(what, "yes" if ok else "no", detail or "refused")
+        return Availability(what, "not probed", detail, where)
+    return Availability(what, "yes" if ok else "no", detail or "refused", where)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 from tunnelbench import __version__
 from tunnelbench.bench import skips
+from tunnelbench.bench.environment import CAPABILITIES
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.runner import guarded
 from tunnelbench.bench.sink import store_trial
@@ -30,6 +31,7 @@ from tunnelbench.model import remotefacts
 from tunnelbench.model.plan import Experiment, LabSettings, Trial, expand
 from tunnelbench.model.records import Resolved, TrialStatus
 from tunnelbench.model.remotefacts import CryptoDriver, RemoteFacts, SnmpView
+from tunnelbench.remote import capabilities
 from tunnelbench.remote import trial as remote_trial
 from tunnelbench.remote.hostsfile import HostsFile
 from tunnelbench.remote.session import Session, missing
@@ -159,6 +161,8 @@ def environment(session: Session) -> dict[str, Any]:
             "system": device.description if device else "unknown (no SNMP agent given)",
             "cores": device.cores if device else None,
         }
+    if (record := capabilities.dut_record(session)) is not None:
+        found[CAPABILITIES] = record
     return found | {
         "tunnelbench": __version__,
         "versions": {"iperf3": client.iperf3 or "?"},

@@ -116,7 +116,7 @@ def esp_refusal(host: SshHost, cipher: Cipher) -> str | None:
     host.undo(removal)
     done = host.run(argv, check=False)
     if done.returncode != 0:
-        return f"{strongswan.KERNEL_ALGORITHMS[cipher]}: {probing.refusal(done.stderr)}"
+        return probing.refusal(done.stderr)
     host.run(removal)
     return None
 
@@ -159,8 +159,9 @@ def esp_choice(session: Session, requested: str, key: str) -> str:
     refusals = {role: esp_refusal(session.hosts[role], cipher) for role in ends}
     refused = {role: why for role, why in refusals.items() if why is not None}
     if requested == strongswan.KERNEL and refused:
+        algorithm = strongswan.KERNEL_ALGORITHMS[cipher]
         said = "; ".join(
-            f"{role}'s kernel has no ESP with {cipher.value} ({why})"
+            f"{role}'s kernel has no ESP with {cipher.value} ({algorithm}: {why})"
             for role, why in refused.items()
         )
         raise UserError(f"{key}: 'kernel': {said}; use {strongswan.LIBIPSEC!r} or 'auto'")
