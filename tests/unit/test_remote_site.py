@@ -11,7 +11,8 @@ from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.topology import Underlay
 from tunnelbench.model.plan import TunnelSettings
-from tunnelbench.remote import hostsfile
+from tunnelbench.remote import hostsfile, session
+from tunnelbench.remote.probes import Facts
 from tunnelbench.remote.session import Session
 from tunnelbench.remote.site import HostsSite, shared_prefix, undo_of
 from tunnelbench.remote.software import Software, link_types
@@ -193,3 +194,28 @@ def test_iproute2s_link_types_are_read_from_its_help():
     assert types is not None and {"vxlan", "gretap", "geneve", "ipip", "gre"} <= types
     assert "bridge_slave" not in types  # ETYPE's, not TYPE's
     assert link_types("ip: invalid argument 'help' to 'ip'") is None
+
+
+def test_a_kind_whose_end_runs_the_kernels_or_a_daemon_says_which_per_host():
+    """WireGuard's end runs the kernel's where the host has the module, else its
+    wireguard-go (the kind's ``auto_order``): neither is a refusal naming both."""
+    facts = Facts(programs={"wg": "/usr/bin/wg", "ip": "/sbin/ip"})
+    facts.software.wireguard_module = "none"
+    assert session.can_build("wireguard", facts) == (
+        False,
+        "no WireGuard module in its kernel and no wireguard-go",
+    )
+    facts.programs["wireguard-go"] = "/usr/local/bin/wireguard-go"
+    assert session.can_build("wireguard", facts) == (
+        True,
+        "runs wg (/usr/bin/wg), ip (/sbin/ip), wireguard-go (/usr/local/bin/wireguard-go)",
+    )
+    facts.software.wireguard_module = "available"
+    assert session.can_build("wireguard", facts)[1].endswith(", the kernel's WireGuard")
+    # a daemon kind lists the programs its ends run, with the package of a missing one
+    assert session.can_build("ipsec", facts) == (
+        False,
+        "/usr/lib/ipsec/charon (strongswan-charon) is not installed; swanctl"
+        " (strongswan-swanctl) is not installed; unshare (util-linux) is not installed;"
+        " mount is not installed",
+    )

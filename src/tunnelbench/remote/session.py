@@ -175,14 +175,18 @@ def can_build(kind: str, facts: probes.Facts) -> tuple[bool | None, str]:
         return False, "; ".join(f"{p} is not installed" for p in lacking)
     if kind in software.BUILT_KINDS:
         return facts.software.can_build(kind)
-    used = TUNNELS.get(TunnelKind(kind)).end_programs()
-    if kind == TunnelKind.WIREGUARD.value:  # an end runs the kernel's, else wireguard-go
-        if facts.software.wireguard_module in ("loaded", "available"):
-            used += ("the kernel's WireGuard",)
-        elif "wireguard-go" in facts.programs:
-            used += ("wireguard-go",)
+    tunnel = TUNNELS.get(TunnelKind(kind))
+    used = tunnel.end_programs()
+    daemons = tunnel.auto_order[1:]
+    if tunnel.kernel_module is not None and daemons:  # the kernel's, else a userspace daemon
+        if facts.software.module(tunnel.kernel_module) in ("loaded", "available"):
+            used += (f"the kernel's {tunnel.display}",)
+        elif found := [d for d in daemons if d in facts.programs]:
+            used += (found[0],)
         else:
-            return False, "no WireGuard module in its kernel and no wireguard-go"
+            return False, (
+                f"no {tunnel.display} module in its kernel and no {' or '.join(daemons)}"
+            )
     return True, "runs " + ", ".join(
         f"{p} ({facts.programs[p]})" if p in facts.programs else p for p in used
     )

@@ -162,6 +162,11 @@ class Software:
             return True, words
         return None, words
 
+    def module(self, name: str) -> str | None:
+        """Kernel module ``name``'s state: ``loaded`` (or built in), ``available``,
+        ``none``; None where it was not looked at."""
+        return self.wireguard_module if name == "wireguard" else self.modules.get(name)
+
     def describe(self, name: str) -> str | None:
         program = self.programs.get(name)
         return program.describe(name) if program else None
