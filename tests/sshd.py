@@ -13,6 +13,13 @@ runs in a private mount namespace with its own tmpfs /run (which also keeps the 
 /run/tunnelbench and /run/wireguard apart, as on separate machines) and its own
 /etc/passwd bound over the host's. Busybox roles imitate OpenWrt: PATH holds busybox
 applets, iperf3 and iperf only, and root's login shell is busybox's ash.
+
+Each machine has its own PID namespace, as a user's router has its own kernel: what runs
+there sees its own PIDs in its own /proc, so a PID a host reports can never be taken for
+one of this machine's. Its PID 1 is a small init (a shell) that outlives sshd: a test
+that stops a host's sshd loses the logins and keeps what runs there, as on a real host,
+and :meth:`SshdHosts.start` has the init start sshd again. Leaving the ``with`` block
+ends the init, and with it everything still running on the machine.
 """
 
 import contextlib
@@ -43,9 +50,11 @@ Subsystem sftp internal-sftp
 STARTUP_SECONDS = 5.0
 STOP_SECONDS = 5.0
 
-# Runs in the private mount namespace, then becomes sshd ($1 passwd, $2 sshd, $3 config).
-# -n: without it, mount creates the host's /run/mount for its bookkeeping (utab). The login
-# records are bound to /dev/null: a lab's logins are none of the host's business.
+# The machine's init, PID 1 of its PID namespace ($1 passwd, $2 sshd, $3 config, $4 the
+# file whose presence keeps sshd down). -n: without it, mount creates the host's
+# /run/mount for its bookkeeping (utab). The login records are bound to /dev/null: a
+# lab's logins are none of the host's business. Waiting for sshd, the shell also reaps
+# the orphans PID 1 inherits.
 START = """set -e
 mount -n -t tmpfs -o mode=0755,size=16m tb-sshd /run
 mkdir -m 0755 /run/sshd
@@ -53,7 +62,11 @@ mount -n --bind "$1" /etc/passwd
 for record in /var/log/wtmp /var/log/btmp /var/log/lastlog; do
   [ ! -e "$record" ] || mount -n --bind /dev/null "$record"
 done
-exec "$2" -D -e -f "$3"
+set +e
+while :; do
+  [ -e "$4" ] || "$2" -D -e -f "$3"
+  sleep 0.05
+done
 """
 
 
@@ -80,6 +93,22 @@ def private_passwd(home: Path, shell: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _children(pid: int) -> list[int]:
+    """``pid``'s children, oldest first."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
 def _running(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -96,22 +125,43 @@ class SshdHosts:
         roles: dict[str, str],
         busybox: frozenset[str] = frozenset(),
         path_dirs: Sequence[str] = (),
+        own_pids: bool = True,
     ) -> None:
         if unknown := busybox - roles.keys():
             raise ValueError(f"busybox roles that are not roles: {sorted(unknown)}")
         self.workdir, self.roles, self.busybox = workdir, dict(roles), busybox
         self.path_dirs = list(path_dirs)
+        #: Whether each machine has its own PID namespace (False: for processes started
+        #: outside the machines, such as a lab's tunnel daemons, to be seen there).
+        self.own_pids = own_pids
         self.ssh_config = workdir / "ssh_config"
         self.known_hosts = workdir / "known_hosts"
         self.identity = workdir / "id_ed25519"
         self.wrong_key = workdir / "wrong_key"
+        #: role -> the machine: ``unshare``, whose forked child is the machine's init.
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
 
     def alias(self, role: str) -> str:
         return role
 
     def pid(self, role: str) -> int:
-        return self._processes[role].pid
+        """The role's sshd listener, as this machine numbers it (0: sshd is down)."""
+        init = self._init(role)
+        found = [p for p in _children(init) if Path(_exe(p)).name == "sshd"] if init else []
+        return found[0] if found else 0
+
+    def inside(self, role: str, argv: Sequence[str]) -> list[str]:
+        """``argv`` run on the role's machine, as a process of its own there would: in
+        its network, mount and PID namespaces (seen in its /proc)."""
+        init = self._init(role)
+        if not init:
+            raise RuntimeError(f"the machine of {role} is not up")
+        return ["nsenter", "--target", str(init), "--net", "--mount", "--pid", "--", *argv]
+
+    def _init(self, role: str) -> int:
+        """The machine's PID 1, as this machine numbers it (0: not up)."""
+        children = _children(self._processes[role].pid)
+        return children[0] if children else 0
 
     def log(self, role: str) -> str:
         return (self.workdir / role / "sshd.log").read_text(errors="replace")
@@ -141,8 +191,12 @@ class SshdHosts:
         return self
 
     def __exit__(self, *_: object) -> None:
-        for role in self._processes:
+        for role, machine in self._processes.items():
             self.stop(role)
+            # unshare --kill-child: the init is killed with it, and every process of
+            # the machine with the init.
+            machine.kill()
+            machine.wait()
 
     def unknown_host_config(self, role: str) -> Path:
         """An ssh_config like :attr:`ssh_config` whose known_hosts lacks ``role``'s key."""
@@ -210,11 +264,14 @@ class SshdHosts:
             f'SetEnv "PATH={path}"\n'
         )
         subprocess.run(["ip", "-n", namespace, "link", "set", "lo", "up"], check=True)
+        (here / "down").unlink(missing_ok=True)
         argv = ["ip", "netns", "exec", namespace, "unshare", "--mount", "--propagation", "private"]
-        argv += ["sh", "-c", START, "sh"]  # and START's $1, $2, $3:
-        argv += [str(here / "passwd"), str(SSHD), str(here / "sshd_config")]
-        with open(here / "sshd.log", "wb") as log:
-            # Every step execs the next, so this PID ends up sshd's own.
+        argv += ["--fork", "--kill-child"]
+        if self.own_pids:
+            argv += ["--pid", "--mount-proc"]
+        argv += ["sh", "-c", START, "sh"]  # and START's $1, $2, $3, $4:
+        argv += [str(here / "passwd"), str(SSHD), str(here / "sshd_config"), str(here / "down")]
+        with open(here / "sshd.log", "ab") as log:
             self._processes[role] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
             )
@@ -266,28 +323,28 @@ class SshdHosts:
         return self._connections(self.pid(role))
 
     def start(self, role: str) -> None:
-        """Starts the role's sshd again (after :meth:`stop`): the host is back."""
-        self._start(role)
+        """Starts the role's sshd again (after :meth:`stop`): the host is back. Its init
+        starts it, in the machine's namespaces, with what still runs there."""
+        (self.workdir / role / "down").unlink(missing_ok=True)
         self._wait_ready(role)
 
     def stop(self, role: str) -> None:
-        """Ends the role's sshd and its connections now (SIGTERM, then SIGKILL)."""
-        process = self._processes[role]
-        if process.poll() is not None:
+        """Ends the role's sshd and its connections now (SIGTERM, then SIGKILL); the
+        machine, and what else runs on it, stays."""
+        if self._processes[role].poll() is not None:
             return
-        connections = self._connections(process.pid)
-        process.terminate()
-        for pid in connections:
+        (self.workdir / role / "down").touch()
+        listener = self.pid(role)
+        if not listener:
+            return
+        connections = self._connections(listener)
+        for pid in (listener, *connections):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        # The connections are init's children now: watch them go, there is no exit code.
+        # Not this process's children: watch them go, there is no exit code.
         deadline = time.monotonic() + STOP_SECONDS
-        while (alive := [p for p in connections if _running(p)]) and time.monotonic() < deadline:
+        watched = [listener, *connections]
+        while (alive := [p for p in watched if _running(p)]) and time.monotonic() < deadline:
             time.sleep(0.05)
         for pid in alive:
             with contextlib.suppress(ProcessLookupError):
