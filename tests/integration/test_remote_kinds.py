@@ -10,12 +10,14 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.integration.helpers import latest, remote, tunnelbench
 from tests.sshd import SshdHosts
 from tunnelbench.bench import capabilities, skips
+from tunnelbench.bench.store import Store
 from tunnelbench.kinds import Protection, TunnelKind
 from tunnelbench.lab import netns
 from tunnelbench.model.plan import LabSettings, TrialConfig, TunnelSettings
@@ -26,8 +28,9 @@ from tunnelbench.system import probing
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 ROLES = ("client", "gw", "server")
-#: sit carries IPv6 alone: its own test gives the hosts IPv6 addresses.
-KINDS = [k for k in BUILDABLE if k not in ("wireguard", "sit")]
+#: sit carries IPv6 alone: its own test gives the hosts IPv6 addresses; IPsec's test runs
+#: it beside a host's own IKE daemon.
+KINDS = [k for k in BUILDABLE if k not in ("wireguard", "sit", "ipsec")]
 
 
 @dataclass
@@ -88,7 +91,7 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     hosts.write_text(farm.hosts_file(kind))
     before = state(farm.lab)
     done = tunnelbench(
-        "run", "--hosts", str(hosts), "--duration", "2", "--runs", "1", "--streams", "1",
+        "run", "--hosts", str(hosts), "--duration", "1", "--runs", "1", "--streams", "1",
         "--db", str(work / "r.db"), "-q", cwd=work,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -97,7 +100,7 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     assert tunnelled.config["tunnel"]["kind"] == kind
     assert tunnelled.status.value == "ok" and plain.status.value == "ok"
     m = tunnelled.metrics
-    delivered = m["goodput_bps"] * 2 / 8
+    delivered = m["goodput_bps"] * 1 / 8  # over the 1 s window
     # the traffic crossed the tunnel: the DUT's end of it received at least what arrived
     devices = remote(tunnelled).tunnel_devices
     assert set(devices) == {"client", "gw"}
@@ -124,24 +127,6 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
         assert dco.detail in (resolved.openvpn_dco_reason or "")
         assert resolved.tunnel is not None and resolved.tunnel.encrypts
         assert resolved.tunnel.userspace is not dco.ok
-    elif tunnel is TunnelKind.IPSEC:
-        # who does ESP was each end's kernel's to say (asked there, by the lab's probe);
-        # recorded as the lab records it, from each end's own charon
-        kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
-        in_kernel = probing.esp("rfc4106(gcm(aes))").ok is not False
-        esp_by = re.escape(f"linux {kernel}") if in_kernel else "kernel-libipsec"
-        assert re.match(
-            rf"strongSwan 5\.\d+\.\d+, ESP by {esp_by} \(client and gw\)$",
-            resolved.tunnel_version,
-        ), resolved.tunnel_version
-        fields = resolved.to_dict()
-        assert fields["esp_implementation"] == ("kernel" if in_kernel else "libipsec")
-        assert fields["esp_algorithm"] == "AES_GCM_16-256"
-        assert fields["esp_version"].startswith("strongSwan 5.")
-        encapsulation = "none" if in_kernel else "udp"
-        assert (fields["esp_mode"], fields["esp_encapsulation"]) == ("tunnel", encapsulation)
-        assert resolved.tunnel is not None and resolved.tunnel.encrypts
-        assert resolved.tunnel.userspace is not in_kernel
     else:
         kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
         assert resolved.tunnel_version == f"linux {kernel} (client and gw)"
@@ -153,66 +138,27 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
 
 
-def test_a_tunnel_in_esp_is_built_on_real_hosts_as_in_the_lab(farm):
-    """VXLAN inside IPsec (the EoIP-over-IPsec shape): ESP between the ends, VXLAN between
-    their ESP endpoint addresses, recorded as the lab records it."""
-    config = TrialConfig.from_dict({"tunnel": {"kind": "vxlan", "protection": "ipsec"}})
-    if reason := skips.unmet(config, capabilities.probe()):
-        pytest.skip(reason)
-    work = farm.work / "vxlan-ipsec"
-    work.mkdir()
-    hosts = work / "hosts.toml"
-    hosts.write_text(farm.hosts_file("vxlan", "ipsec"))
-    before = state(farm.lab)
-    done = tunnelbench(
-        "run", "--hosts", str(hosts), "--duration", "2", "--runs", "1", "--streams", "1",
-        "--db", str(work / "r.db"), cwd=work,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "vxlan+ipsec" in done.stdout  # the label names the protection
-    run = latest(work / "r.db")
-    plain, tunnelled = run.trials
-    assert tunnelled.status.value == "ok", tunnelled.error
-    assert tunnelled.config["tunnel"]["protection"] == "ipsec"
-    assert plain.config["tunnel"]["protection"] == "none"
-    fields = tunnelled.resolved.to_dict()
-    in_kernel = probing.esp("rfc4106(gcm(aes))").ok is not False
-    assert fields["esp_implementation"] == ("kernel" if in_kernel else "libipsec")
-    assert fields["tunnel_implementation"] == fields["esp_implementation"]
-    assert fields["esp_algorithm"] == "AES_GCM_16-256"
-    # the lab's own MTU for the same configuration on a 1500-byte underlay
-    lab_mtu = (
-        TUNNELS.get(TunnelKind.VXLAN)
-        .resolve(TunnelSettings(kind=TunnelKind.VXLAN, protection=Protection.IPSEC), 1500)
-        .mtu
+@pytest.mark.parametrize("protection", ["ipsec", "none"], ids=["vxlan-in-ipsec", "sit"])
+def test_ipv6_crosses_a_tunnel_built_on_real_hosts_as_in_the_lab(farm, protection):
+    """IPv6 traffic through a tunnel between the hosts' IPv4 addresses, the server routing
+    the client's IPv6 tunnel address back through its IPv6 next hop: VXLAN inside IPsec
+    (the EoIP-over-IPsec shape: ESP between the ends, VXLAN between their ESP endpoint
+    addresses), and sit (6in4, IPv6 alone); recorded as the lab records them, and every
+    host left as it was."""
+    kind = "vxlan" if protection == "ipsec" else "sit"
+    config = TrialConfig.from_dict(
+        {"tunnel": {"kind": kind, "protection": protection}, "traffic": {"family": 6}}
     )
-    assert fields["tunnel_mtu"] == lab_mtu
-    # the traffic crossed the VXLAN device at the DUT's end; VXLAN runs between the ESP
-    # endpoint addresses, which only the SAs (negotiated as recorded above) carry
-    m = tunnelled.metrics
-    delivered = m["goodput_bps"] * 2 / 8
-    assert m["link.gw.tunnel.rx_bytes"] >= delivered
-    assert remote(tunnelled).tunnel_devices["gw"].startswith("tb")
-    assert state(farm.lab) == before
-    assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
-
-
-@pytest.mark.parametrize("kind", ["sit", "wireguard"])
-def test_ipv6_traffic_crosses_a_tunnel_built_on_real_hosts(farm, kind):
-    """IPv6 through the tunnel between the hosts' IPv4 addresses: sit (6in4, IPv6 alone)
-    and WireGuard (both families at once); the server routes the client's IPv6 tunnel
-    address back through its IPv6 next hop, and every host is left as it was."""
-    config = TrialConfig.from_dict({"tunnel": {"kind": kind}, "traffic": {"family": 6}})
-    if kind != "wireguard" and (reason := skips.unmet(config, capabilities.probe())):
+    if reason := skips.unmet(config, capabilities.probe()):
         pytest.skip(reason)
     work = farm.work / f"ipv6-{kind}"
     work.mkdir()
     hosts = work / "hosts.toml"
-    hosts.write_text(farm.hosts_file(kind, ipv6=True))
+    hosts.write_text(farm.hosts_file(kind, protection, ipv6=True))
     before = state(farm.lab)
     done = tunnelbench(
-        "run", "--hosts", str(hosts), "--duration", "2", "--runs", "1", "--streams", "1",
-        "--family", "6", "--db", str(work / "r.db"), "-q", cwd=work,
+        "run", "--hosts", str(hosts), "--duration", "1", "--runs", "1", "--streams", "1",
+        "--family", "6", "--db", str(work / "r.db"), cwd=work,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     plain, tunnelled = latest(work / "r.db").trials
@@ -220,12 +166,22 @@ def test_ipv6_traffic_crosses_a_tunnel_built_on_real_hosts(farm, kind):
         assert trial.status.value == "ok", trial.error
         assert trial.config["traffic"]["family"] == 6
         assert remote(trial).target == "2001:2:0:1::2"  # the server's IPv6 address
+    # the traffic crossed the tunnel device at the DUT's end
     m = tunnelled.metrics
-    assert m["link.gw.tunnel.rx_bytes"] >= m["goodput_bps"] * 2 / 8
-    assert (
-        tunnelled.resolved.tunnel_mtu
-        == TUNNELS.get(TunnelKind(kind)).resolve(TunnelSettings(kind=TunnelKind(kind)), 1500).mtu
-    )
+    assert m["link.gw.tunnel.rx_bytes"] >= m["goodput_bps"] / 8
+    assert remote(tunnelled).tunnel_devices["gw"].startswith("tb")
+    # the lab's own MTU for the same configuration on a 1500-byte underlay
+    settings = TunnelSettings(kind=TunnelKind(kind), protection=Protection(protection))
+    fields = tunnelled.resolved.to_dict()
+    assert fields["tunnel_mtu"] == TUNNELS.get(TunnelKind(kind)).resolve(settings, 1500).mtu
+    if protection == "ipsec":
+        assert f"{kind}+ipsec" in done.stdout  # the label names the protection
+        assert tunnelled.config["tunnel"]["protection"] == "ipsec"
+        assert plain.config["tunnel"]["protection"] == "none"
+        in_kernel = probing.esp("rfc4106(gcm(aes))").ok is not False
+        assert fields["esp_implementation"] == ("kernel" if in_kernel else "libipsec")
+        assert fields["tunnel_implementation"] == fields["esp_implementation"]
+        assert fields["esp_algorithm"] == "AES_GCM_16-256"
     assert state(farm.lab) == before
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
 
@@ -246,10 +202,12 @@ def test_sit_on_hosts_without_ipv6_addresses_is_refused_by_name(farm):
     )
 
 
-def test_ipsec_runs_beside_a_hosts_own_ike_daemon(farm):
-    """A host whose own IKE daemon holds UDP 4500 (and 500): both ends' charon run IKE
-    and ESP in UDP on other free ports, and the other daemon's sockets are untouched. Two
-    rounds: the tunnel is removed before the second baseline and built again after."""
+def test_ipsec_is_built_on_real_hosts_beside_a_hosts_own_ike_daemon(farm):
+    """IPsec built by the lab's code on hosts whose own IKE daemon holds UDP 4500 (and
+    500): both ends' charon run IKE and ESP in UDP on other free ports, and the other
+    daemon's sockets are untouched. Two rounds: the tunnel is removed before the second
+    baseline (no tunnel device counted then) and built again after. Recorded as the lab
+    records it, and every host left as it was."""
     held = {
         role: subprocess.Popen(
             ["ip", "netns", "exec", farm.lab.ns(role), sys.executable, "-c", HOLD_IKE_PORTS],
@@ -281,10 +239,38 @@ def test_ipsec_runs_beside_a_hosts_own_ike_daemon(farm):
         assert gcm["ok"] is (probing.esp("rfc4106(gcm(aes))").ok is not False)
         for trial in trials:
             assert trial.status.value == "ok", trial.error
-            if trial.config["tunnel"]["kind"] == "ipsec":
-                assert trial.metrics["link.gw.tunnel.rx_bytes"] > 0
+            m = trial.metrics
+            if trial.config["tunnel"]["kind"] == "none":
+                assert remote(trial).tunnel_devices == {}
+                assert not any(".tunnel." in n for n in m)
+                continue
+            assert m["link.gw.tunnel.rx_bytes"] >= m["goodput_bps"] / 8
+            # who does ESP was each end's kernel's to say (asked there, by the lab's
+            # probe); recorded as the lab records it, from each end's own charon
+            kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True)
+            in_kernel = probing.esp("rfc4106(gcm(aes))").ok is not False
+            esp_by = re.escape(f"linux {kernel.stdout.strip()}") if in_kernel else "kernel-libipsec"
+            version = trial.resolved.tunnel_version
+            assert re.match(
+                rf"strongSwan 5\.\d+\.\d+, ESP by {esp_by} \(client and gw\)$", version or ""
+            ), version
+            fields = trial.resolved.to_dict()
+            assert fields["esp_implementation"] == ("kernel" if in_kernel else "libipsec")
+            assert fields["esp_algorithm"] == "AES_GCM_16-256"
+            assert fields["esp_version"].startswith("strongSwan 5.")
+            encapsulation = "none" if in_kernel else "udp"
+            assert (fields["esp_mode"], fields["esp_encapsulation"]) == ("tunnel", encapsulation)
+            facts = trial.resolved.tunnel
+            assert facts is not None and facts.encrypts and facts.userspace is not in_kernel
+            lab_mtu = (
+                TUNNELS.get(TunnelKind.IPSEC)
+                .resolve(TunnelSettings(kind=TunnelKind.IPSEC), 1500)
+                .mtu
+            )
+            assert fields["tunnel_mtu"] == lab_mtu
         assert all(proc.poll() is None for proc in held.values())  # still holding them
         assert state(farm.lab) == before
+        assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
     finally:
         for proc in held.values():
             proc.kill()
@@ -369,8 +355,9 @@ def test_hosts_check_says_per_host_which_kinds_it_can_build_and_why(farm):
 
 
 # OpenVPN's daemons, which outlive their device, are ended by the mechanism the next test
-# checks on its own (a third kind here would add 25 s to the suite).
-@pytest.mark.parametrize("kind", ["wireguard", "vxlan"])
+# checks on its own, and IPsec's test runs two rounds too (each kind here adds 18-25 s
+# to the suite): a daemon (wireguard-go) and its device.
+@pytest.mark.parametrize("kind", ["wireguard"])
 def test_a_built_tunnel_is_removed_and_built_again_between_rounds(farm, kind):
     """Two rounds: none, the tunnel, none, the tunnel (in each round's order). The tunnel
     is removed before each trial without it (its route would carry that trial too) and
@@ -441,15 +428,33 @@ kind = "none"
 [base.traffic]
 duration = 2
 streams = 2
-[matrix]
-generator = [{ "traffic.generator" = "iperf3" }, { "traffic.generator" = "iperf2" }]
+[[matrix.generator]]
+"traffic.generator" = "iperf3"
+[[matrix.generator]]
+"traffic.generator" = "iperf2"
+[[matrix.generator]]
+"traffic.generator" = "iperf2"
+"traffic.protocol" = "udp"
+"traffic.udp_rate" = "50mbit"
+"traffic.streams" = 1
+"tunnel.kind" = "vxlan"
 """
+
+
+def _generator(trial: Any) -> str:
+    """``iperf2``, ``iperf2-udp``, ``iperf2-udp-vxlan``: a trial by its generator."""
+    config = trial.config
+    udp = "-udp" if config["traffic"]["protocol"] == "udp" else ""
+    kind = config["tunnel"]["kind"]
+    return config["traffic"]["generator"] + udp + (f"-{kind}" if kind != "none" else "")
 
 
 def test_iperf2_drives_real_hosts_with_the_labs_command_lines_and_parser(farm):
     """The same path driven by iperf3 and iperf2 (2 streams in one process each), the
     server on busybox with OpenWrt's iperf package: iperf2's figures from both ends' CSV
-    as the lab reads them, held against the DUT's own counters."""
+    as the lab reads them, held against the DUT's own counters. iperf2's UDP datagrams
+    are sized as in the lab, from the path between the hosts: through a VXLAN tunnel
+    (MTU 1450) they fit unfragmented; loss and jitter come from the receiver."""
     work = farm.work / "iperf2"
     work.mkdir()
     hosts, plan = work / "hosts.toml", work / "plan.toml"
@@ -461,8 +466,8 @@ def test_iperf2_drives_real_hosts_with_the_labs_command_lines_and_parser(farm):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = latest(work / "r.db")
-    by = {t.config["traffic"]["generator"]: t for t in run.trials}
-    assert set(by) == {"iperf3", "iperf2"}
+    by = {_generator(t): t for t in run.trials}
+    assert set(by) == {"iperf3", "iperf2", "iperf2-udp", "iperf2-udp-vxlan"}
     assert all(t.status.value == "ok" for t in run.trials), [t.error for t in run.trials]
     two = by["iperf2"]
     m = two.metrics
@@ -474,5 +479,16 @@ def test_iperf2_drives_real_hosts_with_the_labs_command_lines_and_parser(farm):
     assert max(sent) >= m["goodput_bps"] * 2 / 8
     assert two.resolved.generator is not None and two.resolved.generator.threaded_streams
     assert remote(two).port is not None and remote(two).target == "198.18.1.2"
+    # iperf3's payload on each path: its MTU less IPv4 20, TCP 20 and timestamps 12
+    store = Store.read(work / "r.db")
+    try:
+        for name, mtu in (("iperf2-udp", 1500), ("iperf2-udp-vxlan", 1450)):
+            m = by[name].metrics
+            assert 0 <= m["udp.lost_pct"] < 5 and m["udp.jitter_ms"] >= 0
+            assert m["upload_bps"] == pytest.approx(50e6, rel=0.05)
+            argv = store.artifact(by[name].id, "iperf2")[0]["argv"]
+            assert argv[argv.index("-l") + 1] == str(mtu - 52)
+    finally:
+        store.close()
     assert state(farm.lab) == before
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []

@@ -24,7 +24,7 @@ from tunnelbench.bench.runner import guarded
 from tunnelbench.bench.sink import store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Generator, Protection, Protocol, StreamMode, Topology, TunnelKind
+from tunnelbench.kinds import Protection, StreamMode, Topology, TunnelKind
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.model import metrics as metric
 from tunnelbench.model import remotefacts
@@ -80,11 +80,6 @@ def check(experiment: Experiment, hosts: HostsFile) -> list[Trial]:
                 " from the plan or run it in a lab without --hosts"
             )
         traffic = config.traffic
-        if traffic.generator is Generator.IPERF2 and traffic.protocol is Protocol.UDP:
-            raise UserError(
-                "traffic.protocol: UDP with iperf2 runs only in the lab (its datagram size"
-                " follows the lab's path MTU); use iperf3 for UDP on real hosts"
-            )
         if traffic.family not in hosts.families:
             raise UserError(
                 "traffic.family: 6 needs the server's IPv6 address in the hosts file"

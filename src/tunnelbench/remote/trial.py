@@ -20,7 +20,7 @@ from typing import Any
 
 from tunnelbench.bench.runner import traffic_metrics
 from tunnelbench.errors import LabError
-from tunnelbench.kinds import Generator, StreamMode
+from tunnelbench.kinds import Generator, Protocol, StreamMode
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrafficSettings, TrialConfig
 from tunnelbench.probes import tcp
@@ -62,8 +62,8 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
     dut = session.file.dut
     tunnelled = tunnel.kind != "none"
     target = session.file.target(tunnelled, traffic.family)
-    port = _free_tcp_port(server)
-    served = _Served.start(server, traffic, port, seq)
+    port = _free_port(server)
+    served = _Served.start(server, traffic, port, seq, _udp_length(session, traffic, target))
     seconds = warmup + traffic.duration
     samplers = {
         role: probes.RemoteSampler(host, f"{seq}", seconds + CLIENT_MARGIN_S + 5)
@@ -193,21 +193,26 @@ def _qdisc_metrics(
     return metrics
 
 
-def _free_tcp_port(host: SshHost) -> int:
-    used = _listening(host)
+def _free_port(host: SshHost) -> int:
+    """A port of :data:`PORTS` no TCP listener and no UDP socket holds (iperf2 serves UDP
+    tests on the port itself)."""
+    used = _listening(host) | _listening(host, udp=True)
     free = [p for p in PORTS if p not in used]
     if not free:
-        raise LabError(f"{host.name}: no free TCP port in {PORTS.start}-{PORTS.stop - 1}")
+        raise LabError(f"{host.name}: no free port in {PORTS.start}-{PORTS.stop - 1}")
     return random.choice(free)
 
 
-def _listening(host: SshHost) -> set[int]:
-    """TCP ports in LISTEN (state 0A) on the host, from /proc/net/tcp{,6}."""
-    text = host.run(["cat", "/proc/net/tcp", "/proc/net/tcp6"], check=False).stdout
+def _listening(host: SshHost, udp: bool = False) -> set[int]:
+    """TCP ports in LISTEN (state 0A) on the host, from /proc/net/tcp{,6}; with ``udp``
+    the UDP ports bound and unconnected (state 07: a server waiting for datagrams)."""
+    files = ["/proc/net/udp", "/proc/net/udp6"] if udp else ["/proc/net/tcp", "/proc/net/tcp6"]
+    text = host.run(["cat", *files], check=False).stdout
+    state = "07" if udp else "0A"
     ports = set()
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) > 3 and parts[3] == "0A" and ":" in parts[1]:
+        if len(parts) > 3 and parts[3] == state and ":" in parts[1]:
             ports.add(int(parts[1].rsplit(":", 1)[1], 16))
     return ports
 
@@ -224,27 +229,32 @@ class _Served:
     proc: "subprocess.Popen[bytes]"
     out: Path
     err: Path
+    udp_length: int | None  # iperf2's UDP datagram payload (both ends are given it)
 
     @classmethod
-    def start(cls, host: SshHost, traffic: TrafficSettings, port: int, seq: int) -> "_Served":
+    def start(
+        cls, host: SshHost, traffic: TrafficSettings, port: int, seq: int, length: int | None
+    ) -> "_Served":
         generator = traffic.generator
         out = host.directory / f"server.{seq}.out"
         err = host.directory / f"server.{seq}.err"
         if generator is Generator.IPERF3:
             argv = iperf3.server_argv(IPERF3, port)
         else:
-            argv = iperf2.server_argv(IPERF2, port, traffic, traffic.streams, None)
+            argv = iperf2.server_argv(IPERF2, port, traffic, traffic.streams, length)
         proc = host.spawn(argv, stdout=out, stderr=err)
-        if not wait_until(lambda: port in _listening(host), 5.0, 0.1):
+        # iperf3 takes UDP tests over its TCP control connection; iperf2 serves UDP itself.
+        udp = generator is Generator.IPERF2 and traffic.protocol is Protocol.UDP
+        if not wait_until(lambda: port in _listening(host, udp), 5.0, 0.1):
             said = host.run(["cat", str(out), str(err)], check=False).stdout[-300:]
             raise LabError(f"server: {generator.value} did not listen on port {port}: {said}")
-        return cls(host, traffic, port, argv, proc, out, err)
+        return cls(host, traffic, port, argv, proc, out, err, length)
 
     def client_argv(self, target: str) -> list[str]:
         if self.traffic.generator is Generator.IPERF3:
             return iperf3.client_argv(IPERF3, target, self.port, self.traffic, self.traffic.streams)
         return iperf2.client_argv(
-            IPERF2, target, self.port, self.traffic, self.traffic.streams, None
+            IPERF2, target, self.port, self.traffic, self.traffic.streams, self.udp_length
         )
 
     def result(
@@ -272,6 +282,22 @@ class _Served:
         iperf2.check_exit("server", self.proc.returncode, str(records[1]["stderr"]))
         measured = iperf2.measure(records, self.traffic, target, self.port)
         return iperf2.result(measured, records)
+
+
+def _udp_length(session: Session, traffic: TrafficSettings, target: str) -> int | None:
+    """iperf2's UDP datagram payload, as in the lab: what iperf3 would send on the path
+    between the client and the server (the client's route to ``target``, the server's
+    back to the client's source address); None for TCP and iperf3."""
+    if traffic.generator is not Generator.IPERF2 or traffic.protocol is not Protocol.UDP:
+        return None
+    client, server = session.hosts["client"], session.hosts["server"]
+    family = traffic.family
+    words = client.run(["ip", f"-{family}", "route", "get", target]).stdout.split()
+    if "src" not in words[:-1]:
+        raise LabError(f"client: its route to {target} names no source address")
+    source = words[words.index("src") + 1]
+    mtu = iperf2.path_mtu([(client, target), (server, source)], family)
+    return iperf2.udp_length(mtu, family)
 
 
 def _document(stdout: str, stderr: str) -> dict[str, Any]:

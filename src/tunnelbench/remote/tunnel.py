@@ -121,8 +121,8 @@ def esp_refusal(host: SshHost, cipher: Cipher) -> str | None:
     return None
 
 
-#: The kinds whose implementation each host's own kernel and programs decide ("auto"),
-#: built by their own function; every other kind by :func:`build_kind`.
+#: The kinds built by a function of their own (WireGuard: each end runs its own
+#: implementation, the kernel's or a daemon); every other kind by :func:`build_kind`.
 BUILDERS: dict[TunnelKind, Callable[[Session, str], RemoteTunnel]] = {
     TunnelKind.WIREGUARD: build_wireguard,
 }
@@ -187,9 +187,8 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
         for family in carried:
             via = plan.via if family == 4 else plan.via6
             assert via is not None  # required by the hosts file
-            back = (
-                f"{site.inner_address(near, family).partition('/')[0]}/{32 if family == 4 else 128}"
-            )
+            address = site.inner_address(near, family).partition("/")[0]
+            back = f"{address}/{32 if family == 4 else 128}"
             removal = ["ip", f"-{family}", "route", "del", back]
             session.hosts["server"].undo(removal)
             tunnel.undo.setdefault("server", []).append(removal)

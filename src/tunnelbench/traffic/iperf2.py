@@ -43,15 +43,15 @@ barrier, on unless ``--no-connect-sync``).
 """
 
 import functools
-import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Direction, Protocol, StreamMode
 from tunnelbench.kinds import Generator as GeneratorKind
+from tunnelbench.lab.host import Host
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.system import programs, versions
@@ -132,25 +132,29 @@ def udp_length(mtu: int, family: int) -> int:
     return min(mtu - _IP_HEADER[family] - _TCP_HEADER_WITH_TIMESTAMPS, _UDP_PAYLOAD_MAX)
 
 
-def path_mtu(lab: Lab, family: int) -> int:
-    """The smaller MTU of the devices through which the client routes to the server and
-    the server routes back (the tunnel device when there is one), as a TCP handshake
-    between them would see it."""
-    chain = lab.chain
-    routes = {
-        chain.client: lab.server_address(family),
-        chain.server: lab.address(chain.client, chain.roles[1], family),
-    }
+def path_mtu(routes: Sequence[tuple[Host, str]], family: int) -> int:
+    """The smaller MTU of the devices through which each host routes to its destination
+    (the client to the server, the server back to the client's source: the tunnel
+    device when there is one), as a TCP handshake between them would see it. Read with
+    ``ip route get`` and /sys, which busybox has too: the lab and real hosts alike."""
     mtus = []
-    for role, destination in routes.items():
-        route = json.loads(
-            lab.exec(role, ["ip", "-j", f"-{family}", "route", "get", destination]).stdout
-        )
-        link = json.loads(
-            lab.exec(role, ["ip", "-j", "link", "show", "dev", route[0]["dev"]]).stdout
-        )
-        mtus.append(int(link[0]["mtu"]))
+    for host, destination in routes:
+        text = host.run(["ip", f"-{family}", "route", "get", destination]).stdout
+        words = text.split()
+        if "dev" not in words[:-1]:
+            raise LabError(f"{host.name}: no route to {destination} ({text.strip()})")
+        device = words[words.index("dev") + 1]
+        mtus.append(int(host.run(["cat", f"/sys/class/net/{device}/mtu"]).stdout))
     return min(mtus)
+
+
+def lab_routes(lab: Lab, family: int) -> list[tuple[Host, str]]:
+    """The lab's client to its server, and back to the client's own address."""
+    chain = lab.chain
+    return [
+        (lab.host(chain.client), lab.server_address(family)),
+        (lab.host(chain.server), lab.address(chain.client, chain.roles[1], family)),
+    ]
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -202,7 +206,8 @@ class Iperf2(Generator):
         target = lab.server_address(settings.family)
         length = None
         if settings.protocol is Protocol.UDP:
-            length = udp_length(path_mtu(lab, settings.family), settings.family)
+            mtu = path_mtu(lab_routes(lab, settings.family), settings.family)
+            length = udp_length(mtu, settings.family)
         streams = settings.streams
         server = _Process(lab, "server", server_argv(binary, PORT, settings, streams, length))
         udp = settings.protocol is Protocol.UDP

@@ -66,9 +66,6 @@ PLUGIN_PACKAGES = {
     "kernel-libipsec": "libcharon-extra-plugins",
     "vici": "strongswan-swanctl",
 }
-#: kernel-libipsec's TUN device: it takes the first free ``ipsec%d``, in the daemon's own
-#: network namespace, so always ``ipsec0`` in a lab.
-LIBIPSEC_DEVICE = "ipsec0"
 #: kernel-libipsec reads each packet from its TUN device into a buffer of the MTU it set
 #: at start (1400, compiled in): a larger packet would be cut short. The device MTU may
 #: be lowered, never raised above this.
