@@ -4,6 +4,7 @@ ciphers). Regenerate the golden files with ``TB_UPDATE_GOLDEN=1 pytest
 tests/unit/test_strongswan.py`` and read the diff."""
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -123,13 +124,29 @@ def test_the_nat_t_port_is_4500_where_every_end_has_it_free_else_another_free_on
     assert "local_port = 4502\n        remote_port = 4501\n" in text
 
 
-def test_a_killed_daemons_rules_are_removed_by_table_and_only_those():
+def test_a_killed_daemons_rules_are_removed_by_table_and_only_those(tmp_path):
     argv = strongswan.rules_removal(0x74620001)
     assert argv[:2] == ["sh", "-c"]
-    assert argv[2] == (
-        "while ip rule del table 1952579585 2>/dev/null; do :; done;"
-        " while ip -6 rule del table 1952579585 2>/dev/null; do :; done"
+    assert "ip -4 rule del table 1952579585" in argv[2]
+    assert "ip -6 rule del table 1952579585" in argv[2]
+    # run against a stand-in ip: two rules of the table, then the kernel's "none left";
+    # another refusal fails the line with the kernel's words
+    ip = tmp_path / "ip"
+    count = tmp_path / "count"
+    ip.write_text(
+        "#!/bin/sh\n"
+        f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n+1)) >{count}\n"
+        'case "$n" in 0|1) exit 0;; esac\n'
+        'echo "RTNETLINK answers: $IP_SAYS" >&2; exit 2\n'
     )
+    ip.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "IP_SAYS": "No such file or directory"}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and int(count.read_text()) == 4  # 2 + none left; v6 none
+    count.unlink()
+    env["IP_SAYS"] = "Operation not permitted"
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and "Operation not permitted" in done.stderr
 
 
 def test_selectors_are_the_inner_prefixes_of_both_families():

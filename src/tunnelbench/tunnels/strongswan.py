@@ -284,12 +284,14 @@ swanctl {{
 
 def rules_removal(routing_table: int) -> list[str]:
     """What removes charon's rules for ``routing_table`` (both families) where it could
-    not itself (killed): every rule naming that table, and only those."""
-    return [
-        "sh", "-c",
-        f"while ip rule del table {routing_table} 2>/dev/null; do :; done;"
-        f" while ip -6 rule del table {routing_table} 2>/dev/null; do :; done",
-    ]  # fmt: skip
+    not itself (killed): every rule naming that table, and only those, until the kernel
+    says there is none (or has no IPv6); any other refusal is the line's failure."""
+    script = "".join(
+        f"while out=$(ip -{family} rule del table {routing_table} 2>&1); do :; done;"
+        ' case "$out" in *"No such"*|*"not supported"*) ;; *) echo "$out" >&2; exit 1;; esac;'
+        for family in (4, 6)
+    )
+    return ["sh", "-c", script]
 
 
 def swanctl_conf(connection: Connection, psk_hex: str) -> str:
