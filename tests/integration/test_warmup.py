@@ -5,7 +5,9 @@ a shaped link's goodput stays within its ceiling; a fixed warm-up is as before."
 from pathlib import Path
 
 from tests.integration.helpers import run_plan
+from tunnelbench.analysis.verdicts import above_ceiling_pct
 from tunnelbench.bench.store import Store
+from tunnelbench.model.plan import TrialConfig
 from tunnelbench.traffic import iperf3_json
 
 PLAN = """
@@ -27,6 +29,14 @@ traffic = [
 CEILING_BPS = 100e6 * 1448 / 1514
 
 
+def within_ceiling(trial: object) -> float:
+    """The most a window may read, as the tool bounds it (beyond it the measurement is in
+    doubt): a window's edges read to 0.1 s intervals, and a full token bucket, may pass a
+    few tenths of a percent above the rate (0.26% seen on a 2 s window)."""
+    config = TrialConfig.from_dict(trial.config)  # type: ignore[attr-defined]
+    return above_ceiling_pct(config) / 100 * CEILING_BPS
+
+
 def test_an_auto_warm_up_ends_when_the_path_settles_and_measures_its_window(tmp_path: Path):
     found = run_plan(tmp_path, PLAN)
     one, two, fixed = found.trials
@@ -37,7 +47,7 @@ def test_an_auto_warm_up_ends_when_the_path_settles_and_measures_its_window(tmp_
         # A sub-millisecond path behind a 100 Mbit/s shaper settles well within a second.
         assert m["warmup.steady"] == 1 and 0.5 <= m["warmup.s"] < 2, m["warmup.s"]
         # Link-bound: within the ceiling, and close to it (the window is steady).
-        assert 0.95 * CEILING_BPS <= m["goodput_bps"] <= 1.002 * CEILING_BPS, m["goodput_bps"]
+        assert 0.95 * CEILING_BPS <= m["goodput_bps"] <= within_ceiling(trial), m["goodput_bps"]
         docs = store.artifact(trial.id, "iperf3")
         assert all(doc[iperf3_json.STOPPED_KEY] for doc in docs)
         assert all(doc["server_output_json"]["intervals"] for doc in docs)
@@ -45,4 +55,4 @@ def test_an_auto_warm_up_ends_when_the_path_settles_and_measures_its_window(tmp_
     # A fixed warm-up runs as before: iperf3 omits it and ends by itself.
     assert "warmup.steady" not in fixed.metrics
     assert iperf3_json.STOPPED_KEY not in store.artifact(fixed.id, "iperf3")[0]
-    assert 0.95 * CEILING_BPS <= fixed.metrics["goodput_bps"] <= 1.002 * CEILING_BPS
+    assert 0.95 * CEILING_BPS <= fixed.metrics["goodput_bps"] <= within_ceiling(fixed)
