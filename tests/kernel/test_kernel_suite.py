@@ -129,8 +129,10 @@ def test_each_feature_runs_on_the_guest_kernel_and_reaches_the_link(suite, name)
     assert resolved.kernel_package and resolved.kernel_package.startswith("linux-image-")
     summary = suite["summaries"][trial.config_key]
     assert summary.ceiling is not None
-    # At 3 Mbit/s the shaper's bucket of ten frames is 2% of a 2 s window: a window that
-    # opens on a full bucket reads up to 103.0% (vxlan in ESP read 101.2%).
+    # At 3 Mbit/s the shaper's bucket of ten frames is 2% of a 2 s window, and htb (the
+    # suite's shaper) sends one aggregate more ahead of its rate: a window that opens on
+    # both reads up to 111.8% (vxlan in ESP read 101.2%; plain TCP, whose aggregates reach
+    # the shaper, read 107.0% in a CI run).
     bound = above_ceiling_pct(summary.config)
     low = 95.0
     if name == "bbr":

@@ -10,6 +10,9 @@ from tunnelbench.analysis.advice import Sibling, advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.analysis.verdicts import above_ceiling_pct
+from tunnelbench.kinds import Shaper
+from tunnelbench.model.plan import LabSettings, LinkSettings, TrafficSettings, TrialConfig
+from tunnelbench.model.wan import AGGREGATE_MAX_BYTES, burst_bytes, shaper_lead_bytes
 
 # 1 Gbit/s shaped by tbf/htb, MTU 1500, IPv4, TCP timestamps: the shaper counts the L3
 # packet + 14 bytes of Ethernet header; payload 1500 - 20 - 20 - 12 = 1448 bytes.
@@ -239,11 +242,11 @@ def test_above_the_ceiling_means_beyond_what_the_shapers_bucket_lets_through(tmp
     read 101.2%), so 102% there is the link and 103.5% is a false number."""
     summaries, env = recorded("queue-comparison", tmp_path)
     s = summaries[0]
-    fast = replace(s.config.lab.wan, rate=10**9)
+    fast = replace(s.config.lab.wan, rate=10**9, shaper=Shaper.TBF)
     ten = replace(s.config, lab=replace(s.config.lab, wan=fast))
     ten = replace(ten, traffic=replace(ten.traffic, duration=10))
     assert above_ceiling_pct(ten) == pytest.approx(101.01)
-    slow = replace(s.config.lab.wan, rate=3 * 10**6, mtu=1500)
+    slow = replace(s.config.lab.wan, rate=3 * 10**6, mtu=1500, shaper=Shaper.TBF)
     two = replace(s.config, lab=replace(s.config.lab, wan=slow))
     two = replace(two, traffic=replace(two.traffic, duration=2))
     assert above_ceiling_pct(two) == pytest.approx(101 + 100 * 15_140 / 750_000)
@@ -253,3 +256,20 @@ def test_above_the_ceiling_means_beyond_what_the_shapers_bucket_lets_through(tmp
         assert diagnose(seen).verdict.bound is bound, (pct, diagnose(seen).verdict.summary)
     seen = replace(subject(s, env, goodput / 102.0 * 100), config=ten)
     assert diagnose(seen).verdict.bound is Bound.ABOVE_CEILING
+
+
+def test_htb_may_send_one_aggregate_ahead_of_its_rate_and_tbf_may_not():
+    """htb sends a packet while its tokens are not negative and pays after, so with
+    offloads on a 64 KiB GSO aggregate can lead the rate on top of the bucket (a guest's
+    plain TCP through htb at 3 Mbit/s read 107% over 2 s); tbf segments what its bucket
+    does not cover. An impaired link hands the shaper wire packets: one frame more."""
+    wan = LinkSettings(rate=3 * 10**6, mtu=1500)
+    assert shaper_lead_bytes(wan) == burst_bytes(3 * 10**6, 1500) == 15_140
+    htb = replace(wan, shaper=Shaper.HTB)
+    assert shaper_lead_bytes(htb) == 15_140 + AGGREGATE_MAX_BYTES
+    assert shaper_lead_bytes(replace(htb, delay=10_000)) == 15_140 + 1514
+    assert shaper_lead_bytes(replace(htb, rate=None)) == 0
+    config = TrialConfig(lab=LabSettings(wan=htb), traffic=TrafficSettings(duration=2))
+    assert above_ceiling_pct(config) == pytest.approx(101 + 100 * (15_140 + 65_550) / 750_000)
+    assert above_ceiling_pct(config) > 107.0
+    assert above_ceiling_pct(replace(config, lab=LabSettings(wan=wan))) < 107.0

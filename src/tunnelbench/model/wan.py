@@ -9,7 +9,7 @@ header (docs/ceilings.md).
 
 from collections.abc import Mapping
 
-from tunnelbench.kinds import Queue
+from tunnelbench.kinds import Queue, Shaper
 from tunnelbench.model.plan import LinkSettings
 
 ETHERNET_HEADER = 14
@@ -183,3 +183,20 @@ def burst_bytes(rate: int, mtu: int) -> int:
     (:func:`~tunnelbench.analysis.verdicts.above_ceiling_pct`).
     """
     return max(rate // 8 // 1000, 10 * (mtu + ETHERNET_HEADER))
+
+
+def shaper_lead_bytes(wan: LinkSettings) -> int:
+    """The most the shaper can send ahead of its rate, at once: a full bucket
+    (:func:`burst_bytes`), and with ``htb`` one packet more. htb sends a packet whenever
+    its tokens are not negative and pays for it after, so a GSO aggregate (offloads on, a
+    real router's default: up to :data:`AGGREGATE_MAX_BYTES`) leaves in one go; tbf
+    segments what its bucket cannot cover and sends nothing its tokens do not pay for.
+    A window that opens on such a lead carries it above the rate: a guest's plain TCP
+    through htb at 3 Mbit/s read 107% of the ceiling over 2 s (tbf's bound there: 103%).
+    0 on a link that is not shaped."""
+    if wan.rate is None:
+        return 0
+    lead = burst_bytes(wan.rate, wan.mtu)
+    if wan.shaper is Shaper.HTB:
+        lead += frame_bytes(wan) if wan.impaired else AGGREGATE_MAX_BYTES
+    return lead
