@@ -1,5 +1,6 @@
 """The one wrapper for external programs: a Ctrl-C never loses a child it started."""
 
+import functools
 import os
 import signal
 import threading
@@ -55,3 +56,23 @@ def test_side_by_side_keeps_the_order_and_raises_the_first_failure_after_all_ran
     with pytest.raises(ValueError, match="first"):
         side_by_side([lambda: slow("first", 0.0, True), lambda: slow("late", 0.2)])
     assert finished == ["first", "late"]  # the failure waited for the rest
+
+
+def test_ctrl_c_during_side_by_side_is_raised_after_every_call_has_finished():
+    """The lab's namespaces are added side by side. A Ctrl-C raised while the calls were
+    still being handed to their threads (inside a thread's start, which the pool then
+    never joins) let the teardown look while an `ip netns add` still ran: its namespace
+    outlived the lab in CI. Here the first call interrupts while the rest are handed out;
+    every one of them must have run, and finished, before the interrupt is raised."""
+    finished: list[int] = []
+
+    def call(n: int) -> int:
+        if n == 0:
+            os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+        finished.append(n)
+        return n
+
+    with pytest.raises(KeyboardInterrupt):
+        side_by_side([functools.partial(call, n) for n in range(24)])
+    assert sorted(finished) == list(range(24))

@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -159,9 +159,18 @@ def spawn(
 def side_by_side(calls: Sequence[Callable[[], T]]) -> list[T]:
     """Each of ``calls`` in a thread of its own, their results in order; the first
     failure is raised once every call has finished. For short commands, which mostly
-    wait for a process to start: an emulated guest takes 0.3-0.5 s for each."""
+    wait for a process to start: an emulated guest takes 0.3-0.5 s for each.
+
+    Ctrl-C is held (:class:`HeldSignals`) until every call has finished, then raised: the
+    calls' own threads cannot hold it, and a call still running when it is raised creates
+    what the teardown it starts has already looked for (in CI an ``ip netns add`` beside
+    it outlived its lab's teardown, and its namespace stayed)."""
     if len(calls) <= 1:
         return [call() for call in calls]
-    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+    pool = ThreadPoolExecutor(max_workers=len(calls))
+    with HeldSignals() as held:
         futures = [pool.submit(call) for call in calls]
-        return [future.result() for future in futures]
+        wait(futures)
+    pool.shutdown()
+    held.deliver()
+    return [future.result() for future in futures]
