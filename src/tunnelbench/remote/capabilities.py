@@ -27,13 +27,13 @@ def dut_record(session: Session) -> dict[str, Any] | None:
     record: dict[str, Any] = {"where": f"{dut}'s kernel", "links": {}, "esp": {}}
     software = facts.software
     if software.wireguard_module is not None:
-        loaded = software.wireguard_module in ("loaded", "available")
-        record["links"]["wireguard"] = {"ok": loaded, "detail": software.kernel_wireguard()}
+        has = software.has_module("wireguard")
+        record["links"]["wireguard"] = {"ok": has, "detail": software.kernel_wireguard()}
     plan = session.file.tunnel
     esp = plan.kind == "ipsec" or plan.protection == "ipsec"
     if plan.mode == "build" and esp and dut in plan.ends:
         for cipher, algorithm in strongswan.KERNEL_ALGORITHMS.items():
-            refusal = esp_refusal(host, cipher)
+            refusal = esp_refusal(session, dut, cipher)
             record["esp"][algorithm] = {"ok": refusal is None, "detail": refusal or "made an SA"}
     if plan.kind == "openvpn":
         found = kernel_dco(host)

@@ -49,6 +49,9 @@ class Session:
         self.facts: dict[str, probes.Facts] = {}
         self.controller: dict[str, str] = {}  # role -> this machine's address as it sees it
         self.problems: list[str] = []  # what cleanup could not do
+        #: (role, cipher) -> the host kernel's refusal of an ESP SA with it, None when it
+        #: made one: asked once a session (the DUT's record and the build both need it).
+        self.esp_refusals: dict[tuple[str, str], str | None] = {}
 
     def __enter__(self) -> "Session":
         try:
@@ -179,7 +182,7 @@ def can_build(kind: str, facts: probes.Facts) -> tuple[bool | None, str]:
     used = tunnel.end_programs()
     daemons = tunnel.auto_order[1:]
     if tunnel.kernel_module is not None and daemons:  # the kernel's, else a userspace daemon
-        if facts.software.module(tunnel.kernel_module) in ("loaded", "available"):
+        if facts.software.has_module(tunnel.kernel_module):
             used += (f"the kernel's {tunnel.display}",)
         elif found := [d for d in daemons if d in facts.programs]:
             used += (found[0],)

@@ -156,7 +156,7 @@ class HostsSite:
         """From the host's facts: its WireGuard module, or a kind's module and ``ip``."""
         found = self.session.facts[role].software
         if link_type == "wireguard":
-            return found.wireguard_module in ("loaded", "available")
+            return found.has_module("wireguard")
         kinds = [k for k, (_, t) in BUILT_KINDS.items() if t == link_type]
         return bool(kinds) and found.can_build(kinds[0])[0] is not False
 

@@ -167,6 +167,10 @@ class Software:
         ``none``; None where it was not looked at."""
         return self.wireguard_module if name == "wireguard" else self.modules.get(name)
 
+    def has_module(self, name: str) -> bool:
+        """Whether the kernel has module ``name``, loaded (or built in) or to be loaded."""
+        return self.module(name) in ("loaded", "available")
+
     def describe(self, name: str) -> str | None:
         program = self.programs.get(name)
         return program.describe(name) if program else None

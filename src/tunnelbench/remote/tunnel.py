@@ -107,10 +107,17 @@ def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
     return _built(session, site, TunnelKind.WIREGUARD, spec)
 
 
-def esp_refusal(host: SshHost, cipher: Cipher) -> str | None:
-    """None when ``host``'s kernel makes an ESP SA with ``cipher``, else its refusal: the
+def esp_refusal(session: Session, role: str, cipher: Cipher) -> str | None:
+    """None when ``role``'s kernel makes an ESP SA with ``cipher``, else its refusal: the
     lab's own probe (one SA of test addresses), made on the host and deleted at once,
-    its deletion recorded first."""
+    its deletion recorded first; once a session."""
+    key = (role, cipher.value)
+    if key not in session.esp_refusals:
+        session.esp_refusals[key] = _esp_probe(session.hosts[role], cipher)
+    return session.esp_refusals[key]
+
+
+def _esp_probe(host: SshHost, cipher: Cipher) -> str | None:
     argv = probing.esp_probe_argv(strongswan.KERNEL_ALGORITHMS[cipher])
     removal = ["ip", "xfrm", "state", "delete", *argv[4:8], "proto", "esp", "spi", "0x100"]
     host.undo(removal)
@@ -156,7 +163,7 @@ def esp_choice(session: Session, requested: str, key: str) -> str:
         return requested
     cipher = ESP_CIPHERS[0]
     ends = session.file.tunnel.ends
-    refusals = {role: esp_refusal(session.hosts[role], cipher) for role in ends}
+    refusals = {role: esp_refusal(session, role, cipher) for role in ends}
     refused = {role: why for role, why in refusals.items() if why is not None}
     if requested == strongswan.KERNEL and refused:
         algorithm = strongswan.KERNEL_ALGORITHMS[cipher]
