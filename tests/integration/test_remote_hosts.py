@@ -170,6 +170,12 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
         # the DUT's queue on the server side sent the tunnel's decrypted traffic, or the plain
         assert remote(trial).dut_qdiscs[lan] == "pfifo"
         assert m[f"qdisc.gw.{lan}.sent_bytes"] >= delivered
+    # The ends' generator processes are sampled as the lab samples its own, under labels
+    # the generator's rules know; every process is named with its machine.
+    assert plain.metrics["proc.iperf3-client@client"] >= 10.0  # unshaped: it works hard
+    for trial in run.trials:
+        labels = [n.removeprefix("proc.") for n in trial.metrics if n.startswith("proc.")]
+        assert all(label.rsplit("@", 1)[-1] in ROLES for label in labels), labels
     assert remote(plain).tunnel_built_by is None
     assert remote(tunnelled).tunnel_built_by == "tunnelbench"
     assert tunnelled.resolved.tunnel_implementation == "wireguard-go"  # no kernel WireGuard here

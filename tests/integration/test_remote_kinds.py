@@ -492,3 +492,93 @@ def test_iperf2_drives_real_hosts_with_the_labs_command_lines_and_parser(farm):
         store.close()
     assert state(farm.lab) == before
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
+
+
+WAN_PLAN = """
+name = "wan-on-hosts"
+repetitions = 1
+[base]
+"lab.wan.rate" = "20mbit"
+"traffic.duration" = 1
+"traffic.warmup" = 1
+"traffic.streams" = 1
+[matrix]
+"tunnel.kind" = ["none", "vxlan"]
+queue = [
+    { "lab.wan.queue" = "pfifo", "lab.wan.queue_limit" = 50 },
+    { "lab.wan.queue" = "bfifo", "lab.wan.queue_bytes" = 75000 },
+]
+"""
+
+
+def roots(lab: netns.Lab) -> dict[str, str]:
+    """The root qdisc of each end of the WAN link (client's and gw's veth)."""
+    found = {}
+    for role, peer in (("client", "gw"), ("gw", "client")):
+        device = lab.link_device(role, peer)
+        shown = subprocess.run(
+            ["tc", "-n", lab.ns(role), "qdisc", "show", "dev", device, "root"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        found[role] = " ".join(shown.split()[:3])
+    return found
+
+
+def test_lab_wan_shapes_the_real_hosts_wan_link_as_in_the_lab(farm):
+    """The lab's shaper and queue on the WAN link's two ends (client and gw), by the
+    lab's tc lines: each trial link-bound at the lab's own ceiling for the hosts' MTUs,
+    the queue's counters named as the lab names them, the queue changed between trials,
+    and each end's root queue the kernel's own again after the run."""
+    work = farm.work / "wan"
+    work.mkdir()
+    (work / "hosts.toml").write_text(farm.hosts_file("vxlan"))
+    (work / "plan.toml").write_text(WAN_PLAN)
+    before, queues = state(farm.lab), roots(farm.lab)
+    assert queues == {"client": "qdisc noqueue 0:", "gw": "qdisc noqueue 0:"}
+    done = tunnelbench(
+        "run", "plan.toml", "--hosts", "hosts.toml", "--db", "r.db", "-q", "--no-reports",
+        cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = latest(work / "r.db")
+    assert len(run.trials) == 4
+    gw_wan = farm.lab.link_device("gw", "client")
+    for trial in run.trials:
+        assert trial.status.value == "ok", trial.error
+        lab = trial.config["lab"]
+        assert (lab["wan"]["mtu"], lab["lan_mtu"]) == (1500, 1500)  # the hosts' own, recorded
+        m = trial.metrics
+        delivered = m["goodput_bps"] * 1 / 8
+        # the client's end shaped the upload; both ends' queues are read as the lab's "wan"
+        assert m["qdisc.client.wan.sent_bytes"] >= delivered
+        assert "qdisc.gw.wan.sent_bytes" in m
+        assert remote(trial).dut_qdiscs[gw_wan] == "tbf"
+        summary = next(s for s in run.summaries if s.key == trial.config_key)
+        assert summary.ceiling is not None and summary.diagnosis is not None
+        verdict = summary.diagnosis.verdict
+        assert verdict.bound.value in ("link-bound", "link-bound-lossy"), verdict.summary
+    assert roots(farm.lab) == queues and state(farm.lab) == before
+    assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
+
+
+def test_lab_wan_leaves_a_queue_someone_configured_alone_and_refuses_what_hosts_keep(farm):
+    work = farm.work / "wan-refused"
+    work.mkdir()
+    (work / "hosts.toml").write_text(farm.hosts_file("vxlan"))
+    (work / "plan.toml").write_text(WAN_PLAN)
+    device = farm.lab.link_device("gw", "client")
+    tc = ["tc", "-n", farm.lab.ns("gw"), "qdisc"]
+    subprocess.run([*tc, "add", "dev", device, "root", "handle", "7:", "pfifo"], check=True)
+    try:
+        done = tunnelbench("run", "plan.toml", "--hosts", "hosts.toml", "--db", "r.db", cwd=work)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"gw: {device}'s root queue is pfifo 7:, not the kernel's own" in done.stderr
+        assert roots(farm.lab)["gw"] == "qdisc pfifo 7:"
+        assert not (work / "r.db").exists()
+    finally:
+        subprocess.run([*tc, "del", "dev", device, "root"], check=True)
+    (work / "mtu.toml").write_text(WAN_PLAN.replace("[base]\n", '[base]\n"lab.wan.mtu" = 1400\n'))
+    done = tunnelbench("run", "mtu.toml", "--hosts", "hosts.toml", "--db", "r.db", cwd=work)
+    assert done.returncode == 2
+    assert "lab.wan.mtu: cannot be set for real hosts" in done.stderr
+    assert sorted(Path("/tmp").glob("tunnelbench.*")) == []

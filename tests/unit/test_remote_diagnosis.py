@@ -105,3 +105,21 @@ def test_the_kernels_esp_is_told_which_driver_serves_its_cipher(drivers, advised
     (crypto,) = [a for a in advise(s, diagnose(s), []) if "driver" in a.suggestion]
     assert crypto.suggestion.startswith(advised)
     assert "gw's kernel serves gcm(aes) by " in crypto.because
+
+
+def test_an_ends_generator_at_its_core_is_the_limit_and_an_ends_process_is_not_the_duts():
+    """On real hosts the ends' processes are sampled as the lab samples its own: the
+    generator (``iperf3-client@client``) is the limit when it fills its core, and no
+    process of an end is taken for the DUT's, whose cores are the only ones recorded."""
+    idle = {"cpu0.softirq": 20.0, "cpu0.idle": 70.0}
+    ends = {"proc.iperf3-client@client": 99.4, "proc.iperf3-server@server": 41.0}
+    s = dut(idle | ends | {"proc.wireguard-go@client": 95.0})
+    assert s.processes() == {}
+    d = diagnose(s)
+    assert d.verdict.bound is Bound.GENERATOR
+    assert "the load generator iperf3-client@client used 99.4% of one core" in d.verdict.summary
+    # The DUT's core full: its own process is named, not an end's busier daemon.
+    busy = dut(ends | {"proc.wireguard-go@client": 95.0, "proc.kworker@gw": 30.0})
+    found = {f.bound: f for f in diagnose(busy).findings}
+    assert "kworker@gw used 30% of a core" in found[Bound.CPU].summary
+    assert "wireguard-go@client" not in found[Bound.CPU].summary

@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tunnelbench.bench import planfile
 from tunnelbench.errors import UserError
+from tunnelbench.kinds import Queue
 from tunnelbench.model.records import Resolved
 from tunnelbench.model.remotefacts import CryptoDriver, RemoteFacts, SnmpView, TunnelEnd
 from tunnelbench.remote import hostsfile, probes
@@ -465,9 +466,18 @@ def test_a_plan_for_real_hosts_may_vary_traffic_and_tunnel_not_the_lab():
     assert [(t.seq, t.config.tunnel.kind.value, t.config.traffic.streams) for t in trials] == [
         (1, "none", 1), (2, "wireguard", 1), (3, "none", 4), (4, "wireguard", 4),
     ]  # fmt: skip
-    shaped = plan + '[base.lab.wan]\nrate = "100mbit"\n'
-    with pytest.raises(UserError, match=r"^lab\.wan\.rate: cannot be set for real hosts"):
-        remote_run.check(planfile.parse(shaped, "p.toml").experiment, hosts)
+    # lab.wan's shaper, queue and impairments go on the hosts' WAN link; its MTU, the
+    # LAN's, offloads and cores are the hosts' own.
+    shaped = plan + '[base.lab.wan]\nrate = "100mbit"\nqueue = "bfifo"\ndelay = "5ms"\n'
+    wan = remote_run.check(planfile.parse(shaped, "p.toml").experiment, hosts)[0].config.lab.wan
+    assert (wan.rate, wan.queue, wan.delay) == (100_000_000, Queue.BFIFO, 5000)
+    for key, setting in (
+        ("lab.wan.mtu", "[base.lab.wan]\nmtu = 1400\n"),
+        ("lab.lan_mtu", "[base.lab]\nlan_mtu = 1400\n"),
+        ("lab.offloads.gro", "[base.lab.offloads]\ngro = false\n"),
+    ):
+        with pytest.raises(UserError, match=rf"^{key}: cannot be set for real hosts"):
+            remote_run.check(planfile.parse(plan + setting, "p.toml").experiment, hosts)
     other = '[base.tunnel]\nkind = "vxlan"\n'
     with pytest.raises(UserError, match="the hosts file's tunnel is wireguard"):
         remote_run.check(planfile.parse(other, "p.toml").experiment, hosts)

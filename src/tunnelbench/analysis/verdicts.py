@@ -124,10 +124,15 @@ class Subject:
         return 100.0 - self.metrics[metric.cpu(core, "idle")]
 
     def processes(self) -> dict[str, float]:
+        """Process label -> % of one core, of the processes on the machine whose cores
+        :attr:`cores` are: the lab's, or on real hosts the DUT's (``comm@gw``); the ends'
+        generators there are read by their own rules (:func:`is_generator`)."""
+        remote = self.resolved.remote
+        owner = f"@{remote.dut}" if remote and remote.dut else ""
         return {
             label: value
             for n, value in sorted(self.metrics.items())
-            if (label := metric.process_label(n)) is not None
+            if (label := metric.process_label(n)) is not None and label.endswith(owner)
         }
 
     def per_run(self, name: str) -> list[float]:

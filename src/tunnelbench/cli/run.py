@@ -141,7 +141,7 @@ def _remote(args: argparse.Namespace) -> int:
     session = remote_session.Session(hosts)
     try:
         with session:
-            remote_run.preflight(session, trials)
+            trials = remote_run.preflight(session, trials)
             with holding(args, existing=False) as (store, lock):
                 run_id = remote_run.execute(
                     session, experiment, trials, store, command_line=shlex.join(sys.argv),

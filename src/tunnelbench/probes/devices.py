@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from tunnelbench.lab.netns import Lab
 
 TUNNEL = "tunnel"
+WAN = "wan"  # the WAN link, as the chains name it (tunnelbench.lab.topology)
 PPP = "ppp"  # a WAN end's device over PPPoE (lab.pppoe)
 
 

@@ -117,6 +117,21 @@ grep '^Tcp:' /proc/net/snmp
 """ + process_stats()
 
 
+#: Between a host's TCP counters and its own processes in one read (:data:`OWN_PROCESSES`).
+PROCESSES_MARK = "-- recorded processes"
+#: ``P <stat line>`` of every process the session recorded on the host (``$TB_DIR/pids``:
+#: PID and start time) that still runs as itself: a PID another process took since is
+#: skipped by its start time.
+OWN_PROCESSES = (
+    f"echo {shlex.quote(PROCESSES_MARK)}\n"
+    '[ -f "$TB_DIR/pids" ] && while read -r p t; do\n'
+    '  { read -r s <"/proc/$p/stat"; } 2>/dev/null || continue\n'
+    '  r=${s##*) }; set -- $r; [ "${20}" = "$t" ] && echo "P $s"\n'
+    'done <"$TB_DIR/pids"\n'
+    "exit 0\n"
+)
+
+
 LINK_FIELDS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "rx_dropped", "tx_dropped")
 
 

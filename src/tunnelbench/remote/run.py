@@ -31,7 +31,7 @@ from tunnelbench.model import remotefacts
 from tunnelbench.model.plan import Experiment, LabSettings, Trial, expand
 from tunnelbench.model.records import Resolved, TrialStatus
 from tunnelbench.model.remotefacts import CryptoDriver, RemoteFacts, SnmpView
-from tunnelbench.remote import capabilities
+from tunnelbench.remote import capabilities, wan
 from tunnelbench.remote import trial as remote_trial
 from tunnelbench.remote.hostsfile import HostsFile
 from tunnelbench.remote.session import Session, missing
@@ -73,12 +73,10 @@ def check(experiment: Experiment, hosts: HostsFile) -> list[Trial]:
     default = dataclasses.asdict(dataclasses.replace(LabSettings(), topology=topology))
     for trial in trials:
         config = trial.config
-        if (key := _first_difference(dataclasses.asdict(config.lab), default)) is not None:
-            raise UserError(
-                f"lab.{key}: cannot be set for real hosts (their links, queues and cores are"
-                " their own; tunnelbench changes no setting of your machines); remove it"
-                " from the plan or run it in a lab without --hosts"
-            )
+        # lab.wan's shaper, queue and impairments go on the hosts' WAN link (remote.wan).
+        bare = dataclasses.replace(config.lab, wan=wan.unset(config.lab.wan))
+        if (key := _first_difference(dataclasses.asdict(bare), default)) is not None:
+            raise UserError(wan.refusal(f"lab.{key}"))
         traffic = config.traffic
         if traffic.family not in hosts.families:
             raise UserError(
@@ -169,12 +167,27 @@ def environment(session: Session) -> dict[str, Any]:
     }
 
 
-def preflight(session: Session, trials: list[Trial] | None = None) -> None:
+def preflight(session: Session, trials: list[Trial]) -> list[Trial]:
     """What the hosts lack for this hosts file and the generators of ``trials``: one
-    message naming each, exit code 2."""
-    generators = {t.config.traffic.generator for t in trials or ()}
-    if problems := missing(session.file, session.facts, generators):
+    message naming each, exit code 2. The trials are returned as they will run: where
+    they set ``lab.wan``, with the real path's MTUs as their ``lab.wan.mtu`` and
+    ``lab.lan_mtu`` (the ceiling is the real link's)."""
+    generators = {t.config.traffic.generator for t in trials}
+    problems = missing(session.file, session.facts, generators)
+    shaped = any(wan.is_set(t.config.lab.wan) for t in trials)
+    if shaped and not problems:
+        problems = wan.problems(session)
+    if problems:
         raise UserError("; ".join(problems))
+    if not shaped:
+        return trials
+    wan_mtu, lan_mtu = wan.mtus(session)
+    return [
+        dataclasses.replace(t, config=dataclasses.replace(t.config, lab=dataclasses.replace(
+            t.config.lab, lan_mtu=lan_mtu,
+            wan=dataclasses.replace(t.config.lab.wan, mtu=wan_mtu))))
+        for t in trials
+    ]  # fmt: skip
 
 
 def execute(
@@ -207,6 +220,7 @@ def _trials(
     session: Session, trials: list[Trial], store: Store, run_id: int, progress: Progress
 ) -> None:
     standing: list[RemoteTunnel] = []  # the built tunnel up now, if any
+    link = wan.WanLink(session)
     for trial in trials:
         kind = trial.config.tunnel.kind.value
         progress.trial_started(trial)
@@ -225,7 +239,10 @@ def _trials(
                 resolved.record_setup(tunnel.found)
                 resolved.tunnel, resolved.tunnel_cipher = tunnel.kind_facts, tunnel.cipher
             resolved.remote = _remote_facts(session, tunnel if kind != "none" else None)
-            outcome = remote_trial.measure(session, tunnel, trial.config, trial.seq)
+            link.set(trial.config.lab.wan)
+            outcome = remote_trial.measure(
+                session, tunnel, trial.config, trial.seq, wan_devices=link.devices
+            )
             metrics, artifacts = outcome.metrics, outcome.artifacts
             resolved.remote.port, resolved.remote.target = outcome.port, outcome.target
             resolved.remote.dut_qdiscs = outcome.dut_qdiscs

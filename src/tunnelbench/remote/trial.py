@@ -8,6 +8,7 @@ clocks, its busiest processes and every host's link and TCP counters are stored 
 them.
 """
 
+import contextlib
 import json
 import random
 import subprocess
@@ -24,7 +25,7 @@ from tunnelbench.kinds import Generator, Protocol, StreamMode
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrafficSettings, TrialConfig
 from tunnelbench.probes import tcp
-from tunnelbench.probes.devices import TUNNEL
+from tunnelbench.probes.devices import TUNNEL, WAN
 from tunnelbench.probes.qdisc import COUNTERS as QDISC_COUNTERS
 from tunnelbench.probes.qdisc import RootQdisc, parse_qdiscs
 from tunnelbench.remote import probes, snmp
@@ -38,6 +39,9 @@ from tunnelbench.traffic.base import TrafficResult
 PORTS = range(5201, 5300)
 #: The client's iperf3 may take this long beyond its test to connect and report.
 CLIENT_MARGIN_S = 20.0
+#: The ends' processes are read this long before the window's end: the generator's test
+#: ends with the window, and its processes exit with it (their CPU is read from /proc).
+PROCESS_LEAD_S = 0.3
 #: The generators as a host's PATH names them (iperf2's program is ``iperf``).
 IPERF3, IPERF2 = "iperf3", "iperf"
 
@@ -53,7 +57,18 @@ class RemoteOutcome:
     dut_qdiscs: dict[str, str] = field(default_factory=dict)
 
 
-def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: int) -> RemoteOutcome:
+def measure(
+    session: Session,
+    tunnel: RemoteTunnel,
+    config: TrialConfig,
+    seq: int,
+    *,
+    wan_devices: dict[str, str] | None = None,
+) -> RemoteOutcome:
+    """One trial. ``wan_devices``: role -> its WAN device where ``lab.wan`` stands on the
+    link (:mod:`tunnelbench.remote.wan`): their queues' counters are read, named ``wan``
+    as the lab names its own."""
+    wan_devices = wan_devices or {}
     # A warm-up of "auto" is a fixed one on real hosts: the window is placed by this
     # machine's clock at the sampler's lines, not watched live (recorded as warmup.s).
     warmup = config.traffic.fixed_warmup
@@ -75,17 +90,20 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
     }
     dut_host = session.hosts.get(dut)  # None: a black box
     box = session.black_boxes.get(dut)
-    queues_before = _qdiscs(dut_host, session.facts[dut].programs) if dut_host else None
+    queued = [role for role in session.hosts if role == dut or role in wan_devices]
+    queues_before = {role: _qdiscs(session, role) for role in queued}
     agent = box.agent() if box is not None else None  # (reader, device) of a box's SNMP
     snmp_before = agent[0].snapshot(agent[1]) if agent else None
     marks: dict[str, tuple[float, probes.Counters]] = {}
     snmp_marks: dict[str, snmp.Snapshot] = {}
     tcp_marks: dict[str, dict[str, str]] = {}
+    own_marks: dict[str, dict[str, tuple[float, probes.Counters]]] = {"begin": {}, "last": {}}
 
     def snapshot(name: str) -> None:
-        """The window's edge: the endpoints' TCP counters and the DUT's processes (or its
-        SNMP counters), read side by side: one after the other, each read over SSH on a
-        loaded machine moved the window's edge by a tenth of a second or more."""
+        """The window's edge: the endpoints' TCP counters and their generator processes,
+        the DUT's processes (or its SNMP counters), read side by side: one after the
+        other, each read over SSH on a loaded machine moved the window's edge by a tenth
+        of a second or more."""
 
         def dut_read() -> str:  # keeps its figures itself; "" for side_by_side's one type
             if dut_host is not None:
@@ -97,7 +115,16 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
 
         def tcp_read(role: str) -> Callable[[], str]:
             host = session.hosts[role]
-            return lambda: host.run(["cat", "/proc/net/snmp", "/proc/net/netstat"]).stdout
+            script = f"{host.env()}cat /proc/net/snmp /proc/net/netstat\n{probes.OWN_PROCESSES}"
+
+            def read() -> str:
+                text = host.run(["sh", "-c", script]).stdout
+                counters, _, own = text.partition(probes.PROCESSES_MARK)
+                if name == "begin":
+                    own_marks[name][role] = (time.monotonic(), probes.parse_counters(own))
+                return counters
+
+            return read
 
         try:
             *texts, _ = side_by_side([tcp_read("client"), tcp_read("server"), dut_read])
@@ -105,8 +132,25 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
         except LabError:
             pass  # a figure of the window is then missing, never made up
 
+    def last_processes() -> None:
+        """The ends' processes while they still run (see :data:`PROCESS_LEAD_S`)."""
+
+        def read(role: str) -> Callable[[], str]:
+            host = session.hosts[role]
+
+            def reading() -> str:
+                text = host.run(["sh", "-c", host.env() + probes.OWN_PROCESSES]).stdout
+                own_marks["last"][role] = (time.monotonic(), probes.parse_counters(text))
+                return ""
+
+            return reading
+
+        with contextlib.suppress(LabError):  # their figures are then missing, never made up
+            side_by_side([read("client"), read("server")])
+
     timers = [
         threading.Timer(warmup, snapshot, ("begin",)),
+        threading.Timer(max(warmup, seconds - PROCESS_LEAD_S), last_processes),
         threading.Timer(seconds, snapshot, ("end",)),
     ]
     started = time.monotonic()
@@ -133,6 +177,7 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
         (t0, first), (t1, last) = marks["begin"], marks["end"]
         for comm, pct in probes.process_cpu(first, last, t1 - t0).items():
             metrics[metric.process(f"{comm}@{dut}")] = pct
+    metrics |= _generator_metrics(own_marks, traffic.generator)
     if "begin" in tcp_marks and "end" in tcp_marks:
         metrics |= tcp.window_metrics(tcp_marks["begin"], tcp_marks["end"])
     metrics |= _counter_metrics(before, after, tunnel.devices if tunnelled else {})
@@ -149,22 +194,46 @@ def measure(session: Session, tunnel: RemoteTunnel, config: TrialConfig, seq: in
             metrics |= snmp.cpu_metrics(dut, device, opened, closed, cache)
             metrics[metric.snmp(dut, metric.SNMP_WINDOW)] = round(closed.at - opened.at, 3)
     qdiscs: dict[str, str] = {}
-    queues_after = _qdiscs(dut_host, session.facts[dut].programs) if dut_host else None
-    if queues_before is not None and queues_after is not None:
-        tunnel_device = tunnel.devices.get(dut) if tunnelled else None
-        metrics |= _qdisc_metrics(dut, queues_before, queues_after, tunnel_device)
-        qdiscs = {dev: q.kind for dev, q in sorted(queues_after.items())}
+    for role in queued:
+        roots_then, roots_now = queues_before[role], _qdiscs(session, role)
+        if roots_then is None or roots_now is None:
+            continue
+        names = {wan_devices[role]: WAN} if role in wan_devices else {}
+        if tunnelled and role in tunnel.devices:
+            names[tunnel.devices[role]] = TUNNEL
+        metrics |= _qdisc_metrics(role, roots_then, roots_now, names)
+        if role == dut:
+            qdiscs = {dev: q.kind for dev, q in sorted(roots_now.items())}
     _check_counters(session, metrics, traffic.duration)
     artifacts = {traffic.generator.value: result.raw, "intervals": result.intervals_bps}
     return RemoteOutcome(metrics, artifacts, port, target, qdiscs)
 
 
-def _qdiscs(host: SshHost, programs: dict[str, str]) -> dict[str, RootQdisc] | None:
-    """The DUT's root qdiscs (``tc -s -j``), or None where it has no ``tc`` or one without
+def _generator_metrics(
+    marks: dict[str, dict[str, tuple[float, probes.Counters]]], generator: Generator
+) -> dict[str, float]:
+    """The CPU of the processes the trial started on the client and the server over the
+    window (up to :data:`PROCESS_LEAD_S` before its end), as the lab names its own: the
+    generator as ``iperf3-client@client`` (its labels' prefix is the generator's, so the
+    rules know it), any other (a tunnel's daemon at an end) as ``comm@role``."""
+    programs = {IPERF3, IPERF2}
+    metrics: dict[str, float] = {}
+    for role, (t0, first) in marks["begin"].items():
+        if role not in marks["last"]:
+            continue
+        t1, last = marks["last"][role]
+        for comm, pct in probes.process_cpu(first, last, t1 - t0).items():
+            label = f"{generator.value}-{role}@{role}" if comm in programs else f"{comm}@{role}"
+            metrics[metric.process(label)] = pct
+    return metrics
+
+
+def _qdiscs(session: Session, role: str) -> dict[str, RootQdisc] | None:
+    """A host's root qdiscs (``tc -s -j``), or None where it has no ``tc`` or one without
     JSON output (busybox has no tc; OpenWrt's tc-tiny may lack -j): then not recorded."""
-    if "tc" not in programs:
+    if "tc" not in session.facts[role].programs:
         return None
-    done = host.run(["tc", "-s", "-j", "qdisc", "show"], check=False)
+    done = session.hosts[role].run(["tc", "-s", "-j", "qdisc", "show"], check=False)
     if done.returncode != 0:
         return None
     try:
@@ -177,17 +246,18 @@ def _qdisc_metrics(
     role: str,
     before: dict[str, RootQdisc],
     after: dict[str, RootQdisc],
-    tunnel_device: str | None = None,
+    names: dict[str, str] | None = None,
 ) -> dict[str, float]:
     """``qdisc.<role>.<device>.<counter>`` over the trial, for each root qdisc that was
     the same one before and after (a qdisc replaced meanwhile measured nothing whole);
-    the tunnel device's as ``tunnel``, as :func:`_counter_metrics` names it."""
+    a device in ``names`` by the lab's name for it (the tunnel's ``tunnel``, as
+    :func:`_counter_metrics` names it; the WAN link's ``wan``)."""
     metrics: dict[str, float] = {}
     for device, new in after.items():
         old = before.get(device)
         if old is None or (old.kind, old.handle) != (new.kind, new.handle):
             continue
-        name_as = TUNNEL if device == tunnel_device else device
+        name_as = (names or {}).get(device, device)
         for name in QDISC_COUNTERS:
             metrics[metric.qdisc(role, name_as, name)] = new.values[name] - old.values[name]
     return metrics
