@@ -124,6 +124,33 @@ def test_drops_at_the_tun_device_are_not_advised_as_the_wan_queues(tmp_path):
     assert "lab.wan.queue" in settings(advise(case, d, []))
 
 
+def test_a_kernel_tunnels_transmit_drops_are_the_wan_queues_counted_again(tmp_path):
+    """A VXLAN device has no queue: its tx_dropped counts what the WAN FIFO under it
+    refused. A real host's VXLAN over a full FIFO counted 139 of fewer packets sent, a
+    larger share than the FIFO's 225, and was told to look at the tunnel device."""
+    s, env = wireguard_go_cpu_bound(tmp_path)
+    config = changed(
+        s.config,
+        tunnel={"kind": "vxlan", "implementation": "kernel"},
+        lab_wan={"rate": 20_000_000, "queue": "bfifo", "queue_bytes": 75_000},
+    )
+    resolved = resolved_for(config, {"tunnel_implementation": "kernel", "tunnel_mtu": 1450})
+    assert resolved.tunnel is not None and not resolved.tunnel.userspace
+    echoed = {
+        "link.client.tunnel.tx_dropped": 139.0,
+        "link.client.tunnel.tx_packets": 5_000.0,
+        "qdisc.client.wan.drops": 225.0,
+        "qdisc.client.wan.sent_packets": 9_000.0,
+    }
+    runs = [run | echoed for run in ok_runs(s)]
+    case = Subject(config, resolved, medians(runs), None, env, runs=tuple(runs))
+    d = diagnose(case)
+    assert [f.subject for f in d.findings if f.bound is Bound.QUEUE_DROPS] == [
+        "qdisc on client.wan"
+    ]
+    assert not [a for a in advise(case, d, []) if "tunnel device" in a.suggestion]
+
+
 def test_a_recorded_tun_overflow_is_named_as_the_tunnels(tmp_path):
     """wireguard-implementations.db: boringtun with 4 streams, whose TUN device dropped
     718 packets a run (the WAN link none)."""

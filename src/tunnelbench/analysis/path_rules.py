@@ -230,13 +230,24 @@ def queue_below_bdp(s: Subject) -> Finding | None:
     )
 
 
+def _echo(s: Subject, site: drop_sites.DropSite) -> bool:
+    """Whether a drop counter only counts again what another one dropped: a kernel
+    tunnel's device has no queue of its own, and its transmit drops are the packets the
+    queue under it refused (a VXLAN device over a full WAN FIFO counted 139 where the
+    FIFO counted 225, a larger share of what it sent). A userspace tunnel's TUN device has
+    a queue its daemon empties; its drops are its own."""
+    tunnel = s.resolved.tunnel
+    kernel = tunnel is not None and not tunnel.userspace
+    return kernel and site.where == "tunnel" and site.counter == "tx"
+
+
 def queue_drops(s: Subject) -> Finding | None:
     """The place that dropped the largest share of what it was offered, when that is at
     least :data:`QUEUE_DROP_SHARE_PCT`: the WAN queue under test, the tunnel device's own
     queue (a userspace daemon that does not read its TUN device as fast as the kernel
     fills it), or another device (:mod:`tunnelbench.analysis.drop_sites`)."""
     worst = max(
-        (site for site in drop_sites.sites(s.metrics) if site.drops > 0),
+        (site for site in drop_sites.sites(s.metrics) if site.drops > 0 and not _echo(s, site)),
         key=lambda site: site.share_pct,
         default=None,
     )
