@@ -173,6 +173,18 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
     # The ends' generator processes are sampled as the lab samples its own, under labels
     # the generator's rules know; every process is named with its machine.
     assert plain.metrics["proc.iperf3-client@client"] >= 10.0  # unshaped: it works hard
+    # The lab's pings from the client, in the window by the client's own clock (ping -D),
+    # the same figures a lab trial has.
+    store = Store.read(work / "r.db")
+    try:
+        for trial in run.trials:
+            m = trial.metrics
+            # (a busy path may answer faster than an idle one: no core wakes from sleep)
+            assert m["rtt.samples"] >= 10 and m["rtt.idle_ms"] > 0 and m["rtt.loaded_ms"] > 0
+            ping = store.artifact(trial.id, "ping")
+            assert abs(ping["clock_offset_s"]) < 0.05  # the machines share one clock
+    finally:
+        store.close()
     for trial in run.trials:
         labels = [n.removeprefix("proc.") for n in trial.metrics if n.startswith("proc.")]
         assert all(label.rsplit("@", 1)[-1] in ROLES for label in labels), labels

@@ -8,6 +8,7 @@ is not the configuration's limit, and a run recorded before that metric says so.
 
 import statistics
 
+from tunnelbench.analysis.dut_rules import unseen
 from tunnelbench.analysis.verdicts import (
     SATURATED_PCT,
     Bound,
@@ -237,6 +238,8 @@ def generator_bound(s: Subject) -> Finding | None:
         " threads can use"
     )
     who = f"the load generator {label}"
+    # On real hosts a black-box DUT may be near its own limit too: said, not guessed.
+    outside, unseen_evidence = unseen(s)
     if times < runs:
         who = (
             f"the load generator's busiest process ({label} in {times} of {runs} runs,"
@@ -246,12 +249,13 @@ def generator_bound(s: Subject) -> Finding | None:
         Bound.GENERATOR,
         f"{who} used {used}"
         f" ({per_process} stream{'s' if per_process > 1 else ''} in that process): the"
-        " generator is the limit",
+        f" generator is the limit{outside}",
         (
             Evidence(
                 f"{label} CPU" if times == runs else "busiest generator process CPU", pct, "%"
             ),
             Evidence("streams per generator process", per_process, ""),
+            *unseen_evidence,
         ),
         subject=label,
     )

@@ -39,6 +39,7 @@ Contract (what every implementation guarantees, and all it must provide):
 
 import json
 import os
+import signal
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -98,6 +99,11 @@ class Host(ABC):
     @abstractmethod
     def record(self, path: Path, *, kind: str) -> None:
         """``kind``: ``"file"``, ``"directory"`` or ``"cgroup"``."""
+
+    def interrupt(self, proc: "subprocess.Popen[bytes]") -> None:
+        """Stop a process :meth:`spawn` started as Ctrl-C would (SIGINT: ping then prints
+        its summary), by its PID; ``proc`` is what :meth:`spawn` returned."""
+        proc.send_signal(signal.SIGINT)
 
     def read_net(self, names: Sequence[str]) -> str:
         """The host's ``/proc/net/<name>`` files (its network namespace's), concatenated."""

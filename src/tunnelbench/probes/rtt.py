@@ -29,15 +29,17 @@ so the window is converted with the offset between the two clocks taken when the
 starts. The output format is that of iputils ping (20221126 on Debian 12).
 """
 
+import contextlib
 import math
 import re
-import signal
 import statistics
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from tunnelbench.errors import LabError
+from tunnelbench.lab.host import Host
 from tunnelbench.lab.netns import Lab
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import LinkSettings
@@ -195,64 +197,80 @@ def loaded_metrics(
     return metrics
 
 
-class RttProbe(TrialProbe):
-    kind = ProbeKind.RTT
-    alongside = False  # the idle ping's round trips
+class Pings:
+    """The trial's pings from one host to where the generator sends: one to learn the
+    neighbours, the idle ones, then 10 a second through the trial until stopped. The
+    host is any :class:`~tunnelbench.lab.host.Host`: a lab's namespace, a real client
+    over SSH. ``clock_offset``: the host's wall clock minus this machine's (ping -D
+    stamps replies with the host's), 0 for this machine's namespaces."""
 
-    def before(self, lab: Lab, context: ProbeContext) -> None:
-        traffic = context.traffic
-        self.duration = traffic.duration
+    def __init__(
+        self,
+        host: Host,
+        directory: Path,
+        target: str,
+        family: int,
+        timeout: int,
+        *,
+        clock_offset: float = 0.0,
+        tag: str = "",
+    ) -> None:
+        self.host, self.directory = host, directory
+        self.target, self.family, self.timeout = target, family, timeout
+        self.clock_offset = clock_offset
         self.window: tuple[float, float] | None = None
-        client = lab.chain.client
-        self.target = lab.server_address(traffic.family)  # where the generator sends
-        self.timeout = reply_timeout(lab.settings.wan)
+        self.output = directory / f"ping-loaded{tag}.txt"
+        self.errors = directory / f"ping-loaded{tag}.err"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def host_time(self) -> float:
+        """Now, on the host's wall clock."""
+        return time.time() + self.clock_offset
+
+    def begin(self) -> None:
+        """The idle pings, then the loaded ping started (recorded by the host: teardown
+        ends it by PID if the trial fails)."""
         # One ping first, waited for, so that the neighbours along the path are known:
         # the idle pings go out within 40 ms, and all of them would wait out one lost
         # ARP request (on an impaired WAN: a 1 s retry, and an idle "RTT" of 1,037 ms).
         warm = max(self.timeout, NEIGHBOUR_WAIT_S)
-        lab.exec(
-            client,
-            ping_argv(self.target, traffic.family, IDLE_INTERVAL_S, 1, warm),
+        self.host.run(
+            ping_argv(self.target, self.family, IDLE_INTERVAL_S, 1, warm),
             check=False,
             timeout=warm + 5,
         )
-        idle = lab.exec(
-            client,
-            ping_argv(self.target, traffic.family, IDLE_INTERVAL_S, IDLE_COUNT, self.timeout),
+        idle = self.host.run(
+            ping_argv(self.target, self.family, IDLE_INTERVAL_S, IDLE_COUNT, self.timeout),
             timeout=IDLE_COUNT * IDLE_INTERVAL_S + self.timeout + 5,
         )
         self.idle_text = idle.stdout
-        self.output = lab.directory / "ping-loaded.txt"
-        self.errors = lab.directory / "ping-loaded.err"
-        self.host = lab.host(client)
-        argv = ping_argv(self.target, traffic.family, LOADED_INTERVAL_S, timeout=self.timeout)
-        self.first_sent = time.time()
-        # Recorded in the lab's state: teardown ends it by PID if the trial fails.
-        self.process = lab.start(client, argv, stdout=self.output, stderr=self.errors)
+        argv = ping_argv(self.target, self.family, LOADED_INTERVAL_S, timeout=self.timeout)
+        self.first_sent = self.host_time()
+        self.process = self.host.spawn(argv, stdout=self.output, stderr=self.errors)
 
-    def started(self, begin: float) -> None:
-        wall = begin + (time.time() - time.monotonic())
-        self.window = (wall, wall + self.duration)
-
-    def signals(self) -> PathSignals:
-        """The loaded pings so far, for a warm-up that ends on evidence
-        (:mod:`tunnelbench.traffic.warmup`)."""
-        return PathSignals(self.loaded_so_far)
+    def started(self, begin: float, duration: float) -> None:
+        """The measured window: from monotonic ``begin``, ``duration`` seconds."""
+        wall = begin + (self.host_time() - time.monotonic())
+        self.window = (wall, wall + duration)
 
     def loaded_so_far(self) -> list[tuple[float, float]]:
         """(monotonic s of arrival, ms) of every loaded reply so far."""
-        offset = time.time() - time.monotonic()
+        offset = self.host_time() - time.monotonic()
         text = self.host.read(self.output)
         return [(r.at - offset, r.rtt_ms) for r in _replies(text)]
 
-    def after(self) -> ProbeReading:
-        if self.process.poll() is not None:
+    def finish(self) -> ProbeReading:
+        """Stop the loaded ping (SIGINT: it prints its summary and exits) and read both."""
+        process = self.process
+        if process is None:
+            raise LabError("rtt probe: the loaded ping was never started")
+        self.process = None
+        if process.poll() is not None:
             raise LabError(f"ping exited during the trial: {self._stderr()}")
-        # SIGINT makes ping print its summary and exit; it is ours, ended by its PID.
-        self.process.send_signal(signal.SIGINT)
-        stopped_at = time.time()
+        self.host.interrupt(process)
+        stopped_at = self.host_time()
         try:
-            code = self.process.wait(timeout=2)
+            code = process.wait(timeout=2)
         except subprocess.TimeoutExpired:
             raise LabError("ping did not exit within 2 s of SIGINT") from None
         if code not in (0, 1):  # 1: no reply at all, which is a measurement too
@@ -277,8 +295,46 @@ class RttProbe(TrialProbe):
             "first_sent": self.first_sent,
             "stopped_at": stopped_at,
         }
+        if self.clock_offset:
+            raw["clock_offset_s"] = round(self.clock_offset, 4)
         return ProbeReading(metrics, raw)
+
+    def abandon(self) -> None:
+        """Stop the loaded ping if it still runs: a trial that failed before
+        :meth:`finish` (its record ends it later in any case)."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(LabError):
+                self.host.interrupt(self.process)
+        self.process = None
 
     def _stderr(self) -> str:
         lines = self.host.read(self.errors).strip().splitlines()
         return lines[-1] if lines else "no error output"
+
+
+class RttProbe(TrialProbe):
+    kind = ProbeKind.RTT
+    alongside = False  # the idle ping's round trips
+
+    def before(self, lab: Lab, context: ProbeContext) -> None:
+        traffic = context.traffic
+        self.duration = traffic.duration
+        self.pings = Pings(
+            lab.host(lab.chain.client),
+            lab.directory,
+            lab.server_address(traffic.family),  # where the generator sends
+            traffic.family,
+            reply_timeout(lab.settings.wan),
+        )
+        self.pings.begin()
+
+    def started(self, begin: float) -> None:
+        self.pings.started(begin, self.duration)
+
+    def signals(self) -> PathSignals:
+        """The loaded pings so far, for a warm-up that ends on evidence
+        (:mod:`tunnelbench.traffic.warmup`)."""
+        return PathSignals(self.pings.loaded_so_far)
+
+    def after(self) -> ProbeReading:
+        return self.pings.finish()

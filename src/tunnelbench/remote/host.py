@@ -84,6 +84,14 @@ exit $status
 """
 
 
+#: SIGINT to one recorded process (``$1``: its PID, ``$2``: its start time) if it is
+#: still that process; one already gone is success.
+INTERRUPT = (
+    'p=$1; want=$2; { read -r s <"/proc/$p/stat"; } 2>/dev/null || exit 0;'
+    ' s=${s##*) }; set -- $s; [ "${20}" = "$want" ] && kill -INT "$p"; exit 0'
+)
+
+
 #: Ends one recorded process (``$1``: its PID, ``$2``: its start time) if it is still
 #: that process, and waits until it is gone (3 s, then SIGKILL): the undo line of a
 #: daemon, so a tunnel removed between trials takes its daemon with it, and the next
@@ -203,20 +211,30 @@ class SshHost(Host):
         self._pid_files[proc.pid] = pid_file
         return proc
 
-    def end_on_undo(self, proc: "subprocess.Popen[bytes]") -> list[str]:
-        """Record, as an undo line, the ending of the process ``proc`` stands for (it
-        spawned it), once the process has recorded itself; the line, for the caller's
-        own list of what to undo."""
+    def interrupt(self, proc: "subprocess.Popen[bytes]") -> None:
+        """SIGINT to the program ``proc`` stands for, on the host, by the PID and start
+        time it recorded (the local ``ssh`` passes no signal on); nothing once it is
+        gone."""
+        pid, start = self._recorded(proc)
+        self.run(["sh", "-c", INTERRUPT, "interrupt", pid, start])
+
+    def _recorded(self, proc: "subprocess.Popen[bytes]") -> tuple[str, str]:
+        """(PID, start time) the program ``proc`` stands for recorded on the host."""
         pid_file = self._pid_files[proc.pid]
         deadline = time.monotonic() + RECORD_WAIT_S
         while True:
             found = self.run(["cat", str(pid_file)], check=False).stdout.split()
             if len(found) == 2:
-                break
+                return found[0], found[1]
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise LabError(f"{self.name}: a process it started did not record itself")
             time.sleep(0.05)
-        line = ["sh", "-c", END_PROCESS, "end", *found]
+
+    def end_on_undo(self, proc: "subprocess.Popen[bytes]") -> list[str]:
+        """Record, as an undo line, the ending of the process ``proc`` stands for (it
+        spawned it), once the process has recorded itself; the line, for the caller's
+        own list of what to undo."""
+        line = ["sh", "-c", END_PROCESS, "end", *self._recorded(proc)]
         self.undo(line)
         return line
 

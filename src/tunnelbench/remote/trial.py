@@ -10,7 +10,9 @@ them.
 
 import contextlib
 import json
+import logging
 import random
+import re
 import subprocess
 import threading
 import time
@@ -24,7 +26,7 @@ from tunnelbench.errors import LabError
 from tunnelbench.kinds import Generator, Protocol, StreamMode
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrafficSettings, TrialConfig
-from tunnelbench.probes import tcp
+from tunnelbench.probes import rtt, tcp
 from tunnelbench.probes.devices import TUNNEL, WAN
 from tunnelbench.probes.qdisc import COUNTERS as QDISC_COUNTERS
 from tunnelbench.probes.qdisc import RootQdisc, parse_qdiscs
@@ -39,6 +41,8 @@ from tunnelbench.traffic.base import TrafficResult
 PORTS = range(5201, 5300)
 #: The client's iperf3 may take this long beyond its test to connect and report.
 CLIENT_MARGIN_S = 20.0
+log = logging.getLogger(__name__)
+
 #: The ends' processes are read this long before the window's end: the generator's test
 #: ends with the window, and its processes exit with it (their CPU is read from /proc).
 PROCESS_LEAD_S = 0.3
@@ -68,7 +72,24 @@ def measure(
     """One trial. ``wan_devices``: role -> its WAN device where ``lab.wan`` stands on the
     link (:mod:`tunnelbench.remote.wan`): their queues' counters are read, named ``wan``
     as the lab names its own."""
-    wan_devices = wan_devices or {}
+    target = session.file.target(tunnel.kind != "none", config.traffic.family)
+    pings, unpinged = _pings(session, config, target, seq)
+    try:
+        return _measured(session, tunnel, config, seq, wan_devices or {}, pings, unpinged)
+    finally:
+        if pings is not None:
+            pings.abandon()  # a trial that failed first leaves no ping running
+
+
+def _measured(
+    session: Session,
+    tunnel: RemoteTunnel,
+    config: TrialConfig,
+    seq: int,
+    wan_devices: dict[str, str],
+    pings: rtt.Pings | None,
+    unpinged: str | None,
+) -> RemoteOutcome:
     # A warm-up of "auto" is a fixed one on real hosts: the window is placed by this
     # machine's clock at the sampler's lines, not watched live (recorded as warmup.s).
     warmup = config.traffic.fixed_warmup
@@ -156,6 +177,8 @@ def measure(
     started = time.monotonic()
     for timer in timers:
         timer.start()
+    if pings is not None:
+        pings.started(started + warmup, traffic.duration)
     argv = served.client_argv(target)
     try:
         done = client.run(client.recorded(argv), check=False, timeout=seconds + CLIENT_MARGIN_S)
@@ -169,9 +192,20 @@ def measure(
         for role, h in session.hosts.items()
     }
     result = served.result(argv, done, target)
+    artifacts: dict[str, Any] = {}
+    ping_metrics: dict[str, float] = {}
+    if pings is not None:
+        try:
+            reading = pings.finish()
+            ping_metrics, artifacts["ping"] = reading.metrics, reading.raw
+        except LabError as exc:
+            unpinged = str(exc)
+    if unpinged is not None:
+        log.warning("round-trip times not measured: %s", unpinged)
+        artifacts["ping"] = {"not_measured": unpinged}
     window_begin = started + warmup
     window_end = min(ended, window_begin + traffic.duration)
-    metrics = traffic_metrics(result)
+    metrics = traffic_metrics(result) | ping_metrics
     metrics |= _host_metrics(session, results, window_begin, window_end)
     if "begin" in marks and "end" in marks:
         (t0, first), (t1, last) = marks["begin"], marks["end"]
@@ -205,8 +239,47 @@ def measure(
         if role == dut:
             qdiscs = {dev: q.kind for dev, q in sorted(roots_now.items())}
     _check_counters(session, metrics, traffic.duration)
-    artifacts = {traffic.generator.value: result.raw, "intervals": result.intervals_bps}
+    artifacts |= {traffic.generator.value: result.raw, "intervals": result.intervals_bps}
     return RemoteOutcome(metrics, artifacts, port, target, qdiscs)
+
+
+def _pings(
+    session: Session, config: TrialConfig, target: str, seq: int
+) -> tuple[rtt.Pings | None, str | None]:
+    """The lab's pings (:class:`tunnelbench.probes.rtt.Pings`) from the client to where
+    the generator sends, begun: the idle round trips taken and the loaded ping running;
+    else why they cannot be (a client whose ping or date cannot stamp time: busybox's;
+    a target that answers no ping), which the trial records instead of round trips."""
+    client = session.hosts["client"]
+    try:
+        pings = rtt.Pings(
+            client,
+            client.directory,
+            target,
+            config.traffic.family,
+            rtt.reply_timeout(config.lab.wan),
+            clock_offset=clock_offset(client),
+            tag=f".{seq}",
+        )
+        pings.begin()
+    except LabError as exc:
+        return None, str(exc)
+    return pings, None
+
+
+def clock_offset(host: SshHost) -> float:
+    """The host's wall clock minus this machine's, in seconds: its ``date`` read halfway
+    through one command over SSH (off by at most half that command's round trip). ping
+    stamps its replies with the host's clock; the window is this machine's."""
+    before = time.time()
+    text = host.run(["date", "+%s.%N"]).stdout.strip()
+    after = time.time()
+    if not re.fullmatch(r"\d+\.\d{9}", text):
+        raise LabError(
+            f"{host.name}: `date +%s.%N` said {text[:40]!r}: no sub-second clock to place"
+            " ping's timestamps in the window"
+        )
+    return float(text) - (before + after) / 2
 
 
 def _generator_metrics(
