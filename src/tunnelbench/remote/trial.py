@@ -1,11 +1,13 @@
 """One trial on real hosts: an iperf3 server on a free port of the server, the client's
-iperf3 across the DUT (and the tunnel), the samplers on every host, the counters before
-and after; the figures held against the hosts' own counters.
+iperf3 across the DUT (and the tunnel), the lab's pings from the client, the samplers on
+every host, the counters before and after; the figures held against the hosts' own
+counters.
 
 The DUT's cores are the trial's ``cpu<N>.*`` metrics (the machine the verdict is about);
-the endpoints' busiest core, every host's sampler cost, the DUT's temperatures and
-clocks, its busiest processes and every host's link and TCP counters are stored beside
-them.
+the endpoints' busiest core and the processes the trial started on them (the generator
+named as the lab names its own), every host's sampler cost, the DUT's temperatures and
+clocks, its busiest processes and queues, the WAN ends' queues and every host's link and
+TCP counters are stored beside them.
 """
 
 import contextlib
@@ -38,11 +40,11 @@ from tunnelbench.system.command import side_by_side
 from tunnelbench.traffic import iperf2, iperf3, iperf3_json
 from tunnelbench.traffic.base import TrafficResult
 
+log = logging.getLogger(__name__)
+
 PORTS = range(5201, 5300)
 #: The client's iperf3 may take this long beyond its test to connect and report.
 CLIENT_MARGIN_S = 20.0
-log = logging.getLogger(__name__)
-
 #: The ends' processes are read this long before the window's end: the generator's test
 #: ends with the window, and its processes exit with it (their CPU is read from /proc).
 PROCESS_LEAD_S = 0.3
@@ -136,13 +138,15 @@ def _measured(
 
         def tcp_read(role: str) -> Callable[[], str]:
             host = session.hosts[role]
-            script = f"{host.env()}cat /proc/net/snmp /proc/net/netstat\n{probes.OWN_PROCESSES}"
+            # At the window's start its processes too (they end with it: last_processes).
+            own = probes.OWN_PROCESSES if name == "begin" else ""
+            script = f"{host.env()}cat /proc/net/snmp /proc/net/netstat\n{own}"
 
             def read() -> str:
                 text = host.run(["sh", "-c", script]).stdout
-                counters, _, own = text.partition(probes.PROCESSES_MARK)
-                if name == "begin":
-                    own_marks[name][role] = (time.monotonic(), probes.parse_counters(own))
+                counters, marked, processes = text.partition(probes.PROCESSES_MARK)
+                if marked:
+                    own_marks[name][role] = (time.monotonic(), probes.parse_counters(processes))
                 return counters
 
             return read
