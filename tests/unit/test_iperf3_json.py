@@ -113,3 +113,20 @@ def test_combining_processes_sums_goodput_and_intervals():
         measured[0].intervals_bps[0] + measured[1].intervals_bps[0]
     )
     assert result.retransmits == 0
+
+
+def test_an_interval_that_took_in_an_omitted_second_is_as_long_as_its_place_on_the_clock():
+    """iperf3 3.12 with -O 2 on a real-hosts run at 20 Mbit/s: the first measured interval
+    reports 2.002 s for one second's bytes (it took in the last omitted second; its end,
+    1.000 s, is on the restarted clock). Read as 2 s, the window held half the link."""
+    doc = load("omit2-first-interval-seconds-wrong")
+    first = next(
+        i["sum"] for i in doc["server_output_json"]["intervals"] if not i["sum"]["omitted"]
+    )
+    assert first["seconds"] == pytest.approx(2.0019, abs=1e-4)
+    assert first["end"] == pytest.approx(1.0001, abs=1e-4)
+    m = iperf3_json.parse(doc, duration=2)
+    assert m.upload_bps is not None
+    assert m.upload_bps / 1e6 == pytest.approx(19.10, abs=0.01)  # 20 Mbit/s: ceiling 19.13
+    assert m.window_s == pytest.approx(2.0001, abs=1e-3)
+    assert [round(r / 1e6, 1) for r in m.intervals_bps] == [19.1, 19.1]
