@@ -226,6 +226,6 @@ def missing(
         if role in facts and facts[role].forwarding is False:  # a black box's is unknown
             problems.append(
                 f"{role}: IPv4 forwarding is off (net.ipv4.ip_forward = 0); the router must"
-                " forward, and tunnelbench changes no setting of your hosts"
+                " forward, and tunnelbench does not turn it on"
             )
     return problems
