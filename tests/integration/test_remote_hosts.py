@@ -19,12 +19,14 @@ import pytest
 from tests.integration.helpers import remote, tunnelbench
 from tests.sshd import REPO, SshdHosts
 from tunnelbench.bench.store import Store
+from tunnelbench.kinds import StreamMode
 from tunnelbench.lab import netns
 from tunnelbench.lab.state import process_start_time
-from tunnelbench.model.plan import LabSettings
+from tunnelbench.model.plan import LabSettings, TrafficSettings
 from tunnelbench.remote import hostsfile, masters, probes
 from tunnelbench.remote.session import Session
 from tunnelbench.report import view
+from tunnelbench.traffic.iperf3 import Iperf3
 
 ROLES = ("client", "gw", "server")
 
@@ -143,6 +145,14 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
         store.close()
     assert [t.config["tunnel"]["kind"] for t in run.trials] == ["none", "wireguard"]
     plain, tunnelled = run.trials
+    # The lab's own generator run: 2 streams as the client's iperf3 runs them (before 3.16
+    # a process each, measured over one common window), the warm-up ended on evidence.
+    mode = Iperf3().resolve_mode(TrafficSettings(streams=2))  # the hosts' iperf3 is ours
+    for trial in run.trials:
+        assert trial.resolved.stream_mode is mode
+        expected = 2 if mode is StreamMode.PROCESSES else 1
+        assert trial.metrics["generator_processes"] == expected
+        assert 0 < trial.metrics["warmup.s"] <= TrafficSettings().warmup_max
     for trial in run.trials:
         m = trial.metrics
         delivered = m["goodput_bps"] * 2 / 8

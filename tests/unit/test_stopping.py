@@ -1,4 +1,4 @@
-"""Stopping an iperf3 client only where its SIGINT handler is safe (traffic.stopping),
+"""Stopping an iperf3 client only where its SIGINT handler is safe (system.stopping),
 with real processes: one blocked in a system call, one spinning in user space, and a
 real iperf3 client on loopback; and the message when a client left no JSON."""
 
@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from tunnelbench.errors import LabError
-from tunnelbench.traffic import iperf3, stopping
+from tunnelbench.lab.host import NetnsHost
+from tunnelbench.lab.state import LabState
+from tunnelbench.system import stopping
+from tunnelbench.traffic import iperf3
 
 KNOWN = platform.machine() in stopping.SAFE_CALLS
 needs_known = pytest.mark.skipif(
@@ -117,7 +120,8 @@ def test_a_client_that_left_no_json_is_named_with_how_it_ended(tmp_path):
         )
     crashed.wait(5)
     with pytest.raises(LabError) as caught:
-        iperf3._load(out, crashed)
+        # The files are this machine's: a namespace host reads them (its namespace unused).
+        iperf3._load(NetnsHost("unused", LabState("unused")), out, crashed)
     assert str(caught.value) == (
         "iperf3 wrote no JSON to iperf3-client-5204.json: empty output; it exited on"
         " SIGABRT, saying: Fatal glibc error: malloc assertion failure"

@@ -3,7 +3,6 @@ client's command line, and a stopped iperf3 test's documents (real 3.12 output o
 client stopped with SIGINT 2.2 s into a 0.1 s-interval test, and its server's)."""
 
 import json
-import os
 import random
 from pathlib import Path
 from typing import Any
@@ -12,11 +11,15 @@ import pytest
 
 from tunnelbench.analysis.steadiness import rising, settle_seconds, settled, slope
 from tunnelbench.errors import LabError
+from tunnelbench.lab.host import NetnsHost
+from tunnelbench.lab.state import LabState
 from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.traffic import iperf3_json, warmup
 from tunnelbench.traffic.iperf3 import _interrupted, client_argv
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "iperf3"
+#: The fixtures are this machine's files: a namespace host reads them (namespace unused).
+HERE = NetnsHost("unused", LabState("unused"))
 
 
 def _series(
@@ -47,6 +50,29 @@ def test_a_fast_path_is_steady_after_the_shortest_stretch():
     flat_rtt, flat_rate = _series(0.06, 0, 0.01), _series(10e9, 0, 5e8)
     assert _settled(flat_rtt, flat_rate) == "RTT and goodput not rising over the last 0.5 s"
     assert _settled(flat_rtt, flat_rate, now=0.4) is None  # not yet half a second
+
+
+def test_pings_read_late_are_judged_up_to_their_latest_reply():
+    """A real client's ping output, read over SSH, ends 0.25 s before the clock: the last
+    half second up to ``now`` holds 3 of its replies, the half second up to the latest
+    reply 5. Pings a whole second old are not judged (the path may have changed)."""
+    flat_rate = _series(10e9, 0, 5e8)
+    lagging = [(t, v) for t, v in _series(0.06, 0, 0.01) if t <= 1.9 - 0.25]
+    assert _settled(lagging, flat_rate) == "RTT and goodput not rising over the last 0.5 s"
+    stale = [(t, v) for t, v in lagging if t <= 0.9]
+    assert _settled(stale, flat_rate) is None
+
+
+def test_a_sparse_series_is_judged_over_its_last_five_samples():
+    """A real server's counters, read over SSH about 3 times a second, put 1-2 samples in
+    the last half second: the stretch is widened to the last 5 (and a rise in them is
+    still a rise); never to samples from before the traffic began."""
+    sparse = [(t, v) for t, v in _series(10e9, 0, 5e8) if round(t * 10) % 3 == 0]
+    flat_rtt = _series(0.06, 0, 0.01)
+    assert _settled(flat_rtt, sparse) == "RTT and goodput not rising over the last 0.5 s"
+    climbing = [(t, v) for t, v in _series(1e9, 2e9, 1e7) if round(t * 10) % 3 == 0]
+    assert _settled(flat_rtt, climbing) is None
+    assert settled(flat_rtt, sparse, now=1.9, since=1.0, duration_s=3) is None
 
 
 def test_a_queue_still_filling_is_not_steady():
@@ -91,7 +117,7 @@ def _stopped(tmp_path: Path) -> dict[str, Any]:
     server = tmp_path / "server.json"
     server.write_text((FIXTURES / "stopped-upload-server.json").read_text())
     client = json.loads((FIXTURES / "stopped-upload-client.json").read_text())
-    return _interrupted(client, server)
+    return _interrupted(client, HERE, server)
 
 
 def test_a_stopped_client_is_measured_from_its_servers_own_report(tmp_path: Path):
@@ -114,14 +140,15 @@ def test_a_server_that_met_the_stop_on_a_closed_socket_keeps_its_intervals(tmp_p
     report = json.loads((FIXTURES / "stopped-upload-server.json").read_text())
     server.write_text(json.dumps(report | {"error": "getsockopt - Bad file descriptor"}))
     client = json.loads((FIXTURES / "stopped-upload-client.json").read_text())
-    doc = _interrupted(client, server)
+    doc = _interrupted(client, HERE, server)
     assert "error" not in doc["server_output_json"] and doc[iperf3_json.STOPPED_KEY] is True
     doc[iperf3_json.WINDOW_KEY] = {"offset_s": 0.5}
     assert (iperf3_json.parse(doc, 1).upload_bps or 0) > 0
     cut_short = json.loads(json.dumps(report))
     cut_short["intervals"] = cut_short["intervals"][:5]  # it ended 0.5 s in
     server.write_text(json.dumps(cut_short | {"error": "getsockopt - Bad file descriptor"}))
-    doc = _interrupted(json.loads((FIXTURES / "stopped-upload-client.json").read_text()), server)
+    client = json.loads((FIXTURES / "stopped-upload-client.json").read_text())
+    doc = _interrupted(client, HERE, server)
     doc[iperf3_json.WINDOW_KEY] = {"offset_s": 0.5}
     with pytest.raises(LabError, match="covers"):
         iperf3_json.parse(doc, 1)
@@ -133,13 +160,23 @@ def test_any_other_end_of_a_client_is_the_trials_error(tmp_path: Path):
     client = json.loads((FIXTURES / "stopped-upload-client.json").read_text())
     client["error"] = "unable to send control message: Bad file descriptor"
     with pytest.raises(LabError, match="iperf3: unable to send control message"):
-        _interrupted(client, server)
+        _interrupted(client, HERE, server)
     client = json.loads((FIXTURES / "stopped-upload-client.json").read_text())
     server.write_text(json.dumps({"intervals": []}))  # a server that ran to its end
     with pytest.raises(LabError, match="iperf3 server: it did not see the stop"):
-        _interrupted(client, server)
+        _interrupted(client, HERE, server)
 
 
-def test_the_rate_is_read_from_a_processes_namespace():
-    pid = os.getpid()
-    assert warmup.namespace_bytes(pid) >= 0
+#: /proc/net/dev's form (its heading's two lines; fields cut after the transmit bytes).
+DEV = (
+    "Inter-|   Receive                            |  Transmit\n"
+    " face |bytes    packets errs drop fifo frame compressed multicast|bytes packets\n"
+    "    lo: 9000000     100    0    0    0     0          0         0  9000000  100\n"
+    "  eth0:    1500      10    0    0    0     0          0         0     2500   20\n"
+    "tb-wg0:      70       1    0    0    0     0          0         0       30    1\n"
+)
+
+
+def test_the_rate_counts_every_link_but_loopback_both_ways():
+    assert warmup.link_bytes(DEV) == 1500 + 2500 + 70 + 30
+    assert warmup.link_bytes(Path("/proc/net/dev").read_text()) >= 0  # this kernel's form

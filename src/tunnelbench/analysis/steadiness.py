@@ -72,6 +72,10 @@ def unsteady(metrics: dict[str, float]) -> tuple[str, ...]:
 #: The shortest stretch of samples a trend is judged over, and the fewest samples in it.
 SETTLE_S = 0.5
 SETTLE_SAMPLES = 5
+#: How far the pings may lag the clock and still be judged up to their latest reply: a
+#: real client's ping output is read over SSH, 0.1-0.3 s behind (judged up to ``now``,
+#: the last half second held 4 of its 5 replies, and no warm-up ever ended).
+READ_LAG_S = 0.5
 #: A series rises when its slope is this many standard errors above zero and would raise
 #: it by more than :data:`TREND_PCT` of its level over the measured duration.
 TREND_T = 3.0
@@ -118,6 +122,19 @@ def rising(samples: list[tuple[float, float]], duration_s: float, floor: float) 
     return t >= TREND_T and b * duration_s > max(abs(level) * TREND_PCT / 100, floor)
 
 
+def _judged(
+    samples: list[tuple[float, float]], now: float, stretch: float, since: float
+) -> list[tuple[float, float]]:
+    """The samples of the stretch before ``now``; where it holds fewer than
+    :data:`SETTLE_SAMPLES` (a real host's counters, read over SSH 3 times a second), the
+    last that many since the traffic began: a longer stretch, never a thinner one. A
+    series with no sample in the stretch is not judged (it stopped: stale)."""
+    found = recent(samples, now, stretch)
+    if len(found) >= SETTLE_SAMPLES or not found:
+        return found
+    return [(t, v) for t, v in samples if since <= t <= now][-SETTLE_SAMPLES:]
+
+
 def recent(
     samples: list[tuple[float, float]], now: float, seconds: float
 ) -> list[tuple[float, float]]:
@@ -136,12 +153,15 @@ def settled(
     """Why the path is in steady state at ``now`` (traffic running since ``since``), or
     None while it is not: neither the loaded round trip nor the delivered rate rises over
     the last :func:`settle_seconds` of the path's current round trip, each with at least
-    :data:`SETTLE_SAMPLES` samples."""
+    :data:`SETTLE_SAMPLES` samples. Both are judged up to the latest reply where the pings
+    lag the clock by up to :data:`READ_LAG_S`."""
+    if rtt_ms and now - READ_LAG_S <= rtt_ms[-1][0] < now:
+        now = rtt_ms[-1][0]
     latest = [v for _, v in recent(rtt_ms, now, SETTLE_S)]
     stretch = settle_seconds(sorted(latest)[len(latest) // 2] if latest else None)
     if now - since < stretch:
         return None
-    rtts, rates = recent(rtt_ms, now, stretch), recent(rate_bps, now, stretch)
+    rtts, rates = _judged(rtt_ms, now, stretch, since), _judged(rate_bps, now, stretch, since)
     if len(rtts) < SETTLE_SAMPLES or len(rates) < SETTLE_SAMPLES:
         return None
     if rising(rtts, duration_s, RTT_RISE_MS) or rising(rates, duration_s, 0.0):

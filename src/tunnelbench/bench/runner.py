@@ -27,7 +27,14 @@ from tunnelbench.errors import LabError, StorageError, UserError
 from tunnelbench.kinds import Order, StreamMode, TunnelKind
 from tunnelbench.lab.state import is_alive, process_start_time
 from tunnelbench.model import metrics as metric
-from tunnelbench.model.plan import Experiment, Trial, TrialConfig, VmSettings, expand
+from tunnelbench.model.plan import (
+    Experiment,
+    TrafficSettings,
+    Trial,
+    TrialConfig,
+    VmSettings,
+    expand,
+)
 from tunnelbench.model.records import NO_VM, Resolved, RunRecord, RunStatus, TrialStatus
 from tunnelbench.probes import load, new_probe_set
 from tunnelbench.probes.rtt import RttProbe
@@ -426,21 +433,8 @@ def run_trial(
     try:
         traffic, probes, readings = _measure(config, resolution, resolved, labs)
         metrics = trial_metrics(traffic, probes, readings)
-        if config.traffic.warmup is None and traffic.warmup is None:
-            # "auto" where the generator cannot end it on evidence: its fixed fallback.
-            metrics[metric.WARMUP_S.name] = config.traffic.fixed_warmup
-        # The generator's raw output, under its name ("iperf3": JSON documents, "iperf2":
-        # each process's command line and CSV output).
-        artifacts = {
-            config.traffic.generator.value: traffic.raw,
-            "intervals": traffic.intervals_bps,
-        }
-        if traffic.warmup is not None:
-            artifacts["warmup"] = {
-                "seconds": round(traffic.warmup.seconds, 3),
-                "steady": traffic.warmup.steady,
-                "reason": traffic.warmup.reason,
-            }
+        metrics |= warmup_fallback(config.traffic, traffic)
+        artifacts = traffic_artifacts(config.traffic, traffic)
         if probes is not None:
             artifacts["probes"] = probes.to_dict()
         artifacts["probe_readings"] = readings.raw()
@@ -541,6 +535,30 @@ def _measure(
             labs.release(standing)
         else:
             labs.discard(standing)
+
+
+def warmup_fallback(settings: TrafficSettings, traffic: TrafficResult) -> dict[str, float]:
+    """An "auto" warm-up the generator could not end on evidence: its fixed fallback."""
+    if settings.warmup is None and traffic.warmup is None:
+        return {metric.WARMUP_S.name: settings.fixed_warmup}
+    return {}
+
+
+def traffic_artifacts(settings: TrafficSettings, traffic: TrafficResult) -> dict[str, Any]:
+    """The generator's raw output under its name ("iperf3": JSON documents, "iperf2":
+    each process's command line and CSV output), its intervals and how its warm-up ended,
+    as every trial stores them (a real hosts' trial too)."""
+    artifacts: dict[str, Any] = {
+        settings.generator.value: traffic.raw,
+        "intervals": traffic.intervals_bps,
+    }
+    if traffic.warmup is not None:
+        artifacts["warmup"] = {
+            "seconds": round(traffic.warmup.seconds, 3),
+            "steady": traffic.warmup.steady,
+            "reason": traffic.warmup.reason,
+        }
+    return artifacts
 
 
 def trial_metrics(

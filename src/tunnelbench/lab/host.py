@@ -33,6 +33,10 @@ Contract (what every implementation guarantees, and all it must provide):
   role's ``net.*`` sysctls and a device's GRO/GSO/TSO, and tell whether devices have
   carrier; the base class runs ``sysctl``, ``ethtool`` and ``ip``, a namespace host asks
   the kernel from a thread inside the namespace (:mod:`tunnelbench.system.netdev`).
+- :meth:`Host.interrupt` and :meth:`Host.interrupt_between_calls` stop a process
+  :meth:`Host.spawn` started, by its PID on the host; :meth:`Host.read_net` reads the
+  role's ``/proc/net`` files (a generator's sockets, its links' counters). With these a
+  generator runs, waits and stops through any host (:mod:`tunnelbench.traffic.base`).
 - Nothing here may change the machine outside what is recorded: a host never touches
   interfaces, routes, sysctls or firewall rules of any namespace it did not create.
 """
@@ -49,7 +53,7 @@ from typing import IO, Final
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.state import LabState
-from tunnelbench.system import netdev, netns_files
+from tunnelbench.system import netdev, netns_files, stopping
 from tunnelbench.system.command import in_netns, run, spawn
 
 #: ``stderr`` for :meth:`Host.spawn`: into the same file as standard output.
@@ -104,6 +108,12 @@ class Host(ABC):
         """Stop a process :meth:`spawn` started as Ctrl-C would (SIGINT: ping then prints
         its summary), by its PID; ``proc`` is what :meth:`spawn` returned."""
         proc.send_signal(signal.SIGINT)
+
+    def interrupt_between_calls(self, proc: "subprocess.Popen[bytes]") -> None:
+        """SIGINT to a generator's client only while it blocks in one of its send loop's
+        system calls, where iperf3's handler cannot break its heap
+        (:mod:`tunnelbench.system.stopping`); after a bounded look, wherever it is."""
+        self.interrupt(proc)
 
     def read_net(self, names: Sequence[str]) -> str:
         """The host's ``/proc/net/<name>`` files (its network namespace's), concatenated."""
@@ -207,6 +217,9 @@ class NetnsHost(Host):
         # `ip netns exec`, whose fresh /sys has no cgroup file systems mounted.
         enter = 'echo $$ >"$0" && exec "$@"'
         return ["sh", "-c", enter, str(self.cgroup / "cgroup.procs"), *in_netns(self.name, pinned)]
+
+    def interrupt_between_calls(self, proc: "subprocess.Popen[bytes]") -> None:
+        stopping.interrupt(proc.pid)  # ours, by its PID
 
     def write(self, path: Path, text: str, *, mode: int = 0o644) -> None:
         if str(path) not in self.state.files:

@@ -181,6 +181,11 @@ class Lab:
     def free_udp_port(self, role: str, ports: range) -> int:
         return ports.start  # a namespace the lab made has nothing bound
 
+    def free_ports(self, role: str, ports: range, count: int) -> list[int]:
+        if count > len(ports):
+            raise LabError(f"{count} ports asked of {ports.start}-{ports.stop - 1}")
+        return list(ports[:count])  # as above: the first ones
+
     def await_daemon(
         self,
         role: str,

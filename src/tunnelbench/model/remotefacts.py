@@ -70,7 +70,7 @@ class RemoteFacts:
     max_mhz: dict[int, float] = field(default_factory=dict)  # core -> its top clock
     #: The DUT as a black box, where its SNMP agent was read.
     dut_snmp: SnmpView | None = None
-    #: The traffic: the server's port and the address the client sent to.
+    #: The traffic: the server's (first) port and the address the client sent to.
     port: int | None = None
     target: str | None = None
     #: device -> the DUT's root qdisc kind, where it has ``tc`` with JSON output.

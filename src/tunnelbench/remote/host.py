@@ -15,6 +15,7 @@ bash, or GNU tools).
 """
 
 import json
+import logging
 import os
 import secrets
 import shlex
@@ -27,6 +28,9 @@ from tunnelbench.errors import LabError
 from tunnelbench.lab.host import SAME_AS_STDOUT, Host
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.remote.ssh import Connection
+from tunnelbench.system import stopping
+
+log = logging.getLogger(__name__)
 
 #: Where a host's directories live; the tag makes each run's its own.
 REMOTE_ROOT = "/tmp"
@@ -91,6 +95,27 @@ INTERRUPT = (
     ' s=${s##*) }; set -- $s; [ "${20}" = "$want" ] && kill -INT "$p"; exit 0'
 )
 
+#: SIGINT to one recorded process (``$1``, ``$2`` as above) while it blocks in one of the
+#: calls of its machine's safe list (``$3``...: ``machine:numbers``, from
+#: :data:`tunnelbench.system.stopping.SAFE_CALLS`), as :func:`~tunnelbench.system.stopping.
+#: interrupt` does on this machine: frozen (SIGSTOP), looked at in ``/proc/PID/syscall``,
+#: signalled there or let go and looked at again; after 100 looks (or where the calls
+#: cannot be read) signalled wherever it is, which it says on its error output.
+BETWEEN_CALLS = (
+    "p=$1; want=$2; shift 2; m=$(uname -m); safe=;"
+    ' for pair in "$@"; do [ "${pair%%:*}" = "$m" ] && safe=" ${pair#*:} "; done;'
+    ' look() { st=; { read -r s <"/proc/$p/stat"; } 2>/dev/null || return 1; s=${s##*) };'
+    ' set -- $s; [ "${20}" = "$want" ] || return 1; st=$1; };'
+    " look || exit 0; n=0;"
+    ' while [ -n "$safe" ] && [ $n -lt 100 ]; do'
+    ' kill -STOP "$p" 2>/dev/null || exit 0; k=0;'
+    ' while look && [ "$st" != T ] && [ "$st" != t ] && [ $k -lt 2000 ]; do k=$((k+1)); done;'
+    ' c=; { read -r c rest <"/proc/$p/syscall"; } 2>/dev/null;'
+    ' if [ -n "$c" ]; then case "$safe" in *" $c "*)'
+    ' kill -INT "$p"; kill -CONT "$p"; exit 0;; esac; fi;'
+    ' kill -CONT "$p" 2>/dev/null; [ -n "$c" ] || break; n=$((n+1)); done;'
+    ' look || exit 0; kill -INT "$p" 2>/dev/null; echo "no safe point after $n looks" >&2; exit 0'
+)
 
 #: Ends one recorded process (``$1``: its PID, ``$2``: its start time) if it is still
 #: that process, and waits until it is gone (3 s, then SIGKILL): the undo line of a
@@ -217,6 +242,21 @@ class SshHost(Host):
         gone."""
         pid, start = self._recorded(proc)
         self.run(["sh", "-c", INTERRUPT, "interrupt", pid, start])
+
+    def interrupt_between_calls(self, proc: "subprocess.Popen[bytes]") -> None:
+        pid, start = self._recorded(proc)
+        lists = [f"{m}:{' '.join(map(str, calls))}" for m, calls in stopping.SAFE_CALLS.items()]
+        done = self.run(["sh", "-c", BETWEEN_CALLS, "interrupt", pid, start, *lists])
+        if said := done.stderr.strip():
+            log.warning("%s: process %s: %s", self.name, pid, said)
+
+    def read_net(self, names: Sequence[str]) -> str:
+        """The tables the host has (a router without IPv6 has no ``tcp6``): ``cat``
+        prints those it can read; an error only when it read none."""
+        done = self.run(["cat", *(f"/proc/net/{name}" for name in names)], check=False)
+        if done.returncode != 0 and not done.stdout:
+            raise LabError(f"{self.name}: cannot read /proc/net: {done.stderr.strip()[:200]}")
+        return done.stdout
 
     def _recorded(self, proc: "subprocess.Popen[bytes]") -> tuple[str, str]:
         """(PID, start time) the program ``proc`` stands for recorded on the host."""

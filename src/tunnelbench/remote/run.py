@@ -24,7 +24,8 @@ from tunnelbench.bench.runner import guarded
 from tunnelbench.bench.sink import store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Protection, StreamMode, Topology, TunnelKind
+from tunnelbench.kinds import Generator as GeneratorKind
+from tunnelbench.kinds import Protection, Topology, TunnelKind
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.model import metrics as metric
 from tunnelbench.model import remotefacts
@@ -91,8 +92,6 @@ def check(experiment: Experiment, hosts: HostsFile) -> list[Trial]:
             )
         if (refusal := skips.family_refusal(config)) is not None:
             raise UserError(refusal)
-        if traffic.stream_mode is StreamMode.PROCESSES:
-            raise UserError("traffic.stream_mode: a remote run uses one generator process (-P N)")
         kind = config.tunnel.kind.value
         if kind != "none" and kind != hosts.tunnel.kind:
             have = (
@@ -225,8 +224,13 @@ def _trials(
         kind = trial.config.tunnel.kind.value
         progress.trial_started(trial)
         started = time.time()
-        generator = GENERATORS.get(trial.config.traffic.generator)
-        resolved = Resolved(stream_mode=StreamMode.SINGLE, generator=generator.facts())
+        traffic = trial.config.traffic
+        generator = GENERATORS.get(traffic.generator)
+        # "auto" as the client's generator resolves it (iperf3 before 3.16: a process per
+        # stream, as in the lab).
+        client = session.facts["client"]
+        version = client.iperf3 if traffic.generator is GeneratorKind.IPERF3 else client.iperf2
+        resolved = Resolved(generator=generator.facts())
         metrics: dict[str, float] = {}
         artifacts: dict[str, Any] = {}
         try:
@@ -239,12 +243,17 @@ def _trials(
                 resolved.record_setup(tunnel.found)
                 resolved.tunnel, resolved.tunnel_cipher = tunnel.kind_facts, tunnel.cipher
             resolved.remote = _remote_facts(session, tunnel if kind != "none" else None)
+            if version is None:  # never this machine's instead (the run's check needs it)
+                raise LabError(f"client: no {traffic.generator.value} version in its facts")
+            resolved.stream_mode = generator.resolve_mode(traffic, version)
             link.set(trial.config.lab.wan)
             outcome = remote_trial.measure(
-                session, tunnel, trial.config, trial.seq, wan_devices=link.devices
-            )
+                session, tunnel, trial.config, resolved.stream_mode, trial.seq,
+                wan_devices=link.devices,
+            )  # fmt: skip
             metrics, artifacts = outcome.metrics, outcome.artifacts
-            resolved.remote.port, resolved.remote.target = outcome.port, outcome.target
+            resolved.remote.port, resolved.remote.target = outcome.ports[0], outcome.target
+            resolved.processes = int(metrics[metric.GENERATOR_PROCESSES.name])
             resolved.remote.dut_qdiscs = outcome.dut_qdiscs
             status, error = TrialStatus.OK, None
         except Unreachable as exc:

@@ -124,6 +124,14 @@ class Session:
             self.record.remove()
 
 
+def host_program(session: Session, role: str, name: str) -> str:
+    """``name`` as the host's PATH finds it (its facts listed it); a :class:`UserError`
+    where it has none."""
+    if name not in session.facts[role].programs:
+        raise UserError(f"{role}: {name} is not installed (the host's PATH has none)")
+    return name
+
+
 def clean(hosts: HostsFile) -> tuple[list[str], bool]:
     """``lab clean --hosts``: remove what killed runs left on each host; the lines to
     print, and whether everything found was either removed or a live run's."""

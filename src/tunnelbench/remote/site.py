@@ -23,11 +23,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from tunnelbench.errors import LabError, UserError
+from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
 from tunnelbench.lab.state import ProcessRecord
 from tunnelbench.lab.topology import Underlay
-from tunnelbench.remote.session import Session
+from tunnelbench.remote.session import Session, host_program
 from tunnelbench.remote.software import BUILT_KINDS
 
 #: How often a daemon's readiness is asked for over SSH, and for how long.
@@ -147,10 +147,7 @@ class HostsSite:
         return self.session.hosts[role].directory
 
     def program(self, role: str, name: str, purpose: str) -> str:
-        """``name`` as the host's PATH finds it (its facts listed it)."""
-        if name not in self.session.facts[role].programs:
-            raise UserError(f"{role}: {name} is not installed (the host's PATH has none)")
-        return name
+        return host_program(self.session, role, name)
 
     def can_create(self, role: str, link_type: str) -> bool:
         """From the host's facts: its WireGuard module, or a kind's module and ``ip``."""

@@ -1,7 +1,7 @@
-"""One trial on real hosts: an iperf3 server on a free port of the server, the client's
-iperf3 across the DUT (and the tunnel), the lab's pings from the client, the samplers on
-every host, the counters before and after; the figures held against the hosts' own
-counters.
+"""One trial on real hosts: the lab's generator run between the client and the server
+(:class:`HostsEnds`: the same code, windows and stops as in the lab), the lab's pings
+from the client, the samplers on every host, the counters before and after; the figures
+held against the hosts' own counters.
 
 The DUT's cores are the trial's ``cpu<N>.*`` metrics (the machine the verdict is about);
 the endpoints' busiest core and the processes the trial started on them (the generator
@@ -11,40 +11,42 @@ TCP counters are stored beside them.
 """
 
 import contextlib
-import json
 import logging
 import random
 import re
-import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunnelbench.bench.runner import traffic_metrics
+from tunnelbench.bench.runner import traffic_artifacts, traffic_metrics, warmup_fallback
 from tunnelbench.errors import LabError
-from tunnelbench.kinds import Generator, Protocol, StreamMode
+from tunnelbench.kinds import Generator, StreamMode
+from tunnelbench.lab.host import Host
 from tunnelbench.model import metrics as metric
-from tunnelbench.model.plan import TrafficSettings, TrialConfig
+from tunnelbench.model.plan import TrialConfig
 from tunnelbench.probes import rtt, tcp
 from tunnelbench.probes.devices import TUNNEL, WAN
 from tunnelbench.probes.qdisc import COUNTERS as QDISC_COUNTERS
 from tunnelbench.probes.qdisc import RootQdisc, parse_qdiscs
 from tunnelbench.remote import probes, snmp
-from tunnelbench.remote.host import SshHost, wait_until
-from tunnelbench.remote.session import Session
+from tunnelbench.remote.host import SshHost
+from tunnelbench.remote.session import Session, host_program
 from tunnelbench.remote.tunnel import RemoteTunnel
 from tunnelbench.system.command import side_by_side
-from tunnelbench.traffic import iperf2, iperf3, iperf3_json
-from tunnelbench.traffic.base import TrafficResult
+from tunnelbench.traffic import REGISTRY as GENERATORS
+from tunnelbench.traffic import iperf3, waiting
+from tunnelbench.traffic.base import PathSignals, WindowClosed, no_reason
 
 log = logging.getLogger(__name__)
 
-PORTS = range(5201, 5300)
 #: The client's iperf3 may take this long beyond its test to connect and report.
 CLIENT_MARGIN_S = 20.0
+#: How long past the window a generator that ended by itself waits for the window's
+#: closing readings (over SSH, side by side).
+CLOSE_WAIT_S = 5.0
 #: The ends' processes are read this long before the window's end: the generator's test
 #: ends with the window, and its processes exit with it (their CPU is read from /proc).
 PROCESS_LEAD_S = 0.3
@@ -56,28 +58,71 @@ IPERF3, IPERF2 = "iperf3", "iperf"
 class RemoteOutcome:
     metrics: dict[str, float]
     artifacts: dict[str, Any]
-    #: The server's port and the address the client sent to.
-    port: int
+    #: The server's ports the generator took, and the address the client sent to.
+    ports: list[int]
     target: str
     #: device -> the DUT's root qdisc kind (empty where it has no ``tc`` with JSON).
     dut_qdiscs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostsEnds:
+    """A hosts file's client and server as a generator's
+    :class:`~tunnelbench.traffic.base.Ends`: the generator runs on them as it runs in
+    the lab, its programs as each host's PATH finds them, its files in the run's
+    directory there."""
+
+    session: Session
+    tunnelled: bool
+    #: The ports :meth:`free_ports` handed out, in order.
+    taken: list[int] = field(default_factory=list)
+
+    def host(self, role: str) -> Host:
+        return self.session.hosts[role]
+
+    def files(self, role: str) -> Path:
+        return self.session.hosts[role].directory
+
+    def program(self, role: str, name: str, purpose: str) -> str:
+        return host_program(self.session, role, name)
+
+    def server_address(self, family: int) -> str:
+        return self.session.file.target(self.tunnelled, family)
+
+    def free_ports(self, role: str, ports: range, count: int) -> list[int]:
+        """Chosen at random among the free ones: another program (or another run) on a
+        real host may take ports as this one does."""
+        used = waiting.bound_ports(self.session.hosts[role])
+        free = [port for port in ports if port not in used]
+        if len(free) < count:
+            raise LabError(
+                f"{role}: {len(free)} free port(s) in {ports.start}-{ports.stop - 1},"
+                f" {count} needed"
+            )
+        ports_now = sorted(random.sample(free, count))
+        self.taken.extend(ports_now)
+        return ports_now
 
 
 def measure(
     session: Session,
     tunnel: RemoteTunnel,
     config: TrialConfig,
+    mode: StreamMode,
     seq: int,
     *,
     wan_devices: dict[str, str] | None = None,
 ) -> RemoteOutcome:
-    """One trial. ``wan_devices``: role -> its WAN device where ``lab.wan`` stands on the
-    link (:mod:`tunnelbench.remote.wan`): their queues' counters are read, named ``wan``
-    as the lab names its own."""
-    target = session.file.target(tunnel.kind != "none", config.traffic.family)
-    pings, unpinged = _pings(session, config, target, seq)
+    """One trial, its generator run in ``mode`` (:meth:`Generator.resolve_mode` for
+    the client's version). ``wan_devices``: role -> its WAN device where ``lab.wan``
+    stands on the link (:mod:`tunnelbench.remote.wan`): their queues' counters are read,
+    named ``wan`` as the lab names its own."""
+    ends = HostsEnds(session, tunnel.kind != "none")
+    pings, unpinged = _pings(session, config, ends.server_address(config.traffic.family), seq)
     try:
-        return _measured(session, tunnel, config, seq, wan_devices or {}, pings, unpinged)
+        return _measured(
+            session, ends, tunnel, config, mode, seq, wan_devices or {}, pings, unpinged
+        )
     finally:
         if pings is not None:
             pings.abandon()  # a trial that failed first leaves no ping running
@@ -85,26 +130,25 @@ def measure(
 
 def _measured(
     session: Session,
+    ends: HostsEnds,
     tunnel: RemoteTunnel,
     config: TrialConfig,
+    mode: StreamMode,
     seq: int,
     wan_devices: dict[str, str],
     pings: rtt.Pings | None,
     unpinged: str | None,
 ) -> RemoteOutcome:
-    # A warm-up of "auto" is a fixed one on real hosts: the window is placed by this
-    # machine's clock at the sampler's lines, not watched live (recorded as warmup.s).
-    warmup = config.traffic.fixed_warmup
-    traffic = replace(config.traffic, warmup=warmup)
-    client, server = session.hosts["client"], session.hosts["server"]
+    traffic = config.traffic
+    generator = GENERATORS.get(traffic.generator)
     dut = session.file.dut
-    tunnelled = tunnel.kind != "none"
-    target = session.file.target(tunnelled, traffic.family)
-    port = _free_port(server)
-    served = _Served.start(server, traffic, port, seq, _udp_length(session, traffic, target))
-    seconds = warmup + traffic.duration
+    tunnelled = ends.tunnelled
+    target = ends.server_address(traffic.family)
+    # The samplers outlast the longest the generator may run.
+    warmup = traffic.warmup_max if traffic.warmup is None else traffic.fixed_warmup
+    seconds = warmup + traffic.duration + iperf3.AUTO_MARGIN_S + CLIENT_MARGIN_S
     samplers = {
-        role: probes.RemoteSampler(host, f"{seq}", seconds + CLIENT_MARGIN_S + 5)
+        role: probes.RemoteSampler(host, f"{seq}", seconds + 5)
         for role, host in session.hosts.items()
     }
     before = {
@@ -173,19 +217,39 @@ def _measured(
         with contextlib.suppress(LabError):  # their figures are then missing, never made up
             side_by_side([read("client"), read("server")])
 
-    timers = [
-        threading.Timer(warmup, snapshot, ("begin",)),
-        threading.Timer(max(warmup, seconds - PROCESS_LEAD_S), last_processes),
-        threading.Timer(seconds, snapshot, ("end",)),
-    ]
-    started = time.monotonic()
-    for timer in timers:
-        timer.start()
-    if pings is not None:
-        pings.started(started + warmup, traffic.duration)
-    argv = served.client_argv(target)
+    window: list[float] = []  # its begin, once the generator knows it
+    closed = threading.Event()
+    timers: list[threading.Timer] = []
+
+    def on_started(processes: dict[str, int], begin: float) -> WindowClosed:
+        """The window is known (``processes``: local PIDs of the ``ssh`` processes that
+        stand for the generator's; the ends' own are read on the hosts instead): the
+        edges' readings are timed to it, the pings told."""
+        end = begin + traffic.duration
+
+        def closing() -> None:
+            snapshot("end")
+            closed.set()
+
+        for at, work, args in (
+            (begin, snapshot, ("begin",)),
+            (max(begin, end - PROCESS_LEAD_S), last_processes, ()),
+            (end, closing, ()),
+        ):
+            timer = threading.Timer(max(0.0, at - time.monotonic()), work, args)
+            timers.append(timer)
+            timer.start()
+        window.append(begin)
+        if pings is not None:
+            pings.started(begin, traffic.duration)
+        return closed.wait
+
+    signals = PathSignals(pings.loaded_so_far) if pings is not None else None
     try:
-        done = client.run(client.recorded(argv), check=False, timeout=seconds + CLIENT_MARGIN_S)
+        result = generator.run(ends, traffic, mode, on_started, no_reason, signals)
+        # A generator that ran its own time may end as the window does: its closing
+        # readings are still taken.
+        closed.wait(max(0.0, window[0] + traffic.duration - time.monotonic()) + CLOSE_WAIT_S)
     finally:
         for timer in timers:
             timer.cancel()
@@ -195,7 +259,6 @@ def _measured(
         role: probes.parse_counters(h.run(["sh", "-c", probes.COUNTERS]).stdout)
         for role, h in session.hosts.items()
     }
-    result = served.result(argv, done, target)
     artifacts: dict[str, Any] = {}
     ping_metrics: dict[str, float] = {}
     if pings is not None:
@@ -207,9 +270,9 @@ def _measured(
     if unpinged is not None:
         log.warning("round-trip times not measured: %s", unpinged)
         artifacts["ping"] = {"not_measured": unpinged}
-    window_begin = started + warmup
+    window_begin = window[0]
     window_end = min(ended, window_begin + traffic.duration)
-    metrics = traffic_metrics(result) | ping_metrics
+    metrics = traffic_metrics(result) | warmup_fallback(traffic, result) | ping_metrics
     metrics |= _host_metrics(session, results, window_begin, window_end)
     if "begin" in marks and "end" in marks:
         (t0, first), (t1, last) = marks["begin"], marks["end"]
@@ -228,9 +291,9 @@ def _measured(
         time.sleep(max(0.0, ended + cache - time.monotonic()))
         metrics |= snmp.link_metrics(dut, device, snmp_before, reader.snapshot(device))
         if {"begin", "end"} <= snmp_marks.keys():
-            opened, closed = snmp_marks["begin"], snmp_marks["end"]
-            metrics |= snmp.cpu_metrics(dut, device, opened, closed, cache)
-            metrics[metric.snmp(dut, metric.SNMP_WINDOW)] = round(closed.at - opened.at, 3)
+            opened, shut = snmp_marks["begin"], snmp_marks["end"]
+            metrics |= snmp.cpu_metrics(dut, device, opened, shut, cache)
+            metrics[metric.snmp(dut, metric.SNMP_WINDOW)] = round(shut.at - opened.at, 3)
     qdiscs: dict[str, str] = {}
     for role in queued:
         roots_then, roots_now = queues_before[role], _qdiscs(session, role)
@@ -243,8 +306,8 @@ def _measured(
         if role == dut:
             qdiscs = {dev: q.kind for dev, q in sorted(roots_now.items())}
     _check_counters(session, metrics, traffic.duration)
-    artifacts |= {traffic.generator.value: result.raw, "intervals": result.intervals_bps}
-    return RemoteOutcome(metrics, artifacts, port, target, qdiscs)
+    artifacts |= traffic_artifacts(traffic, result)
+    return RemoteOutcome(metrics, artifacts, ends.taken, target, qdiscs)
 
 
 def _pings(
@@ -338,126 +401,6 @@ def _qdisc_metrics(
         for name in QDISC_COUNTERS:
             metrics[metric.qdisc(role, name_as, name)] = new.values[name] - old.values[name]
     return metrics
-
-
-def _free_port(host: SshHost) -> int:
-    """A port of :data:`PORTS` no TCP listener and no UDP socket holds (iperf2 serves UDP
-    tests on the port itself)."""
-    used = _listening(host) | _listening(host, udp=True)
-    free = [p for p in PORTS if p not in used]
-    if not free:
-        raise LabError(f"{host.name}: no free port in {PORTS.start}-{PORTS.stop - 1}")
-    return random.choice(free)
-
-
-def _listening(host: SshHost, udp: bool = False) -> set[int]:
-    """TCP ports in LISTEN (state 0A) on the host, from /proc/net/tcp{,6}; with ``udp``
-    the UDP ports bound and unconnected (state 07: a server waiting for datagrams)."""
-    files = ["/proc/net/udp", "/proc/net/udp6"] if udp else ["/proc/net/tcp", "/proc/net/tcp6"]
-    text = host.run(["cat", *files], check=False).stdout
-    state = "07" if udp else "0A"
-    ports = set()
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) > 3 and parts[3] == state and ":" in parts[1]:
-            ports.add(int(parts[1].rsplit(":", 1)[1], 16))
-    return ports
-
-
-@dataclass
-class _Served:
-    """The trial's generator server on the server host, and how its client is run and
-    read: the lab's own command lines and parsers for iperf3 and iperf2."""
-
-    host: SshHost
-    traffic: TrafficSettings
-    port: int
-    argv: list[str]
-    proc: "subprocess.Popen[bytes]"
-    out: Path
-    err: Path
-    udp_length: int | None  # iperf2's UDP datagram payload (both ends are given it)
-
-    @classmethod
-    def start(
-        cls, host: SshHost, traffic: TrafficSettings, port: int, seq: int, length: int | None
-    ) -> "_Served":
-        generator = traffic.generator
-        out = host.directory / f"server.{seq}.out"
-        err = host.directory / f"server.{seq}.err"
-        if generator is Generator.IPERF3:
-            argv = iperf3.server_argv(IPERF3, port)
-        else:
-            argv = iperf2.server_argv(IPERF2, port, traffic, traffic.streams, length)
-        proc = host.spawn(argv, stdout=out, stderr=err)
-        # iperf3 takes UDP tests over its TCP control connection; iperf2 serves UDP itself.
-        udp = generator is Generator.IPERF2 and traffic.protocol is Protocol.UDP
-        if not wait_until(lambda: port in _listening(host, udp), 5.0, 0.1):
-            said = host.run(["cat", str(out), str(err)], check=False).stdout[-300:]
-            raise LabError(f"server: {generator.value} did not listen on port {port}: {said}")
-        return cls(host, traffic, port, argv, proc, out, err, length)
-
-    def client_argv(self, target: str) -> list[str]:
-        if self.traffic.generator is Generator.IPERF3:
-            return iperf3.client_argv(IPERF3, target, self.port, self.traffic, self.traffic.streams)
-        return iperf2.client_argv(
-            IPERF2, target, self.port, self.traffic, self.traffic.streams, self.udp_length
-        )
-
-    def result(
-        self, argv: list[str], done: "subprocess.CompletedProcess[str]", target: str
-    ) -> TrafficResult:
-        """What the generator measured: iperf3's JSON report (its server's included), or
-        iperf2's CSV of both ends once its server has exited; checked as in the lab."""
-        if self.traffic.generator is Generator.IPERF3:
-            doc = _document(done.stdout, done.stderr)
-            parsed = iperf3_json.parse(doc, self.traffic.duration)
-            return iperf3.combine(StreamMode.SINGLE, [parsed], [doc])
-        try:
-            self.proc.wait(timeout=iperf2.SERVER_EXIT_S)
-        except subprocess.TimeoutExpired:
-            raise LabError(
-                f"iperf2 server on port {self.port} did not exit after its client"
-            ) from None
-        records = [
-            {"role": "client", "argv": argv, "returncode": done.returncode,
-             "stdout": done.stdout, "stderr": done.stderr},
-            {"role": "server", "argv": self.argv, "returncode": self.proc.returncode,
-             "stdout": self.host.read(self.out), "stderr": self.host.read(self.err)},
-        ]  # fmt: skip
-        iperf2.check_exit("client", done.returncode, done.stderr)
-        iperf2.check_exit("server", self.proc.returncode, str(records[1]["stderr"]))
-        measured = iperf2.measure(records, self.traffic, target, self.port)
-        return iperf2.result(measured, records)
-
-
-def _udp_length(session: Session, traffic: TrafficSettings, target: str) -> int | None:
-    """iperf2's UDP datagram payload, as in the lab: what iperf3 would send on the path
-    between the client and the server (the client's route to ``target``, the server's
-    back to the client's source address); None for TCP and iperf3."""
-    if traffic.generator is not Generator.IPERF2 or traffic.protocol is not Protocol.UDP:
-        return None
-    client, server = session.hosts["client"], session.hosts["server"]
-    family = traffic.family
-    words = client.run(["ip", f"-{family}", "route", "get", target]).stdout.split()
-    if "src" not in words[:-1]:
-        raise LabError(f"client: its route to {target} names no source address")
-    source = words[words.index("src") + 1]
-    mtu = iperf2.path_mtu([(client, target), (server, source)], family)
-    return iperf2.udp_length(mtu, family)
-
-
-def _document(stdout: str, stderr: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(stdout)
-    except json.JSONDecodeError:
-        tail = (stderr or stdout).strip().splitlines()
-        raise LabError(
-            f"client: iperf3 gave no JSON report ({tail[-1] if tail else 'no output'})"
-        ) from None
-    if not isinstance(doc, dict):
-        raise LabError("client: iperf3's report is not a JSON object")
-    return doc
 
 
 def _host_metrics(

@@ -1,13 +1,22 @@
-"""The interface every load generator implements, and what it returns."""
+"""The interface every load generator implements, what it runs on, and what it returns.
+
+A generator acts only through its :class:`Ends`: the client's and the server's
+:class:`~tunnelbench.lab.host.Host`, their directories and programs, the address the
+client sends to and the ports free on the server. The namespace lab
+(:class:`tunnelbench.lab.netns.Lab`) is one; a hosts file's client and server
+(:class:`tunnelbench.remote.trial.HostsEnds`) are another; so one generator's code runs
+in the lab, in a VM guest's lab and between real hosts.
+"""
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Final, Protocol
 
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.kinds import StreamMode
-from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.host import Host
 from tunnelbench.model.kindfacts import GeneratorFacts
 from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.system import programs
@@ -21,6 +30,37 @@ WindowClosed = Callable[[float], bool]
 Started = Callable[[dict[str, int], float], WindowClosed]
 #: Polled while traffic runs: why the trial cannot succeed any more, or None.
 StopReason = Callable[[], str | None]
+
+
+#: The two roles a generator runs on.
+CLIENT: Final = "client"
+SERVER: Final = "server"
+
+
+class Ends(Protocol):
+    """Where a trial's generator runs (see the module's text). ``role`` is :data:`CLIENT`
+    or :data:`SERVER`."""
+
+    def host(self, role: str) -> Host: ...
+
+    def files(self, role: str) -> Path:
+        """The directory of ``role``'s files on its host (the generators' output)."""
+        ...
+
+    def program(self, role: str, name: str, purpose: str) -> str:
+        """How ``role`` runs program ``name``; a :class:`UserError` saying ``purpose``
+        where it has none."""
+        ...
+
+    def server_address(self, family: int) -> str:
+        """Where the client sends: the server's address (through the tunnel, if any)."""
+        ...
+
+    def free_ports(self, role: str, ports: range, count: int) -> list[int]:
+        """``count`` ports of ``ports`` that no TCP listener and no UDP socket on ``role``
+        holds (a generator's server may take either), in order; a :class:`LabError`
+        where fewer are free."""
+        ...
 
 
 def no_reason() -> str | None:
@@ -114,20 +154,21 @@ class Generator(ABC):
         return False
 
     @abstractmethod
-    def resolve_mode(self, settings: TrafficSettings) -> StreamMode:
-        """The stream mode "auto" means for this generator and these settings."""
+    def resolve_mode(self, settings: TrafficSettings, version: str | None = None) -> StreamMode:
+        """The stream mode "auto" means for this generator and these settings; ``version``:
+        the client's :meth:`version` text where the client is not this machine."""
 
     @abstractmethod
     def run(
         self,
-        lab: Lab,
+        ends: Ends,
         settings: TrafficSettings,
         mode: StreamMode,
         on_started: Started,
         stop_reason: StopReason = no_reason,
         signals: PathSignals | None = None,
     ) -> TrafficResult:
-        """Drive traffic from the lab's client to its server (or back) and measure it;
+        """Drive traffic from the client to the server (or back) and measure it;
         raise :class:`LabError` as soon as ``stop_reason`` gives a reason. An "auto"
         warm-up watches ``signals`` (the trial's pings) as well, where the generator
         can end it on evidence (:meth:`ends_warmup`)."""

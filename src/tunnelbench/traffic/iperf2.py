@@ -52,11 +52,13 @@ from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Direction, Protocol, StreamMode
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.lab.host import Host
-from tunnelbench.lab.netns import Lab
 from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.system import programs, versions
 from tunnelbench.traffic import iperf2_csv, waiting
 from tunnelbench.traffic.base import (
+    CLIENT,
+    SERVER,
+    Ends,
     Generator,
     PathSignals,
     Started,
@@ -68,6 +70,8 @@ from tunnelbench.traffic.base import (
 PROGRAM = "iperf"
 PURPOSE = "the load generator iperf2"
 PORT = 5001
+#: The ports its server takes (the first in a lab, where nothing else listens).
+PORTS = range(PORT, PORT + 100)
 #: How long the client's TCP connections may take (iperf3's --connect-timeout 5000).
 CONNECT_S = 5.0
 #: After the client ends, how long the server may take to print its reports and exit.
@@ -148,13 +152,14 @@ def path_mtu(routes: Sequence[tuple[Host, str]], family: int) -> int:
     return min(mtus)
 
 
-def lab_routes(lab: Lab, family: int) -> list[tuple[Host, str]]:
-    """The lab's client to its server, and back to the client's own address."""
-    chain = lab.chain
-    return [
-        (lab.host(chain.client), lab.server_address(family)),
-        (lab.host(chain.server), lab.address(chain.client, chain.roles[1], family)),
-    ]
+def routes(ends: Ends, family: int) -> list[tuple[Host, str]]:
+    """The client to the server, and the server back to the client's source address
+    (the one the client's route to the server names)."""
+    client, target = ends.host(CLIENT), ends.server_address(family)
+    words = client.run(["ip", f"-{family}", "route", "get", target]).stdout.split()
+    if "src" not in words[:-1]:
+        raise LabError(f"{client.name}: its route to {target} names no source address")
+    return [(client, target), (ends.host(SERVER), words[words.index("src") + 1])]
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -186,53 +191,55 @@ class Iperf2(Generator):
             ]
         return []
 
-    def resolve_mode(self, settings: TrafficSettings) -> StreamMode:
+    def resolve_mode(self, settings: TrafficSettings, version: str | None = None) -> StreamMode:
         if problems := self.conflicts(settings):
             raise UserError(problems[0])
         return StreamMode.SINGLE
 
     def run(
         self,
-        lab: Lab,
+        ends: Ends,
         settings: TrafficSettings,
         mode: StreamMode,
         on_started: Started,
         stop_reason: StopReason = no_reason,
         signals: PathSignals | None = None,
     ) -> TrafficResult:
-        binary = programs.require(PROGRAM, PURPOSE)
         if mode is not StreamMode.SINGLE:
             raise UserError(self.conflicts(settings)[0])
-        target = lab.server_address(settings.family)
+        target = ends.server_address(settings.family)
         length = None
         if settings.protocol is Protocol.UDP:
-            mtu = path_mtu(lab_routes(lab, settings.family), settings.family)
+            mtu = path_mtu(routes(ends, settings.family), settings.family)
             length = udp_length(mtu, settings.family)
         streams = settings.streams
-        server = _Process(lab, "server", server_argv(binary, PORT, settings, streams, length))
+        # iperf2 serves a UDP test on the port itself: one no TCP or UDP socket holds.
+        port = ends.free_ports(SERVER, PORTS, 1)[0]
+        binary = ends.program(SERVER, PROGRAM, PURPOSE)
+        server = _Process(ends, SERVER, port, server_argv(binary, port, settings, streams, length))
         udp = settings.protocol is Protocol.UDP
         listening = waiting.Server(
-            f"iperf2 server on port {PORT}", server.proc, PORT, server.err, udp
+            f"iperf2 server on port {port}", server.host, server.proc, port, server.err, udp
         )
         waiting.wait_listening([listening])
-        client = _Process(
-            lab, "client", client_argv(binary, target, PORT, settings, streams, length)
-        )
+        binary = ends.program(CLIENT, PROGRAM, PURPOSE)
+        argv = client_argv(binary, target, port, settings, streams, length)
+        client = _Process(ends, CLIENT, port, argv)
         on_started(
-            {f"iperf2-server:{PORT}": server.proc.pid, f"iperf2-client:{PORT}": client.proc.pid},
+            {f"iperf2-server:{port}": server.proc.pid, f"iperf2-client:{port}": client.proc.pid},
             client.started + settings.fixed_warmup,
         )
         if not udp:  # 2.1.8 has no connect timeout of its own
             waiting.wait_connected(listening, streams, client.proc, CONNECT_S, stop_reason)
         limit = settings.fixed_warmup + settings.duration + 20
-        waiting.wait_exited([(f"iperf2 client on port {PORT}", client.proc)], limit, stop_reason)
+        waiting.wait_exited([(f"iperf2 client on port {port}", client.proc)], limit, stop_reason)
         client.check()
         waiting.wait_exited(
-            [(f"iperf2 server on port {PORT}", server.proc)], SERVER_EXIT_S, stop_reason
+            [(f"iperf2 server on port {port}", server.proc)], SERVER_EXIT_S, stop_reason
         )
         server.check()
         records = [client.record(), server.record()]
-        return result(measure(records, settings, target), records)
+        return result(measure(records, settings, target, port), records)
 
 
 def measure(
@@ -256,16 +263,15 @@ def measure(
 
 
 class _Process:
-    """One iperf2 process started in the lab, its output in the lab's directory."""
+    """One iperf2 process started on its end's host, its output in the end's directory."""
 
-    def __init__(self, lab: Lab, role: str, argv: list[str]) -> None:
+    def __init__(self, ends: Ends, role: str, port: int, argv: list[str]) -> None:
         self.role, self.argv = role, argv
-        self.out = lab.directory / f"iperf2-{role}-{PORT}.csv"
-        self.err = lab.directory / f"iperf2-{role}-{PORT}.err"
-        namespace_role = lab.chain.client if role == "client" else lab.chain.server
-        self.host = lab.host(namespace_role)
+        self.out = ends.files(role) / f"iperf2-{role}-{port}.csv"
+        self.err = ends.files(role) / f"iperf2-{role}-{port}.err"
+        self.host = ends.host(role)
         self.started = time.monotonic()
-        self.proc = lab.start(namespace_role, argv, stdout=self.out, stderr=self.err)
+        self.proc = self.host.spawn(argv, stdout=self.out, stderr=self.err)
 
     def check(self) -> None:
         check_exit(self.role, self.proc.returncode, self.host.read(self.err))

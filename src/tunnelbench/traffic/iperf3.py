@@ -13,11 +13,14 @@ from typing import Any, ClassVar
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Direction, Protocol, StreamMode
 from tunnelbench.kinds import Generator as GeneratorKind
-from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.host import Host
 from tunnelbench.model.plan import TrafficSettings
 from tunnelbench.system import programs, versions
-from tunnelbench.traffic import iperf3_json, stopping, waiting, warmup
+from tunnelbench.traffic import iperf3_json, waiting, warmup
 from tunnelbench.traffic.base import (
+    CLIENT,
+    SERVER,
+    Ends,
     Generator,
     PathSignals,
     Started,
@@ -29,6 +32,8 @@ from tunnelbench.traffic.base import (
 )
 
 BASE_PORT = 5201
+#: The ports its servers take (the lab's first ones: nothing else listens in a lab).
+PORTS = range(BASE_PORT, BASE_PORT + 100)
 # iperf3's own --connect-timeout (5 s) plus the time its control exchange may take.
 CONNECT_LIMIT_S = 8.0
 #: iperf3 runs one thread per stream from this release on.
@@ -136,52 +141,54 @@ class Iperf3(Generator):
     def ends_warmup(self) -> bool:
         return True
 
-    def multithreaded(self) -> bool:
-        return parse_version(self.version()) >= THREADED_SINCE
+    def multithreaded(self, version: str | None = None) -> bool:
+        return parse_version(version or self.version()) >= THREADED_SINCE
 
-    def resolve_mode(self, settings: TrafficSettings) -> StreamMode:
+    def resolve_mode(self, settings: TrafficSettings, version: str | None = None) -> StreamMode:
         if settings.stream_mode is not StreamMode.AUTO:
             return settings.stream_mode
-        if settings.streams > 1 and not self.multithreaded():
+        if settings.streams > 1 and not self.multithreaded(version):
             return StreamMode.PROCESSES
         return StreamMode.SINGLE
 
     def run(
         self,
-        lab: Lab,
+        ends: Ends,
         settings: TrafficSettings,
         mode: StreamMode,
         on_started: Started,
         stop_reason: StopReason = no_reason,
         signals: PathSignals | None = None,
     ) -> TrafficResult:
-        binary = programs.require("iperf3", "the load generator")
         count = settings.streams if mode is StreamMode.PROCESSES else 1
         per_process = 1 if mode is StreamMode.PROCESSES else settings.streams
         auto = settings.warmup is None
         windowed = count > 1 or auto
-        client, server = lab.chain.client, lab.chain.server
-        target = lab.server_address(settings.family)
-        ports = [BASE_PORT + k for k in range(count)]
+        client, server = ends.host(CLIENT), ends.host(SERVER)
+        client_dir, server_dir = ends.files(CLIENT), ends.files(SERVER)
+        target = ends.server_address(settings.family)
+        ports = ends.free_ports(SERVER, PORTS, count)
         servers = {}
+        binary = ends.program(SERVER, "iperf3", "the load generator")
         for port in ports:
-            log = lab.directory / f"iperf3-server-{port}.log"
+            log = server_dir / f"iperf3-server-{port}.log"
             # Stopped clients send their server no results: its own JSON is read instead.
-            report = lab.directory / f"iperf3-server-{port}.json" if windowed else None
+            report = server_dir / f"iperf3-server-{port}.json" if windowed else None
             argv = server_argv(binary, port, windowed=windowed)
-            proc = lab.start(server, argv, stdout=report, stderr=log)
-            servers[port] = waiting.Server(f"iperf3 server on port {port}", proc, port, log)
+            proc = server.spawn(argv, stdout=report, stderr=log)
+            servers[port] = waiting.Server(f"iperf3 server on port {port}", server, proc, port, log)
         waiting.wait_listening(list(servers.values()))
+        binary = ends.program(CLIENT, "iperf3", "the load generator")
         outputs: list[Path] = []
         clients = []
         for port in ports:
-            out = lab.directory / f"iperf3-client-{port}.json"
+            out = client_dir / f"iperf3-client-{port}.json"
             outputs.append(out)
             argv = client_argv(binary, target, port, settings, per_process, windowed=windowed)
             # Its errors are in its JSON; anything else it prints goes to a file (a pipe
             # nobody reads could fill and stall it).
-            err = lab.directory / f"iperf3-client-{port}.err"
-            clients.append(lab.start(client, argv, stdout=out, stderr=err))
+            err = client_dir / f"iperf3-client-{port}.err"
+            clients.append(client.spawn(argv, stdout=out, stderr=err))
         watched = {f"iperf3-server:{port}": s.proc.pid for port, s in servers.items()}
         watched |= {f"iperf3-client:{port}": c.pid for port, c in zip(ports, clients, strict=True)}
         # Each client's test (and its --omit warm-up) starts once its connections are
@@ -198,20 +205,21 @@ class Iperf3(Generator):
         ended: WarmupEnd | None = None
         if windowed and len(started) < len(ports):
             raise LabError(
-                "an iperf3 client ended before it connected; its output: " + _first_error(outputs)
+                "an iperf3 client ended before it connected; its output: "
+                + _first_error(client, outputs)
             )
         if not windowed:
             omitted = settings.fixed_warmup
             on_started(watched, t0 + omitted)
             waiting.wait_exited(named, omitted + settings.duration + 20, stop_reason)
-            docs = [_load(path, proc) for path, proc in zip(outputs, clients, strict=True)]
+            docs = [_load(client, path, proc) for path, proc in zip(outputs, clients, strict=True)]
             return combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
         if auto:
             ended = warmup.wait_steady(
                 t0,
                 bound_s=settings.warmup_max,
                 duration_s=settings.duration,
-                server_pid=servers[ports[0]].proc.pid,
+                server=server,
                 signals=signals or PathSignals(lambda: []),
                 running=lambda: _ended(named),
                 stop_reason=stop_reason,
@@ -226,14 +234,16 @@ class Iperf3(Generator):
             # Known as soon as the last client connected, not after the traffic ran.
             check_staggered(offsets)
         closed = on_started(watched, begin)
-        _stop_after(named, begin + settings.duration + AUTO_TAIL_S, closed, stop_reason)
+        _stop_after(client, named, begin + settings.duration + AUTO_TAIL_S, closed, stop_reason)
         waiting.wait_exited(
             [(f"iperf3 server on port {port}", s.proc) for port, s in servers.items()],
             CONNECT_LIMIT_S,
             stop_reason,
         )
         docs = [
-            _interrupted(_load(path, proc), lab.directory / f"iperf3-server-{port}.json")
+            _interrupted(
+                _load(client, path, proc), server, server_dir / f"iperf3-server-{port}.json"
+            )
             for port, path, proc in zip(ports, outputs, clients, strict=True)
         ]
         for port, doc in zip(ports, docs, strict=True):
@@ -314,14 +324,15 @@ def _ended(clients: list[tuple[str, "subprocess.Popen[bytes]"]]) -> str | None:
 
 
 def _stop_after(
+    host: Host,
     clients: list[tuple[str, "subprocess.Popen[bytes]"]],
     at: float,
     closed: WindowClosed,
     stop_reason: StopReason,
 ) -> None:
     """Let the clients run until monotonic ``at`` and the probes have closed the window,
-    then stop each with SIGINT (iperf3 then writes its JSON, intervals included; sent
-    where iperf3's handler is safe, see :mod:`~tunnelbench.traffic.stopping`) and wait
+    then stop each with SIGINT on ``host`` (iperf3 then writes its JSON, intervals
+    included; sent where iperf3's handler is safe, see :mod:`~tunnelbench.system.stopping`) and wait
     for them. A probe that has not closed the window :data:`CLOSE_LIMIT_S` after
     ``at`` fails the trial: stopping the traffic first would put idle time into its
     figures, and the clients' own end is not much further off."""
@@ -339,45 +350,53 @@ def _stop_after(
                 " without idle time in their figures"
             )
     for _, client in clients:
-        stopping.interrupt(client.pid)  # ours, by its PID
+        host.interrupt_between_calls(client)
     waiting.wait_exited(clients, CONNECT_LIMIT_S, stop_reason)
 
 
-def _interrupted(doc: dict[str, Any], server_report: Path) -> dict[str, Any]:
+def _interrupted(doc: dict[str, Any], server: Host, server_report: Path) -> dict[str, Any]:
     """A stopped client's document, its stop checked and its server's own report put
     where ``--get-server-output`` would have put it; any other error is the trial's."""
     if doc.get("error") != INTERRUPTED[0]:
         raise LabError(f"iperf3: {doc.get('error') or 'the client was not stopped as asked'}")
-    server = _load(server_report)
-    if server.get("error") not in SERVER_STOPPED:
-        raise LabError(f"iperf3 server: {server.get('error') or 'it did not see the stop'}")
-    del doc["error"], server["error"]
-    doc["server_output_json"] = server
+    report = _load(server, server_report)
+    if report.get("error") not in SERVER_STOPPED:
+        raise LabError(f"iperf3 server: {report.get('error') or 'it did not see the stop'}")
+    del doc["error"], report["error"]
+    doc["server_output_json"] = report
     doc[iperf3_json.STOPPED_KEY] = True
     return doc
 
 
-def _first_error(paths: list[Path]) -> str:
+def _first_error(host: Host, paths: list[Path]) -> str:
     for path in paths:
-        text = path.read_text(errors="replace") if path.exists() else ""
-        if '"error"' in text:
-            return str(_load(path).get("error"))
+        if '"error"' in _text(host, path):
+            return str(_load(host, path).get("error"))
     return "none"
 
 
-def _load(path: Path, process: "subprocess.Popen[bytes] | None" = None) -> dict[str, Any]:
-    text = path.read_text(errors="replace")
+def _text(host: Host, path: Path) -> str:
+    """A file of the host's; empty where it is not (yet) there."""
+    try:
+        return host.read(path)
+    except (OSError, LabError):
+        return ""
+
+
+def _load(
+    host: Host, path: Path, process: "subprocess.Popen[bytes] | None" = None
+) -> dict[str, Any]:
+    text = _text(host, path)
     try:
         doc: dict[str, Any] = json.loads(text)
     except json.JSONDecodeError:
         # Which process (client or server, its port) says where to look, and how it
-        # ended (a client that aborted on its stop, see traffic.stopping, exits -6 and
+        # ended (a client that aborted on its stop, see system.stopping, exits -6 and
         # says why on its standard error).
         said = text.strip()[:200] or "empty output"
         if process is not None and process.returncode is not None:
             said += f"; it exited {_exit(process.returncode)}"
-            errors = path.with_suffix(".err")
-            if errors.exists() and (last := errors.read_text(errors="replace").strip()):
+            if last := _text(host, path.with_suffix(".err")).strip():
                 said += f", saying: {last[-300:]}"
         raise LabError(f"iperf3 wrote no JSON to {path.name}: {said}") from None
     return doc

@@ -2,7 +2,10 @@
 
 Every wait has a limit and polls the trial's ``stop_reason``, so a generator whose tunnel
 died (and that would wait for its connection for minutes) ends the trial at once; the
-lab's teardown then ends the process by its PID.
+lab's teardown then ends the process by its PID. A server's sockets are read from its
+host's ``/proc/net`` tables (:meth:`~tunnelbench.lab.host.Host.read_net`): a namespace
+of this machine without starting a process, a real host over its connection (each look
+then takes that connection's round trip).
 """
 
 import subprocess
@@ -11,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tunnelbench.errors import LabError
+from tunnelbench.lab.host import Host
 from tunnelbench.traffic.base import StopReason
 
 POLL_S = 0.01
@@ -19,9 +23,11 @@ LISTEN_LIMIT_S = 5.0
 
 @dataclass(frozen=True)
 class Server:
-    """A started server process; ``log`` holds its error output, quoted if it exits."""
+    """A started server process on ``host``; ``log`` (a file of the host's) holds its
+    error output, quoted if it exits."""
 
     label: str  # how errors name it, e.g. "iperf3 server on port 5201"
+    host: Host
     proc: "subprocess.Popen[bytes]"
     port: int
     log: Path
@@ -29,55 +35,75 @@ class Server:
 
 
 def wait_listening(servers: list[Server], limit: float = LISTEN_LIMIT_S) -> None:
-    """Wait until every server listens, reading its namespace's socket table in /proc."""
+    """Wait until every server listens, reading its host's socket tables."""
     deadline = time.monotonic() + limit
     pending = list(servers)
     while pending and time.monotonic() < deadline:
         for server in list(pending):
-            if listening(server.proc.pid, server.port, udp=server.udp):
+            if listening(server.host, server.port, udp=server.udp):
                 pending.remove(server)
             elif server.proc.poll() is not None:
-                raise LabError(f"{server.label} exited: {server.log.read_text().strip()}")
+                said = _read(server.host, server.log).strip()
+                raise LabError(f"{server.label} exited: {said}")
         time.sleep(0.005)
     if pending:
         names = ", ".join(server.label for server in pending)
         raise LabError(f"{names} did not listen within {limit:g} s")
 
 
-def listening(pid: int, port: int, *, udp: bool = False) -> bool:
-    """Whether process ``pid``'s network namespace has a socket listening on ``port``:
-    a TCP socket in state LISTEN, or a bound UDP socket (state CLOSE, "unconnected")."""
-    needle = f":{port:04X} "
-    tables, state = (("udp6", "udp"), "07") if udp else (("tcp6", "tcp"), "0A")
-    for table in tables:
-        try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-        except OSError:
-            return False
-        for line in lines:
-            fields = line.split()
-            if (fields[1] + " ").endswith(needle) and fields[3] == state:
-                return True
-    return False
+#: The kernel's socket states in /proc/net/{tcp,udp}{,6}.
+ESTABLISHED, UNCONNECTED, LISTEN = "01", "07", "0A"
 
 
-def established(pid: int, port: int) -> int:
-    """TCP connections in state ESTABLISHED on local ``port`` in process ``pid``'s network
-    namespace."""
-    needle = f":{port:04X}"
-    count = 0
-    for table in ("tcp6", "tcp"):
-        try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        count += sum(1 for line in lines if _local_state(line, needle) == "01")
-    return count
+def sockets(text: str) -> list[tuple[int, str]]:
+    """(local port, state) of each socket in the text of /proc/net/{tcp,udp}{,6} tables
+    (their heading lines are skipped wherever they stand: several tables may be one text)."""
+    found = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 3 and ":" in fields[1] and fields[0].endswith(":"):
+            try:
+                found.append((int(fields[1].rsplit(":", 1)[1], 16), fields[3]))
+            except ValueError:
+                continue
+    return found
 
 
-def _local_state(line: str, needle: str) -> str | None:
-    fields = line.split()
-    return fields[3] if len(fields) > 3 and fields[1].endswith(needle) else None
+def bound_ports(host: Host) -> set[int]:
+    """The ports on ``host`` a TCP listener or a bound, unconnected UDP socket holds."""
+    tcp = sockets(host.read_net(["tcp", "tcp6"]))
+    udp = sockets(host.read_net(["udp", "udp6"]))
+    return {port for port, state in tcp if state == LISTEN} | {
+        port for port, state in udp if state == UNCONNECTED
+    }
+
+
+def listening(host: Host, port: int, *, udp: bool = False) -> bool:
+    """Whether ``host`` has a socket listening on ``port``: a TCP socket in state LISTEN,
+    or a bound UDP socket (state CLOSE, "unconnected")."""
+    tables, state = (["udp", "udp6"], UNCONNECTED) if udp else (["tcp", "tcp6"], LISTEN)
+    return (port, state) in sockets(_net(host, tables))
+
+
+def established(host: Host, port: int) -> int:
+    """TCP connections in state ESTABLISHED on local ``port`` on ``host``."""
+    return sockets(_net(host, ["tcp", "tcp6"])).count((port, ESTABLISHED))
+
+
+def _net(host: Host, tables: list[str]) -> str:
+    """The tables' text; none where the host cannot give it now (a namespace going
+    away): the wait's own limit then says what did not happen."""
+    try:
+        return host.read_net(tables)
+    except LabError:
+        return ""
+
+
+def _read(host: Host, path: Path) -> str:
+    try:
+        return host.read(path)
+    except (OSError, LabError):
+        return ""
 
 
 def wait_connected(
@@ -91,7 +117,7 @@ def wait_connected(
     iperf3's ``--connect-timeout`` puts on its client); return early if the client ends,
     whose own output then says why."""
     deadline = time.monotonic() + limit
-    while (found := established(server.proc.pid, server.port)) < count:
+    while (found := established(server.host, server.port)) < count:
         if client.poll() is not None:
             return
         if (reason := stop_reason()) is not None:
@@ -141,7 +167,7 @@ def wait_each_connected(
     while pending:
         now = time.monotonic()
         for server, client in list(pending):
-            if established(server.proc.pid, server.port) >= needed:
+            if established(server.host, server.port) >= needed:
                 connected[server.port] = now
                 pending.remove((server, client))
             elif client.poll() is not None:

@@ -6,8 +6,9 @@ milliseconds, and far too short for a bloated queue, which cubic fills over seco
 watch samples two things every :data:`POLL_S`, each read without starting a process:
 
 - the loaded round trip, from the trial's ping (:class:`PathSignals.loaded_rtt`);
-- the rate the server's namespace carries, from ``/proc/PID/net/dev`` of a process in it
-  (its links' received plus sent bytes, so upload, download and both alike).
+- the rate the server's host carries, from its ``/proc/net/dev`` (its links' received
+  plus sent bytes, so upload, download and both alike): in a namespace of this machine
+  read without starting a process, on a real host over its connection.
 
 What it found is kept with the trial (:class:`WarmupEnd`): how long the warm-up took,
 whether the path settled or the bound ended it, and why.
@@ -18,23 +19,37 @@ from collections.abc import Callable
 
 from tunnelbench.analysis.steadiness import settled
 from tunnelbench.errors import LabError
+from tunnelbench.lab.host import Host
 from tunnelbench.traffic.base import PathSignals, StopReason, WarmupEnd
 
 #: How often the watch samples.
 POLL_S = 0.1
 
 
-def namespace_bytes(pid: int) -> int:
-    """Received plus sent bytes of every link but loopback in ``pid``'s namespace."""
+def link_bytes(text: str) -> int:
+    """Received plus sent bytes of every link but loopback in the text of /proc/net/dev."""
     total = 0
-    with open(f"/proc/{pid}/net/dev") as lines:
-        for line in list(lines)[2:]:
-            name, _, fields = line.partition(":")
-            if name.strip() == "lo":
-                continue
-            values = fields.split()
-            total += int(values[0]) + int(values[8])
+    for line in text.splitlines()[2:]:
+        name, _, fields = line.partition(":")
+        if name.strip() == "lo":
+            continue
+        values = fields.split()
+        total += int(values[0]) + int(values[8])
     return total
+
+
+def host_bytes(host: Host) -> int:
+    return link_bytes(host.read_net(["dev"]))
+
+
+def _read(server: Host) -> tuple[int, float]:
+    """The server's link bytes and when they were read (the middle of the read)."""
+    before = time.monotonic()
+    try:
+        total = host_bytes(server)
+    except (LabError, ValueError, IndexError) as exc:
+        raise LabError(f"warm-up: cannot read the endpoints' counters ({exc})") from None
+    return total, (before + time.monotonic()) / 2
 
 
 def wait_steady(
@@ -42,26 +57,23 @@ def wait_steady(
     *,
     bound_s: float,
     duration_s: float,
-    server_pid: int,
+    server: Host,
     signals: PathSignals,
     running: Callable[[], str | None],
     stop_reason: StopReason,
 ) -> WarmupEnd:
     """Watch from ``t0`` (the traffic connected) until the path is steady or ``bound_s``
     has passed. ``running`` says why the traffic cannot go on (a client that ended)."""
-    try:
-        last_bytes, last_at = namespace_bytes(server_pid), time.monotonic()
-    except (OSError, ValueError, IndexError) as exc:
-        raise LabError(f"warm-up: cannot read the endpoints' counters ({exc})") from None
+    last_bytes, last_at = _read(server)
     rates: list[tuple[float, float]] = []
+    tick = time.monotonic()
     while True:
-        time.sleep(POLL_S)
+        # Every POLL_S, a read's own time included (over SSH it takes a round trip).
+        tick += POLL_S
+        time.sleep(max(0.0, tick - time.monotonic()))
         if (reason := stop_reason() or running()) is not None:
             raise LabError(reason)
-        try:
-            now_bytes, now = namespace_bytes(server_pid), time.monotonic()
-        except (OSError, ValueError, IndexError) as exc:
-            raise LabError(f"warm-up: cannot read the endpoints' counters ({exc})") from None
+        now_bytes, now = _read(server)
         rates.append((now, 8 * (now_bytes - last_bytes) / (now - last_at)))
         last_bytes, last_at = now_bytes, now
         why = settled(

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tunnelbench.errors import LabError
 
-log = logging.getLogger("tunnelbench.traffic.stopping")
+log = logging.getLogger("tunnelbench.system.stopping")
 
 #: The system calls an iperf3 client blocks in while it sends and receives, by machine
 #: (the kernel's numbers differ between architectures; aarch64 has no select or poll).
