@@ -68,7 +68,7 @@ def test_pinned_roles_run_their_processes_and_receive_work_on_their_cores(topolo
     lab = netns.build(LabSettings(topology=topology, placement=Placement.PINNED))
     try:
         expected = layout(lab.chain.roles, CORES)
-        assert lab.state.info["placement"] == {r: cpulist.canonical(c) for r, c in expected.items()}
+        assert lab.state.facts.placement == {r: cpulist.canonical(c) for r, c in expected.items()}
         for role in lab.chain.roles:
             proc = lab.start(role, ["sleep", "30"])
             try:
@@ -87,7 +87,7 @@ def test_pinned_roles_run_their_processes_and_receive_work_on_their_cores(topolo
 def test_a_free_lab_leaves_affinity_and_steering_alone():
     lab = netns.build(LabSettings())
     try:
-        assert "placement" not in lab.state.info and "rps" not in lab.state.info
+        assert lab.state.facts.placement is None and lab.state.facts.rps is None
         proc = lab.start("client", ["sleep", "30"])
         try:
             assert _allowed(proc.pid) == cpulist.canonical(os.sched_getaffinity(0))

@@ -34,7 +34,7 @@ def test_every_veth_has_the_queues_asked_for_and_each_steers_over_that_many_core
             cores = (0,) if role == "gwb" else online[:3]
             for queue in range(3):
                 assert rps(lab, role, iface.name, queue) == int(cpulist.mask(cores), 16)
-        assert lab.state.info["rps"] == netns.queue_masks(lab, online)
+        assert lab.state.facts.rps == netns.queue_masks(lab, online)
     finally:
         lab.teardown()
     # One queue: one core. Without the setting, one queue and no steering.

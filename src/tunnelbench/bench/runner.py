@@ -13,8 +13,8 @@ import os
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from tunnelbench.analysis import precision
 from tunnelbench.analysis.steadiness import goodput_thirds
@@ -459,21 +459,12 @@ def _measure(
     resolved.lab_id = lab.lab_id
     resolved.lab_families = config.lab.families
     resolved.lab_fresh, resolved.lab_trial = standing.fresh, standing.trials
-    if offloads := lab.state.info.get("offloads"):
-        # role -> feature -> on (see netns.role_offloads)
-        resolved.offloads = cast(dict[str, dict[str, bool]], offloads)
-    if single := lab.state.info.get("gso_max_segs"):
-        resolved.gso_max_segs = cast(dict[str, int], single)
-    if placed := lab.state.info.get("placement"):
-        resolved.placement = cast(dict[str, str], placed)
-    if masks := lab.state.info.get("rps"):
-        resolved.rps = cast(dict[str, str], masks)
-    if sessions := lab.state.info.get("pppoe"):
-        resolved.pppoe = cast(dict[str, dict[str, Any]], sessions)
-    if held := lab.state.info.get("rps_pppoe_wan"):
-        resolved.rps_pppoe_wan = cast(dict[str, str], held)
-    if budgets := lab.state.info.get("role_budgets"):
-        resolved.update(cast(dict[str, Any], budgets))
+    facts = lab.state.facts
+    resolved.offloads, resolved.gso_max_segs = facts.offloads or None, facts.gso_max_segs or None
+    resolved.placement, resolved.rps = facts.placement or None, facts.rps or None
+    resolved.pppoe, resolved.rps_pppoe_wan = facts.pppoe or None, facts.rps_pppoe_wan or None
+    if facts.role_budgets is not None:
+        resolved.update(asdict(facts.role_budgets))
     resolved.record_setup(handle.found)
     resolved.unbundled_tunnel_devices = session.unbundled or None
     resolved.rps_tunnel_devices = session.steered or None

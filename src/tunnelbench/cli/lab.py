@@ -48,12 +48,10 @@ def up(args: argparse.Namespace) -> int:
         lab = session.build()
         handle = session.tunnel_up()
         session.keep()
-    lab.state.info |= {
-        "tunnel": kind.value,
-        "implementation": implementation,
-        "tunnel_mtu": mtu if kind is not TunnelKind.NONE else None,
-        "tunnel_devices": handle.devices,
-    }
+    facts = lab.state.facts
+    facts.tunnel, facts.implementation = kind.value, implementation
+    facts.tunnel_mtu = mtu if kind is not TunnelKind.NONE else None
+    facts.tunnel_devices = handle.devices
     lab.state.save()
     print(
         f"lab {lab.lab_id} is up ({settings.topology.value}, tunnel {kind.value}"
@@ -102,7 +100,7 @@ def labs_status() -> list[dict[str, Any]]:
         else:
             entry |= {
                 "topology": st.topology,
-                "tunnel": st.info.get("tunnel"),
+                "tunnel": st.facts.tunnel,
                 "namespaces": len(st.namespaces),
                 "namespaces_present": sum(1 for n in st.namespaces if n in present),
                 "processes": len(st.processes),

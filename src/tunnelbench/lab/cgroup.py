@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tunnelbench.errors import LabError
-from tunnelbench.lab.state import LabState, ProcessRecord, is_alive
+from tunnelbench.lab.state import LabState, ProcessRecord, RoleLimitsRecord, is_alive
 from tunnelbench.system import probing
 
 log = logging.getLogger("tunnelbench.lab")
@@ -125,13 +125,13 @@ class RoleLimits:
     quotas_us: dict[str, int] = field(default_factory=dict)
     cgroups: dict[str, str] = field(default_factory=dict)
 
-    def resolved(self) -> dict[str, Any]:
-        return {
-            "cgroup_version": self.version,
-            "cpu_period_us": self.period_us,
-            "role_quotas_us": dict(self.quotas_us),
-            "role_cgroups": dict(self.cgroups),
-        }
+    def resolved(self) -> RoleLimitsRecord:
+        return RoleLimitsRecord(
+            cgroup_version=self.version,
+            cpu_period_us=self.period_us,
+            role_quotas_us=dict(self.quotas_us),
+            role_cgroups=dict(self.cgroups),
+        )
 
 
 def limit_roles(

@@ -322,7 +322,7 @@ def _create(lab: Lab, tunnel: bool) -> None:
     if budgets := settings.budget.given():
         limits = cgroup.limit_roles(lab.state, budgets)
         lab.cgroups = {role: Path(path) for role, path in limits.cgroups.items()}
-        lab.state.info["role_budgets"] = limits.resolved()
+        lab.state.facts.role_budgets = limits.resolved()
     # Each step below runs its roles' (or links') commands side by side: an emulated
     # guest takes 0.2-0.4 s to start each, and a lab is built for every configuration.
     for role in chain.roles:
@@ -384,20 +384,20 @@ def _create(lab: Lab, tunnel: bool) -> None:
     _set_offloads(lab)
     if masks := receive_masks(lab):
         _set_rps(lab, masks)
-        lab.state.info["rps"] = masks
+        lab.state.facts.rps = masks
         if pppoe and settings.queues is not None:
             held = hold_session_to_one_core(lab, probing.cpus())
-            lab.state.info["rps_pppoe_wan"] = held
+            lab.state.facts.rps_pppoe_wan = held
     if lab.cpus:
-        lab.state.info["placement"] = placement.describe(lab.cpus)
+        lab.state.facts.placement = placement.describe(lab.cpus)
     _wait_for_carrier(lab)
     if pppoe:
         sessions = pppoe_up(lab)
         lab.ppp = {role: str(session["device"]) for role, session in sessions.items()}
-        lab.state.info["pppoe"] = sessions
+        lab.state.facts.pppoe = sessions
         for role, commands in routes.items():
             lab.ip_batch(role, commands)
-    lab.state.info["interfaces"] = {f"{o}>{p}": i.name for (o, p), i in lab.interfaces.items()}
+    lab.state.facts.interfaces = {f"{o}>{p}": i.name for (o, p), i in lab.interfaces.items()}
     lab.state.save()
 
 
@@ -492,9 +492,9 @@ def _set_offloads(lab: Lab) -> None:
             single[role] = 1
         if offloads[role]:
             lab.host(role).set_offloads(iface.name, offloads[role])
-    lab.state.info["offloads"] = offloads
+    lab.state.facts.offloads = offloads
     if single:
-        lab.state.info["gso_max_segs"] = single
+        lab.state.facts.gso_max_segs = single
 
 
 def receive_masks(lab: Lab) -> dict[str, str]:

@@ -30,8 +30,9 @@ import os
 import select
 import signal
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from tunnelbench.system.netns_files import NETNS_DIR
 
@@ -48,13 +49,62 @@ class ProcessRecord:
 
 
 @dataclass
+class RoleLimitsRecord:
+    """The cgroups of a lab's per-role CPU budgets (``lab.budget``), as its trials record
+    them (:class:`tunnelbench.model.records.Resolved` has the same fields)."""
+
+    cgroup_version: int
+    cpu_period_us: int
+    role_quotas_us: dict[str, int]
+    role_cgroups: dict[str, str]
+
+
+@dataclass
+class LabFacts:
+    """What building the lab set and found out, each written by the step that made it
+    (:mod:`tunnelbench.lab.netns`; ``lab up`` adds its tunnel's), kept in the state file
+    and read into each trial's record by the runner."""
+
+    #: ``origin>peer`` -> the device of origin's link to peer.
+    interfaces: dict[str, str] = field(default_factory=dict)
+    #: role -> feature -> on, when the lab set offloads (see lab.netns.role_offloads).
+    offloads: dict[str, dict[str, bool]] | None = None
+    #: role -> the gso_max_segs set on its links, where the lab turned GSO off.
+    gso_max_segs: dict[str, int] | None = None
+    #: role -> the cores its processes are held to (lab.placement).
+    placement: dict[str, str] | None = None
+    #: role -> the receive-packet-steering mask of its links (lab.queues).
+    rps: dict[str, str] | None = None
+    #: role -> the one core a PPPoE session's WAN receive is held to.
+    rps_pppoe_wan: dict[str, str] | None = None
+    #: role -> its PPPoE session, on a WAN over PPPoE (lab.pppoe).
+    pppoe: dict[str, dict[str, Any]] | None = None
+    role_budgets: RoleLimitsRecord | None = None
+    #: ``lab up``'s tunnel: its kind, implementation, MTU and role -> device.
+    tunnel: str | None = None
+    implementation: str | None = None
+    tunnel_mtu: int | None = None
+    tunnel_devices: dict[str, str] | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LabFacts":
+        """From a state file (its ``info`` before these were typed); keys this version
+        does not know are left out."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if isinstance(budgets := values.get("role_budgets"), dict):
+            values["role_budgets"] = RoleLimitsRecord(**budgets)
+        return cls(**values)
+
+
+@dataclass
 class LabState:
     lab_id: str
     topology: str = ""
     namespaces: list[str] = field(default_factory=list)
     processes: list[ProcessRecord] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
-    info: dict[str, object] = field(default_factory=dict)
+    facts: LabFacts = field(default_factory=LabFacts)
     # Directories of cgroups the lab created (absent from state files written before
     # cgroups existed: the default applies).
     cgroups: list[str] = field(default_factory=list)
@@ -85,6 +135,7 @@ class LabState:
         read it (labs are built by root and their directories are private)."""
         data = json.loads((STATE_ROOT / lab_id / "state.json").read_text())
         data["processes"] = [ProcessRecord(**p) for p in data["processes"]]
+        data["facts"] = LabFacts.from_dict(data.pop("facts", None) or data.pop("info", {}))
         return cls(**data)
 
     def owner_alive(self) -> bool:
