@@ -115,10 +115,13 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     resolved = tunnelled.resolved
     assert resolved.tunnel_version is not None
     if tunnel is TunnelKind.OPENVPN:
-        # each end's own openvpn, its version line and path; what set-up found, as the lab
-        # records it: the cipher asked for, and DCO off with this kernel's reason
+        # each end's own openvpn, its version line, crypto library and path; what set-up
+        # found, as the lab records it: the cipher asked for, and DCO off with this
+        # kernel's reason
         assert re.match(
-            r"OpenVPN 2\.6\.\d+ .*\(/\S+/openvpn\) \(client and gw\)$", resolved.tunnel_version
+            r"OpenVPN 2\.6\.\d+ .*, library versions: OpenSSL 3\.\S+ .*\(/\S+/openvpn\)"
+            r" \(client and gw\)$",
+            resolved.tunnel_version,
         )
         assert resolved.tunnel_cipher == "aes-256-gcm"
         assert resolved.openvpn_data_cipher == "AES-256-GCM"

@@ -9,9 +9,10 @@ from tests.report_fixtures import recorded as recorded_copy
 from tunnelbench.analysis.advice import Sibling, advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
-from tunnelbench.analysis.verdicts import above_ceiling_pct
+from tunnelbench.analysis.verdicts import above_ceiling_pct, link_bound_pct
 from tunnelbench.kinds import Shaper
 from tunnelbench.model.plan import LabSettings, LinkSettings, TrafficSettings, TrialConfig
+from tunnelbench.model.records import Resolved
 from tunnelbench.model.wan import AGGREGATE_MAX_BYTES, burst_bytes, shaper_lead_bytes
 
 # 1 Gbit/s shaped by tbf/htb, MTU 1500, IPv4, TCP timestamps: the shaper counts the L3
@@ -273,3 +274,29 @@ def test_htb_may_send_one_aggregate_ahead_of_its_rate_and_tbf_may_not():
     assert above_ceiling_pct(config) == pytest.approx(101 + 100 * (15_140 + 65_550) / 750_000)
     assert above_ceiling_pct(config) > 107.0
     assert above_ceiling_pct(replace(config, lab=LabSettings(wan=wan))) < 107.0
+
+
+def test_bbr_below_95_percent_by_its_drain_round_trip_is_still_the_link():
+    """BBR paces at 0.75 of its estimate for one round trip in every eight: a 2 s window
+    under TCG, whose loaded RTT read 396 ms, held that round trip alone and read 94% of a
+    3 Mbit/s link (a kernel-suite run). The link is still the limit: the share asked of a
+    BBR trial is lower by what that round trip takes of the window (90.05% here); cubic's
+    stays 95%, and BBR's too where its round trip is short."""
+    wan = LinkSettings(rate=3 * 10**6, mtu=1500)
+    config = TrialConfig(
+        lab=LabSettings(wan=wan), traffic=TrafficSettings(duration=2, congestion="bbr")
+    )
+    ceiling = 2.86e6
+    seen = {
+        "goodput_bps": 0.94 * ceiling, "rtt.loaded_ms": 396.0, "rtt.idle_ms": 0.34,
+        "rtt.loaded_p95_ms": 516.9, "goodput.window_s": 2.0,
+    }  # fmt: skip
+    bbr = Subject(config, Resolved(congestion="bbr"), seen, ceiling)
+    assert link_bound_pct(bbr) == pytest.approx(95 - 25 * 0.396 / 2)
+    assert diagnose(bbr).verdict.bound is Bound.LINK, diagnose(bbr).verdict.summary
+    cubic = replace(bbr, resolved=Resolved(congestion="cubic"), config=TrialConfig(lab=config.lab))
+    assert link_bound_pct(cubic) == 95.0
+    assert diagnose(cubic).verdict.bound is not Bound.LINK
+    short = replace(bbr, metrics=seen | {"rtt.loaded_ms": 4.0})
+    assert link_bound_pct(short) == pytest.approx(94.95)
+    assert diagnose(short).verdict.bound is not Bound.LINK

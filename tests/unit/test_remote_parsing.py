@@ -171,6 +171,7 @@ DEBIAN_SOFTWARE = textwrap.dedent("""\
     pinned wireguard-go v0.0.0-20260522210424-ecfc5a8d5446
     path openvpn /usr/sbin/openvpn
     version openvpn OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [LZ4] [DCO]
+    library openvpn library versions: OpenSSL 3.0.19 27 Jan 2026, LZO 2.10
     package openvpn openvpn 2.6.14-0+deb12u2
     path wg /usr/bin/wg
     version wg wireguard-tools v1.0.20210914 - https://git.zx2c4.com/wireguard-tools/
@@ -196,6 +197,7 @@ def test_each_tunnel_daemons_version_build_package_and_path():
     )
     assert debian.describe("openvpn") == (
         "OpenVPN 2.6.14 x86_64-pc-linux-gnu [SSL (OpenSSL)] [LZO] [LZ4] [DCO],"
+        " library versions: OpenSSL 3.0.19 27 Jan 2026, LZO 2.10,"
         " package openvpn 2.6.14-0+deb12u2 (/usr/sbin/openvpn)"
     )
     assert debian.describe("boringtun-cli") is None

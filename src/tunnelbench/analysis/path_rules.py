@@ -25,6 +25,7 @@ from tunnelbench.analysis.verdicts import (
     Finding,
     Subject,
     above_ceiling_pct,
+    link_bound_pct,
     mbit,
     share_of_ceiling,
 )
@@ -100,9 +101,10 @@ def link_bound(s: Subject) -> Finding | None:
     TCP's retransmits and the spread of the runs. When the slowest run fell below
     :data:`LINK_BOUND_PCT` of the ceiling while packets were lost, or the senders
     retransmitted :data:`RETRANSMIT_HEAVY_PCT` of their segments, the verdict is
-    ``link-bound-lossy``: the link is the limit, but the queue costs throughput."""
-    pct = share_of_ceiling(s)
-    if pct is None or not LINK_BOUND_PCT <= pct <= above_ceiling_pct(s.config):
+    ``link-bound-lossy``: the link is the limit, but the queue costs throughput. (For
+    BBR the share is lower by its drain round trip: :func:`link_bound_pct`.)"""
+    pct, floor = share_of_ceiling(s), link_bound_pct(s)
+    if pct is None or not floor <= pct <= above_ceiling_pct(s.config):
         return None
     ceiling = s.ceiling_bps or 0.0
     evidence = [
@@ -139,7 +141,7 @@ def link_bound(s: Subject) -> Finding | None:
             Evidence("fastest run, share of ceiling", max(shares), "%"),
         ]
         clauses.append(f"runs span {min(shares):.1f}-{max(shares):.1f}% of the ceiling")
-    slow_run = bool(shares) and min(shares) < LINK_BOUND_PCT
+    slow_run = bool(shares) and min(shares) < floor
     # Segments retransmitted because they arrived late are no loss the queue caused.
     late = reordered(s)
     if late is not None:

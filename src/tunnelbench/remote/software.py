@@ -38,7 +38,10 @@ SCRIPT = (
     + r"""
   w=$(command -v "$p" 2>/dev/null) || continue
   echo "path $p $w"
-  echo "version $p $("$w" --version 2>&1 | head -n 1)"
+  v=$("$w" --version 2>&1)
+  echo "version $p $(echo "$v" | head -n 1)"
+  l=$(echo "$v" | grep 'library versions' | head -n 1)
+  [ -n "$l" ] && echo "library $p $l"
   [ -r "$w.version" ] && echo "pinned $p $(head -n 1 "$w.version")"
   if command -v dpkg-query >/dev/null 2>&1; then
     k=$(dpkg-query -S "$w" 2>/dev/null | head -n 1); k=${k%%:*}
@@ -93,6 +96,9 @@ BUILT_FROM = {d.program: d.built_from for d in USERSPACE.values() if d.built_fro
 class Program:
     path: str
     version: str = ""  # the first line of its ``--version``
+    #: Its ``library versions:`` line, where it prints one (OpenVPN: its crypto
+    #: library's release, which its data channel's speed depends on).
+    library: str = ""
     pinned: str = ""  # the content of ``<path>.version``
     package: str = ""  # "<name> <version>" of the package that installed it
 
@@ -100,6 +106,8 @@ class Program:
         """``wireguard-go v0.0.20250522, built from golang.zx2c4.com/wireguard@v0.0.0-...
         (/usr/local/bin/wireguard-go)``, as the lab records its own."""
         parts = [self.version or "unknown version"]
+        if self.library:
+            parts.append(self.library)
         if self.pinned:
             parts.append(f"built from {BUILT_FROM.get(name, '')}{self.pinned}")
         if self.package:
@@ -126,7 +134,7 @@ class Software:
         value = value.strip()
         if key == "path" and name in PROGRAMS:
             self.programs[name] = Program(value)
-        elif key in ("version", "pinned", "package") and name in self.programs:
+        elif key in ("version", "library", "pinned", "package") and name in self.programs:
             setattr(self.programs[name], key, value)
         elif key == "wgmodule" and name in ("loaded", "available", "none"):
             self.wireguard_module, self.wireguard_module_version = name, value
