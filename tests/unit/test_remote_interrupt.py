@@ -54,7 +54,7 @@ def test_a_process_never_in_a_call_gets_sigint_after_the_looks_and_runs_on(shell
     try:
         time.sleep(0.3)
         done = _stop(shell, spinner.pid)
-        assert done.stderr.strip() == "no safe point after 100 looks"
+        assert done.stderr.strip().startswith("no safe point after 100 looks")
         time.sleep(0.2)
         assert spinner.poll() is None  # let go: not left stopped, not ended
         stat = Path(f"/proc/{spinner.pid}/stat").read_text()

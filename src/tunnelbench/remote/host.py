@@ -99,22 +99,27 @@ INTERRUPT = (
 #: calls of its machine's safe list (``$3``...: ``machine:numbers``, from
 #: :data:`tunnelbench.system.stopping.SAFE_CALLS`), as :func:`~tunnelbench.system.stopping.
 #: interrupt` does on this machine: frozen (SIGSTOP), looked at in ``/proc/PID/syscall``,
-#: signalled there or let go and looked at again; after 100 looks (or where the calls
-#: cannot be read) signalled wherever it is, which it says on its error output.
+#: signalled there or let go and looked at again. A process waiting for a busy core
+#: freezes only once it runs: the wait for its stop sleeps 10 ms at a time, about 1.5 s
+#: in all (a trial's client on a host both of whose cores a tunnel's daemon filled
+#: failed 100 quick looks). After 100 looks, that wait, or where the calls cannot be
+#: read, it is signalled wherever it is, which the script says on its error output.
 BETWEEN_CALLS = (
     "p=$1; want=$2; shift 2; m=$(uname -m); safe=;"
     ' for pair in "$@"; do [ "${pair%%:*}" = "$m" ] && safe=" ${pair#*:} "; done;'
     ' look() { st=; { read -r s <"/proc/$p/stat"; } 2>/dev/null || return 1; s=${s##*) };'
     ' set -- $s; [ "${20}" = "$want" ] || return 1; st=$1; };'
-    " look || exit 0; n=0;"
-    ' while [ -n "$safe" ] && [ $n -lt 100 ]; do'
-    ' kill -STOP "$p" 2>/dev/null || exit 0; k=0;'
-    ' while look && [ "$st" != T ] && [ "$st" != t ] && [ $k -lt 2000 ]; do k=$((k+1)); done;'
+    " look || exit 0; n=0; w=0;"
+    ' while [ -n "$safe" ] && [ $n -lt 100 ] && [ $w -lt 150 ]; do'
+    ' kill -STOP "$p" 2>/dev/null || exit 0;'
+    ' while look && [ "$st" != T ] && [ "$st" != t ] && [ $w -lt 150 ]; do'
+    " sleep 0.01 2>/dev/null; w=$((w+1)); done;"
     ' c=; { read -r c rest <"/proc/$p/syscall"; } 2>/dev/null;'
     ' if [ -n "$c" ]; then case "$safe" in *" $c "*)'
     ' kill -INT "$p"; kill -CONT "$p"; exit 0;; esac; fi;'
     ' kill -CONT "$p" 2>/dev/null; [ -n "$c" ] || break; n=$((n+1)); done;'
-    ' look || exit 0; kill -INT "$p" 2>/dev/null; echo "no safe point after $n looks" >&2; exit 0'
+    ' look || exit 0; kill -INT "$p" 2>/dev/null;'
+    ' echo "no safe point after $n looks (waited $w times for the stop)" >&2; exit 0'
 )
 
 #: Ends one recorded process (``$1``: its PID, ``$2``: its start time) if it is still
