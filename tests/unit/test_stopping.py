@@ -1,9 +1,12 @@
 """Stopping an iperf3 client only where its SIGINT handler is safe (system.stopping),
 with real processes: one blocked in a system call, one spinning in user space, and a
-real iperf3 client on loopback; and the message when a client left no JSON."""
+real iperf3 client on loopback; the same stop as a real host's shell runs it
+(``remote.host.BETWEEN_CALLS``, under dash and busybox's ash, by PID and start time); and
+the message when a client left no JSON."""
 
 import json
 import platform
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,7 +18,8 @@ import pytest
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import NetnsHost
-from tunnelbench.lab.state import LabState
+from tunnelbench.lab.state import LabState, process_start_time
+from tunnelbench.remote.host import BETWEEN_CALLS
 from tunnelbench.system import stopping
 from tunnelbench.traffic import iperf3
 
@@ -23,6 +27,19 @@ KNOWN = platform.machine() in stopping.SAFE_CALLS
 needs_known = pytest.mark.skipif(
     not KNOWN, reason=f"no list of safe system calls for {platform.machine()}"
 )
+#: The shells a host may run the stop under.
+SHELLS = [["sh"], *([["busybox", "sh"]] if shutil.which("busybox") else [])]
+
+
+def _spinner() -> "subprocess.Popen[bytes]":
+    """CPython's loop over `pass`, which makes no system call (every look finds user
+    space) and ignores SIGINT (so a signal sent leaves it running)."""
+    code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
 
 
 @pytest.mark.parametrize(
@@ -58,18 +75,14 @@ def test_a_process_blocked_in_a_call_is_interrupted_at_the_first_look():
 
 @needs_known
 def test_a_process_that_never_makes_a_call_gets_the_signal_at_the_bound_and_runs_on():
-    # CPython's loop over `pass` makes no system call: every look finds user space.
-    spinner = subprocess.Popen(
-        [sys.executable, "-c", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-         "while True: pass"]
-    )  # fmt: skip
+    spinner = _spinner()
     try:
         time.sleep(0.3)
         began = time.monotonic()
         assert stopping.interrupt(spinner.pid) is False
         assert stopping.LOOK_FOR_S <= time.monotonic() - began < stopping.LOOK_FOR_S + 1.0
         time.sleep(0.05)
-        state = Path(f"/proc/{spinner.pid}/stat").read_text().rpartition(")")[2].split()[0]
+        state = _state(spinner.pid)
         assert state in ("R", "S"), f"left in state {state}"  # let go, not frozen
         assert spinner.poll() is None  # it ignores SIGINT: the signal was sent and ignored
     finally:
@@ -126,3 +139,54 @@ def test_a_client_that_left_no_json_is_named_with_how_it_ended(tmp_path):
         "iperf3 wrote no JSON to iperf3-client-5204.json: empty output; it exited on"
         " SIGABRT, saying: Fatal glibc error: malloc assertion failure"
     )
+
+
+def _stop_on_host(shell: list[str], pid: int, start: int | None = None) -> str:
+    """``BETWEEN_CALLS`` run as a host runs it; what it said on its error output."""
+    lists = [f"{m}:{' '.join(map(str, calls))}" for m, calls in stopping.SAFE_CALLS.items()]
+    began = str(start if start is not None else process_start_time(pid))
+    argv = [*shell, "-c", BETWEEN_CALLS, "interrupt", str(pid), began, *lists]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stderr
+
+
+@needs_known
+@pytest.mark.parametrize("shell", SHELLS, ids=lambda s: s[0])
+def test_a_hosts_stop_signals_a_blocked_process_at_the_first_look_and_lets_it_go(shell):
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.1)
+        assert _stop_on_host(shell, sleeper.pid) == ""  # a safe point was found
+        assert sleeper.wait(5) == -signal.SIGINT  # ended by the SIGINT, not left frozen
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@needs_known
+@pytest.mark.parametrize("shell", SHELLS, ids=lambda s: s[0])
+def test_a_hosts_stop_signals_a_process_never_in_a_call_after_its_looks(shell):
+    spinner = _spinner()
+    try:
+        time.sleep(0.3)
+        assert _stop_on_host(shell, spinner.pid).startswith("no safe point after 100 looks")
+        time.sleep(0.2)
+        assert spinner.poll() is None  # let go: not left stopped, not ended
+        assert _state(spinner.pid) in ("R", "S")
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=lambda s: s[0])
+def test_a_hosts_stop_leaves_another_process_under_the_same_pid_alone(shell):
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.1)
+        start = process_start_time(sleeper.pid)
+        assert start is not None
+        assert _stop_on_host(shell, sleeper.pid, start + 1) == ""
+        time.sleep(0.2)
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Generator, TunnelKind
+from tunnelbench.lab.host import Host
 from tunnelbench.remote import leftovers, masters, probes, snmp, software
 from tunnelbench.remote.host import SshHost, owner_alive
 from tunnelbench.remote.hostsfile import HostsFile, management_overlap
@@ -124,12 +125,24 @@ class Session:
             self.record.remove()
 
 
-def host_program(session: Session, role: str, name: str) -> str:
-    """``name`` as the host's PATH finds it (its facts listed it); a :class:`UserError`
-    where it has none."""
-    if name not in session.facts[role].programs:
-        raise UserError(f"{role}: {name} is not installed (the host's PATH has none)")
-    return name
+class SessionRoles:
+    """A session's roles as a kind's site and a generator's ends see them: each role's
+    host, its directory there, and its programs as the host's PATH finds them."""
+
+    session: Session
+
+    def host(self, role: str) -> Host:
+        return self.session.hosts[role]
+
+    def files(self, role: str) -> Path:
+        return self.session.hosts[role].directory
+
+    def program(self, role: str, name: str, purpose: str) -> str:
+        """``name`` as the host's PATH finds it (its facts listed it); a
+        :class:`UserError` where it has none."""
+        if name not in self.session.facts[role].programs:
+            raise UserError(f"{role}: {name} is not installed (the host's PATH has none)")
+        return name
 
 
 def clean(hosts: HostsFile) -> tuple[list[str], bool]:

@@ -27,7 +27,7 @@ from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
 from tunnelbench.lab.state import ProcessRecord
 from tunnelbench.lab.topology import Underlay
-from tunnelbench.remote.session import Session, host_program
+from tunnelbench.remote.session import Session, SessionRoles
 from tunnelbench.remote.software import BUILT_KINDS
 
 #: How often a daemon's readiness is asked for over SSH, and for how long.
@@ -38,7 +38,7 @@ READY_S = 10.0
 TAG_CHARS = 4
 
 
-class HostsSite:
+class HostsSite(SessionRoles):
     def __init__(self, session: Session) -> None:
         self.session = session
         plan = session.file.tunnel
@@ -139,15 +139,7 @@ class HostsSite:
         self.undo.setdefault(role, []).append(command)
 
     # -- what a kind with a daemon needs (WireGuard's userspace implementations) --------
-
-    def host(self, role: str) -> Host:
-        return self.session.hosts[role]
-
-    def files(self, role: str) -> Path:
-        return self.session.hosts[role].directory
-
-    def program(self, role: str, name: str, purpose: str) -> str:
-        return host_program(self.session, role, name)
+    # (host, files and program: SessionRoles's)
 
     def can_create(self, role: str, link_type: str) -> bool:
         """From the host's facts: its WireGuard module, or a kind's module and ``ip``."""

@@ -18,13 +18,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tunnelbench.bench.runner import traffic_artifacts, traffic_metrics, warmup_fallback
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Generator, StreamMode
-from tunnelbench.lab.host import Host
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.probes import rtt, tcp
@@ -33,7 +31,7 @@ from tunnelbench.probes.qdisc import COUNTERS as QDISC_COUNTERS
 from tunnelbench.probes.qdisc import RootQdisc, parse_qdiscs
 from tunnelbench.remote import probes, snmp
 from tunnelbench.remote.host import SshHost
-from tunnelbench.remote.session import Session, host_program
+from tunnelbench.remote.session import Session, SessionRoles
 from tunnelbench.remote.tunnel import RemoteTunnel
 from tunnelbench.system.command import side_by_side
 from tunnelbench.traffic import REGISTRY as GENERATORS
@@ -66,7 +64,7 @@ class RemoteOutcome:
 
 
 @dataclass(frozen=True)
-class HostsEnds:
+class HostsEnds(SessionRoles):
     """A hosts file's client and server as a generator's
     :class:`~tunnelbench.traffic.base.Ends`: the generator runs on them as it runs in
     the lab, its programs as each host's PATH finds them, its files in the run's
@@ -76,15 +74,6 @@ class HostsEnds:
     tunnelled: bool
     #: The ports :meth:`free_ports` handed out, in order.
     taken: list[int] = field(default_factory=list)
-
-    def host(self, role: str) -> Host:
-        return self.session.hosts[role]
-
-    def files(self, role: str) -> Path:
-        return self.session.hosts[role].directory
-
-    def program(self, role: str, name: str, purpose: str) -> str:
-        return host_program(self.session, role, name)
 
     def server_address(self, family: int) -> str:
         return self.session.file.target(self.tunnelled, family)

@@ -370,23 +370,15 @@ def _interrupted(doc: dict[str, Any], server: Host, server_report: Path) -> dict
 
 def _first_error(host: Host, paths: list[Path]) -> str:
     for path in paths:
-        if '"error"' in _text(host, path):
+        if '"error"' in waiting.read_or_empty(host, path):
             return str(_load(host, path).get("error"))
     return "none"
-
-
-def _text(host: Host, path: Path) -> str:
-    """A file of the host's; empty where it is not (yet) there."""
-    try:
-        return host.read(path)
-    except (OSError, LabError):
-        return ""
 
 
 def _load(
     host: Host, path: Path, process: "subprocess.Popen[bytes] | None" = None
 ) -> dict[str, Any]:
-    text = _text(host, path)
+    text = waiting.read_or_empty(host, path)
     try:
         doc: dict[str, Any] = json.loads(text)
     except json.JSONDecodeError:
@@ -396,7 +388,7 @@ def _load(
         said = text.strip()[:200] or "empty output"
         if process is not None and process.returncode is not None:
             said += f"; it exited {_exit(process.returncode)}"
-            if last := _text(host, path.with_suffix(".err")).strip():
+            if last := waiting.read_or_empty(host, path.with_suffix(".err")).strip():
                 said += f", saying: {last[-300:]}"
         raise LabError(f"iperf3 wrote no JSON to {path.name}: {said}") from None
     return doc

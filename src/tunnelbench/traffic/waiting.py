@@ -43,7 +43,7 @@ def wait_listening(servers: list[Server], limit: float = LISTEN_LIMIT_S) -> None
             if listening(server.host, server.port, udp=server.udp):
                 pending.remove(server)
             elif server.proc.poll() is not None:
-                said = _read(server.host, server.log).strip()
+                said = read_or_empty(server.host, server.log).strip()
                 raise LabError(f"{server.label} exited: {said}")
         time.sleep(0.005)
     if pending:
@@ -99,7 +99,8 @@ def _net(host: Host, tables: list[str]) -> str:
         return ""
 
 
-def _read(host: Host, path: Path) -> str:
+def read_or_empty(host: Host, path: Path) -> str:
+    """A file of the host's; empty where it is not (yet) there."""
     try:
         return host.read(path)
     except (OSError, LabError):
