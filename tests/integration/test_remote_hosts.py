@@ -191,7 +191,7 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
             m = trial.metrics
             # (a busy path may answer faster than an idle one: no core wakes from sleep)
             assert m["rtt.samples"] >= 10 and m["rtt.idle_ms"] > 0 and m["rtt.loaded_ms"] > 0
-            ping = store.artifact(trial.id, "ping")
+            ping = store.artifact(trial.id, "probe_readings")["rtt"]
             assert abs(ping["clock_offset_s"]) < 0.05  # the machines share one clock
     finally:
         store.close()
@@ -307,10 +307,10 @@ def test_the_process_reader_survives_processes_that_come_and_go(hosts):
                 if racy >= 3 and attempt >= 60:
                     break
                 racy += "/stat" in server.run(["sh", "-c", RACY_READER], check=False).stderr
-                done = server.run(["sh", "-c", probes.COUNTERS], check=False)
+                done = server.run(["sh", "-c", probes.PROCESSES], check=False)
                 if done.returncode != 0 or done.stderr:
                     failed.append(done.stderr)
-                read.append(probes.parse_counters(done.stdout).processes)
+                read.append(probes.parse_processes(done.stdout))
     finally:
         os.killpg(churn.pid, signal.SIGKILL)
         churn.wait()

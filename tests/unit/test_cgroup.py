@@ -13,6 +13,7 @@ from tunnelbench.errors import LabError
 from tunnelbench.lab import cgroup
 from tunnelbench.lab import state as lab_state
 from tunnelbench.lab.state import LabState, ProcessRecord, process_start_time
+from tunnelbench.model.records import Resolved
 
 
 @pytest.fixture
@@ -50,11 +51,13 @@ def test_each_daemon_gets_its_own_recorded_cgroup(tmp_path, state_root, version)
         else:
             assert (path / "cpu.cfs_period_us").read_text() == "100000\n"
             assert (path / "cpu.cfs_quota_us").read_text() == "25000\n"
-    assert limit.resolved() == {
+    resolved = Resolved()
+    resolved.record_cpu_limit(limit.version, limit.period_us, limit.quota_us, limit.cgroups)
+    assert {k: v for k, v in resolved.to_dict().items() if "cgroup" in k or "cpu_" in k} == {
         "cgroup_version": version,
         "cpu_period_us": 100_000,
         "cpu_quota_us": 25_000,
-        "cgroups": limit.cgroups,
+        "cgroups": {"client": str(paths[0]), "gw": str(paths[1])},
     }
 
 

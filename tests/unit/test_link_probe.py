@@ -1,8 +1,7 @@
-"""Interface counters from real `ip -j -s link show` output, and stable device names."""
+"""Interface counters from real ``/proc/net/dev`` text, and stable device names."""
 
 import pytest
 
-from tests.conftest import FIXTURES
 from tests.unit.probe_fixtures import lab_like, text
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import Topology
@@ -20,20 +19,25 @@ TUNNELS = {"client": "tbpxtbf-wgct", "gw": "tbpxtbf-wggw"}
 
 
 def gw_readings() -> tuple[dict[str, Counters], dict[str, Counters]]:
-    return parse_links(text("link-tbf-gw-before.json")), parse_links(text("link-tbf-gw-after.json"))
+    return parse_links(text("netdev-tbf-gw-before.txt")), parse_links(
+        text("netdev-tbf-gw-after.txt")
+    )
 
 
 def test_parse_reads_every_device_of_the_namespace():
-    links = parse_links(text("link-tbf-gw-after.json"))
+    links = parse_links(text("netdev-tbf-gw-after.txt"))
     assert sorted(links) == ["lo", "tbpxtbf-client", "tbpxtbf-server", "tbpxtbf-wggw"]
-    assert links["tbpxtbf-wggw"]["rx_bytes"] == 19153905
-    assert links["tbpxtbf-client"]["rx_packets"] == 5509
+    # a name as wide as its column runs into the colon: "tbpxtbf-client: 20636998"
+    assert links["tbpxtbf-client"]["rx_bytes"] == 20636998
+    assert links["tbpxtbf-wggw"]["rx_bytes"] == 19460209
+    assert links["tbpxtbf-client"]["rx_packets"] == 5759
+    assert links["tbpxtbf-server"]["tx_bytes"] == 19528657
 
 
-def test_parse_reads_the_older_single_device_capture():
-    (stats,) = parse_links((FIXTURES / "proc" / "ip-link-stats.json").read_text()).values()
-    assert stats["rx_bytes"] == 3193
-    assert stats["tx_packets"] == 29
+def test_a_line_that_is_not_sixteen_counters_is_a_lab_error():
+    broken = text("netdev-tbf-gw-after.txt").replace(" 19460209", " 19460209 7")
+    with pytest.raises(LabError, match="cannot read the line 'tbpxtbf-wggw: 19460209 7"):
+        parse_links(broken)
 
 
 def test_link_metrics_name_veths_by_link_and_the_tunnel_device_tunnel():
@@ -42,13 +46,18 @@ def test_link_metrics_name_veths_by_link_and_the_tunnel_device_tunnel():
     assert sorted(m) == sorted(
         f"link.gw.{link}.{f}" for link in ("wan", "lan", "tunnel") for f in LINK_FIELDS
     )
-    # WAN end (tbpxtbf-client): rx 17 -> 5509 packets, tx 16 -> 4039.
-    assert m["link.gw.wan.rx_packets"] == 5509 - 17 == 5492
-    assert m["link.gw.wan.tx_packets"] == 4039 - 16 == 4023
-    # LAN end (tbpxtbf-server): tx 17 -> 4601.
-    assert m["link.gw.lan.tx_packets"] == 4601 - 17 == 4584
-    # Every packet the tunnel decapsulated (rx 10 -> 4594) went on to the server.
-    assert m["link.gw.tunnel.rx_packets"] == 4594 - 10 == m["link.gw.lan.tx_packets"]
+    # WAN end (tbpxtbf-client): rx 16 -> 5759 packets, tx 14 -> 4220.
+    assert m["link.gw.wan.rx_packets"] == 5759 - 16 == 5743
+    assert m["link.gw.wan.tx_packets"] == 4220 - 14 == 4206
+    # LAN end (tbpxtbf-server): tx 16 -> 4838.
+    assert m["link.gw.lan.tx_packets"] == 4838 - 16 == 4822
+    # Every packet the tunnel decapsulated (rx 10 -> 4831) went on to the server ...
+    assert m["link.gw.tunnel.rx_packets"] == 4831 - 10 == 4821
+    assert m["link.gw.lan.tx_packets"] >= m["link.gw.tunnel.rx_packets"]
+    # ... and each packet the WAN end received carried at least WireGuard's 32 bytes,
+    # UDP's 8 and IPv4's 20 around what the tunnel gave out
+    inner = m["link.gw.tunnel.rx_bytes"]
+    assert m["link.gw.wan.rx_bytes"] >= inner + 60 * m["link.gw.wan.rx_packets"]
     assert m["link.gw.wan.rx_dropped"] == m["link.gw.wan.tx_errors"] == 0
 
 
@@ -56,11 +65,11 @@ def test_tunnel_metrics_keep_their_names():
     before, after = gw_readings()
     m = tunnel_metrics("gw", "tbpxtbf-wggw", before, after)
     assert m == {
-        "tunnel.gw.rx_bytes": 19153905 - 940,
-        "tunnel.gw.rx_packets": 4594 - 10,
+        "tunnel.gw.rx_bytes": 19460209 - 940,
+        "tunnel.gw.rx_packets": 4831 - 10,
         "tunnel.gw.rx_dropped": 0,
-        "tunnel.gw.tx_bytes": 243141 - 1092,
-        "tunnel.gw.tx_packets": 4035 - 12,
+        "tunnel.gw.tx_bytes": 253476 - 1092,
+        "tunnel.gw.tx_packets": 4218 - 12,
         "tunnel.gw.tx_dropped": 0,
     }
 
@@ -75,7 +84,7 @@ def test_a_missing_tunnel_device_is_a_lab_error():
 def test_site_to_site_names_lan_a_wan_and_tunnel():
     lab = lab_like("pxsts", LabSettings(topology=Topology.SITE_TO_SITE))
     names = DeviceNames.of(lab, {"gwa": "tbpxsts-vxga", "gwb": "tbpxsts-vxgb"})
-    reading = parse_links(text("link-s2s-gwa.json"))
+    reading = parse_links(text("netdev-s2s-gwa.txt"))
     named = {device: names.name("gwa", device) for device in reading}
     assert named == {
         "lo": None,  # not created by the lab: skipped

@@ -21,7 +21,7 @@ from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import Experiment, Trial, VmSettings
-from tunnelbench.model.records import Resolved, TrialStatus
+from tunnelbench.model.records import Resolved, TrialStatus, Where
 from tunnelbench.probes import vmhost
 from tunnelbench.vm import machine
 from tunnelbench.vm.kernels import Kernel
@@ -47,9 +47,7 @@ def run(
     """Run ``trials`` (all on ``kernel`` in a guest of size ``vm``) in one boot, storing
     each as the guest reports it; what the guest did not finish is stored as failed."""
     accel = machine.accel(kernel, vm)
-    facts = machine.describe(accel, vm) | kernel.facts()
-    if accel.reason:
-        facts["virtualization_reason"] = accel.reason
+    facts = _where(kernel, vm, accel).to_dict()
     job = {
         "experiment": experiment.to_dict(),
         "trials": [
@@ -171,11 +169,19 @@ def doctor(kernel: Kernel, vm: VmSettings) -> dict[str, Any]:
             elif event["event"] == "doctor":
                 report: dict[str, Any] = event["report"]
                 return report | {
-                    "vm": machine.describe(accel, vm)
-                    | kernel.facts()
+                    "vm": _where(kernel, vm, accel).to_dict()
                     | {"virtualization_reason": accel.reason, "boot_s": booted, "up_s": up}
                 }
         raise LabError(
             f"the VM running kernel {kernel.release} stopped before its report"
             f" ({guest.console_tail()})"
         )
+
+
+def _where(kernel: Kernel, vm: VmSettings, accel: machine.Accel) -> Where:
+    """What every trial in such a guest records about where it ran."""
+    return Where(
+        kernel_release=kernel.release, virtualization=accel.mode,
+        kernel_package=kernel.package_line(), virtualization_reason=accel.reason or None,
+        vm_cpus=vm.cpus, vm_memory_mib=vm.memory,
+    )  # fmt: skip

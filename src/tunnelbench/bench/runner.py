@@ -13,7 +13,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tunnelbench.analysis import precision
@@ -35,8 +35,9 @@ from tunnelbench.model.plan import (
     VmSettings,
     expand,
 )
-from tunnelbench.model.records import NO_VM, Resolved, RunRecord, RunStatus, TrialStatus
+from tunnelbench.model.records import NO_VM, Resolved, RunRecord, RunStatus, TrialStatus, Where
 from tunnelbench.probes import load, new_probe_set
+from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.probes.rtt import RttProbe
 from tunnelbench.probes.sampler import ProbeResult, Sampler
 from tunnelbench.probes.trial import ProbeContext, ProbeReadings
@@ -294,7 +295,7 @@ def run_trials(
     progress: Progress,
     labs: LabPool,
     *,
-    where: dict[str, Any] | None = None,
+    where: Where | None = None,
 ) -> None:
     """Run ``trials`` in order; those on another kernel afterwards, one VM for each
     kernel and guest size (:mod:`tunnelbench.bench.guest_trials`). ``where``: what the
@@ -321,9 +322,9 @@ def run_trials(
         guest_trials.run(prepared.experiment, store, run_id, kernel, vm, group, progress)
 
 
-def here() -> dict[str, Any]:
+def here() -> Where:
     """Where a trial on this machine's own kernel runs."""
-    return {"virtualization": NO_VM, "kernel_release": os.uname().release}
+    return Where(kernel_release=os.uname().release, virtualization=NO_VM)
 
 
 def _run_extra_rounds(
@@ -410,7 +411,7 @@ def run_trial(
     trial: Trial,
     resolution: Resolution,
     labs: LabPool,
-    where: dict[str, Any],
+    where: Where,
 ) -> TrialOutcome:
     """Measure one trial in a lab from ``labs`` (kept or fresh) and store what happened;
     ``where``: where it ran (:func:`here`, or the guest's)."""
@@ -427,7 +428,7 @@ def run_trial(
         tunnel=TUNNELS.get(config.tunnel.kind).facts(spec),
         generator=GENERATORS.get(config.traffic.generator).facts(),
     )
-    resolved.update(where)
+    resolved.record_where(where)
     metrics: dict[str, float] = {}
     artifacts: dict[str, Any] = {}
     try:
@@ -463,13 +464,16 @@ def _measure(
     resolved.offloads, resolved.gso_max_segs = facts.offloads or None, facts.gso_max_segs or None
     resolved.placement, resolved.rps = facts.placement or None, facts.rps or None
     resolved.pppoe, resolved.rps_pppoe_wan = facts.pppoe or None, facts.rps_pppoe_wan or None
-    if facts.role_budgets is not None:
-        resolved.update(asdict(facts.role_budgets))
+    if (budgets := facts.role_budgets) is not None:
+        resolved.record_role_budgets(
+            budgets.cgroup_version, budgets.cpu_period_us,
+            budgets.role_quotas_us, budgets.role_cgroups,
+        )  # fmt: skip
     resolved.record_setup(handle.found)
     resolved.unbundled_tunnel_devices = session.unbundled or None
     resolved.rps_tunnel_devices = session.steered or None
-    if session.limit is not None:
-        resolved.update(session.limit.resolved())
+    if (limit := session.limit) is not None:
+        resolved.record_cpu_limit(limit.version, limit.period_us, limit.quota_us, limit.cgroups)
     # What only set-up could tell (OpenVPN's data channel in the kernel or not).
     resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(resolution.tunnel, handle.found)
     try:
@@ -495,7 +499,11 @@ def _measure(
                         )
                 return None
 
-            probe_set.before(lab, ProbeContext(handle.devices, config.traffic))
+            names = DeviceNames.of(lab, handle.devices)
+            context = ProbeContext(
+                handle.devices, config.traffic, lab.settings.wan, names, lab.cgroups
+            )
+            probe_set.before(lab, context)
             pings = [p for p in probe_set.probes if isinstance(p, RttProbe)]
             traffic = generator.run(
                 lab,

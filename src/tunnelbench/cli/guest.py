@@ -19,7 +19,7 @@ from tunnelbench.bench.labpool import KEEP, LabPool
 from tunnelbench.bench.progress import Progress
 from tunnelbench.cli import doctor
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig
-from tunnelbench.model.records import Resolved, TrialStatus
+from tunnelbench.model.records import Resolved, TrialStatus, Where
 from tunnelbench.system.command import run
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.vm.machine import EVENTS, IN_GUEST, JOB
@@ -93,7 +93,13 @@ def _run_trials(job: dict[str, Any], sink: EventSink) -> None:
     prepared = runner.Prepared(experiment, trials, resolutions, skipped)
     with LabPool(keep=0 if experiment.fresh_labs else KEEP) as labs:
         runner.run_trials(
-            prepared, sink, 0, trials, EventProgress(sink), labs, where=job["machine"]
+            prepared,
+            sink,
+            0,
+            trials,
+            EventProgress(sink),
+            labs,
+            where=Where.from_dict(job["machine"]),
         )
 
 

@@ -29,7 +29,6 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.state import LabState, ProcessRecord, RoleLimitsRecord, is_alive
@@ -58,14 +57,6 @@ class CpuLimit:
     period_us: int
     quota_us: int
     cgroups: dict[str, str] = field(default_factory=dict)  # role -> cgroup directory
-
-    def resolved(self) -> dict[str, Any]:
-        return {
-            "cgroup_version": self.version,
-            "cpu_period_us": self.period_us,
-            "cpu_quota_us": self.quota_us,
-            "cgroups": dict(self.cgroups),
-        }
 
 
 def controller(key: str = "tunnel.cpu_budget") -> CpuController:

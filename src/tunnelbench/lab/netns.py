@@ -178,6 +178,16 @@ class Lab:
     def can_create(self, role: str, link_type: str) -> bool:
         return probing.kernel_link_type(link_type) is None
 
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.chain.roles
+
+    def has(self, role: str, program: str) -> bool:
+        return True  # the lab's programs were required before it was built
+
+    def clock_offset(self, role: str) -> float:
+        return 0.0  # one machine, one clock
+
     def free_udp_port(self, role: str, ports: range) -> int:
         return ports.start  # a namespace the lab made has nothing bound
 

@@ -8,7 +8,8 @@ read back unchanged) plus the facts its tunnel kind and generator declared
 trip in :attr:`Resolved.extra`.
 """
 
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -44,6 +45,27 @@ NO_VM, KVM, TCG = "none", "kvm", "tcg"
 GUESTS = "guests"
 TUNNEL_FACTS_KEY = "tunnel_facts"
 GENERATOR_FACTS_KEY = "generator_facts"
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a trial ran: this machine's own kernel (``virtualization`` ``none``), or a
+    VM guest's (``kvm`` or ``tcg``, why not KVM, the guest's size); handed to a guest's
+    runner as :meth:`to_dict`."""
+
+    kernel_release: str
+    virtualization: str
+    kernel_package: str | None = None
+    virtualization_reason: str | None = None
+    vm_cpus: int | None = None
+    vm_memory_mib: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Where":
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 @dataclass
@@ -167,12 +189,29 @@ class Resolved:
             )  # fmt: skip
         return SetupFound(esp, openvpn)
 
-    def update(self, facts: dict[str, Any]) -> None:
-        """Merge what set-up reported under its stored keys (a tunnel handle's facts,
-        a CPU limit's record)."""
-        merged = Resolved.from_dict(self.to_dict() | facts)
-        for item in fields(self):
-            setattr(self, item.name, getattr(merged, item.name))
+    def record_where(self, where: Where) -> None:
+        self.kernel_release, self.kernel_package = where.kernel_release, where.kernel_package
+        self.virtualization = where.virtualization
+        self.virtualization_reason = where.virtualization_reason
+        self.vm_cpus, self.vm_memory_mib = where.vm_cpus, where.vm_memory_mib
+
+    def record_cpu_limit(
+        self, version: int, period_us: int, quota_us: int, cgroups: Mapping[str, str]
+    ) -> None:
+        """``tunnel.cpu_budget`` as applied (:class:`tunnelbench.lab.cgroup.CpuLimit`)."""
+        self.cgroup_version, self.cpu_period_us = version, period_us
+        self.cpu_quota_us, self.cgroups = quota_us, dict(cgroups)
+
+    def record_role_budgets(
+        self,
+        version: int,
+        period_us: int,
+        quotas_us: Mapping[str, int],
+        cgroups: Mapping[str, str],
+    ) -> None:
+        """``lab.budget`` as applied (:class:`tunnelbench.lab.state.RoleLimitsRecord`)."""
+        self.cgroup_version, self.cpu_period_us = version, period_us
+        self.role_quotas_us, self.role_cgroups = dict(quotas_us), dict(cgroups)
 
     def to_dict(self, *, facts: bool = True) -> dict[str, Any]:
         """The stored form; without ``facts``, only what the settings became (the

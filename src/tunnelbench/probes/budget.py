@@ -13,10 +13,12 @@ A role held by its budget is throttled in most periods; a role within it, in non
 is the second instrument beside the processes' CPU that the sampler measures.
 """
 
+from collections.abc import Mapping
+from pathlib import Path
+
 from tunnelbench.errors import LabError
-from tunnelbench.lab.netns import Lab
 from tunnelbench.model import metrics as metric
-from tunnelbench.probes.trial import ProbeContext, ProbeKind, ProbeReading, TrialProbe
+from tunnelbench.probes.trial import Machines, ProbeContext, ProbeKind, ProbeReading, TrialProbe
 
 Stat = dict[str, int]
 
@@ -56,19 +58,20 @@ class BudgetProbe(TrialProbe):
     kind = ProbeKind.BUDGET
 
     def __init__(self) -> None:
-        self.lab: Lab | None = None
+        self.machines: Machines | None = None
+        self.cgroups: Mapping[str, Path] = {}
         self.before_stats: dict[str, Stat] = {}
 
     def _read(self) -> dict[str, Stat]:
-        assert self.lab is not None
-        lab = self.lab
+        assert self.machines is not None
+        machines = self.machines
         return {
-            role: parse_stat(lab.host(role).read(path / "cpu.stat"))
-            for role, path in lab.cgroups.items()
+            role: parse_stat(machines.host(role).read(path / "cpu.stat"))
+            for role, path in self.cgroups.items()
         }
 
-    def before(self, lab: Lab, context: ProbeContext) -> None:
-        self.lab = lab
+    def before(self, machines: Machines, context: ProbeContext) -> None:
+        self.machines, self.cgroups = machines, context.cgroups
         self.before_stats = self._read()
 
     def after(self) -> ProbeReading:

@@ -12,6 +12,11 @@ metrics name a device by what it is instead:
 
 Devices the lab did not create (``lo``, fallback tunnel devices the kernel adds to every
 namespace) are not lab interfaces and get no name: the probes skip them.
+
+A real host's devices keep their own names (:meth:`DeviceNames.hosts`): its owner named
+them, and they do not change between trials. Only its tunnel device (whose name holds the
+run's tag) and its WAN device are named as the lab names its own, so that the rules
+read them alike; ``lo`` is skipped there too.
 """
 
 from collections.abc import Mapping
@@ -29,7 +34,9 @@ class DeviceNames:
     """Maps (role, device) to the device's stable name."""
 
     known: Mapping[str, Mapping[str, str]]  # role -> device -> stable name
-    prefix: str  # what every device the lab creates starts with: "tb<lab>-"
+    #: What every device the lab creates starts with: "tb<lab>-"; None: every device
+    #: but ``lo`` by its own name (a real host's).
+    prefix: str | None
 
     @classmethod
     def of(cls, lab: Lab, tunnel_devices: Mapping[str, str]) -> "DeviceNames":
@@ -44,11 +51,19 @@ class DeviceNames:
             known[role][device] = PPP
         return cls(known, lab.ifname(""))
 
+    @classmethod
+    def hosts(cls, known: Mapping[str, Mapping[str, str]]) -> "DeviceNames":
+        """Real hosts' devices: those in ``known`` (role -> device -> name) so named,
+        every other by its own name."""
+        return cls(known, None)
+
     def name(self, role: str, device: str) -> str | None:
         """The stable name of ``device`` in ``role``'s namespace; None if not the lab's."""
         known = self.known.get(role, {}).get(device)
         if known is not None:
             return known
+        if self.prefix is None:
+            return None if device == "lo" else device
         if device.startswith(self.prefix) and len(device) > len(self.prefix):
             return device[len(self.prefix) :]
         return None

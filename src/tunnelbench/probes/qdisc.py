@@ -37,10 +37,10 @@ from typing import Any
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
-from tunnelbench.lab.netns import Lab
 from tunnelbench.model import metrics as metric
 from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.probes.trial import (
+    Machines,
     ProbeContext,
     ProbeKind,
     ProbeReading,
@@ -150,17 +150,22 @@ def read(host: Host) -> str:
 class QdiscProbe(TrialProbe):
     kind = ProbeKind.QDISC
 
-    def before(self, lab: Lab, context: ProbeContext) -> None:
-        self.lab = lab
-        self.names = DeviceNames.of(lab, context.tunnel_devices)
-        self.before_text = read_each(lab.chain.roles, lambda role: read(lab.host(role)))
+    def before(self, machines: Machines, context: ProbeContext) -> None:
+        self.machines = machines
+        self.names = context.names
+        # A machine without tc (busybox) has its queues read by no one.
+        self.roles = [role for role in machines.roles if machines.has(role, "tc")]
+        self.before_text = read_each(self.roles, lambda role: read(machines.host(role)))
+        #: role -> device -> its root qdisc after the traffic.
+        self.roots: dict[str, dict[str, RootQdisc]] = {}
 
     def after(self) -> ProbeReading:
-        after_text = read_each(self.lab.chain.roles, lambda role: read(self.lab.host(role)))
+        after_text = read_each(self.roles, lambda role: read(self.machines.host(role)))
         metrics: dict[str, float] = {}
-        for role in self.lab.chain.roles:
+        for role in self.roles:
             before, after = parse_qdiscs(self.before_text[role]), parse_qdiscs(after_text[role])
             metrics |= qdisc_metrics(role, self.names, before, after)
+            self.roots[role] = after
         raw = {
             "before": {r: json.loads(t) for r, t in self.before_text.items()},
             "after": {r: json.loads(t) for r, t in after_text.items()},

@@ -30,6 +30,7 @@ starts. The output format is that of iputils ping (20221126 on Debian 12).
 """
 
 import contextlib
+import logging
 import math
 import re
 import statistics
@@ -40,12 +41,13 @@ from pathlib import Path
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
-from tunnelbench.lab.netns import Lab
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import LinkSettings
 from tunnelbench.model.wan import rtt_bound_s
-from tunnelbench.probes.trial import ProbeContext, ProbeKind, ProbeReading, TrialProbe
-from tunnelbench.traffic.base import PathSignals
+from tunnelbench.probes.trial import Machines, ProbeContext, ProbeKind, ProbeReading, TrialProbe
+from tunnelbench.traffic.base import CLIENT, PathSignals
+
+log = logging.getLogger(__name__)
 
 IDLE_COUNT = 5
 IDLE_INTERVAL_S = 0.01
@@ -316,25 +318,50 @@ class RttProbe(TrialProbe):
     kind = ProbeKind.RTT
     alongside = False  # the idle ping's round trips
 
-    def before(self, lab: Lab, context: ProbeContext) -> None:
+    def __init__(self) -> None:
+        self.pings: Pings | None = None
+        #: Why the round trips are not measured (a lenient trial's machines).
+        self.unmeasured: str | None = None
+
+    def before(self, machines: Machines, context: ProbeContext) -> None:
         traffic = context.traffic
-        self.duration = traffic.duration
-        self.pings = Pings(
-            lab.host(lab.chain.client),
-            lab.directory,
-            lab.server_address(traffic.family),  # where the generator sends
-            traffic.family,
-            reply_timeout(lab.settings.wan),
-        )
-        self.pings.begin()
+        self.duration, self.lenient = traffic.duration, context.lenient
+        try:
+            self.pings = Pings(
+                machines.host(CLIENT),
+                machines.files(CLIENT),
+                machines.server_address(traffic.family),  # where the generator sends
+                traffic.family,
+                reply_timeout(context.wan),
+                clock_offset=machines.clock_offset(CLIENT),
+            )
+            self.pings.begin()
+        except LabError as exc:
+            if not context.lenient:
+                raise
+            self.pings, self.unmeasured = None, str(exc)
+            log.warning("round-trip times not measured: %s", exc)
 
     def started(self, begin: float) -> None:
-        self.pings.started(begin, self.duration)
+        if self.pings is not None:
+            self.pings.started(begin, self.duration)
 
-    def signals(self) -> PathSignals:
+    def signals(self) -> PathSignals | None:
         """The loaded pings so far, for a warm-up that ends on evidence
-        (:mod:`tunnelbench.traffic.warmup`)."""
-        return PathSignals(self.pings.loaded_so_far)
+        (:mod:`tunnelbench.traffic.warmup`); None where there are none."""
+        return None if self.pings is None else PathSignals(self.pings.loaded_so_far)
 
     def after(self) -> ProbeReading:
-        return self.pings.finish()
+        if self.pings is not None:
+            try:
+                return self.pings.finish()
+            except LabError as exc:
+                if not self.lenient:
+                    raise
+                self.unmeasured = str(exc)
+                log.warning("round-trip times not measured: %s", exc)
+        return ProbeReading({}, {"not_measured": self.unmeasured})
+
+    def abandon(self) -> None:
+        if self.pings is not None:
+            self.pings.abandon()

@@ -41,16 +41,17 @@ from collections.abc import Iterable, Mapping
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
-from tunnelbench.lab.netns import Lab
 from tunnelbench.model import metrics as metric
 from tunnelbench.probes.load import netns_inode
 from tunnelbench.probes.trial import (
+    Machines,
     ProbeContext,
     ProbeKind,
     ProbeReading,
     TrialProbe,
     read_each,
 )
+from tunnelbench.traffic.base import CLIENT, SERVER
 
 Counter = tuple[str, str]  # (section, name), e.g. ("Tcp", "RetransSegs")
 
@@ -206,13 +207,13 @@ def read(host: Host) -> str:
 class TcpProbe(TrialProbe):
     kind = ProbeKind.TCP
 
-    def before(self, lab: Lab, context: ProbeContext) -> None:
-        self.lab = lab
-        self.roles = (lab.chain.client, lab.chain.server)
-        self.before_text = read_each(self.roles, lambda role: read(lab.host(role)))
+    def before(self, machines: Machines, context: ProbeContext) -> None:
+        self.machines = machines
+        self.roles = (CLIENT, SERVER)
+        self.before_text = read_each(self.roles, lambda role: read(machines.host(role)))
 
     def after(self) -> ProbeReading:
-        after_text = read_each(self.roles, lambda role: read(self.lab.host(role)))
+        after_text = read_each(self.roles, lambda role: read(self.machines.host(role)))
         metrics: dict[str, float] = {}
         raw: dict[str, dict[str, dict[str, int]]] = {"before": {}, "after": {}}
         for role in self.roles:

@@ -10,14 +10,16 @@ rather than storing a silent zero.
 import functools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
 
-from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.host import Host
 from tunnelbench.model import metrics as metric
-from tunnelbench.model.plan import TrafficSettings
+from tunnelbench.model.plan import LinkSettings, TrafficSettings
+from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.system.command import side_by_side
 
 
@@ -31,12 +33,53 @@ class ProbeKind(StrEnum):
     BUDGET = "budget"
 
 
+class Machines(Protocol):
+    """The machines a trial's probes read: the namespace
+    :class:`~tunnelbench.lab.netns.Lab`, or a hosts file's hosts
+    (:class:`tunnelbench.remote.trial.HostsEnds`). Its client and server are the roles
+    ``client`` and ``server``, as a generator's ends are."""
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The machines there is a shell on, the client's side first (a DUT read only
+        from outside is not one)."""
+        ...
+
+    def host(self, role: str) -> Host: ...
+
+    def files(self, role: str) -> Path:
+        """The directory of ``role``'s files on its host (the pings' output)."""
+        ...
+
+    def server_address(self, family: int) -> str:
+        """Where the client sends: the server's address (through the tunnel, if any)."""
+        ...
+
+    def has(self, role: str, program: str) -> bool:
+        """Whether ``role`` runs ``program``: a probe whose program a machine lacks
+        (busybox has no ``tc``) reads nothing there rather than failing the trial."""
+        ...
+
+    def clock_offset(self, role: str) -> float:
+        """``role``'s wall clock minus this machine's, in seconds (ping stamps its
+        replies with its host's clock); a :class:`LabError` where it cannot be read."""
+        ...
+
+
 @dataclass(frozen=True)
 class ProbeContext:
-    """What a probe needs to know about the trial besides the lab."""
+    """What a probe needs to know about the trial besides its machines."""
 
     tunnel_devices: dict[str, str]  # role -> tunnel device (empty without a tunnel)
     traffic: TrafficSettings
+    wan: LinkSettings  # the path's settings: how long a reply to a ping may take
+    names: DeviceNames  # the stable names of the devices counted in metric names
+    #: role -> its cgroup's directory, where ``lab.budget`` limits its CPU.
+    cgroups: Mapping[str, Path] = field(default_factory=dict)
+    #: Whether a probe that cannot read on a machine records why instead of failing
+    #: the trial: a real host's programs are its owner's (busybox's ping stamps no
+    #: times), where the lab's were checked before it was built.
+    lenient: bool = False
 
 
 @dataclass
@@ -61,7 +104,7 @@ class TrialProbe(ABC):
     alongside: ClassVar[bool] = True
 
     @abstractmethod
-    def before(self, lab: Lab, context: ProbeContext) -> None:
+    def before(self, machines: Machines, context: ProbeContext) -> None:
         """Read (or start) what the probe measures; raise :class:`LabError` on failure."""
 
     def started(self, begin: float) -> None:  # noqa: B027 - most probes do not need it
@@ -71,6 +114,9 @@ class TrialProbe(ABC):
     @abstractmethod
     def after(self) -> ProbeReading:
         """Read again and return the metrics; raise :class:`LabError` on failure."""
+
+    def abandon(self) -> None:  # noqa: B027 - most probes leave nothing running
+        """End what the probe left running: a trial that failed before :meth:`after`."""
 
 
 @dataclass
@@ -136,12 +182,16 @@ class ProbeSet:
         finally:
             self.wall_s += time.perf_counter() - began
 
-    def before(self, lab: Lab, context: ProbeContext) -> None:
-        self._each("before", lambda probe: probe.before(lab, context))
+    def before(self, machines: Machines, context: ProbeContext) -> None:
+        self._each("before", lambda probe: probe.before(machines, context))
 
     def started(self, begin: float) -> None:
         for probe in self.probes:
             probe.started(begin)
+
+    def abandon(self) -> None:
+        for probe in self.probes:
+            probe.abandon()
 
     def after(self) -> ProbeReadings:
         readings = self._each("after", lambda probe: probe.after())

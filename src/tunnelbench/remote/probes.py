@@ -6,9 +6,10 @@ current clock, streamed back over the SSH connection as it runs. It stops at a f
 file and reports its own CPU time (its shell and every ``grep``/``sleep`` it waited
 for): the probe's cost on the host, recorded with the trial.
 
-One-shot reads (the host's facts, its counters, its processes' CPU times) are single
-scripts whose output is parsed here; the parsers are pure functions, unit-tested on real
-hosts' text.
+One-shot reads (the host's facts, its processes' CPU times) are single scripts whose
+output is parsed here; the parsers are pure functions, unit-tested on real hosts' text.
+A host's interface, queue and TCP counters are the lab's trial probes'
+(:mod:`tunnelbench.probes`), read over the connection.
 """
 
 import shlex
@@ -105,16 +106,8 @@ def process_stats(root: str = "/proc") -> str:
     )
 
 
-COUNTERS = r"""
-for d in /sys/class/net/*; do
-  [ -d "$d/statistics" ] || continue
-  s="$d/statistics"
-  read -r rb <"$s/rx_bytes"; read -r tb <"$s/tx_bytes"; read -r rp <"$s/rx_packets"
-  read -r tp <"$s/tx_packets"; read -r rd <"$s/rx_dropped"; read -r td <"$s/tx_dropped"
-  echo "link ${d##*/} $rb $tb $rp $tp $rd $td"
-done
-grep '^Tcp:' /proc/net/snmp
-""" + process_stats()
+#: ``P <stat line>`` of every process on the host.
+PROCESSES = process_stats()
 
 
 #: Between a host's TCP counters and its own processes in one read (:data:`OWN_PROCESSES`).
@@ -130,9 +123,6 @@ OWN_PROCESSES = (
     'done <"$TB_DIR/pids"\n'
     "exit 0\n"
 )
-
-
-LINK_FIELDS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "rx_dropped", "tx_dropped")
 
 
 @dataclass
@@ -221,32 +211,18 @@ def parse_facts(text: str) -> Facts:
     return facts
 
 
-@dataclass
-class Counters:
-    links: dict[str, tuple[int, ...]] = field(default_factory=dict)  # device -> LINK_FIELDS
-    tcp: dict[str, int] = field(default_factory=dict)  # /proc/net/snmp's Tcp: line
-    processes: dict[int, tuple[str, int]] = field(default_factory=dict)  # pid -> (comm, ticks)
+Processes = dict[int, tuple[str, int]]  # pid -> (comm, utime + stime in ticks)
 
 
-def parse_counters(text: str) -> Counters:
-    counters = Counters()
-    tcp_names: list[str] = []
+def parse_processes(text: str) -> Processes:
+    """The ``P <stat line>`` lines of :func:`process_stats`, by PID."""
+    processes: Processes = {}
     for line in text.splitlines():
-        if line.startswith("link "):
-            parts = line.split()
-            if len(parts) == 2 + len(LINK_FIELDS) and all(p.isdigit() for p in parts[2:]):
-                counters.links[parts[1]] = tuple(int(p) for p in parts[2:])
-        elif line.startswith("Tcp:"):
-            values = line.split()[1:]
-            if values and not values[0].lstrip("-").isdigit():
-                tcp_names = values
-            elif tcp_names:
-                counters.tcp = {n: int(v) for n, v in zip(tcp_names, values, strict=False)}
-        elif line.startswith("P "):
+        if line.startswith("P "):
             stat = _process_stat(line[2:])
             if stat is not None:
-                counters.processes[stat[0]] = (stat[1], stat[2])
-    return counters
+                processes[stat[0]] = (stat[1], stat[2])
+    return processes
 
 
 def _process_stat(text: str) -> tuple[int, str, int] | None:
@@ -262,14 +238,14 @@ def _process_stat(text: str) -> tuple[int, str, int] | None:
 
 
 def process_cpu(
-    before: Counters, after: Counters, seconds: float, top: int = 5
+    before: Processes, after: Processes, seconds: float, top: int = 5
 ) -> dict[str, float]:
     """The busiest processes over the window, ``comm`` -> % of one core (the same
     program's processes added: a daemon's threads are one process, its workers not)."""
     used: dict[str, float] = {}
-    for pid, (comm, ticks) in after.processes.items():
-        if pid in before.processes and before.processes[pid][0] == comm:
-            delta = ticks - before.processes[pid][1]
+    for pid, (comm, ticks) in after.items():
+        if pid in before and before[pid][0] == comm:
+            delta = ticks - before[pid][1]
             if delta > 0:
                 used[comm] = used.get(comm, 0.0) + 100.0 * delta / USER_HZ / seconds
     ranked = sorted(used.items(), key=lambda item: -item[1])[:top]

@@ -1,7 +1,7 @@
 """One trial on real hosts: the lab's generator run between the client and the server
-(:class:`HostsEnds`: the same code, windows and stops as in the lab), the lab's pings
-from the client, the samplers on every host, the counters before and after; the figures
-held against the hosts' own counters.
+and the lab's trial probes on every host (:class:`HostsEnds`: the same code, windows and
+stops as in the lab; the pings from the client; interfaces, queues and TCP counters before
+and after), the samplers on every host; the figures held against the hosts' own counters.
 
 The DUT's cores are the trial's ``cpu<N>.*`` metrics (the machine the verdict is about);
 the endpoints' busiest core and the processes the trial started on them (the generator
@@ -25,10 +25,11 @@ from tunnelbench.errors import LabError
 from tunnelbench.kinds import Generator, StreamMode
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
-from tunnelbench.probes import rtt, tcp
-from tunnelbench.probes.devices import TUNNEL, WAN
-from tunnelbench.probes.qdisc import COUNTERS as QDISC_COUNTERS
-from tunnelbench.probes.qdisc import RootQdisc, parse_qdiscs
+from tunnelbench.probes import new_probe_set, tcp
+from tunnelbench.probes.devices import TUNNEL, WAN, DeviceNames
+from tunnelbench.probes.qdisc import QdiscProbe
+from tunnelbench.probes.rtt import RttProbe
+from tunnelbench.probes.trial import ProbeContext, ProbeSet
 from tunnelbench.remote import probes, snmp
 from tunnelbench.remote.host import SshHost
 from tunnelbench.remote.session import Session, SessionRoles
@@ -36,7 +37,7 @@ from tunnelbench.remote.tunnel import RemoteTunnel
 from tunnelbench.system.command import side_by_side
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.traffic import iperf3, waiting
-from tunnelbench.traffic.base import PathSignals, WindowClosed, no_reason
+from tunnelbench.traffic.base import WindowClosed, no_reason
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +67,37 @@ class RemoteOutcome:
 @dataclass(frozen=True)
 class HostsEnds(SessionRoles):
     """A hosts file's client and server as a generator's
-    :class:`~tunnelbench.traffic.base.Ends`: the generator runs on them as it runs in
-    the lab, its programs as each host's PATH finds them, its files in the run's
-    directory there."""
+    :class:`~tunnelbench.traffic.base.Ends`, and its hosts as the trial probes'
+    :class:`~tunnelbench.probes.trial.Machines`: the generator and the probes run on them
+    as they run in the lab, their programs as each host's PATH finds them, their files in
+    the run's directory there."""
 
     session: Session
     tunnelled: bool
     #: The ports :meth:`free_ports` handed out, in order.
     taken: list[int] = field(default_factory=list)
+    #: role -> whether its ``tc`` prints JSON.
+    tc_json: dict[str, bool] = field(default_factory=dict)
 
     def server_address(self, family: int) -> str:
         return self.session.file.target(self.tunnelled, family)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(self.session.hosts)
+
+    def has(self, role: str, program: str) -> bool:
+        """In the host's PATH; ``tc`` only where it prints JSON (OpenWrt's tc-tiny may
+        not), asked once a trial."""
+        if program not in self.session.facts[role].programs:
+            return False
+        if program == "tc" and role not in self.tc_json:
+            done = self.session.hosts[role].run(["tc", "-j", "qdisc", "show"], check=False)
+            self.tc_json[role] = done.returncode == 0 and done.stdout.lstrip().startswith("[")
+        return self.tc_json.get(role, True)
+
+    def clock_offset(self, role: str) -> float:
+        return clock_offset(self.session.hosts[role])
 
     def free_ports(self, role: str, ports: range, count: int) -> list[int]:
         """Chosen at random among the free ones: another program (or another run) on a
@@ -104,17 +125,14 @@ def measure(
 ) -> RemoteOutcome:
     """One trial, its generator run in ``mode`` (:meth:`Generator.resolve_mode` for
     the client's version). ``wan_devices``: role -> its WAN device where ``lab.wan``
-    stands on the link (:mod:`tunnelbench.remote.wan`): their queues' counters are read,
-    named ``wan`` as the lab names its own."""
+    stands on the link (:mod:`tunnelbench.remote.wan`): named ``wan`` in the counters,
+    as the lab names its own."""
     ends = HostsEnds(session, tunnel.kind != "none")
-    pings, unpinged = _pings(session, config, ends.server_address(config.traffic.family), seq)
+    probe_set = new_probe_set()
     try:
-        return _measured(
-            session, ends, tunnel, config, mode, seq, wan_devices or {}, pings, unpinged
-        )
+        return _measured(session, ends, tunnel, config, mode, seq, wan_devices or {}, probe_set)
     finally:
-        if pings is not None:
-            pings.abandon()  # a trial that failed first leaves no ping running
+        probe_set.abandon()  # a trial that failed first leaves no ping running
 
 
 def _measured(
@@ -125,14 +143,20 @@ def _measured(
     mode: StreamMode,
     seq: int,
     wan_devices: dict[str, str],
-    pings: rtt.Pings | None,
-    unpinged: str | None,
+    probe_set: ProbeSet,
 ) -> RemoteOutcome:
     traffic = config.traffic
     generator = GENERATORS.get(traffic.generator)
     dut = session.file.dut
-    tunnelled = ends.tunnelled
-    target = ends.server_address(traffic.family)
+    tunnel_devices = tunnel.devices if ends.tunnelled else {}
+    known: dict[str, dict[str, str]] = {}
+    for role, wan in wan_devices.items():
+        known.setdefault(role, {})[wan] = WAN
+    for role, dev in tunnel_devices.items():
+        known.setdefault(role, {})[dev] = TUNNEL
+    context = ProbeContext(
+        dict(tunnel_devices), traffic, config.lab.wan, DeviceNames.hosts(known), lenient=True
+    )
     # The samplers outlast the longest the generator may run.
     warmup = traffic.warmup_max if traffic.warmup is None else traffic.fixed_warmup
     seconds = warmup + traffic.duration + iperf3.AUTO_MARGIN_S + CLIENT_MARGIN_S
@@ -140,20 +164,14 @@ def _measured(
         role: probes.RemoteSampler(host, f"{seq}", seconds + 5)
         for role, host in session.hosts.items()
     }
-    before = {
-        role: probes.parse_counters(h.run(["sh", "-c", probes.COUNTERS]).stdout)
-        for role, h in session.hosts.items()
-    }
     dut_host = session.hosts.get(dut)  # None: a black box
     box = session.black_boxes.get(dut)
-    queued = [role for role in session.hosts if role == dut or role in wan_devices]
-    queues_before = {role: _qdiscs(session, role) for role in queued}
     agent = box.agent() if box is not None else None  # (reader, device) of a box's SNMP
     snmp_before = agent[0].snapshot(agent[1]) if agent else None
-    marks: dict[str, tuple[float, probes.Counters]] = {}
+    marks: dict[str, tuple[float, probes.Processes]] = {}
     snmp_marks: dict[str, snmp.Snapshot] = {}
     tcp_marks: dict[str, dict[str, str]] = {}
-    own_marks: dict[str, dict[str, tuple[float, probes.Counters]]] = {"begin": {}, "last": {}}
+    own_marks: dict[str, dict[str, tuple[float, probes.Processes]]] = {"begin": {}, "last": {}}
 
     def snapshot(name: str) -> None:
         """The window's edge: the endpoints' TCP counters and their generator processes,
@@ -163,8 +181,8 @@ def _measured(
 
         def dut_read() -> str:  # keeps its figures itself; "" for side_by_side's one type
             if dut_host is not None:
-                text = dut_host.run(["sh", "-c", probes.COUNTERS]).stdout
-                marks[name] = (time.monotonic(), probes.parse_counters(text))
+                text = dut_host.run(["sh", "-c", probes.PROCESSES]).stdout
+                marks[name] = (time.monotonic(), probes.parse_processes(text))
             elif agent is not None:
                 snmp_marks[name] = agent[0].snapshot(agent[1])
             return ""
@@ -179,7 +197,7 @@ def _measured(
                 text = host.run(["sh", "-c", script]).stdout
                 counters, marked, processes = text.partition(probes.PROCESSES_MARK)
                 if marked:
-                    own_marks[name][role] = (time.monotonic(), probes.parse_counters(processes))
+                    own_marks[name][role] = (time.monotonic(), probes.parse_processes(processes))
                 return counters
 
             return read
@@ -198,7 +216,7 @@ def _measured(
 
             def reading() -> str:
                 text = host.run(["sh", "-c", host.env() + probes.OWN_PROCESSES]).stdout
-                own_marks["last"][role] = (time.monotonic(), probes.parse_counters(text))
+                own_marks["last"][role] = (time.monotonic(), probes.parse_processes(text))
                 return ""
 
             return reading
@@ -213,7 +231,7 @@ def _measured(
     def on_started(processes: dict[str, int], begin: float) -> WindowClosed:
         """The window is known (``processes``: local PIDs of the ``ssh`` processes that
         stand for the generator's; the ends' own are read on the hosts instead): the
-        edges' readings are timed to it, the pings told."""
+        edges' readings are timed to it, the probes told."""
         end = begin + traffic.duration
 
         def closing() -> None:
@@ -229,12 +247,13 @@ def _measured(
             timers.append(timer)
             timer.start()
         window.append(begin)
-        if pings is not None:
-            pings.started(begin, traffic.duration)
+        probe_set.started(begin)
         return closed.wait
 
-    signals = PathSignals(pings.loaded_so_far) if pings is not None else None
     try:
+        probe_set.before(ends, context)
+        pings = [p for p in probe_set.probes if isinstance(p, RttProbe)]
+        signals = pings[0].signals() if pings else None
         result = generator.run(ends, traffic, mode, on_started, no_reason, signals)
         # A generator that ran its own time may end as the window does: its closing
         # readings are still taken.
@@ -244,24 +263,10 @@ def _measured(
             timer.cancel()
         results = {role: s.stop() for role, s in samplers.items()}
     ended = time.monotonic()
-    after = {
-        role: probes.parse_counters(h.run(["sh", "-c", probes.COUNTERS]).stdout)
-        for role, h in session.hosts.items()
-    }
-    artifacts: dict[str, Any] = {}
-    ping_metrics: dict[str, float] = {}
-    if pings is not None:
-        try:
-            reading = pings.finish()
-            ping_metrics, artifacts["ping"] = reading.metrics, reading.raw
-        except LabError as exc:
-            unpinged = str(exc)
-    if unpinged is not None:
-        log.warning("round-trip times not measured: %s", unpinged)
-        artifacts["ping"] = {"not_measured": unpinged}
+    readings = probe_set.after()
     window_begin = window[0]
     window_end = min(ended, window_begin + traffic.duration)
-    metrics = traffic_metrics(result) | warmup_fallback(traffic, result) | ping_metrics
+    metrics = traffic_metrics(result) | warmup_fallback(traffic, result) | readings.metrics
     metrics |= _host_metrics(session, results, window_begin, window_end)
     if "begin" in marks and "end" in marks:
         (t0, first), (t1, last) = marks["begin"], marks["end"]
@@ -270,7 +275,6 @@ def _measured(
     metrics |= _generator_metrics(own_marks, traffic.generator)
     if "begin" in tcp_marks and "end" in tcp_marks:
         metrics |= tcp.window_metrics(tcp_marks["begin"], tcp_marks["end"])
-    metrics |= _counter_metrics(before, after, tunnel.devices if tunnelled else {})
     if agent is not None and snmp_before is not None:
         # The interfaces over the whole trial, as a host's over SSH, read once the agent's
         # cache cannot still hold a value from before the traffic ended; the CPU over the
@@ -283,44 +287,13 @@ def _measured(
             opened, shut = snmp_marks["begin"], snmp_marks["end"]
             metrics |= snmp.cpu_metrics(dut, device, opened, shut, cache)
             metrics[metric.snmp(dut, metric.SNMP_WINDOW)] = round(shut.at - opened.at, 3)
-    qdiscs: dict[str, str] = {}
-    for role in queued:
-        roots_then, roots_now = queues_before[role], _qdiscs(session, role)
-        if roots_then is None or roots_now is None:
-            continue
-        names = {wan_devices[role]: WAN} if role in wan_devices else {}
-        if tunnelled and role in tunnel.devices:
-            names[tunnel.devices[role]] = TUNNEL
-        metrics |= _qdisc_metrics(role, roots_then, roots_now, names)
-        if role == dut:
-            qdiscs = {dev: q.kind for dev, q in sorted(roots_now.items())}
     _check_counters(session, metrics, traffic.duration)
-    artifacts |= traffic_artifacts(traffic, result)
-    return RemoteOutcome(metrics, artifacts, ends.taken, target, qdiscs)
-
-
-def _pings(
-    session: Session, config: TrialConfig, target: str, seq: int
-) -> tuple[rtt.Pings | None, str | None]:
-    """The lab's pings (:class:`tunnelbench.probes.rtt.Pings`) from the client to where
-    the generator sends, begun: the idle round trips taken and the loaded ping running;
-    else why they cannot be (a client whose ping or date cannot stamp time: busybox's;
-    a target that answers no ping), which the trial records instead of round trips."""
-    client = session.hosts["client"]
-    try:
-        pings = rtt.Pings(
-            client,
-            client.directory,
-            target,
-            config.traffic.family,
-            rtt.reply_timeout(config.lab.wan),
-            clock_offset=clock_offset(client),
-            tag=f".{seq}",
-        )
-        pings.begin()
-    except LabError as exc:
-        return None, str(exc)
-    return pings, None
+    artifacts = traffic_artifacts(traffic, result) | {"probe_readings": readings.raw()}
+    queues = next(p for p in probe_set.probes if isinstance(p, QdiscProbe))
+    qdiscs = {dev: q.kind for dev, q in sorted(queues.roots.get(dut, {}).items())}
+    return RemoteOutcome(
+        metrics, artifacts, ends.taken, ends.server_address(traffic.family), qdiscs
+    )
 
 
 def clock_offset(host: SshHost) -> float:
@@ -339,7 +312,7 @@ def clock_offset(host: SshHost) -> float:
 
 
 def _generator_metrics(
-    marks: dict[str, dict[str, tuple[float, probes.Counters]]], generator: Generator
+    marks: dict[str, dict[str, tuple[float, probes.Processes]]], generator: Generator
 ) -> dict[str, float]:
     """The CPU of the processes the trial started on the client and the server over the
     window (up to :data:`PROCESS_LEAD_S` before its end), as the lab names its own: the
@@ -354,41 +327,6 @@ def _generator_metrics(
         for comm, pct in probes.process_cpu(first, last, t1 - t0).items():
             label = f"{generator.value}-{role}@{role}" if comm in programs else f"{comm}@{role}"
             metrics[metric.process(label)] = pct
-    return metrics
-
-
-def _qdiscs(session: Session, role: str) -> dict[str, RootQdisc] | None:
-    """A host's root qdiscs (``tc -s -j``), or None where it has no ``tc`` or one without
-    JSON output (busybox has no tc; OpenWrt's tc-tiny may lack -j): then not recorded."""
-    if "tc" not in session.facts[role].programs:
-        return None
-    done = session.hosts[role].run(["tc", "-s", "-j", "qdisc", "show"], check=False)
-    if done.returncode != 0:
-        return None
-    try:
-        return parse_qdiscs(done.stdout)
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
-def _qdisc_metrics(
-    role: str,
-    before: dict[str, RootQdisc],
-    after: dict[str, RootQdisc],
-    names: dict[str, str] | None = None,
-) -> dict[str, float]:
-    """``qdisc.<role>.<device>.<counter>`` over the trial, for each root qdisc that was
-    the same one before and after (a qdisc replaced meanwhile measured nothing whole);
-    a device in ``names`` by the lab's name for it (the tunnel's ``tunnel``, as
-    :func:`_counter_metrics` names it; the WAN link's ``wan``)."""
-    metrics: dict[str, float] = {}
-    for device, new in after.items():
-        old = before.get(device)
-        if old is None or (old.kind, old.handle) != (new.kind, new.handle):
-            continue
-        name_as = (names or {}).get(device, device)
-        for name in QDISC_COUNTERS:
-            metrics[metric.qdisc(role, name_as, name)] = new.values[name] - old.values[name]
     return metrics
 
 
@@ -423,30 +361,6 @@ def _host_metrics(
         metrics[metric.SAMPLER_WINDOW.name] = round(end - begin, 3)
         if result.cost_pct is not None:
             metrics[metric.SAMPLER_CPU.name] = round(result.cost_pct, 2)
-    return metrics
-
-
-def _counter_metrics(
-    before: dict[str, probes.Counters],
-    after: dict[str, probes.Counters],
-    tunnel_devices: dict[str, str],
-) -> dict[str, float]:
-    """Each host's interfaces and TCP counters over the trial. An end's tunnel device is
-    named ``tunnel``, as the lab names its own (:mod:`tunnelbench.probes.devices`), so
-    the drop rules tell its queue from the others on real hosts too; every other
-    interface by the host's own name."""
-    metrics: dict[str, float] = {}
-    for role, end in after.items():
-        start = before[role]
-        for device, values in end.links.items():
-            if device not in start.links or device == "lo":
-                continue
-            name_as = TUNNEL if tunnel_devices.get(role) == device else device
-            for name, a, b in zip(probes.LINK_FIELDS, values, start.links[device], strict=True):
-                metrics[metric.link(role, name_as, name)] = a - b
-        if "RetransSegs" in end.tcp and "RetransSegs" in start.tcp:
-            retransmitted = end.tcp["RetransSegs"] - start.tcp["RetransSegs"]
-            metrics[metric.tcp(role, "retrans_segs")] = retransmitted
     return metrics
 
 

@@ -66,11 +66,12 @@ class Kernel:
     package: str | None = None
     version: str | None = None
 
-    def facts(self) -> dict[str, str]:
-        out = {"kernel_release": self.release}
+    def package_line(self) -> str | None:
+        """``package=version`` of a kernel fetched from Debian; None for one given as a
+        path."""
         if self.package is not None and self.version is not None:
-            out["kernel_package"] = f"{self.package}={self.version}"
-        return out
+            return f"{self.package}={self.version}"
+        return None
 
 
 def locate(spec: str) -> Kernel:

@@ -332,8 +332,3 @@ def _probe_kvm(kernel: Kernel, vm: VmSettings) -> Accel:
             guest.console_tail(1) if not guest.running else f"no boot in {KVM_PROBE_TIMEOUT_S:g} s"
         )
     return Accel(TCG, f"a KVM guest did not start: {why}")
-
-
-def describe(accel_: Accel, vm: VmSettings) -> dict[str, Any]:
-    """What every trial in such a guest records about it."""
-    return {"virtualization": accel_.mode, "vm_cpus": vm.cpus, "vm_memory_mib": vm.memory}
