@@ -5,9 +5,9 @@ import time
 import pytest
 
 from tunnelbench import probes
-from tunnelbench.lab.netns import Lab
 from tunnelbench.probes.rtt import RttProbe
 from tunnelbench.probes.trial import (
+    Machines,
     ProbeContext,
     ProbeKind,
     ProbeReading,
@@ -41,7 +41,7 @@ class Fixed(TrialProbe):
 
     kind = ProbeKind.TCP
 
-    def before(self, lab: Lab, context: ProbeContext) -> None:
+    def before(self, machines: Machines, context: ProbeContext) -> None:
         self.t0 = 0.0
 
     def started(self, t0: float) -> None:
@@ -76,7 +76,7 @@ class Slow(TrialProbe):
         time.sleep(0.2)
         self.log.append((self.kind, step, begin, time.monotonic()))
 
-    def before(self, lab: Lab, context: ProbeContext) -> None:
+    def before(self, machines: Machines, context: ProbeContext) -> None:
         self._call("before")
 
     def after(self) -> ProbeReading:

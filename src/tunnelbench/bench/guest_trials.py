@@ -47,13 +47,13 @@ def run(
     """Run ``trials`` (all on ``kernel`` in a guest of size ``vm``) in one boot, storing
     each as the guest reports it; what the guest did not finish is stored as failed."""
     accel = machine.accel(kernel, vm)
-    facts = _where(kernel, vm, accel).to_dict()
+    where = _where(kernel, vm, accel)
     job = {
         "experiment": experiment.to_dict(),
         "trials": [
             {"seq": t.seq, "repetition": t.repetition, "config": t.config.to_dict()} for t in trials
         ],
-        "machine": facts,
+        "machine": where.to_dict(),
         "env": {name: os.environ[name] for name in PASSED_ENV if name in os.environ},
         "verbose": log.isEnabledFor(logging.DEBUG),
     }
@@ -73,7 +73,9 @@ def run(
                 if event["event"] == "ready":
                     log.info("guest %s up after %.1f s", event["release"], event["uptime_s"])
                 elif event["event"] == "environment":
-                    store.add_guest_environment(run_id, kernel.spec, event["facts"] | facts)
+                    store.add_guest_environment(
+                        run_id, kernel.spec, event["facts"] | where.to_dict()
+                    )
                 elif event["event"] == "started":
                     progress.trial_started(by_seq[event["seq"]])
                 elif event["event"] == "trial":
@@ -100,7 +102,7 @@ def run(
     if reason is not None:
         for trial in trials:
             if trial.seq not in done:
-                _store_failed(store, run_id, trial, reason, facts)
+                _store_failed(store, run_id, trial, reason, where)
                 progress.trial_finished(trial, TrialStatus.FAILED, reason, None)
 
 
@@ -146,11 +148,11 @@ def _store(store: Store, run_id: int, record: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _store_failed(
-    store: Store, run_id: int, trial: Trial, reason: str, facts: dict[str, Any]
-) -> None:
+def _store_failed(store: Store, run_id: int, trial: Trial, reason: str, where: Where) -> None:
+    resolved = Resolved()
+    resolved.record_where(where)
     store_trial(
-        store, run_id, trial, resolved=Resolved.from_dict(facts), status=TrialStatus.FAILED,
+        store, run_id, trial, resolved=resolved, status=TrialStatus.FAILED,
         error=reason, started_at=time.time(), metrics={}, artifacts={},
     )  # fmt: skip
 

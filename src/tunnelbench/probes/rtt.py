@@ -327,13 +327,14 @@ class RttProbe(TrialProbe):
         traffic = context.traffic
         self.duration, self.lenient = traffic.duration, context.lenient
         try:
+            offset = machines.clock_offset(CLIENT)  # before any ping runs
             self.pings = Pings(
                 machines.host(CLIENT),
                 machines.files(CLIENT),
                 machines.server_address(traffic.family),  # where the generator sends
                 traffic.family,
                 reply_timeout(context.wan),
-                clock_offset=machines.clock_offset(CLIENT),
+                clock_offset=offset,
             )
             self.pings.begin()
         except LabError as exc:
