@@ -3,6 +3,8 @@ from a host's text (an OpenWrt router's, a Raspberry Pi's), ssh's failures as me
 and the cleanup script run by a real busybox sh against real processes."""
 
 import json
+import os
+import shutil
 import subprocess
 import textwrap
 from pathlib import Path
@@ -536,3 +538,22 @@ def test_a_stored_remote_record_reads_back_typed_and_is_stored_as_it_was():
     assert box.dut_snmp == SnmpView("RouterOS", ("ether1",), True, 4, 5.0)
     assert box.to_dict()["dut_snmp"] == snmp["dut_snmp"]
     assert RemoteFacts.from_dict(box.to_dict()) == box
+
+
+@pytest.mark.parametrize("shell", [["busybox", "sh"], ["dash"]])
+def test_the_sampler_reads_every_core_and_its_own_cost_with_no_program_but_sleep(tmp_path, shell):
+    programs = tmp_path / "bin"  # sleep alone: a grep per sample would fail under dash
+    programs.mkdir()
+    (programs / "sleep").symlink_to(shutil.which("sleep") or "/bin/sleep")
+    shell = [shutil.which(shell[0]) or shell[0], *shell[1:]]
+    done = subprocess.run(
+        [*shell, "-c", probes.SAMPLER, "sampler", "t", "3"],
+        capture_output=True, text=True, env={"TB_DIR": str(tmp_path), "PATH": str(programs)},
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    blocks = done.stdout.split("E\n")
+    samples = [probes.parse_sample(b.splitlines(), 0.0) for b in blocks[:-1]]
+    assert len(samples) == 3
+    # every core this machine has, and not the "cpu " line of all of them together
+    assert all(sorted(s.cores) == list(range(os.cpu_count() or 0)) for s in samples)
+    assert probes.sampler_cost(blocks[-1].strip()) is not None

@@ -3,8 +3,11 @@
 A sampler is a POSIX sh loop on the host that writes, five times a second, the uptime,
 every core's ``/proc/stat`` line, each thermal zone's temperature and each core's
 current clock, streamed back over the SSH connection as it runs. It stops at a flag
-file and reports its own CPU time (its shell and every ``grep``/``sleep`` it waited
-for): the probe's cost on the host, recorded with the trial.
+file and reports its own CPU time (its shell and every ``sleep`` it waited for): the
+probe's cost on the host, recorded with the trial. The cores' lines are read by the
+shell itself, not by a ``grep`` a sample: under dash that halved the loop's own CPU (0.99
+to 0.59% of a core over 5 s), and three such loops beside CPU-bound OpenVPN in the lab
+took its goodput from a median of 679 to 616 Mbit/s with ``grep``, 655 without.
 
 One-shot reads (the host's facts, its processes' CPU times) are single scripts whose
 output is parsed here; the parsers are pure functions, unit-tested on real hosts' text.
@@ -37,7 +40,9 @@ n=0
 while [ ! -e "$stop" ] && [ $n -lt $2 ]; do
   read -r up idle </proc/uptime
   echo "T $up"
-  grep '^cpu[0-9]' /proc/stat
+  while read -r l; do
+    case $l in cpu[0-9]*) echo "$l";; cpu*) ;; *) break;; esac
+  done </proc/stat
   for z in $zones; do read -r t <"$z/temp" 2>/dev/null && echo "Z ${z##*/} $t"; done
   for f in $freqs; do
     read -r v <"$f" 2>/dev/null && c=${f%/cpufreq/*} && echo "F ${c##*/cpu} $v"
