@@ -10,6 +10,8 @@ from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.probes.links import (
     LINK_FIELDS,
     Counters,
+    busiest,
+    check_forwarded,
     link_metrics,
     parse_links,
     tunnel_metrics,
@@ -99,3 +101,34 @@ def test_other_lab_devices_are_named_by_their_suffix():
     names = DeviceNames.of(lab_like("pxtbf"), TUNNELS)
     assert names.name("gw", "tbpxtbf-ifb0") == "ifb0"
     assert names.name("gw", "ifb0") is None
+
+
+def forwarded(**sent: float) -> dict[str, float]:
+    """A trial's metrics: 80 Mbit/s over 2 s (20 MB) arrived, and what each router's
+    interfaces sent (``gw_lan=...``)."""
+    metrics = {"goodput_bps": 80e6, "upload_bps": 80e6}
+    for where, value in sent.items():
+        role, link = where.split("_")
+        metrics[f"link.{role}.{link}.tx_bytes"] = value
+        metrics[f"link.{role}.{link}.rx_bytes"] = 2 * value  # never read for forwarding
+    return metrics
+
+
+def test_every_router_must_have_sent_what_arrived():
+    check_forwarded(forwarded(gw_lan=20_100_000, gw_wan=400_000), ["gw"], 2)
+    with pytest.raises(LabError, match=r"gw sent 19,900,000 bytes .* fewer than the 20,000,000"):
+        check_forwarded(forwarded(gw_lan=19_900_000, gw_wan=400_000), ["gw"], 2)
+    # site to site: the second router is held too, and one never counted is an error
+    with pytest.raises(LabError, match="gwb sent 0 bytes"):
+        check_forwarded(forwarded(gwa_wan=21_000_000), ["gwa", "gwb"], 2)
+
+
+def test_a_bidirectional_test_is_held_to_its_busier_direction():
+    # 80 up and 40 down leave the router by two interfaces: neither carries 120 Mbit/s
+    metrics = forwarded(gw_lan=20_500_000, gw_wan=10_500_000) | {
+        "goodput_bps": 120e6,
+        "download_bps": 40e6,
+    }
+    check_forwarded(metrics, ["gw"], 2)
+    assert busiest(metrics, "gw", "tx_bytes") == 20_500_000
+    assert busiest(metrics, "client", "tx_bytes") is None

@@ -36,7 +36,7 @@ from tunnelbench.model.plan import (
     expand,
 )
 from tunnelbench.model.records import NO_VM, Resolved, RunRecord, RunStatus, TrialStatus, Where
-from tunnelbench.probes import load, new_probe_set
+from tunnelbench.probes import links, load, new_probe_set
 from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.probes.rtt import RttProbe
 from tunnelbench.probes.sampler import ProbeResult, Sampler
@@ -517,6 +517,10 @@ def _measure(
             if (reason := dead_daemon()) is not None:
                 raise LabError(reason)
             readings = probe_set.after()
+            # The kernel's counters hold the generator's figure: every router forwarded it.
+            routers = lab.chain.roles[1:-1]
+            seconds = config.traffic.duration
+            links.check_forwarded(traffic_metrics(traffic) | readings.metrics, routers, seconds)
             resolved.processes = traffic.processes
             if traffic.congestion is not None:
                 resolved.congestion = traffic.congestion

@@ -16,7 +16,7 @@ Stored:
   These names predate this probe; reports and tests read them.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
@@ -98,6 +98,40 @@ def tunnel_metrics(
     return {
         metric.tunnel_device(role, n): after[device][n] - before[device][n] for n in TUNNEL_FIELDS
     }
+
+
+def busiest(metrics: Mapping[str, float], role: str, field: str) -> float | None:
+    """The largest ``link.<role>.*.<field>`` delta: ``role``'s busiest interface; None
+    where its interfaces were not counted."""
+    found = []
+    for name, value in metrics.items():
+        device = metric.parse_device(name, "link")
+        if device is not None and device[1] == field and device[0].startswith(f"{role}."):
+            found.append(value)
+    return max(found, default=None)
+
+
+def arrived_bytes(metrics: Mapping[str, float], seconds: float) -> float:
+    """The bytes the generator says arrived over ``seconds`` in its busier direction (a
+    bidirectional test's two directions leave a router by two interfaces)."""
+    rates = [metrics[m.name] for m in (metric.UPLOAD, metric.DOWNLOAD) if m.name in metrics]
+    return max(rates or [metrics[metric.GOODPUT.name]]) * seconds / 8
+
+
+def check_forwarded(metrics: Mapping[str, float], routers: Sequence[str], seconds: float) -> None:
+    """The second instrument: each router between the client and the server sent, on its
+    busiest interface over the trial, at least the bytes the generator says arrived over
+    the measured ``seconds`` (the counters span more: warm-up, set-up, headers). A
+    :class:`LabError` names the router the traffic did not cross, or miscounted."""
+    arrived = arrived_bytes(metrics, seconds)
+    for role in routers:
+        sent = busiest(metrics, role, "tx_bytes")
+        if sent is None or sent < arrived:
+            raise LabError(
+                f"{role} sent {sent or 0:,.0f} bytes on its busiest interface, fewer than the"
+                f" {arrived:,.0f} the generator reports arrived: the traffic did not cross"
+                f" {role} (check the route from the client to the server's address)"
+            )
 
 
 def read(host: Host) -> str:

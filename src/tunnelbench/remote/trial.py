@@ -25,7 +25,7 @@ from tunnelbench.errors import LabError
 from tunnelbench.kinds import Generator, StreamMode
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
-from tunnelbench.probes import new_probe_set, tcp
+from tunnelbench.probes import links, new_probe_set, tcp
 from tunnelbench.probes.devices import TUNNEL, WAN, DeviceNames
 from tunnelbench.probes.qdisc import QdiscProbe
 from tunnelbench.probes.rtt import RttProbe
@@ -365,38 +365,19 @@ def _host_metrics(
 
 
 def _check_counters(session: Session, metrics: dict[str, float], duration: int) -> None:
-    """The second instrument: the bytes iperf3 says crossed must have crossed the DUT.
-    Its busiest interface sent at least the goodput's bytes over the measured seconds
-    (the counters span more: warm-up, set-up, headers). A black box whose counters were
+    """The second instrument (:func:`tunnelbench.probes.links.check_forwarded`): the DUT
+    forwarded at least what the generator says arrived. A black box whose counters were
     not read (no SNMP) is checked from outside: the receiving ends' interfaces received
-    at least what iperf3 says arrived there."""
+    at least what the generator says arrived there."""
     dut = session.file.dut
-    sent = _link_counts(metrics, dut, "tx_bytes")
-    if sent or dut not in session.black_boxes:
-        delivered = metrics[metric.GOODPUT.name] * duration / 8
-        if not sent or max(sent) < delivered:
-            raise LabError(
-                f"the DUT ({dut}) sent {max(sent, default=0):,.0f} bytes on its busiest"
-                f" interface, fewer than the {delivered:,.0f} iperf3 reports delivered: the"
-                f" traffic did not cross {dut} (check the route from the client to the"
-                " server's address)"
-            )
+    if dut not in session.black_boxes or links.busiest(metrics, dut, "tx_bytes") is not None:
+        links.check_forwarded(metrics, [dut], duration)
         return
     for receiver, name in (("server", metric.UPLOAD.name), ("client", metric.DOWNLOAD.name)):
         arrived = metrics.get(name, 0.0) * duration / 8
-        received = _link_counts(metrics, receiver, "rx_bytes")
-        if arrived and max(received, default=0) < arrived:
+        received = links.busiest(metrics, receiver, "rx_bytes") or 0
+        if arrived and received < arrived:
             raise LabError(
-                f"the {receiver} received {max(received, default=0):,.0f} bytes on its busiest"
-                f" interface, fewer than the {arrived:,.0f} iperf3 reports arrived there"
+                f"the {receiver} received {received:,.0f} bytes on its busiest"
+                f" interface, fewer than the {arrived:,.0f} the generator reports arrived there"
             )
-
-
-def _link_counts(metrics: dict[str, float], role: str, field: str) -> list[float]:
-    """``field`` of each of ``role``'s interfaces (``link.<role>.<device>.<field>``)."""
-    found = []
-    for name, value in metrics.items():
-        device = metric.parse_device(name, "link")
-        if device is not None and device[1] == field and device[0].startswith(f"{role}."):
-            found.append(value)
-    return found
