@@ -170,7 +170,9 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
         # the DUT's cores are the trial's; every host measured its sampler's cost
         assert {"cpu0.idle", "cpu1.idle"} <= m.keys()
         for role in ROLES:
-            assert 0 < m[f"remote.{role}.sampler_cpu_pct"] < 50
+            # counted in ticks of 10 ms: a loop that starts nothing but sleep (busybox
+            # runs it in-process) may spend less than one over a short trial
+            assert 0 <= m[f"remote.{role}.sampler_cpu_pct"] < 50
             assert m[f"remote.{role}.samples"] >= 8  # 5 a second over 2 s
         assert remote(trial).dut == "gw"
         # what the diagnosis reads of the DUT (this VM exposes no zones or clocks: empty)

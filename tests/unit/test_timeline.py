@@ -54,6 +54,11 @@ def test_round_trip_seconds_hold_the_probes_own_replies(tmp_path):
         assert max(inside) <= trial.metrics["rtt.loaded_max_ms"]
 
 
+def test_a_trial_whose_pings_did_not_run_has_no_round_trip_seconds():
+    why = "client: `date +%s.%N` said '1764000000': no sub-second clock"
+    assert timeline.rtt_seconds({"not_measured": why}, 3) == [None, None, None]
+
+
 def test_cpu_seconds_agree_with_the_whole_window_figures(tmp_path):
     loaded = _loaded("timeline", tmp_path)
     for s in loaded.summaries:

@@ -57,7 +57,10 @@ def goodput_seconds(intervals: Sequence[float]) -> list[float]:
 
 def rtt_seconds(rtt: dict[str, Any], seconds: int) -> list[float | None]:
     """The median round trip of the replies that arrived in each second of the window;
-    None for a second without one."""
+    None for a second without one, and for every second of a trial whose pings did not
+    run (a real client that cannot stamp times records only why: ``not_measured``)."""
+    if "window" not in rtt:
+        return [None] * seconds
     try:
         replies = parse_ping(rtt.get("loaded", "")).replies
     except LabError:
