@@ -9,7 +9,10 @@ numbers are the recorded trials of the L2-tunnel run, re-labelled with 50 config
 configurations.
 """
 
+import re
 import shutil
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +82,54 @@ def resolved_for(config: TrialConfig, data: dict[str, Any]) -> Resolved:
     if implementation is None:
         implementation = TUNNELS.get(config.tunnel.kind).implementations[0]
     return backfill(config, Resolved.from_dict({"tunnel_implementation": implementation} | data))
+
+
+@dataclass(frozen=True)
+class Tick:
+    x: float
+    y: float
+    label: str
+
+
+AXIS_ID = re.compile(r"matplotlib\.axis_\d+$")
+TICK_ID = re.compile(r"([xy])tick_\d+$")
+
+
+def drawn_axes(svg: str) -> list[tuple[str, list[Tick]]]:
+    """Each axis of a chart as its renderer drew it (matplotlib's SVG, in a page or as
+    the browser serialised it): its direction and its labelled ticks, in drawing order."""
+    root = ET.fromstring(svg)
+    found = []
+    for axis in root.iter("g"):
+        if not AXIS_ID.search(axis.get("id", "")):
+            continue
+        direction, ticks = "", []
+        for group in axis:
+            match = TICK_ID.search(group.get("id", ""))
+            text = next(group.iter("text"), None) if match else None
+            if match is None or text is None:
+                continue
+            direction = match.group(1)
+            label = "".join(text.itertext()).strip()
+            ticks.append(Tick(float(text.get("x", 0)), float(text.get("y", 0)), label))
+        if ticks:
+            found.append((direction, ticks))
+    return found
+
+
+NUMBER = re.compile(r"[\u2212-]?[\d,]*\.?\d+")
+
+
+def unreadable(svg: str) -> list[str]:
+    """The axes of a chart whose labels repeat, or, on a value axis, are out of order (a
+    sub-millisecond axis once read ``0 0 0 0 0``)."""
+    bad = []
+    for direction, ticks in drawn_axes(svg):
+        labels = [t.label for t in ticks]
+        ordered = True
+        if all(NUMBER.fullmatch(label) for label in labels):
+            values = [float(label.replace(",", "").replace("\u2212", "-")) for label in labels]
+            ordered = values == sorted(values)
+        if len(set(labels)) < len(labels) or not ordered:
+            bad.append(f"{direction}: {' '.join(labels)}")
+    return bad

@@ -50,11 +50,45 @@ def test_charts_match_golden(tmp_path):
 def test_which_charts_a_run_gets(tmp_path):
     """Streams and MTU charts only when those settings vary in the run."""
     _, l2 = _charts(recorded("l2-tunnel-mtu", tmp_path))
-    assert list(l2) == ["throughput", "mtu", "cpu", "losses"]
+    assert list(l2) == ["throughput", "runs", "mtu", "cpu", "losses"]
     _, queue = _charts(recorded("queue-comparison", tmp_path))
-    assert list(queue) == ["throughput", "cpu", "losses"]
+    assert list(queue) == ["throughput", "runs", "cpu", "losses"]
     _, many = _charts(wide(tmp_path))
-    assert list(many) == ["throughput", "streams", "mtu", "cpu", "losses"]
+    assert list(many) == ["throughput", "runs", "streams", "mtu", "cpu", "losses"]
+
+
+def test_the_runs_chart_holds_every_good_run_and_its_median(tmp_path):
+    summaries, charts = _charts(recorded("queue-comparison", tmp_path))
+    (series,) = charts["runs"].series
+    measured = [s for s in summaries if s.goodput is not None]
+    assert series.samples is not None and len(series.samples) == len(measured)
+    for s, runs, median in zip(measured, series.samples, series.values, strict=True):
+        assert sorted(runs) == pytest.approx(sorted(v / 1e6 for v in s.goodput.values))
+        assert median == pytest.approx(s.goodput.median / 1e6)
+
+
+def test_a_run_of_one_repetition_has_no_runs_chart(tmp_path):
+    from tunnelbench.report.charts import runs_chart
+
+    summaries, _ = _charts(recorded("queue-comparison", tmp_path))
+    one = [dataclasses.replace(s, trials=s.trials[:1]) for s in summaries]
+    assert runs_chart(one, config_labels(one)) is None
+
+
+def test_the_latency_cdf_pools_every_ping_the_probe_counted(tmp_path):
+    """Each configuration's samples are the pings of its good runs' windows: as many as
+    the probe counted (``rtt.samples``), their largest its ``rtt.loaded_max_ms``."""
+    from tunnelbench.report import view
+
+    loaded = view.load(recorded("bloated-600ms", tmp_path), "latest")
+    chart = {c.id: c for c in charts_for_run(loaded.summaries, loaded.artifact)}["latency-cdf"]
+    assert chart.kind == "cdf" and chart.x_log  # 0.04 to 600 ms: decades
+    (series,) = chart.series
+    assert series.samples is not None
+    for s, pings in zip(loaded.summaries, series.samples, strict=True):
+        ok = [t for t in s.trials if t.status == "ok"]
+        assert len(pings) == sum(t.metrics["rtt.samples"] for t in ok)
+        assert max(pings) == max(t.metrics["rtt.loaded_max_ms"] for t in ok)
 
 
 def test_labels_are_short_unique_and_name_the_varying_settings(tmp_path):

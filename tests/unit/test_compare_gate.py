@@ -84,14 +84,26 @@ def test_the_html_page_has_the_verdicts_and_both_runs_on_one_scale(lab):
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page
     assert "B faster by 50.0%" in page
     goodput = page.split('<svg id="chart-compare-goodput"', 1)[1].split("</svg>", 1)[0]
-    # Two pairs, a bar for each side, one value axis for all.
-    assert goodput.count("<rect") >= 4 and "A: run 1 @ traffic.streams=1" in goodput
+    # Two pairs, a bar for each side (and its legend key), one value axis for all.
+    assert goodput.count('id="compare-goodput-patch_') >= 2 + 4 + 2
+    assert "A: run 1 @ traffic.streams=1" in goodput
     assert '<svg id="chart-compare-latency"' in page
+    forest = page.split('<svg id="chart-compare-forest"', 1)[1].split("</svg>", 1)[0]
+    assert "goodput, B ÷ A" in forest and "round trip under load (p95), B ÷ A" in forest
 
 
 def test_the_charts_hold_each_sides_medians(lab):
     comparison = compare.build(f"{lab}/{ONE}", f"{lab}/{FOUR}", lab / "streams-5-runs.db")
-    goodput, latency = compare_page.charts(comparison)
+    forest, goodput, latency = compare_page.charts(comparison)
+    # The forest plot: each pair's B ÷ A and its interval, goodput's and the round trip's.
+    assert forest.kind == "forest" and [r.value for r in forest.reference_lines] == [1.0]
+    for which, series in zip(("stats", "latency_stats"), forest.series, strict=True):
+        for i, row in enumerate(comparison.rows):
+            stats = getattr(row, which)
+            assert stats is not None and stats.ratio_ci is not None
+            assert series.values[i] == stats.ratio
+            assert (series.low[i], series.high[i]) == stats.ratio_ci  # type: ignore[index]
+            assert series.low[i] <= series.values[i] <= series.high[i]  # type: ignore[index,operator]
     for row, a, b in zip(comparison.rows, *(s.values for s in goodput.series), strict=True):
         assert row.a is not None and row.b is not None
         assert row.a.goodput is not None and row.b.goodput is not None
@@ -106,10 +118,13 @@ def test_the_charts_hold_each_sides_medians(lab):
 def test_markdown_written_to_a_file_links_its_charts(lab):
     done = tunnelbench("compare", ONE, FOUR, "--format", "md", "-o", "c.md", cwd=lab)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "wrote c.md and 2 charts in c-charts/\n"  # as `report -o` says it
+    assert done.stdout == "wrote c.md and 3 charts in c-charts/\n"  # as `report -o` says it
     text = (lab / "c.md").read_text()
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    assert links == ["c-charts/compare-goodput.png", "c-charts/compare-latency.png"]
+    assert links == [
+        "c-charts/compare-forest.png", "c-charts/compare-goodput.png",
+        "c-charts/compare-latency.png",
+    ]  # fmt: skip
     assert all((lab / link).read_bytes().startswith(PNG_SIGNATURE) for link in links)
 
 

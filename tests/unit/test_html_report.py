@@ -1,4 +1,5 @@
-"""The HTML report of the recorded runs: self-contained, escaped, complete; its SVG charts.
+"""The HTML report of the recorded runs: self-contained, escaped, complete; its SVG charts
+(matplotlib's, the renderer the PNGs have).
 
 Opening the page in a real browser is tests/browser/test_html_in_chromium.py.
 """
@@ -9,11 +10,11 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from itertools import pairwise
 
+import numpy
 import pytest
 
-from tests.report_fixtures import RECORDED, recorded, wide
-from tunnelbench.analysis.summary import summarize_run
-from tunnelbench.report import html, svg, view
+from tests.report_fixtures import RECORDED, drawn_axes, recorded, unreadable, wide
+from tunnelbench.report import figures, html, view
 from tunnelbench.report.charts import Chart, Reference, Series, charts_for_run
 
 VOID = {"meta", "br", "link", "img", "input", "hr", "col", "area", "base", "wbr"}
@@ -55,32 +56,37 @@ def test_page_is_one_balanced_document_that_fetches_nothing(name, tmp_path):
     page = html.render(view.load(recorded(name, tmp_path), "latest"))
     parsed = _parse(page)
     assert parsed.errors == [] and parsed.stack == []
-    # Nothing that could make a browser fetch: no script, link, image, frame, import, url().
+    # Nothing that could make a browser fetch: no script, link, image, frame, import, URL;
+    # the charts' references (markers, clip paths) point into the page and resolve there.
     assert {t for t, _ in parsed.tags} <= {
         "html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "p",
         "br", "code", "section", "ul", "li", "div", "table", "thead", "tbody", "tr", "th",
-        "td", "figure", "figcaption", "footer", "svg", "desc", "g", "line", "rect", "text",
-        "circle",
+        "td", "figure", "figcaption", "footer", "svg", "defs", "g", "path", "use", "text",
+        "clippath", "rect",
     }  # fmt: skip
+    ids = {a["id"] for _, a in parsed.tags if a.get("id")}
     for _, attrs in parsed.tags:
-        assert not {"src", "href", "xlink:href", "srcset", "action"} & set(attrs)
-    assert not re.search(r"https?:|url\(|@import", page)
+        assert not {"src", "xlink:href", "srcset", "action"} & set(attrs)
+        assert attrs.get("href") is None or (attrs["href"] or "")[1:] in ids
+    assert set(re.findall(r"url\(#([^)]+)\)", page)) <= ids
+    assert not re.search(r"https?:|url\((?!#)|@import", page)
+    assert len(ids) == sum(1 for _, a in parsed.tags if a.get("id"))  # no id twice
     csp = next(a for t, a in parsed.tags if t == "meta" and a.get("http-equiv"))
     assert (csp["content"] or "").startswith("default-src 'none'")
 
 
 @pytest.mark.parametrize("name", RECORDED)
-def test_every_chart_is_an_accessible_well_formed_svg(name, tmp_path):
-    store = recorded(name, tmp_path)
-    charts = charts_for_run(summarize_run(store.trials(1)))
-    page = html.render(view.load(store, "latest"))
-    for chart in charts:
-        drawing = svg.render(chart)
+def test_every_chart_is_an_accessible_well_formed_svg_with_readable_axes(name, tmp_path):
+    loaded = view.load(recorded(name, tmp_path), "latest")
+    page = html.render(loaded)
+    for chart in charts_for_run(loaded.summaries, loaded.artifact):
+        drawing = figures.chart_svg(chart)
         root = ET.fromstring(drawing)  # well-formed XML
         assert root.get("id") == f"chart-{chart.id}"
-        assert root.get("role") == "img"
+        assert root.get("role") == "img" and root.get("class") == "chart"
         assert root.findtext("title") == chart.title
         assert f'id="fig-{chart.id}"' in page and drawing in page
+        assert unreadable(drawing) == [] and len(drawn_axes(drawing)) >= 2, chart.id
 
 
 def test_queue_comparison_page_content(tmp_path):
@@ -133,39 +139,40 @@ def test_write_returns_the_path(tmp_path):
 
 
 def test_fifty_configurations_get_one_readable_row_each(tmp_path):
-    store = wide(tmp_path)
-    charts = charts_for_run(summarize_run(store.trials(1)))
-    throughput = ET.fromstring(svg.render(charts[0]))
-    bars = [e for e in throughput.iter("rect") if e.find("title") is not None]
-    assert len(bars) == 50
-    heights = {float(b.attrib["height"]) for b in bars}
-    assert heights == {14.0}  # every bar its own row at full height, however many
-    label_ys = sorted(
-        float(t.attrib["y"]) for t in throughput.iter("text") if "MTU" in (t.text or "")
-    )
-    assert min(b - a for a, b in pairwise(label_ys)) >= 12
-
-
-def test_svg_helpers():
-    assert svg.nice_ticks(956) == [0, 200, 400, 600, 800, 1000]
-    assert svg.nice_ticks(14368, 4) == [0, 5000, 10000, 15000]
-    assert svg.nice_ticks(0) == [0.0, 1.0]
-    assert svg.fmt(13304.1) == "13,304" and svg.fmt(65.0) == "65" and svg.fmt(2.34) == "2.3"
-    label = "wireguard (wireguard-go) · queue pfifo · limit 1000 · download"
-    assert svg.wrap(label) == ["wireguard (wireguard-go) · queue pfifo", "limit 1000 · download"]
+    loaded = view.load(wide(tmp_path), "latest")
+    charts = charts_for_run(loaded.summaries, loaded.artifact)
+    drawing = figures.chart_svg(charts[0])
+    (rows,) = [ticks for direction, ticks in drawn_axes(drawing) if direction == "y"]
+    assert len(rows) == 50 and len({t.label for t in rows}) == 50
+    ys = sorted(t.y for t in rows)
+    assert min(b - a for a, b in pairwise(ys)) >= 12  # pt apart: each row readable
+    assert unreadable(drawing) == []
 
 
 def test_a_sub_millisecond_axis_reads_unique_ordered_values():
-    """A veth path's round trip (0.03-0.08 ms) second by second: the value axis read
+    """A veth path's round trip (0.03-0.08 ms): the hand-drawn SVG's value axis read
     ``0 0 0 0 0`` when every label had one decimal."""
     chart = Chart(
         id="rtt", title="RTT", kind="line", x_label="s", y_label="ms",
         categories=("1", "2", "3"), series=(Series("rtt", (0.031, 0.074, 0.052)),),
     )  # fmt: skip
-    root = ET.fromstring(svg.render(chart))
-    ticks = [t.text for t in root.iter("text") if t.get("data-axis") == "y"]
-    assert ticks == ["0", "0.02", "0.04", "0.06", "0.08"]
-    assert svg.fmt(0.25) == "0.25" and svg.fmt(0.5) == "0.5" and svg.fmt(1.25) == "1.2"
+    drawing = figures.chart_svg(chart)
+    (values,) = [ticks for direction, ticks in drawn_axes(drawing) if direction == "y"]
+    assert [t.label for t in values][:2] == ["0.00", "0.01"]
+    assert len(values) >= 5 and unreadable(drawing) == []
+
+
+def test_the_axis_check_catches_an_axis_of_zeros():
+    """Negative control for :func:`unreadable`: an axis labelled with one decimal."""
+    chart = Chart(
+        id="rtt", title="RTT", kind="line", x_label="s", y_label="ms",
+        categories=("1", "2", "3"), series=(Series("rtt", (0.031, 0.074, 0.052)),),
+    )  # fmt: skip
+    fig = figures.figure(chart)
+    from matplotlib.ticker import FormatStrFormatter
+
+    fig.axes[0].yaxis.set_major_formatter(FormatStrFormatter("%.1f"))
+    assert unreadable(figures.svg(fig, "rtt", "RTT")) == ["y: 0.0 0.0 0.0 0.0 0.0 0.1 0.1 0.1"]
 
 
 def test_missing_values_and_global_references_are_drawn():
@@ -174,12 +181,13 @@ def test_missing_values_and_global_references_are_drawn():
         categories=("a", "b"), series=(Series("s", (5.0, None), (4.0, None), (6.0, None)),),
         reference_lines=(Reference("cap", 8.0), Reference("base", 7.0, "a")),
     )  # fmt: skip
-    root = ET.fromstring(svg.render(chart))
-    texts = [t.text for t in root.iter("text")]
-    assert "not measured" in texts and "cap (8)" in texts
+    root = ET.fromstring(figures.chart_svg(chart))
+    texts = ["".join(t.itertext()).strip() for t in root.iter("text")]
+    assert figures.NO_DATA in texts and "cap" in texts and "base" in texts
     assert root.findtext("title") == "T & <x>"
-    dashed = [e for e in root.iter("line") if e.get("stroke-dasharray") in ("3 2", "6 3")]
-    assert len(dashed) >= 2 + 2  # the two marks and their two legend keys
+    fig = figures.figure(chart)
+    lines = [line for line in fig.axes[0].get_lines() if line.get_linestyle() == "--"]
+    assert [float(numpy.asarray(line.get_xdata())[0]) for line in lines] == [8.0, 7.0]
 
 
 def test_results_come_before_the_findings_and_each_suggestion_is_said_once(tmp_path):
@@ -216,15 +224,13 @@ def test_a_scatter_of_round_trips_that_span_decades_has_a_log_axis():
         categories=("none", "vxlan", "fifo"), series=(Series("goodput", (900.0, 800.0, 20.0)),),
         x=rtt, x_log=True,
     )  # fmt: skip
-    root = ET.fromstring(svg.render(chart))
-    ticks = [t.text for t in root.iter("text") if t.get("data-axis") == "x"]
-    assert ticks == ["0.01", "0.1", "1", "10", "100"]
-    centres = [
-        float(c.get("cx", "0").rstrip("%"))
-        for c in root.iter("circle")
-        if c.find("title") is not None
-    ]
+    drawing = figures.chart_svg(chart)
+    (decades,) = [ticks for direction, ticks in drawn_axes(drawing) if direction == "x"]
+    assert [t.label for t in decades] == ["0.1", "1", "10"]  # 0.04-48 ms
+    fig = figures.figure(chart)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    width = ax.bbox.width
+    centres = [ax.transData.transform((x, 1.0))[0] for x in (0.05, 0.09, 40.0)]
     assert centres == sorted(centres)
-    assert centres[1] - centres[0] >= 3.0  # % of the width: apart, not piled up at 0
-    assert svg.decades([0.05, 40.0]) == [0.01, 0.1, 1.0, 10.0, 100.0]
-    assert svg.decades([3.0, 7.0]) == [1.0, 10.0]
+    assert centres[1] - centres[0] >= 0.03 * width  # apart, not piled up at 0

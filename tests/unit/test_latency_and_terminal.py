@@ -18,7 +18,7 @@ from tests.conftest import FIXTURES
 from tests.report_fixtures import RUNS, recorded
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.records import TrialRecord
-from tunnelbench.report import charts, fit, json_report, markdown, svg, table, terminal, view
+from tunnelbench.report import charts, figures, fit, json_report, markdown, table, terminal, view
 
 GOLDEN = FIXTURES / "golden" / "terminal"
 WIDTHS = (80, 132)
@@ -95,9 +95,10 @@ def test_the_latency_chart_puts_each_configuration_at_its_medians(tmp_path):
         assert chart.x.values[i] == pytest.approx(s.latency.loaded_p95_ms)
         assert chart.x.low[i] == min(s.latency.p95_runs)  # type: ignore[index]
         assert chart.x.high[i] == max(s.latency.p95_runs)  # type: ignore[index]
-    drawn = svg.render(chart)
-    assert drawn.count("<circle") == 2 * len(loaded.summaries)  # legend and plot
-    assert "1 none · streams 1" in drawn
+    fig = figures.figure(chart)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == [f"{n}  {chart.categories[n - 1]}" for n in range(1, len(legend) + 1)]
+    assert legend[0] == "1  none · streams 1" and len(legend) == len(loaded.summaries)
 
 
 def _terminal(name: str, width: int) -> str:

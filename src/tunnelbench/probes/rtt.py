@@ -36,8 +36,10 @@ import re
 import statistics
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
@@ -164,6 +166,25 @@ def patience(output: PingOutput, timeout: float = TIMEOUT_S) -> float:
     return min(timeout, max(MIN_PATIENCE_S, 2 * slowest))
 
 
+def in_window(output: PingOutput, window: Sequence[float]) -> list[Reply]:
+    """The replies that arrived in the window (wall-clock seconds, ends included): what
+    the loaded figures count, and what a report draws of them."""
+    start, end = window
+    return [r for r in output.replies if start <= r.at <= end]
+
+
+def stored_window(raw: dict[str, Any]) -> tuple[float, list[Reply]]:
+    """From a trial's stored reading (:meth:`Pings.finish`'s): the window's start and the
+    replies in it; none for pings that did not run (a real client that cannot stamp
+    times records only why: ``not_measured``) or whose output was cut short."""
+    if "window" not in raw:
+        return 0.0, []
+    try:
+        return raw["window"][0], in_window(parse_ping(raw.get("loaded", "")), raw["window"])
+    except LabError:
+        return raw["window"][0], []
+
+
 def loaded_metrics(
     output: PingOutput,
     window: tuple[float, float],
@@ -176,7 +197,7 @@ def loaded_metrics(
     """The ``rtt.loaded*``, ``rtt.samples`` and ``rtt.lost`` metrics of one window
     (wall-clock seconds, as ping -D prints them)."""
     start, end = window
-    inside = [r.rtt_ms for r in output.replies if start <= r.at <= end]
+    inside = [r.rtt_ms for r in in_window(output, window)]
     replied = {r.seq for r in output.replies}
     wait = patience(output, timeout)
     lost = sum(

@@ -1,8 +1,8 @@
 """The charts of a run as data: what to draw, not how.
 
-Each renderer (inline SVG for HTML, matplotlib PNG for Markdown) draws the same
-:class:`Chart` objects, so the charts agree across formats. Conventions every renderer
-follows:
+One renderer (:mod:`tunnelbench.report.figures`, matplotlib) draws every :class:`Chart`,
+as inline SVG in the HTML pages and as PNG files beside the Markdown, so the formats
+cannot drift apart. Conventions:
 
 - ``categories`` are the positions along the category axis (one per bar, per stacked bar
   or per point of a line); ``x_label`` names that axis and ``y_label`` the value axis,
@@ -17,6 +17,12 @@ follows:
 - ``scatter``: each category is one point (a configuration), numbered in the legend;
   the one series gives its vertical value and ``x`` its horizontal one, each with
   whiskers; ``x_label`` then names the horizontal value axis.
+- ``box``: a box plot per category of ``samples`` (the runs), each run a dot on it.
+- ``cdf``: the empirical distribution of each category's ``samples`` (a line each);
+  ``x_label`` names the values' axis, ``x_log`` puts it in decades.
+- ``time``: each series is a line over its own ``at`` (seconds), not the categories.
+- ``forest``: a point per category (a pair) with its interval as whiskers, on a ratio
+  axis; a :class:`Reference` marks "no change".
 - A :class:`Reference` with ``category=None`` is a dashed line across the whole chart;
   with a category it marks only that category's bar (e.g. the baseline of one
   configuration).
@@ -35,6 +41,7 @@ from tunnelbench.analysis.summary import (
 )
 from tunnelbench.model.metrics import GOODPUT, RTT_IDLE, RTT_LOADED_P95, UDP_LOST_PACKETS
 from tunnelbench.model.records import TrialRecord, TrialStatus
+from tunnelbench.probes.rtt import stored_window
 from tunnelbench.report.table import (
     AXIS_HEADINGS,
     axis_value,
@@ -43,7 +50,7 @@ from tunnelbench.report.table import (
 )
 from tunnelbench.units import mbit
 
-ChartKind = Literal["bar", "line", "stacked", "scatter"]
+ChartKind = Literal["bar", "line", "stacked", "scatter", "box", "cdf", "time", "forest"]
 ArtifactLookup = Callable[
     [int, str], Any
 ]  # (trial id, artifact name) -> content, e.g. Store.artifact
@@ -61,6 +68,8 @@ class Series:
     values: tuple[float | None, ...]
     low: tuple[float | None, ...] | None = None
     high: tuple[float | None, ...] | None = None
+    samples: tuple[tuple[float, ...], ...] | None = None  # box, cdf: per category
+    at: tuple[float, ...] | None = None  # time: where each value lies (s)
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,7 @@ class Chart:
     note: str = ""  # one or two sentences shown under the chart
     value_max: float | None = None  # fixed top of the value axis (100 for CPU %), else auto
     x: Series | None = None  # a scatter's horizontal values, one per category
-    x_log: bool = False  # a scatter's horizontal axis in decades (values that span them)
+    x_log: bool = False  # the horizontal value axis in decades (values that span them)
 
 
 # --- configuration labels ---
@@ -473,12 +482,72 @@ def losses_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> 
     )
 
 
-def charts_for_run(summaries: Sequence[ConfigSummary]) -> list[Chart]:
+def runs_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart | None:
+    """Every run's goodput per configuration, as a box plot with each run a dot: what a
+    median and its interval summarise (an outlier run, two clusters). None for runs of
+    one repetition, whose box would be the bar."""
+    shown = _measured(summaries)
+    samples = tuple(tuple(mbit(t.metrics[GOODPUT.name]) for t in _ok(s)) for s in shown)
+    if max((len(v) for v in samples), default=0) < 2:
+        return None
+    return Chart(
+        id="runs",
+        title="Goodput of every run",
+        kind="box",
+        x_label="configuration",
+        y_label="goodput (Mbit/s)",
+        categories=tuple(labels[s.key] for s in shown),
+        series=(Series("goodput", tuple(_median(v) for v in samples), samples=samples),),
+        note="Each dot is one run; the box spans the middle half of the runs, its line the"
+        " median, its whiskers the slowest and the fastest run.",
+    )
+
+
+def latency_cdf_chart(
+    summaries: Sequence[ConfigSummary], labels: dict[str, str], artifact: ArtifactLookup
+) -> Chart | None:
+    """The distribution of every ping under load, all runs of each configuration pooled
+    (Flent's CDF): a tail that the 95th percentile hides, two modes of a queue."""
+    shown, samples = [], []
+    for s in _measured(summaries):
+        found = [
+            r.rtt_ms
+            for t in _ok(s)
+            for r in stored_window((artifact(t.id, "probe_readings") or {}).get("rtt", {}))[1]
+        ]
+        if found:
+            shown.append(s)
+            samples.append(tuple(found))
+    if not samples:
+        return None
+    log = spans_decades([min(v) for v in samples] + [max(v) for v in samples])
+    return Chart(
+        id="latency-cdf",
+        title="Round trip under load: every ping",
+        kind="cdf",
+        x_label="round trip under load (ms" + (", log scale)" if log else ")"),
+        x_log=log,
+        y_label="pings at or below (%)",
+        categories=tuple(labels[s.key] for s in shown),
+        series=(Series("round trip", tuple(_median(v) for v in samples), samples=tuple(samples)),),
+        note="The share of the pings sent every 100 ms while the traffic ran that returned"
+        " within each round trip, every run's measured window pooled (the legend counts"
+        " them); a line further left is a shorter wait, a long flat tail a few slow pings.",
+    )
+
+
+def charts_for_run(
+    summaries: Sequence[ConfigSummary], artifact: ArtifactLookup | None = None
+) -> list[Chart]:
     """Every chart that applies to a run, in reading order (``summaries`` from
-    :func:`tunnelbench.analysis.summary.summarize_run`); the time series of single runs
-    are :mod:`tunnelbench.report.timeline`'s."""
+    :func:`tunnelbench.analysis.summary.summarize_run`; ``artifact`` reads what trials
+    stored, for the charts of every ping); the time series of single runs are
+    :mod:`tunnelbench.report.timeline`'s."""
     labels = config_labels(summaries)
-    charts: list[Chart | None] = [throughput_chart(summaries, labels)]
+    charts: list[Chart | None] = [
+        throughput_chart(summaries, labels),
+        runs_chart(summaries, labels),
+    ]
     axes = varying_axes(list(summaries))
     if "traffic.streams" in axes:
         charts.append(
@@ -503,6 +572,8 @@ def charts_for_run(summaries: Sequence[ConfigSummary]) -> list[Chart]:
             )
         )
     charts.append(latency_chart(summaries, labels))
+    if artifact is not None:
+        charts.append(latency_cdf_chart(summaries, labels, artifact))
     charts.append(cpu_chart(summaries, labels))
     charts.append(losses_chart(summaries, labels))
     return [c for c in charts if c is not None]

@@ -10,10 +10,11 @@ from collections.abc import Callable
 from html import escape
 from pathlib import Path
 
+from tunnelbench.analysis import significance
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.records import TrialRecord
-from tunnelbench.report import compare, html, png, svg
-from tunnelbench.report.charts import Chart, Series, spread
+from tunnelbench.report import compare, figures, html
+from tunnelbench.report.charts import Chart, Reference, Series, spans_decades, spread
 from tunnelbench.report.compare import Comparison
 from tunnelbench.report.markdown import ChartFile, chart_lines, charts_dir
 from tunnelbench.units import mbit
@@ -43,13 +44,53 @@ def _pair_chart(
     )
 
 
+def _ratios(
+    rows: list[compare.Row], stats_of: Callable[[compare.Row], significance.Comparison | None]
+) -> tuple[tuple[float | None, ...], tuple[float | None, ...], tuple[float | None, ...]]:
+    """B ÷ A per pair with the ends of its 95% interval (None where it has none)."""
+    found = [stats_of(row) for row in rows]
+    return (
+        tuple(None if st is None else st.ratio for st in found),
+        tuple(None if st is None or st.ratio_ci is None else st.ratio_ci[0] for st in found),
+        tuple(None if st is None or st.ratio_ci is None else st.ratio_ci[1] for st in found),
+    )
+
+
+def forest_chart(comparison: Comparison) -> Chart | None:
+    """B ÷ A per pair with its 95% interval, goodput and loaded round trip on one ratio
+    axis (a forest plot): which changes are real is where an interval misses 1."""
+    series = [Series("goodput, B ÷ A", *_ratios(comparison.rows, lambda r: r.stats))]
+    latency = _ratios(comparison.rows, lambda r: r.latency_stats)
+    if any(v is not None for v in latency[0]):
+        series.append(Series("round trip under load (p95), B ÷ A", *latency))
+    if not any(v is not None for s in series for v in s.values):
+        return None
+    ends = [v for s in series for v in (*s.values, *(s.low or ()), *(s.high or ()))]
+    return Chart(
+        id="compare-forest",
+        title="B against A, each pair's ratio with its 95% interval",
+        kind="forest",
+        x_label="configuration",
+        y_label="B ÷ A (1: no change)",
+        categories=tuple(compare.pair_name(comparison, row) for row in comparison.rows),
+        series=tuple(series),
+        reference_lines=(Reference("no change", 1.0),),
+        x_log=spans_decades(ends),
+        note="Points: the ratio of B's median to A's; whiskers: its bootstrap 95% interval"
+        " (none with fewer than two runs a side). An interval that misses 1 is a change"
+        " the runs show; above 1 is faster for goodput and a longer wait for the round trip.",
+    )
+
+
 def charts(comparison: Comparison) -> list[Chart]:
-    """Goodput of both sides per pair; the loaded round trip too where both have it."""
+    """Each pair's ratio with its interval; goodput of both sides per pair; the loaded
+    round trip too where both have it."""
 
     def goodput(t: TrialRecord) -> float | None:
         return mbit(t.metrics[metric.GOODPUT.name]) if metric.GOODPUT.name in t.metrics else None
 
     found = [
+        forest_chart(comparison),
         _pair_chart(comparison, "compare-goodput", "Goodput, A and B", "goodput (Mbit/s)", goodput),
         _pair_chart(
             comparison,
@@ -82,8 +123,8 @@ def page(comparison: Comparison) -> str:
     notes = "".join(
         f'<p class="muted">{escape(line)}</p>' for line in compare.explanation(comparison)
     )
-    figures = "".join(
-        f'<figure id="fig-{escape(c.id)}"><h3>{escape(c.title)}</h3>{svg.render(c)}'
+    drawn = "".join(
+        f'<figure id="fig-{escape(c.id)}"><h3>{escape(c.title)}</h3>{figures.chart_svg(c)}'
         f"<figcaption>{escape(c.note)}</figcaption></figure>"
         for c in charts(comparison)
     )
@@ -100,7 +141,7 @@ def page(comparison: Comparison) -> str:
         f'<section id="verdicts"><h2>Verdict per pair</h2><div class="scroll">'
         f'<table class="results"><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>'
         f"</div>{notes}</section>"
-        f'<section id="charts"><h2>Charts</h2>{figures}</section>'
+        f'<section id="charts"><h2>Charts</h2>{drawn}</section>'
         f'<section id="environment"><h2>Environment</h2><ul>{environment}</ul></section>'
         "</body></html>\n"
     )
@@ -122,7 +163,7 @@ def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
     """The Markdown at ``path`` with its charts as PNG files in ``charts_dir(path)``;
     the paths written, the Markdown first."""
     directory = charts_dir(path)
-    drawn = png.write_charts(charts(comparison), directory)
+    drawn = figures.write_charts(charts(comparison), directory)
     linked = [ChartFile(c, f"{directory.name}/{f.name}") for c, f in drawn]
     text = compare.render_markdown(comparison)
     if linked:

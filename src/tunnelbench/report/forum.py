@@ -15,7 +15,7 @@ from urllib.parse import quote
 from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.plan import Experiment
-from tunnelbench.report import findings, markdown, png, precision, tune
+from tunnelbench.report import figures, findings, markdown, precision, tune
 from tunnelbench.report.charts import config_labels, label_axes, setting_parts, summary_charts
 from tunnelbench.report.fit import wrap
 from tunnelbench.report.markdown import escape
@@ -217,9 +217,9 @@ def write(view: RunView, path: Path, width: int = WIDTH) -> list[Path]:
     first."""
     image = summary_path(path)
     panels = summary_charts(view.summaries, config_labels(view.summaries))
-    drawn = any(png.drawable(c) for c in panels)
+    drawn = any(figures.drawable(c) for c in panels)
     path.write_text(document(view, image.name if drawn else None, width))
     if not drawn:
         return [path]
-    png.write_summary(view_title(view), panels, image)
+    figures.write_summary(view_title(view), panels, image)
     return [path, image]

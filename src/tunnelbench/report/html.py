@@ -1,7 +1,8 @@
 """A run as one self-contained HTML page: summary, environment, results, charts.
 
-The page fetches nothing: styles are inline, charts are inline SVG, there is no script,
-and a Content-Security-Policy forbids every fetch should anything slip in. It reads on a
+The page fetches nothing: styles are inline, charts are inline SVG drawn by the one
+renderer the PNGs have (:mod:`.figures`), there is no script, and a
+Content-Security-Policy forbids every fetch should anything slip in. It reads on a
 phone (no fixed widths; wide tables scroll inside their box), gives the results table
 the whole width of a wide window, and prints (``@media
 print``). Every string that comes from the store is HTML-escaped.
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.records import GUESTS, RunRecord, TrialRecord
-from tunnelbench.report import findings, software, svg, table, timeline, tune
+from tunnelbench.report import figures, findings, software, table, timeline, tune
 from tunnelbench.report.charts import charts_for_run, config_labels
 from tunnelbench.report.markdown import guest_line
 from tunnelbench.report.view import RunView
@@ -45,12 +46,9 @@ table.results td.num { white-space: nowrap; }
 tr.skipped td { color: var(--muted); }
 table.env th { background: none; white-space: nowrap; }
 figure { margin: 1em 0 2em; }
-svg.chart { display: block; overflow: visible; }
-svg.chart text { font-family: inherit; }
+/* Drawn 9 in wide; narrower on a narrow screen, in proportion (its viewBox). */
+svg.chart { display: block; max-width: 100%; height: auto; }
 figcaption { font-size: 0.88em; margin-top: 0.4em; }
-.multiples { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr));
-             gap: 0 24px; }
-.multiples figure { margin: 0.5em 0 1em; min-width: 0; }
 /* The results table may take the whole window, not only the text's 1000 px: at a
    1300 px window its last columns (the verdict and its evidence) sat behind a
    scrollbar while 300 px stayed empty. 48 px: the page's padding and a scrollbar. */
@@ -251,43 +249,39 @@ def _findings(run: RunRecord, summaries: list[ConfigSummary]) -> str:
     )
 
 
-#: Plot height of a timeline's panels, in px: each panel is one strip of the time axis.
-PANEL_H, COMPACT_PANEL_H = 90, 50
-
-
 def _timelines(found: Sequence[timeline.Timeline]) -> str:
-    """Each configuration's median run second by second: its panels stacked on one time
-    axis; many configurations side by side in small multiples."""
+    """Each configuration's median run over its window: its panels stacked on one time
+    axis; many configurations as small multiples in one drawing."""
     if not found:
         return ""
     compact = found[0].compact
-    height = COMPACT_PANEL_H if compact else PANEL_H
-    figures = "".join(
-        f'<figure id="fig-{escape(t.id)}"><h3>{escape(t.title)}</h3>'
-        + "".join(
-            svg.render(panel, plot_h=height, x_axis=panel is t.panels[-1]) for panel in t.panels
+    if compact:
+        figures_html = (
+            f'<figure id="fig-timelines">{figures.multiples_svg(found)}<figcaption>Each'
+            " panel: the median run of its configuration.</figcaption></figure>"
         )
-        + f"<figcaption>{escape(t.note)}</figcaption></figure>"
-        for t in found
-    )
+    else:
+        figures_html = "".join(
+            f'<figure id="fig-{escape(t.id)}"><h3>{escape(t.title)}</h3>'
+            f"{figures.timeline_svg(t)}<figcaption>{escape(t.note)}</figcaption></figure>"
+            for t in found
+        )
     intro = (
-        '<p class="muted">The median run of each configuration, second by second: goodput,'
-        " the round trip of the pings in that second"
+        '<p class="muted">The median run of each configuration over its measured window, at'
+        " the rate the instruments sample: the receivers' goodput (every 0.1 s where they"
+        " reported so), each ping's round trip"
         + ("" if compact else ", and the busiest cores' user, system and softirq shares")
         + ".</p>"
     )
-    css = ' class="multiples"' if compact else ""
-    return (
-        f'<section id="seconds"><h2>Second by second</h2>{intro}<div{css}>{figures}</div></section>'
-    )
+    return f'<section id="seconds"><h2>Over the window</h2>{intro}{figures_html}</section>'
 
 
 def render(view: RunView) -> str:
     """The whole page for a run, as one string."""
     run, summaries = view.run, view.summaries
-    charts = charts_for_run(summaries)
-    figures = "".join(
-        f'<figure id="fig-{escape(c.id)}"><h3>{escape(c.title)}</h3>{svg.render(c)}'
+    charts = charts_for_run(summaries, view.artifact)
+    drawn = "".join(
+        f'<figure id="fig-{escape(c.id)}"><h3>{escape(c.title)}</h3>{figures.chart_svg(c)}'
         f"<figcaption>{escape(c.note)}</figcaption></figure>"
         for c in charts
     )
@@ -313,7 +307,7 @@ def render(view: RunView) -> str:
         + f'<section id="results"><h2>Results</h2>{_results(summaries)}</section>'
         + _list("This machine's noise", view.noise.lines(), "noise")
         + _findings(run, summaries)
-        + f'<section id="charts"><h2>Charts</h2>{figures}</section>'
+        + f'<section id="charts"><h2>Charts</h2>{drawn}</section>'
         + seconds
         + f'<section id="environment"><h2>Environment</h2>{_environment(run, view.trials)}'
         "</section>" + '<footer class="muted"><p>Written by tunnelbench from the results database '

@@ -20,7 +20,7 @@ from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.model.records import GUESTS, TCG, Resolved, RunRecord, TrialRecord
 from tunnelbench.model.tuning import TuneRecord
 from tunnelbench.model.wan import format_pct, format_us
-from tunnelbench.report import findings, png, precision, software, timeline, tune
+from tunnelbench.report import figures, findings, precision, software, timeline, tune
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
@@ -473,17 +473,17 @@ def charts_dir(path: Path) -> Path:
 
 
 def charts(view: RunView) -> list[Chart]:
-    return charts_for_run(view.summaries)
+    return charts_for_run(view.summaries, view.artifact)
 
 
 def write(view: RunView, path: Path) -> list[Path]:
     """Write the report to ``path`` and its charts as PNG files into ``charts_dir(path)``;
     return the paths written, the report first."""
     directory = charts_dir(path)
-    files = png.write_charts(charts(view), directory)
+    files = figures.write_charts(charts(view), directory)
     linked = [ChartFile(c, f"{directory.name}/{f.name}") for c, f in files]
     found = timeline.timelines(view.summaries, view.artifact)
-    seconds = png.write_timelines(found, directory)
+    seconds = figures.write_timelines(found, directory)
     text = document(view, linked)
     if seconds:
         text += "\n".join(timeline_lines(found, [f"{directory.name}/{f.name}" for f in seconds]))
@@ -493,16 +493,17 @@ def write(view: RunView, path: Path) -> list[Path]:
 
 
 def timeline_lines(found: Sequence[timeline.Timeline], links: Sequence[str]) -> list[str]:
-    """The "Second by second" section: a picture per configuration, or one of small
+    """The "Over the window" section: a picture per configuration, or one of small
     multiples."""
-    out = ["", "## Second by second", ""]
+    out = ["", "## Over the window", ""]
     out.append(
-        "The median run of each configuration, second by second: goodput, the round trip"
-        " of the pings in that second, and the busiest cores' user, system and softirq"
-        " shares (small multiples of goodput and round trip for many configurations)."
+        "The median run of each configuration over its measured window, at the rate the"
+        " instruments sample: the receivers' goodput (every 0.1 s where they reported so),"
+        " each ping's round trip, and the busiest cores' user, system and softirq shares"
+        " (small multiples of goodput and round trip for many configurations)."
     )
     if len(links) == 1 and len(found) > 1:
-        return [*out, "", f"![second by second]({quote(links[0])})"]
+        return [*out, "", f"![over the window]({quote(links[0])})"]
     for t, link in zip(found, links, strict=True):
         out += [
             "",

@@ -51,7 +51,7 @@ _DIRECTION_FLAGS = {Direction.UPLOAD: [], Direction.DOWNLOAD: ["-R"], Direction.
 STAGGER_MARGIN_S = 2
 STOP_ROOM_S = 2
 # Interval length (s) in that mode, on both ends: the window's edges fall within it.
-WINDOW_INTERVAL_S = 0.1
+WINDOW_INTERVAL_S = iperf3_json.FINE_S
 # With an "auto" warm-up each client runs this much longer than the warm-up's bound and
 # the window; it is stopped (SIGINT, which keeps its JSON) once the window has passed.
 AUTO_MARGIN_S = 2

@@ -153,6 +153,53 @@ WINDOW_KEY = "tunnelbench_window"
 STOPPED_KEY = "tunnelbench_stopped"
 
 
+Half = tuple[str, dict[str, Any], str, dict[str, Any], str]
+
+
+def _halves(doc: dict[str, Any]) -> list[Half]:
+    """Each direction of the test: (direction, receiving report, its summary key,
+    sending report, its summary key)."""
+    server = doc.get("server_output_json") or {}
+    if not server.get("intervals"):
+        raise LabError("iperf3 output lacks the server's intervals (run with --get-server-output)")
+    reverse = bool(doc.get("start", {}).get("test_start", {}).get("reverse", 0))
+    bidir = any("sum_bidir_reverse" in i for i in doc.get("intervals", []))
+    halves: list[Half] = []
+    if reverse:
+        halves.append(("download", doc, "sum", server, "sum"))
+    else:
+        halves.append(("upload", server, "sum", doc, "sum"))
+    if bidir:
+        halves.append(("download", doc, "sum_bidir_reverse", server, "sum_bidir_reverse"))
+    return halves
+
+
+#: The receivers' short interval (s) for a client measured over a common window
+#: (iperf3.WINDOW_INTERVAL_S is this).
+FINE_S = 0.1
+
+
+def interval_s(doc: dict[str, Any]) -> float:
+    """How often the receivers reported: :data:`FINE_S` (``-i 0.1``) or 1 s."""
+    _, receiver, key, _, _ = _halves(doc)[0]
+    lengths = sorted(i.seconds for i in _timeline(receiver, key, sender=False))
+    return 1.0 if not lengths or lengths[len(lengths) // 2] > 0.5 else FINE_S
+
+
+def series(doc: dict[str, Any], duration: int, step: float) -> list[float]:
+    """Goodput (bit/s) in each ``step`` of the window [offset, offset + duration), every
+    direction summed: the receivers' intervals whose middle lies in it. A step shorter
+    than the receivers' interval gives 0 where no interval's middle falls."""
+    offset = float(doc.get(WINDOW_KEY, {}).get("offset_s", 0.0))
+    count = round(duration / step)
+    out = [0.0] * count
+    for _, receiver, key, _, _ in _halves(doc):
+        received = _within(_timeline(receiver, key, sender=False), offset, offset + duration)
+        for n in range(count):
+            out[n] += _rate(_within(received, offset + n * step, offset + (n + 1) * step))
+    return out
+
+
 def parse(doc: dict[str, Any], duration: int) -> ProcessMeasurement:
     """One client's measurement over [offset, offset + duration) s of its measured
     (non-omitted) test, ``offset`` read from :data:`WINDOW_KEY` (0 without it: the test's
@@ -168,25 +215,11 @@ def parse(doc: dict[str, Any], duration: int) -> ProcessMeasurement:
     if "error" in doc:
         raise LabError(f"iperf3: {doc['error']}")
     offset = float(doc.get(WINDOW_KEY, {}).get("offset_s", 0.0))
-    server = doc.get("server_output_json") or {}
-    if not server.get("intervals"):
-        raise LabError("iperf3 output lacks the server's intervals (run with --get-server-output)")
-    reverse = bool(doc.get("start", {}).get("test_start", {}).get("reverse", 0))
-    bidir = any("sum_bidir_reverse" in i for i in doc.get("intervals", []))
-    # (direction, receiving report, its summary key, sending report, its summary key)
-    halves: list[tuple[str, dict[str, Any], str, dict[str, Any], str]] = []
-    if reverse:
-        halves.append(("download", doc, "sum", server, "sum"))
-    else:
-        halves.append(("upload", server, "sum", doc, "sum"))
-    if bidir:
-        halves.append(("download", doc, "sum_bidir_reverse", server, "sum_bidir_reverse"))
     end = offset + duration
     rates: dict[str, float] = {}
     counted: list[float] = []
-    series = [0.0] * duration
     retransmits: list[int] = []
-    for direction, receiver, key, sender, sender_key in halves:
+    for direction, receiver, key, sender, sender_key in _halves(doc):
         received = _within(_timeline(receiver, key, sender=False), offset, end)
         covered = sum(i.seconds for i in received)
         if covered < duration - 0.5:
@@ -196,9 +229,6 @@ def parse(doc: dict[str, Any], duration: int) -> ProcessMeasurement:
             )
         rates[direction] = rates.get(direction, 0.0) + _rate(received)
         counted.append(covered)
-        for second in range(duration):
-            part = _within(received, offset + second, offset + second + 1)
-            series[second] += _rate(part)
         sent = _within(_timeline(sender, sender_key, sender=True), offset, end)
         retransmits += [i.retransmits for i in sent if i.retransmits is not None]
     udp = protocol(doc) == "UDP"
@@ -207,7 +237,7 @@ def parse(doc: dict[str, Any], duration: int) -> ProcessMeasurement:
         upload_bps=rates.get("upload"),
         download_bps=rates.get("download"),
         retransmits=None if udp or not retransmits else sum(retransmits),
-        intervals_bps=series,
+        intervals_bps=series(doc, duration, 1.0),
         udp=udp_received(doc) if udp else [],
         congestion=end_summary.get("sender_tcp_congestion"),
         window_s=min(counted),
