@@ -72,6 +72,10 @@ def test_markdown_html_and_json_show_idle_loaded_and_increase(tmp_path):
     cells = next(r for r in rows if r[0] == "wireguard (wireguard-go)" and r[1] == "4")
     idle, loaded_cell, increase = table.rtt_cells(lat)
     assert [idle, loaded_cell, increase] == ["0.57", "15.5 / 29.6", "+14.9"]
+    # Noise is not a signed figure: a veth path's -0.02 ms reads "≈0".
+    assert [table.increase_cell(v) for v in (-0.02, 0.049, -0.06, None)] == [
+        "≈0", "≈0", "-0.06", "-",
+    ]  # fmt: skip
     assert cells[-5:-2] == [idle, loaded_cell, increase]
     html_text = markdown.render(loaded)
     assert "Idle RTT is the median round trip" in html_text

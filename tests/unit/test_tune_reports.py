@@ -98,3 +98,36 @@ def test_runs_json_counts_a_tuning_session_as_planned_what_it_ran(tmp_path: Path
     assert done.returncode == 0, done.stderr
     (run,) = json.loads(done.stdout)
     assert run["trials"] == {"stored": 25, "planned": 25, "ok": 25, "failed": 0, "skipped": 0}
+
+
+def test_the_rows_follow_the_settings_and_the_summary_names_the_kept_configuration(loaded):
+    """The session tried 4, 16, 64, then 256 and 1024: the tables read 4 to 1024. The
+    fastest row (1024, 96 Mbit/s) was not kept (under the minimum gain); the summary
+    names the one that was."""
+    limits = [s.config.lab.wan.queue_limit for s in loaded.summaries]
+    assert limits == [4, 16, 64, 256, 1024]
+    shuffled = list(reversed(loaded.summaries))
+    assert view.in_setting_order(shuffled) == loaded.summaries
+    summary = html.render(loaded).split('<ul class="answer">', 1)[1].split("</ul>", 1)[0]
+    assert (
+        "Kept: none, 4 streams, upload, wan 100M, pfifo 64, after lab.wan.queue_limit = 64."
+        in summary
+    )
+    assert "fastest" not in summary
+
+
+def test_a_run_without_a_baseline_has_no_baseline_column_nor_mark(loaded):
+    """A tuning session of a tunnel measures no no-tunnel baseline: no "% base" column
+    of dashes, and no chart caption about a baseline it never drew."""
+    import dataclasses
+
+    from tunnelbench.report import charts, forum, table
+
+    alone = [
+        dataclasses.replace(s, pct_of_baseline=None, baseline_key=None) for s in loaded.summaries
+    ]
+    header, _ = table.rows(alone)
+    assert "% base" not in header and "% base" in table.rows(loaded.summaries)[0]
+    assert "% base" not in "\n".join(forum.results(alone, 100))
+    note = charts.throughput_chart(alone, charts.config_labels(alone)).note
+    assert "baseline" not in note and "Marks: the shaped WAN rate." in note

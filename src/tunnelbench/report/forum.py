@@ -83,6 +83,8 @@ def results(summaries: list[ConfigSummary], width: int) -> list[str]:
     labels = config_labels(summaries)
     axes = label_axes(summaries)
     left_out = ["RTT ms idle→p95"] if all(s.latency is None for s in summaries) else []
+    if all(s.pct_of_baseline is None for s in summaries):  # no baseline was measured
+        left_out.append("% base")
     Groups = list[tuple[str | None, list[list[str]]]]
     one: Groups = [(None, [_row(s, labels[s.key]) for s in summaries])]
     # A tunnel's own settings (its MTU, cipher) name its row; the lab's and the traffic's

@@ -286,7 +286,10 @@ def render(view: RunView) -> str:
         for c in charts
     )
     seconds = _timelines(timeline.timelines(summaries, view.artifact))
-    answer = "".join(f"<li>{escape(s)}</li>" for s in answer_sentences(summaries))
+    # A tuning session's answer is the configuration it kept, not its fastest row.
+    record = tune.record_of(run)
+    sentences = answer_sentences(summaries) if record is None else tune.answer(record)
+    answer = "".join(f"<li>{escape(s)}</li>" for s in sentences)
     name = run.experiment.get("name")
     return (
         "<!DOCTYPE html>\n"

@@ -206,12 +206,22 @@ def rtt_cells(latency: Latency | None) -> list[str]:
     if latency.loaded_ms is not None:
         p95 = "-" if latency.loaded_p95_ms is None else ms(latency.loaded_p95_ms)
         loaded = f"{ms(latency.loaded_ms)} / {p95}"
-    increase = latency.increase_ms
-    return [
-        ms(latency.idle_ms),
-        loaded,
-        "-" if increase is None else f"{'+' if increase >= 0 else '-'}{ms(abs(increase))}",
-    ]
+    return [ms(latency.idle_ms), loaded, increase_cell(latency.increase_ms)]
+
+
+#: Loaded minus idle closer to 0 than this is shown as "≈0", not as a signed figure: it is
+#: ping's own spread on a path of a few hops (a veth path's idle and loaded medians move
+#: by 0.01-0.03 ms between runs with no load at all).
+SAME_RTT_MS = 0.05
+
+
+def increase_cell(increase: float | None) -> str:
+    """``+14.9``; ``≈0`` within :data:`SAME_RTT_MS`, where a sign would be noise."""
+    if increase is None:
+        return "-"
+    if abs(increase) < SAME_RTT_MS:
+        return "≈0"
+    return f"{'+' if increase >= 0 else '-'}{ms(abs(increase))}"
 
 
 def median_with_ci(g: Summary) -> str:
@@ -229,7 +239,11 @@ def rows(
     axes = table_axes(summaries)
     header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes)]
     header += ["median Mbit/s (95% CI)", "consistency"]  # the statistics of the runs
-    header += ["retrans", "% base"]
+    header.append("retrans")
+    # A run that measured no baseline (a tuning session of a tunnel) has no such column.
+    baselines = any(s.pct_of_baseline is not None for s in summaries)
+    if baselines:
+        header.append("% base")
     ceilings = any(s.ceiling is not None for s in summaries)
     if ceilings:
         header.append("% ceil")
@@ -247,7 +261,8 @@ def rows(
             g = s.goodput
             row += [median_with_ci(g), consistency(g)]
             row.append(retransmits_cell(s))
-            row.append(f"{s.pct_of_baseline:.0f}%" if s.pct_of_baseline is not None else "-")
+            if baselines:
+                row.append("-" if s.pct_of_baseline is None else f"{s.pct_of_baseline:.0f}%")
             if ceilings:
                 row.append("-" if s.pct_of_ceiling is None else f"{s.pct_of_ceiling:.1f}%")
             if latency:

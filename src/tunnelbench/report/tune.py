@@ -43,6 +43,17 @@ def headline(record: TuneRecord) -> str:
     )
 
 
+def answer(record: TuneRecord) -> list[str]:
+    """A session's answer for a report's summary: its headline, and the configuration it
+    kept (not the fastest it measured: a gain under the minimum is not kept)."""
+    kept = record.kept()
+    out = [headline(record) + "."]
+    if kept:
+        changes = ", ".join(f"{c.setting} = {show(c.value)}" for _, c in kept)
+        out.append(f"Kept: {label(record.best)}, after {changes}.")
+    return out
+
+
 def step_lines(record: TuneRecord) -> list[list[str]]:
     """Per step, its lines: what it started from, its candidates' verdicts (the kept one
     marked) and what it could not try."""

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from tunnelbench.analysis import noise
-from tunnelbench.analysis.summary import ConfigSummary, summarize_run
+from tunnelbench.analysis.summary import ConfigSummary, summarize_run, varying_axes
 from tunnelbench.bench.store import Store
+from tunnelbench.model.plan import flatten
 from tunnelbench.model.records import RunRecord, TrialRecord
 from tunnelbench.report import findings
 
@@ -56,15 +57,36 @@ class RunView:
         return noise.measure(named, self.trials)
 
 
+def _sortable(value: Any) -> tuple[int, float, str]:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, "" if value is None else str(value))
+
+
+def in_setting_order(summaries: list[ConfigSummary]) -> list[ConfigSummary]:
+    """Configurations ordered by the settings that vary between them, numbers as numbers:
+    a tuning session stores them in the order it tried them (queue limits 4, 16, 64,
+    1024, 256), which no table should be read in."""
+    axes = varying_axes(summaries)
+
+    def key(s: ConfigSummary) -> tuple[tuple[int, float, str], ...]:
+        flat = flatten(s.config.to_dict())
+        return tuple(_sortable(flat.get(axis)) for axis in axes)
+
+    return sorted(summaries, key=key)
+
+
 def load(store: Store, ref: str) -> RunView:
     """The run ``ref`` (an id or ``latest``) of ``store``; an unknown run is the store's
-    :class:`~tunnelbench.errors.UserError`."""
+    :class:`~tunnelbench.errors.UserError`. A plan's configurations keep its order; a
+    tuning session's are put in the order of their settings."""
     run = store.run(ref)
     trials = store.trials(run.id)
+    summaries = summarize_run(trials, run.environment)
     return RunView(
         run=run,
         trials=trials,
-        summaries=summarize_run(trials, run.environment),
+        summaries=summaries if run.tune is None else in_setting_order(summaries),
         trial_counts=store.trial_counts(run.id),
         store=store,
     )
