@@ -112,12 +112,25 @@ def test_runs_recorded_before_the_parts_show_the_busy_share(tmp_path):
     assert cpu_panels and all([x.name for x in p.series] == ["busy"] for p in cpu_panels)
 
 
-def test_many_configurations_are_small_multiples_without_cpu(tmp_path):
+def test_many_configurations_are_small_multiples_with_the_busiest_core(tmp_path):
     loaded = _loaded("queue-comparison", tmp_path)
     found = timeline.timelines(loaded.summaries, loaded.artifact)
     measured = [s for s in loaded.summaries if s.goodput is not None]
     assert len(found) == len(measured) >= timeline.COMPACT_FROM
-    assert all(t.compact and [p.title for p in t.panels] == ["goodput"] for t in found)
+    for t, s in zip(found, measured, strict=True):
+        assert t.compact and t.panels[0].title == "goodput"
+        (cpu,) = t.panels[1:]  # one core's whole share: the parts summed
+        (busy,) = cpu.series
+        trial = timeline.median_run(s)
+        assert trial is not None
+        parts = timeline.cpu_points(loaded.artifact(trial.id, "probes")["series"], t.seconds)
+        core = int(cpu.title[3:])
+        assert busy.values == pytest.approx(
+            [sum(v) for v in zip(*(p[1] for p in parts[core].values()), strict=True)]
+        )
+        # The busiest: no other core was busier over the window.
+        load = {c: sum(sum(values) for _, values in parts[c].values()) for c in parts}
+        assert load[core] == max(load.values())
     directory = tmp_path / "charts"
     (path,) = figures.write_timelines(found, directory)
     assert path.name == "timelines.png" and path.read_bytes().startswith(PNG_SIGNATURE)

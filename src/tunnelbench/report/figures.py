@@ -34,6 +34,7 @@ LEGEND_CHARS = 120  # characters of legend text across the figure at font size 8
 LEGEND_ROW_IN = 0.2
 PANEL_IN = 1.5  # height of one timeline panel
 MULTIPLE_IN = 1.6  # height of one row of small multiples
+STRIP_IN = 0.5  # and of its CPU strip
 MULTIPLES_COLUMNS = 2
 HORIZONTAL = ("bar", "stacked", "box", "forest")
 
@@ -391,25 +392,28 @@ def timeline_figure(t: Timeline, *, titled: bool = True) -> "Figure":
 
 def multiples_figure(found: Sequence[Timeline]) -> "Figure":
     """Small multiples: each configuration's goodput (and round trip, on the right-hand
-    axis) over its window, several to a row."""
+    axis) over its window, several to a row, and under it a strip of its busiest core's
+    share."""
     columns = min(MULTIPLES_COLUMNS, len(found))
     rows = math.ceil(len(found) / columns)
-    height = 0.4 + MULTIPLE_IN * rows
+    height = 0.4 + (MULTIPLE_IN + STRIP_IN) * rows
     # Margins set here, in inches, rather than solved by the constrained layout, which
     # draws the figure twice to solve it for every small axis and its twin: a
     # 16-configuration Markdown report took 8.8 s with it and 7.4 s without.
     fig = _figure(WIDTH_IN, height, layout=None)
     grid = fig.subplots(
-        rows, columns, squeeze=False,
+        2 * rows, columns, squeeze=False,
         gridspec_kw={
             "left": 0.45 / WIDTH_IN, "right": 1 - 0.45 / WIDTH_IN,
             "bottom": 0.3 / height, "top": 1 - 0.55 / height,
-            "wspace": 0.3, "hspace": 0.36 * 1.6 / MULTIPLE_IN,
+            "wspace": 0.3, "hspace": 0.55, "height_ratios": [MULTIPLE_IN, STRIP_IN] * rows,
         },
     )  # fmt: skip
-    for n, ax in enumerate(grid.flat):
+    for n in range(rows * columns):
+        ax, strip = grid[2 * (n // columns), n % columns], grid[2 * (n // columns) + 1, n % columns]
         if n >= len(found):
             ax.set_visible(False)
+            strip.set_visible(False)
             continue
         t = found[n]
         goodput = t.panels[0].series[0]
@@ -417,7 +421,7 @@ def multiples_figure(found: Sequence[Timeline]) -> "Figure":
         ax.set_ylim(0, _top(t.panels[0]))
         ax.set_xlim(0, t.seconds)
         ax.set_title(_plain(_short(t.title, 64)), fontsize=7)
-        ax.tick_params(labelsize=6)
+        ax.tick_params(labelsize=6, labelbottom=False)
         rtt = next((p for p in t.panels if p.id.endswith("-rtt")), None)
         if rtt is not None:
             right = ax.twinx()
@@ -425,8 +429,18 @@ def multiples_figure(found: Sequence[Timeline]) -> "Figure":
                        linewidth=0.7, linestyle="--")  # fmt: skip
             right.set_ylim(bottom=0)
             right.tick_params(labelsize=6, colors="#D55E00")
+        cpu = next((p for p in t.panels if p.title.startswith("cpu")), None)
+        strip.set_xlim(0, t.seconds)
+        strip.set_ylim(0, 100)
+        strip.set_yticks([0, 100])
+        strip.tick_params(labelsize=6)
+        if cpu is not None:
+            busy = cpu.series[0]
+            strip.fill_between(busy.at or (), _values(busy.values), color="#999999", linewidth=0)
+            strip.set_ylabel(cpu.title, fontsize=6)
     fig.suptitle(
-        "goodput (Mbit/s, solid, left) and round trip (ms, dashed, right) over the window (s)",
+        "goodput (Mbit/s, solid, left) and round trip (ms, dashed, right) over the window (s);"
+        " under each, its busiest core's share (%)",
         fontsize=9,
     )
     return fig

@@ -270,7 +270,11 @@ def _timelines(found: Sequence[timeline.Timeline]) -> str:
         '<p class="muted">The median run of each configuration over its measured window, at'
         " the rate the instruments sample: the receivers' goodput (every 0.1 s where they"
         " reported so), each ping's round trip"
-        + ("" if compact else ", and the busiest cores' user, system and softirq shares")
+        + (
+            ", and the busiest core's share"
+            if compact
+            else ", and the busiest cores' user, system and softirq shares"
+        )
         + ".</p>"
     )
     return f'<section id="seconds"><h2>Over the window</h2>{intro}{figures_html}</section>'

@@ -500,7 +500,8 @@ def timeline_lines(found: Sequence[timeline.Timeline], links: Sequence[str]) -> 
         "The median run of each configuration over its measured window, at the rate the"
         " instruments sample: the receivers' goodput (every 0.1 s where they reported so),"
         " each ping's round trip, and the busiest cores' user, system and softirq shares"
-        " (small multiples of goodput and round trip for many configurations)."
+        " (small multiples of goodput, round trip and the busiest core's share for many"
+        " configurations)."
     )
     if len(links) == 1 and len(found) > 1:
         return [*out, "", f"![over the window]({quote(links[0])})"]

@@ -29,8 +29,8 @@ from tunnelbench.report.charts import ArtifactLookup, Chart, Series, config_labe
 from tunnelbench.traffic import iperf3_json
 from tunnelbench.units import mbit
 
-#: Beyond this many configurations the timelines are drawn small (goodput and round
-#: trip only), several to a row: the small-multiples view.
+#: Beyond this many configurations the timelines are drawn small (goodput and round trip,
+#: and the busiest core's whole share), several to a row: the small-multiples view.
 COMPACT_FROM = 5
 #: The CPU panels show at most this many cores of a configuration: its busiest.
 CORES_SHOWN = 2
@@ -136,8 +136,11 @@ def timeline(
         panels.append(panel("rtt", "round trip (ms)", (Series("each ping", values, at=at),)))
     probes = artifact(trial.id, "probes") or {}
     cpu = cpu_points(probes.get("series") or [], seconds)
-    for core in _busiest(cpu, 0 if compact else CORES_SHOWN):
+    for core in _busiest(cpu, 1 if compact else CORES_SHOWN):
         parts = tuple(Series(part, v, at=t) for part, (t, v) in cpu[core].items())
+        if compact:  # one line: the parts' sum
+            busy = tuple(map(sum, zip(*(p.values for p in parts), strict=True)))
+            parts = (Series("busy", busy, at=parts[0].at),)
         panels.append(panel(f"cpu{core}", f"cpu{core} (%)", parts, top=100.0))
     g = summary.goodput
     runs = len([t for t in summary.trials if t.status is TrialStatus.OK])
