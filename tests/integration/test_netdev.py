@@ -3,6 +3,7 @@
 same namespace, and against the command-line path every other host takes."""
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,42 @@ def test_a_link_is_up_until_its_peer_goes_down(lab):
     assert state[0]["operstate"] != "UP"
     with pytest.raises(LabError, match="nosuchdev"):
         client.links_up(["nosuchdev"])
+
+
+@pytest.mark.parametrize("shaper", ["tbf", "htb"])
+def test_the_qdiscs_read_over_rtnetlink_are_what_tc_shows(shaper):
+    """Every qdisc of every role, with its counters, after real traffic through a shaped
+    WAN (a pfifo leaf under the shaper; this kernel has no netem): the thread's reading
+    and ``tc -s -j qdisc show`` of the same namespace, taken while nothing moves, agree
+    on every field the probes read."""
+    from tunnelbench.kinds import Shaper
+    from tunnelbench.model.plan import LinkSettings
+    from tunnelbench.probes import qdisc
+
+    wan = LinkSettings(rate=50_000_000, shaper=Shaper(shaper), queue_limit=20)
+    built = netns.build(LabSettings(wan=wan))
+    try:
+        server = built.host("server").spawn(["iperf3", "-s", "-1", "-p", "5201"])
+        try:
+            built.exec("client", ["iperf3", "-c", built.server_address(4), "-p", "5201",
+                                  "-t", "1", "-P", "4"], timeout=20)  # fmt: skip
+        finally:
+            server.wait(timeout=10)
+        time.sleep(0.3)  # the queues drain
+        fields = ("kind", "handle", "root", "parent", "dev", *qdisc.COUNTERS.values(),
+                  *qdisc.GAUGES.values())  # fmt: skip
+        for role in built.chain.roles:
+            host = built.host(role)
+            shown = json.loads(Host.qdiscs(host))
+            read = json.loads(host.qdiscs())
+            assert [{k: q.get(k) for k in fields} for q in read] == [
+                {k: q.get(k) for k in fields} for q in shown
+            ], role
+            if role == "client":  # the shaped end: the shaper and its leaf
+                kinds = [q["kind"] for q in read if q["dev"] == built.link_device("client", "gw")]
+                assert kinds == [shaper, "pfifo"]
+                assert any(q["bytes"] > 1_000_000 and q["packets"] > 100 for q in read), read
+                if shaper == "tbf":  # its 20-packet leaf overflowed: a count to compare
+                    assert any(q["drops"] > 0 for q in read), read
+    finally:
+        built.teardown()

@@ -8,10 +8,11 @@ trial and hands it to the next trial with the same ``lab`` and ``tunnel`` settin
 
 A kept lab is handed out only when nothing of the last trial can reach the next:
 
-- the TCP metrics cache of every role is flushed (a cached ssthresh or RTT would start
+- the TCP metrics cache of every role is empty (a cached ssthresh or RTT would start
   the next connection's congestion window where the last one ended; a fresh lab has
-  none); the lab has no connection tracking (no rule of the lab uses it), so there is
-  none to flush;
+  none): the lab's namespaces save none (``net.ipv4.tcp_no_metrics_save``, set when it
+  is built); the lab has no connection tracking (no rule of the lab uses it), so there
+  is none to flush;
 - the queues of every lab device hold no packet (a slow shaped link drains what the
   last trial left, at most its queue limit x MTU / rate);
 - the tunnel daemons are alive, and no process other than those present when the lab
@@ -25,7 +26,6 @@ trial of the lab it was (``lab_fresh``, ``lab_trial``). A pool made with ``keep=
 trial's lab is always removed.
 """
 
-import functools
 import json
 import logging
 import time
@@ -40,7 +40,6 @@ from tunnelbench.model.plan import TrafficSettings, TrialConfig
 from tunnelbench.model.wan import longest_queue_wait_s, most_delay_s
 from tunnelbench.probes import qdisc
 from tunnelbench.probes.trial import read_each
-from tunnelbench.system.command import side_by_side
 from tunnelbench.tunnels.base import TunnelSpec
 
 log = logging.getLogger("tunnelbench.bench.labpool")
@@ -199,14 +198,6 @@ def ready(standing: Standing) -> None:
             )
     if stray := leftovers(standing):
         raise LabError(f"lab {lab.lab_id} is not clean: {stray}")
-    # Side by side, as the drain check's reads: an emulated guest takes 0.2-0.3 s to
-    # start each command, and every kept lab pays these before its trial.
-    side_by_side(
-        [
-            functools.partial(lab.exec, role, ["ip", "tcp_metrics", "flush", "all"])
-            for role in lab.chain.roles
-        ]
-    )
     wait_drained(standing)
 
 

@@ -29,10 +29,12 @@ Contract (what every implementation guarantees, and all it must provide):
 - :meth:`Host.record` adds a resource the role created by other means (a cgroup, a
   directory) to what teardown removes. Teardown removes exactly what was recorded, on
   success, failure and Ctrl-C alike, and nothing else.
-- :meth:`Host.set_sysctls`, :meth:`Host.set_offloads` and :meth:`Host.links_up` set a
-  role's ``net.*`` sysctls and a device's GRO/GSO/TSO, and tell whether devices have
-  carrier; the base class runs ``sysctl``, ``ethtool`` and ``ip``, a namespace host asks
-  the kernel from a thread inside the namespace (:mod:`tunnelbench.system.netdev`).
+- :meth:`Host.set_sysctls`, :meth:`Host.set_offloads`, :meth:`Host.links_up` and
+  :meth:`Host.qdiscs` set a role's ``net.*`` sysctls and a device's GRO/GSO/TSO, tell
+  whether devices have carrier and read the queue disciplines' statistics; the base
+  class runs ``sysctl``, ``ethtool``, ``ip`` and ``tc``, a namespace host asks the kernel
+  from a thread inside the namespace (:mod:`tunnelbench.system.netdev`,
+  :mod:`tunnelbench.system.rtnetlink`).
 - :meth:`Host.interrupt` and :meth:`Host.interrupt_between_calls` stop a process
   :meth:`Host.spawn` started, by its PID on the host; :meth:`Host.read_net` reads the
   role's ``/proc/net`` files (a generator's sockets, its links' counters). With these a
@@ -53,7 +55,7 @@ from typing import IO, Final
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.state import LabState
-from tunnelbench.system import netdev, netns_files, stopping
+from tunnelbench.system import netdev, netns_files, rtnetlink, stopping
 from tunnelbench.system.command import in_netns, run, spawn
 
 #: ``stderr`` for :meth:`Host.spawn`: into the same file as standard output.
@@ -118,6 +120,11 @@ class Host(ABC):
     def read_net(self, names: Sequence[str]) -> str:
         """The host's ``/proc/net/<name>`` files (its network namespace's), concatenated."""
         return self.run(["cat", *(f"/proc/net/{name}" for name in names)]).stdout
+
+    def qdiscs(self) -> str:
+        """Every queue discipline of the host with its statistics, as
+        ``tc -s -j qdisc show`` prints them."""
+        return self.run(["tc", "-s", "-j", "qdisc", "show"]).stdout
 
     def set_sysctls(self, values: Mapping[str, str]) -> None:
         """Set network sysctls of the role (``net.ipv4.ip_forward`` -> ``1``)."""
@@ -248,8 +255,15 @@ class NetnsHost(Host):
         except OSError as exc:
             raise LabError(f"cannot read /proc/net in {self.name}: {exc}") from None
 
-    # The three below go through the kernel from a thread in the namespace: no process
-    # (an emulated guest takes 0.2-0.5 s to start each; a lab's build ran 10 of them).
+    # The four below go through the kernel from a thread in the namespace: no process
+    # (an emulated guest takes 0.2-0.5 s to start each; a lab's build ran 10 of them,
+    # and every trial nine tc).
+
+    def qdiscs(self) -> str:
+        try:
+            return json.dumps(netns_files.inside(self.name, rtnetlink.qdiscs))
+        except OSError as exc:
+            raise LabError(f"cannot read the qdiscs of {self.name}: {exc}") from None
 
     def set_sysctls(self, values: Mapping[str, str]) -> None:
         try:

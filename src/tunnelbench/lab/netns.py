@@ -42,8 +42,14 @@ from tunnelbench.system.command import CommandError, run, side_by_side
 log = logging.getLogger("tunnelbench.lab")
 
 GATEWAY_SYSCTLS = {"net.ipv4.ip_forward": "1", "net.ipv6.conf.all.forwarding": "1"}
-# Duplicate address detection would hold new IPv6 addresses "tentative" for ~1 s.
-COMMON_SYSCTLS = {"net.ipv6.conf.all.accept_dad": "0", "net.ipv6.conf.default.accept_dad": "0"}
+# Duplicate address detection would hold new IPv6 addresses "tentative" for ~1 s. No TCP
+# metrics are saved when a connection closes: a kept lab's next trial must not start its
+# window where the last ended (a fresh lab has none), and nothing need be flushed.
+COMMON_SYSCTLS = {
+    "net.ipv6.conf.all.accept_dad": "0",
+    "net.ipv6.conf.default.accept_dad": "0",
+    "net.ipv4.tcp_no_metrics_save": "1",
+}
 
 
 def new_lab_id() -> str:

@@ -1,6 +1,7 @@
 """Root queue-discipline statistics of every lab device, before and after the traffic.
 
-One ``tc -s -j qdisc show`` per namespace. For each lab device whose root qdisc is not
+One ``tc -s -j qdisc show`` per namespace, or its answer read over rtnetlink in the
+lab's own (:meth:`~tunnelbench.lab.host.Host.qdiscs`). For each lab device whose root qdisc is not
 ``noqueue`` (the shaped WAN ends, a userspace tunnel's TUN device with its default
 ``pfifo_fast``) the trial stores, as ``qdisc.<role>.<link>.<field>`` (link names: see
 :mod:`tunnelbench.probes.devices`):
@@ -144,7 +145,7 @@ def _describe(qdisc: RootQdisc | None) -> str:
 
 
 def read(host: Host) -> str:
-    return host.run(["tc", "-s", "-j", "qdisc", "show"]).stdout
+    return host.qdiscs()
 
 
 class QdiscProbe(TrialProbe):
