@@ -131,3 +131,13 @@ def test_a_run_without_a_baseline_has_no_baseline_column_nor_mark(loaded):
     assert "% base" not in "\n".join(forum.results(alone, 100))
     note = charts.throughput_chart(alone, charts.config_labels(alone)).note
     assert "baseline" not in note and "Marks: the shaped WAN rate." in note
+
+
+def test_each_step_says_which_advice_its_candidates_came_from(loaded):
+    """Step 2's diagnosis is the link's limit with loss; its candidates (longer queues)
+    came from the queue's advice, which the step now names beside it."""
+    steps = tune_report.step_lines(tune_report.record_of(loaded.run))  # type: ignore[arg-type]
+    for step in steps[1:]:
+        tried = [line for line in step if line.startswith("candidates from the advice: ")]
+        assert len(tried) == 1 and step.index(tried[0]) == 2  # after the diagnosis
+    assert "queue" in steps[1][2]

@@ -80,13 +80,13 @@ TOP_KEYS = (
 TRIAL_OVERHEAD_S = 0.5
 KEPT_TRIAL_OVERHEAD_S = 0.4
 #: A lab on another kernel, in a VM under emulation (TCG) on the 2-core reference
-#: machine: the guest's start (boot, tunnelbench's start, its capability probe: 51.3 s to
-#: the first trial), a trial in a kept lab (5.8-6.1 s besides its traffic, `benchmarks
-#: vm`) and one whose lab is built (about 10 s: kernel-wireguard-mtu --quick, 8 labs
-#: built, took 160 s). docs/kernels.md, "Time".
-VM_BOOT_S = 52.0
-VM_TRIAL_OVERHEAD_S = 10.0
-VM_KEPT_TRIAL_OVERHEAD_S = 6.0
+#: machine: the guest's start (boot, tunnelbench's start, its capability probe: 25.3-29.7 s
+#: to the first trial), a trial in a kept lab (1.7-2.1 s besides its traffic, `benchmarks
+#: vm`) and one whose lab is built (about 4 s: kernel-wireguard-mtu --quick, 8 labs
+#: built, took 76.2 s). docs/kernels.md, "Time".
+VM_BOOT_S = 27.0
+VM_TRIAL_OVERHEAD_S = 4.0
+VM_KEPT_TRIAL_OVERHEAD_S = 2.0
 #: A run's own start (plan check, capability probe) and its reports once it has ended
 #: (the Markdown's PNG charts cost most, each configuration a small chart more): 0.5-0.7 s
 #: to the first trial; 1.8 s of reports for 1 configuration, 5.3 s for 8, 8.2 s for 16.

@@ -70,6 +70,11 @@ def step_lines(record: TuneRecord) -> list[list[str]]:
         lines = [head]
         if step.diagnosis:
             lines.append(f"diagnosis: {step.diagnosis}")
+        # The candidates come from the advice of every finding, not only the diagnosis's
+        # headline: say which advice each was, so the two are read together.
+        advice = list(dict.fromkeys(c.suggestion for c in step.candidates if c.suggestion))
+        if advice:
+            lines.append(f"candidates from the advice: {'; '.join(advice)}")
         for candidate in step.candidates:
             mark = "kept: " if candidate.key == step.winner else ""
             lines.append(mark + describe(step, candidate, record.target, record.end))
