@@ -341,6 +341,14 @@ def spans_decades(values: Sequence[float | None]) -> bool:
     return bool(drawn) and max(drawn) >= LOG_SPAN * min(drawn)
 
 
+def ms_axis(name: str, values: Sequence[float | None]) -> tuple[str, bool]:
+    """A round trip's axis label and whether it is in decades: a sub-millisecond path
+    beside a bloated queue's 40 ms piles up at 0 on a linear axis, its points' numbers on
+    top of each other."""
+    log = spans_decades(values)
+    return f"{name} (ms{', log scale' if log else ''})", log
+
+
 def latency_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart | None:
     """Goodput against the round trip under load, a point per configuration (Flent's
     RRUL view): what each configuration's throughput costs in latency."""
@@ -349,14 +357,12 @@ def latency_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) ->
         return None
     goodput, goodput_low, goodput_high = spread(points, lambda t: mbit(t.metrics[GOODPUT.name]))
     rtt, rtt_low, rtt_high = spread(points, lambda t: t.metrics.get(RTT_LOADED_P95.name))
-    # A sub-millisecond path beside a bloated queue's 40 ms: on a linear axis the first
-    # points pile up at 0, their numbers on top of each other.
-    log = spans_decades([*rtt_low, *rtt_high])
+    x_label, log = ms_axis("round trip under load, 95th percentile", [*rtt_low, *rtt_high])
     return Chart(
         id="latency",
         title="Throughput against latency under load",
         kind="scatter",
-        x_label="round trip under load, 95th percentile (ms" + (", log scale)" if log else ")"),
+        x_label=x_label,
         x_log=log,
         y_label="goodput (Mbit/s)",
         categories=tuple(labels[s.key] for s in points),
@@ -529,12 +535,12 @@ def latency_cdf_chart(
             samples.append(tuple(found))
     if not samples:
         return None
-    log = spans_decades([min(v) for v in samples] + [max(v) for v in samples])
+    x_label, log = ms_axis("round trip under load", [x for v in samples for x in (min(v), max(v))])
     return Chart(
         id="latency-cdf",
         title="Round trip under load: every ping",
         kind="cdf",
-        x_label="round trip under load (ms" + (", log scale)" if log else ")"),
+        x_label=x_label,
         x_log=log,
         y_label="pings at or below (%)",
         categories=tuple(labels[s.key] for s in shown),
