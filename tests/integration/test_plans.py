@@ -63,11 +63,23 @@ def _run_status(db: Path, run_id: int = 1) -> str:
         return str(conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0])
 
 
+#: The scenarios whose run here also writes its reports (its HTML's charts are drawn for
+#: every configuration: 2-4 s a run); the rest are stored only, their reports drawn from
+#: recorded runs in tests/unit and tests/browser.
+REPORTED = {"every-tunnel", "queue-comparison"}
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.stem for s in SCENARIOS])
 def test_scenario_runs_to_completion_in_quick_mode(scenario, tmp_path):
     db = tmp_path / "results.db"
-    done = tunnelbench("run", str(scenario), "--quick", "--json", "--db", str(db), timeout=600)
+    reports = [] if scenario.stem in REPORTED else ["--no-reports"]
+    done = tunnelbench(
+        "run", str(scenario), "--quick", "--json", "--db", str(db), *reports, timeout=600
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    written = sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".html", ".md", ".png"))
+    assert written == ([] if reports else ["results-run1-summary.png", "results-run1.html",
+                                           "results-run1.md"])  # fmt: skip
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[0]["event"] == "run_started" and events[-1] == {
         "event": "run_finished",

@@ -377,8 +377,17 @@ def _figure(
 
 def timeline_figure(t: Timeline, *, titled: bool = True) -> "Figure":
     """A timeline's panels stacked on one shared time axis."""
-    fig = _figure(WIDTH_IN, (1.0 if titled else 0.6) + PANEL_IN * len(t.panels))
-    axes = fig.subplots(len(t.panels), 1, sharex=True, squeeze=False)[:, 0]
+    height = (1.0 if titled else 0.6) + PANEL_IN * len(t.panels)
+    # Margins in inches, not solved by the constrained layout (which draws the figure
+    # once more to solve them): every label here is short, a number or a unit.
+    fig = _figure(WIDTH_IN, height, layout=None)
+    axes = fig.subplots(
+        len(t.panels), 1, sharex=True, squeeze=False,
+        gridspec_kw={
+            "left": 0.85 / WIDTH_IN, "right": 1 - 0.15 / WIDTH_IN, "bottom": 0.5 / height,
+            "top": 1 - (0.5 if titled else 0.1) / height, "hspace": 0.12,
+        },
+    )[:, 0]  # fmt: skip
     if titled:
         fig.suptitle(_plain(_short(t.title, 100)), fontsize=11)
     for ax, panel in zip(axes, t.panels, strict=True):
