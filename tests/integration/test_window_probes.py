@@ -26,6 +26,7 @@ import pytest
 from tests.integration.helpers import tunnelbench
 from tunnelbench.bench.store import Store
 from tunnelbench.probes.process import TICKS_PER_SECOND, read_cpu_ticks
+from tunnelbench.traffic.iperf3 import AUTO_TAIL_S
 
 RETRANS_TOLERANCE = 0.05  # relative; plus RETRANS_SLACK segments
 RETRANS_SLACK = 20
@@ -189,10 +190,10 @@ def test_clients_stopped_by_the_clock_end_after_the_cpu_window_closed(tmp_path):
     )  # fmt: skip
     for doc in docs:
         ran = doc["intervals"][-1]["sum"]["end"]  # seconds after its own -O warm-up
-        # The window's 2 s, the 0.25 s tail, the wait for the closing sample, and how much
+        # The window's 2 s, the tail, the wait for the closing sample, and how much
         # earlier than the last this client connected; far from its -t of 6 s.
-        offset = doc["tunnelbench_window"]["offset_s"]
-        assert ran - offset + 0.1 >= 2.0 + 0.25 and ran - offset <= 2.0 + 0.25 + 0.5, (ran, offset)
+        offset, tail = doc["tunnelbench_window"]["offset_s"], AUTO_TAIL_S
+        assert ran - offset + 0.1 >= 2.0 + tail and ran - offset <= 2.0 + tail + 0.5, (ran, offset)
     # Every client's CPU was measured over the window (each ran through it).
     assert {k for k in m if k.startswith("proc.iperf3-client")} == {
         f"proc.iperf3-client:{port}" for port in range(5201, 5205)

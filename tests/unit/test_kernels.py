@@ -32,7 +32,7 @@ from tunnelbench.cli.guest import EventSink
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.kernelspec import parse_spec
-from tunnelbench.model.plan import TrialConfig, VmSettings
+from tunnelbench.model.plan import WARMUP_AUTO_ESTIMATE, TrialConfig, VmSettings
 from tunnelbench.model.records import KVM, TCG, Resolved, TrialStatus
 from tunnelbench.report import compare as compare_report
 from tunnelbench.report.markdown import guest_line
@@ -363,11 +363,13 @@ def test_plan_show_says_which_trials_need_a_vm_and_counts_the_boots(tmp_path):
     vm = [t for t in shown["trials"] if t["vm"]]
     # The host's configuration is one (its guest size normalized away), each guest's two.
     assert len(vm) == 4 and len(shown["trials"]) == 6
-    # Trials of 2 s and their overhead, on the host or in a VM, its lab built for the
-    # first run and kept for the second; two boots; the run's start and reports.
+    # Trials of 1 s after the warm-up expected, and their overhead, on the host or in a
+    # VM, its lab built for the first run and kept for the second; two boots; the run's
+    # start and reports.
+    trial = 1 + WARMUP_AUTO_ESTIMATE
     expected = (
-        2 + TRIAL_OVERHEAD_S + 2 + KEPT_TRIAL_OVERHEAD_S
-        + 2 * (2 + VM_TRIAL_OVERHEAD_S + 2 + VM_KEPT_TRIAL_OVERHEAD_S)
+        trial + TRIAL_OVERHEAD_S + trial + KEPT_TRIAL_OVERHEAD_S
+        + 2 * (trial + VM_TRIAL_OVERHEAD_S + trial + VM_KEPT_TRIAL_OVERHEAD_S)
         + 2 * VM_BOOT_S + RUN_START_S + REPORT_S + 3 * REPORT_PER_CONFIG_S
     )  # fmt: skip
     assert shown["estimated_seconds"]["min"] == pytest.approx(expected, abs=0.1)

@@ -130,3 +130,42 @@ def test_the_speed_timings_run_at_normal_priority_and_the_samples_real_time(monk
     assert result is not None and result.speeds
     assert timed and set(timed) == {os.SCHED_OTHER}, timed
     assert set(sampled) == {os.SCHED_FIFO}, sampled
+
+
+def test_a_moved_window_drops_what_was_sampled_for_the_earlier_one(slow_scan_and_read_times):
+    """An "auto" warm-up opens the window on trial and moves it when its first stretch was
+    not steady: the figures are the later window's alone, and the generator's wait is for
+    its closing sample, not the earlier window's."""
+    reads = slow_scan_and_read_times
+    sampler = Sampler(hz=10, speed_every=0)
+    sampler.lab({"client": 1}, tcp_roles=())
+    sampler.start()
+    first = time.monotonic()
+    sampler.watch({}, first, first + 0.6)
+    time.sleep(0.4)  # inside the first window (its opening scan took 0.3 s of it)
+    moved = time.monotonic() + 0.2
+    sampler.watch({}, moved, moved + 0.5)
+    assert not sampler.wait_closed(0.5)  # the first window's end is not the moved one's
+    assert sampler.wait_closed(2.0)
+    result = sampler.result()
+    assert result is not None and result.open_lag_ms is not None
+    kept = [at for at in reads if at >= moved]
+    assert 0 <= result.open_lag_ms < 100, result.open_lag_ms
+    assert result.samples == len(kept) and 5 <= result.samples <= 7, (result.samples, kept)
+    assert abs(result.window_s - (kept[-1] - kept[0])) < 0.01
+    assert result.close_lag_ms is not None and 0 <= result.close_lag_ms < 100
+
+
+def test_a_window_moved_after_the_earlier_one_closed_is_sampled_again():
+    sampler = Sampler(hz=10, speed_every=0)
+    sampler.start()
+    first = time.monotonic()
+    sampler.watch({}, first, first + 0.2)
+    assert sampler.wait_closed(1.0)
+    moved = time.monotonic() + 0.1
+    sampler.watch({}, moved, moved + 0.3)
+    assert not sampler.wait_closed(0.05)
+    assert sampler.wait_closed(1.0)
+    result = sampler.result()
+    assert result is not None and result.open_lag_ms is not None
+    assert 0 <= result.open_lag_ms < 100 and abs(result.window_s - 0.3) < 0.05

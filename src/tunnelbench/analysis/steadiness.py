@@ -142,19 +142,21 @@ def recent(
     return [(t, v) for t, v in samples if now - seconds <= t <= now]
 
 
-def settled(
+def judged(
     rtt_ms: list[tuple[float, float]],
     rate_bps: list[tuple[float, float]],
     *,
     now: float,
     since: float,
     duration_s: float,
-) -> str | None:
-    """Why the path is in steady state at ``now`` (traffic running since ``since``), or
-    None while it is not: neither the loaded round trip nor the delivered rate rises over
-    the last :func:`settle_seconds` of the path's current round trip, each with at least
-    :data:`SETTLE_SAMPLES` samples. Both are judged up to the latest reply where the pings
-    lag the clock by up to :data:`READ_LAG_S`."""
+) -> tuple[bool, str] | None:
+    """Whether the path was in steady state over the last :func:`settle_seconds` before
+    ``now`` (traffic watched from ``since``), and why: (True, why) when neither the
+    loaded round trip nor the delivered rate rises over it, (False, what rises) when one
+    does; None while there is not yet the evidence: the stretch has not passed since
+    ``since``, or either series holds fewer than :data:`SETTLE_SAMPLES` samples in it.
+    Both are judged up to the latest reply where the pings lag the clock by up to
+    :data:`READ_LAG_S`."""
     if rtt_ms and now - READ_LAG_S <= rtt_ms[-1][0] < now:
         now = rtt_ms[-1][0]
     latest = [v for _, v in recent(rtt_ms, now, SETTLE_S)]
@@ -164,6 +166,25 @@ def settled(
     rtts, rates = _judged(rtt_ms, now, stretch, since), _judged(rate_bps, now, stretch, since)
     if len(rtts) < SETTLE_SAMPLES or len(rates) < SETTLE_SAMPLES:
         return None
-    if rising(rtts, duration_s, RTT_RISE_MS) or rising(rates, duration_s, 0.0):
+    if rising(rtts, duration_s, RTT_RISE_MS):
+        return False, f"the RTT rose over {stretch:.1f} s"
+    if rising(rates, duration_s, 0.0):
+        return False, f"the goodput rose over {stretch:.1f} s"
+    return True, f"RTT and goodput not rising over {stretch:.1f} s"
+
+
+def settled(
+    rtt_ms: list[tuple[float, float]],
+    rate_bps: list[tuple[float, float]],
+    *,
+    now: float,
+    since: float,
+    duration_s: float,
+) -> str | None:
+    """Why the path is in steady state at ``now`` (traffic running since ``since``), or
+    None while it is not or the evidence is not yet there (:func:`judged` over the
+    stretch before ``now``)."""
+    found = judged(rtt_ms, rate_bps, now=now, since=since, duration_s=duration_s)
+    if found is None or not found[0]:
         return None
-    return f"RTT and goodput not rising over the last {stretch:.1f} s"
+    return found[1].replace(" over ", " over the last ", 1)

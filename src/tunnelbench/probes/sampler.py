@@ -134,6 +134,8 @@ class Sampler:
         self._scan_cpu = 0.0
         self._watched: dict[str, int] = {}
         self._window: tuple[float, float] | None = None
+        self._generation = 0  # counts the windows asked for: a moved one drops the last
+        self._lock = threading.Lock()
         self._ready = threading.Event()
         self._stop = threading.Event()
         self._closed = threading.Event()
@@ -156,10 +158,15 @@ class Sampler:
         """Processes to account (label -> PID) and the measured window (monotonic times).
 
         Opens the TCP counters of the endpoints' namespaces through these processes
-        (before the window: a few ``readlink`` and ``open`` calls)."""
+        (before the window: a few ``readlink`` and ``open`` calls). Called again, before,
+        during or after the window, it moves the window: what was sampled for the earlier
+        one is dropped, and :meth:`wait_closed` waits for the new one."""
         self._watched.update(processes)
         self._counters.open_from(processes.values())
-        self._window = (window_start, window_end)
+        with self._lock:
+            self._window = (window_start, window_end)
+            self._generation += 1
+            self._closed.clear()
         self._ready.set()
 
     def add(self, processes: dict[str, int]) -> None:
@@ -215,24 +222,42 @@ class Sampler:
         if self._clocks.files:
             self._clock_readings.append(self._clocks.read())
 
+    def _reset(self) -> None:
+        """Drop what was sampled for a window that moved (the thread's own lists)."""
+        self._snapshots, self._edges, self._threads = [], [], []
+        self._clock_readings, self._speed_readings = [], []
+        self._speed_cpu = self._scan_cpu = self._own_cpu = 0.0
+
     def _loop(self) -> None:
         try:
             self._realtime = _realtime()  # before its first wait: it wakes on time too
-            self._ready.wait()
-            if self._window is None:
-                return
-            begin, end = self._window
-            if self._stop.wait(max(0.0, begin - time.monotonic())):
-                return
-            started_cpu = time.thread_time()
-            self._sample_window(end)
-            self._own_cpu = time.thread_time() - started_cpu
+            while True:
+                # Woken by a window asked for (a first one, or one that moved) or the stop.
+                self._ready.wait()
+                with self._lock:
+                    self._ready.clear()
+                    window, generation = self._window, self._generation
+                if self._stop.is_set() or window is None:
+                    return
+                self._reset()
+                begin, end = window
+                if self._ready.wait(max(0.0, begin - time.monotonic())):
+                    continue
+                started_cpu = time.thread_time()
+                whole = self._sample_window(end, generation)
+                self._own_cpu = time.thread_time() - started_cpu
+                with self._lock:
+                    if whole and generation == self._generation:
+                        self._closed.set()
         finally:
             self._closed.set()
 
-    def _sample_window(self, end: float) -> None:
+    def _sample_window(self, end: float, generation: int) -> bool:
+        """Sample until ``end`` (or the stop); False when the window moved first."""
         next_tick = time.monotonic()
         while True:
+            if generation != self._generation:
+                return False
             last = time.monotonic() >= end or self._stop.is_set()
             edge = not self._snapshots or last
             counters = self._edge_counters() if edge else {}
@@ -240,7 +265,7 @@ class Sampler:
             if edge:
                 self._edge_scan(counters)
             if last:
-                return
+                return True
             next_tick = min(next_tick + self.period, end)
             # Never in the last period: on a busy emulated core the timing can take a
             # large part of a second, which would delay the closing sample.
@@ -256,7 +281,8 @@ class Sampler:
             # Stopped early (the traffic ended before the window did, as when the
             # generator's connections came up a little before the runner saw them): the
             # next pass takes the closing sample and edge, so the window is only shorter.
-            self._stop.wait(max(0.0, next_tick - time.monotonic()))
+            # A window that moved wakes it too.
+            self._ready.wait(max(0.0, next_tick - time.monotonic()))
 
     def result(self) -> ProbeResult | None:
         """What was seen; None when the window never opened or held fewer than 2 samples."""

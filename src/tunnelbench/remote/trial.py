@@ -224,19 +224,28 @@ def _measured(
         with contextlib.suppress(LabError):  # their figures are then missing, never made up
             side_by_side([read("client"), read("server")])
 
-    window: list[float] = []  # its begin, once the generator knows it
+    window: list[float] = []  # its begin, once the generator knows it (the last one)
     closed = threading.Event()
     timers: list[threading.Timer] = []
+    asked = [0]  # the windows asked for: only the last one's closing counts
 
     def on_started(processes: dict[str, int], begin: float) -> WindowClosed:
         """The window is known (``processes``: local PIDs of the ``ssh`` processes that
         stand for the generator's; the ends' own are read on the hosts instead): the
-        edges' readings are timed to it, the probes told."""
-        end = begin + traffic.duration
+        edges' readings are timed to it, the probes told. Called again, the window moves:
+        the earlier one's readings still to come are cancelled, and each edge is read
+        again for the new one (its readings replace the earlier ones)."""
+        for timer in timers:
+            timer.cancel()
+        timers.clear()
+        closed.clear()
+        asked[0] += 1
+        mine, end = asked[0], begin + traffic.duration
 
         def closing() -> None:
             snapshot("end")
-            closed.set()
+            if asked[0] == mine:
+                closed.set()
 
         for at, work, args in (
             (begin, snapshot, ("begin",)),
@@ -246,7 +255,7 @@ def _measured(
             timer = threading.Timer(max(0.0, at - time.monotonic()), work, args)
             timers.append(timer)
             timer.start()
-        window.append(begin)
+        window[:] = [begin]
         probe_set.started(begin)
         return closed.wait
 

@@ -27,6 +27,9 @@ from tunnelbench.system import programs
 WindowClosed = Callable[[float], bool]
 #: Called once every generator process runs and the measured window is known:
 #: ({label: PID}, the window's monotonic begin, which may lie ahead: a fixed warm-up).
+#: Called again, it moves the window to the later begin and drops what the probes read
+#: for the earlier one (an "auto" warm-up whose window, opened on trial, was not steady:
+#: :mod:`~tunnelbench.traffic.warmup`); the :data:`WindowClosed` of the last call counts.
 Started = Callable[[dict[str, int], float], WindowClosed]
 #: Polled while traffic runs: why the trial cannot succeed any more, or None.
 StopReason = Callable[[], str | None]

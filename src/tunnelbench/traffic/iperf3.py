@@ -56,8 +56,10 @@ WINDOW_INTERVAL_S = iperf3_json.FINE_S
 # the window; it is stopped (SIGINT, which keeps its JSON) once the window has passed.
 AUTO_MARGIN_S = 2
 # How long past the window's end the clients run before they are stopped: the receivers'
-# interval holding the window's edge is then complete.
-AUTO_TAIL_S = 0.25
+# interval holding the window's edge is then complete. Counted is an interval whose middle
+# lies in the window, so it ends at most half an interval (0.05 s) after it; the rest is
+# room for a receiver's interval timer that fires late.
+AUTO_TAIL_S = 0.1
 #: How long past that the clients wait for the probes' closing readings (a VM guest's
 #: sampler thread, starved by busy emulated cores, can wake late); within the room every
 #: client has beyond the window (:data:`STOP_ROOM_S`).
@@ -215,7 +217,12 @@ class Iperf3(Generator):
             docs = [_load(client, path, proc) for path, proc in zip(outputs, clients, strict=True)]
             return combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
         if auto:
-            ended = warmup.wait_steady(
+            opened: list[WindowClosed] = []  # the probes' wait for the window last opened
+
+            def open_window(begin: float) -> None:
+                opened.append(on_started(watched, begin))
+
+            ended = warmup.watch(
                 t0,
                 bound_s=settings.warmup_max,
                 duration_s=settings.duration,
@@ -223,17 +230,17 @@ class Iperf3(Generator):
                 signals=signals or PathSignals(lambda: []),
                 running=lambda: _ended(named),
                 stop_reason=stop_reason,
+                open_window=open_window,
             )
-            begin, omitted = ended.begin, 0
+            begin, omitted, closed = ended.begin, 0, opened[-1]
         else:
             omitted = settings.fixed_warmup
             begin = t0 + omitted
+            # Known as soon as the last client connected, not after the traffic ran.
+            check_staggered({port: begin - omitted - at for port, at in started.items()})
+            closed = on_started(watched, begin)
         # Where the window begins in each client's intervals (which start after its own -O).
         offsets = {port: begin - omitted - at for port, at in started.items()}
-        if not auto:
-            # Known as soon as the last client connected, not after the traffic ran.
-            check_staggered(offsets)
-        closed = on_started(watched, begin)
         _stop_after(client, named, begin + settings.duration + AUTO_TAIL_S, closed, stop_reason)
         waiting.wait_exited(
             [(f"iperf3 server on port {port}", s.proc) for port, s in servers.items()],

@@ -1,9 +1,25 @@
 """Ending the warm-up on evidence: watch the running traffic until the path is in steady
-state (:func:`tunnelbench.analysis.steadiness.settled`), at most ``traffic.warmup_max``.
+state (:func:`tunnelbench.analysis.steadiness.judged`), at most ``traffic.warmup_max``.
 
 A fixed warm-up is too long for a sub-millisecond path, which is steady within
-milliseconds, and far too short for a bloated queue, which cubic fills over seconds. The
-watch samples two things every :data:`POLL_S`, each read without starting a process:
+milliseconds, and far too short for a bloated queue, which cubic fills over seconds.
+
+The window opens on trial :data:`LEAD_S` after the traffic connected, and its own first
+stretch (0.5 s, or ten round trips of a longer path) is the evidence: when neither the
+round trip nor the rate rises over it, the window stands, and a fast path has paid a
+tenth of a second of warm-up instead of the 0.6 s that judging the stretch before the
+window took. When one rises (slow start, a queue filling), or the window ends before ten
+round trips have passed, that window is dropped with its probes' readings, and the
+window opens again once the stretch before it is steady (the rule before windows opened
+on trial), or at ``traffic.warmup_max``, flagged. A change later in the window than its
+first stretch (a single TCP stream across this 2-core lab sometimes steps from half its
+rate to all of it a second or two in) is foreseen by neither rule: the window's own
+thirds are held against each other afterwards, from the receivers' intervals, and such
+a trial is flagged (:func:`~tunnelbench.analysis.steadiness.unsteady`). Watching the
+whole window and dropping it on any rise was tried: the watch's own 0.1 s samples saw
+rises that were not there, and the default run took longer than with the old rule.
+
+The watch samples two things every :data:`POLL_S`, each read without starting a process:
 
 - the loaded round trip, from the trial's ping (:class:`PathSignals.loaded_rtt`);
 - the rate the server's host carries, from its ``/proc/net/dev`` (its links' received
@@ -17,13 +33,16 @@ whether the path settled or the bound ended it, and why.
 import time
 from collections.abc import Callable
 
-from tunnelbench.analysis.steadiness import settled
+from tunnelbench.analysis.steadiness import judged, settled
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
 from tunnelbench.traffic.base import PathSignals, StopReason, WarmupEnd
 
 #: How often the watch samples.
 POLL_S = 0.1
+#: How long after the traffic connected the window opens on trial: one sample of the
+#: rate (a path under 10 ms has left slow start by then; a longer one is judged).
+LEAD_S = POLL_S
 
 
 def link_bytes(text: str) -> int:
@@ -52,7 +71,7 @@ def _read(server: Host) -> tuple[int, float]:
     return total, (before + time.monotonic()) / 2
 
 
-def wait_steady(
+def watch(
     t0: float,
     *,
     bound_s: float,
@@ -61,11 +80,16 @@ def wait_steady(
     signals: PathSignals,
     running: Callable[[], str | None],
     stop_reason: StopReason,
+    open_window: Callable[[float], None],
 ) -> WarmupEnd:
-    """Watch from ``t0`` (the traffic connected) until the path is steady or ``bound_s``
-    has passed. ``running`` says why the traffic cannot go on (a client that ended)."""
+    """Watch the traffic from ``t0`` (when it connected) until the measured window that
+    stands is known, opening it with ``open_window(begin)``: on trial, and again where
+    that one is dropped (see the module); at ``bound_s`` at the latest. ``running`` says
+    why the traffic cannot go on (a client that ended)."""
     last_bytes, last_at = _read(server)
     rates: list[tuple[float, float]] = []
+    begin: float | None = None  # the window opened on trial, while it is judged
+    dropped = ""  # why it was dropped
     tick = time.monotonic()
     while True:
         # Every POLL_S, a read's own time included (over SSH it takes a round trip).
@@ -76,16 +100,27 @@ def wait_steady(
         now_bytes, now = _read(server)
         rates.append((now, 8 * (now_bytes - last_bytes) / (now - last_at)))
         last_bytes, last_at = now_bytes, now
-        why = settled(
-            signals.loaded_rtt(),
-            rates,
-            now=now,
-            since=t0,
-            duration_s=duration_s,
-        )
-        if why is not None:
-            return WarmupEnd(now, now - t0, True, why)
+        rtt = signals.loaded_rtt()
+        if begin is not None:
+            found = judged(rtt, rates, now=now, since=begin, duration_s=duration_s)
+            if found is not None and found[0]:
+                return WarmupEnd(begin, begin - t0, True, f"{found[1]} from the window's start")
+            if found is not None or now - begin >= duration_s:
+                # A rise, or no verdict in all of it (ten round trips outlast it).
+                what = f"{found[1]} in it" if found is not None else "not judged in it"
+                dropped = f"the window opened at {begin - t0:.1f} s was dropped ({what}); "
+                begin = None
+        elif not dropped and now - t0 >= LEAD_S:
+            begin = now
+            open_window(begin)
+        elif dropped and (why := settled(rtt, rates, now=now, since=t0, duration_s=duration_s)):
+            open_window(now)
+            return WarmupEnd(now, now - t0, True, dropped + why)
         if now - t0 >= bound_s:
+            open_window(now)
             return WarmupEnd(
-                now, now - t0, False, f"not steady within traffic.warmup_max ({bound_s:g} s)"
+                now,
+                now - t0,
+                False,
+                f"{dropped}not steady within traffic.warmup_max ({bound_s:g} s)",
             )
