@@ -102,7 +102,7 @@ def test_the_eta_counts_each_kind_of_trial_and_a_boot_until_trials_of_that_kind_
     )
     progress = LineProgress(io.StringIO(), overheads)
     progress.run_started(1, 4, trials)
-    traffic = BASE.traffic.duration + BASE.traffic.expected_warmup
+    traffic = BASE.traffic.duration + BASE.expected_warmup
 
     def eta(current: Trial) -> str:
         return progress._eta(current, elapsed=0.0).strip()

@@ -334,7 +334,7 @@ def trial_seconds(
 ) -> float:
     """A trial's expected wall time before any has been measured; ``kept``: a lab kept
     from an earlier trial serves it."""
-    traffic = config.traffic.duration + config.traffic.expected_warmup
+    traffic = config.traffic.duration + config.expected_warmup
     return traffic + overheads.trial_s(config, kept=kept)
 
 

@@ -172,7 +172,7 @@ class LineProgress(Progress):
         if status is TrialStatus.SKIPPED:
             print(f"{self._position(trial)} skipped: {detail}", file=self.out, flush=True)
             return
-        traffic = trial.config.traffic.duration + trial.config.traffic.expected_warmup
+        traffic = trial.config.traffic.duration + trial.config.expected_warmup
         spent = time.monotonic() - self.started - traffic
         self.spent.setdefault(self._kind(trial), []).append(spent)
         result = f" {mbit(goodput):,.0f} Mbit/s" if goodput is not None else f" FAILED: {detail}"
@@ -183,13 +183,12 @@ class LineProgress(Progress):
         into ``current``, still running), what is left of it too."""
         left = [t for t in self.remaining if t.seq > current.seq]
         seconds = sum(
-            t.config.traffic.duration + t.config.traffic.expected_warmup + self._overhead(t)
-            for t in left
+            t.config.traffic.duration + t.config.expected_warmup + self._overhead(t) for t in left
         )
         unbooted = {g for t in left if (g := _guest(t)) is not None} - self.booted
         seconds += self.overheads.vm_boot_s * len(unbooted)
         if elapsed is not None:
-            traffic = current.config.traffic.duration + current.config.traffic.expected_warmup
+            traffic = current.config.traffic.duration + current.config.expected_warmup
             seconds += max(0.0, traffic + self._overhead(current) - elapsed)
         return f"  (ETA {format_duration(seconds)})" if left or elapsed is not None else ""
 
@@ -228,10 +227,10 @@ class LiveProgress(LineProgress):
         self._ticker.start()
 
     def _status(self, trial: Trial) -> str:
-        traffic = trial.config.traffic.duration + trial.config.traffic.expected_warmup
+        traffic = trial.config.traffic.duration + trial.config.expected_warmup
         elapsed = time.monotonic() - self.started
         what = f"{self._position(trial)} {describe(trial.config)}, run {trial.repetition}"
-        parts = [f"{what} ... {elapsed:.0f}/{traffic} s"]
+        parts = [f"{what} ... {elapsed:.0f}/{traffic:.0f} s"]
         if (eta := self._eta(trial, elapsed)).strip():
             parts.append(eta.strip())
         if (last := self.last.get(trial.config.key())) is not None:

@@ -696,7 +696,7 @@ class Store:
                     seconds=ended_at - started_at,
                     duration=traffic.duration,
                     warmup_s=warmup_s,
-                    expected_warmup=traffic.expected_warmup,
+                    expected_warmup=settings.expected_warmup,
                     in_vm=settings.lab.in_vm,
                     lab_fresh=facts.lab_fresh,
                 )

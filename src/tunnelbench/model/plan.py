@@ -228,8 +228,11 @@ WARMUP_MAX_DEFAULT = 20
 WARMUP_FIXED_FALLBACK = 1
 #: What "auto" is expected to take, for estimates before any trial has run: most paths
 #: keep the window opened on trial at 0.1 s (0.18 s on average over the default run's
-#: trials on the reference machine, some windows dropped); a bloated queue takes longer.
+#: trials on the reference machine, some windows dropped). Behind a shaped WAN a queue
+#: fills first: 0.1-3 s, 1.8 s on average, in queue-comparison --quick (its bound, 3 s,
+#: reached by 2 of 8), so there the estimate is longer, at most the bound.
 WARMUP_AUTO_ESTIMATE = 0.3
+WARMUP_SHAPED_ESTIMATE = 1.5
 
 
 @dataclass(frozen=True)
@@ -255,12 +258,6 @@ class TrafficSettings:
     def longest_warmup(self) -> int:
         """The most seconds the warm-up can take: its fixed length, or auto's bound."""
         return self.warmup if self.warmup is not None else self.warmup_max
-
-    @property
-    def expected_warmup(self) -> float:
-        """The warm-up expected, for estimates: its fixed length, or
-        :data:`WARMUP_AUTO_ESTIMATE`."""
-        return self.warmup if self.warmup is not None else WARMUP_AUTO_ESTIMATE
 
     @property
     def fixed_warmup(self) -> int:
@@ -295,6 +292,18 @@ class TrialConfig:
     def baseline(self) -> "TrialConfig":
         """The same lab and traffic with no tunnel."""
         return replace(self, tunnel=TunnelSettings())
+
+    @property
+    def expected_warmup(self) -> float:
+        """The warm-up expected, for estimates: a fixed one's length, and what "auto" is
+        where it cannot end on evidence (iperf2); else :data:`WARMUP_SHAPED_ESTIMATE` behind
+        a shaped WAN, at most its bound, or :data:`WARMUP_AUTO_ESTIMATE`."""
+        traffic = self.traffic
+        if traffic.warmup is not None or traffic.generator is not Generator.IPERF3:
+            return traffic.fixed_warmup
+        if self.lab.wan.rate is not None:
+            return min(WARMUP_SHAPED_ESTIMATE, traffic.warmup_max)
+        return WARMUP_AUTO_ESTIMATE
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrialConfig":
