@@ -2,7 +2,9 @@
 
 It sleeps until the warm-up ends, then reads ``/proc/stat`` and the watched processes'
 ``/proc/PID/stat`` at a fixed rate until the window closes. It measures its own CPU time,
-so its cost on the result is known rather than assumed.
+so its cost on the result is known rather than assumed. A window that moves (an "auto"
+warm-up drops the window it opened on trial: :mod:`tunnelbench.traffic.warmup`) starts
+it over: what it read for the earlier window is dropped.
 
 At the window's two edges only, it also reads the TCP counters of the traffic's
 endpoints (:class:`tcp.WindowCounters`), then takes its CPU sample, and only then scans

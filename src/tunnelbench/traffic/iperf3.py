@@ -236,11 +236,12 @@ class Iperf3(Generator):
         else:
             omitted = settings.fixed_warmup
             begin = t0 + omitted
-            # Known as soon as the last client connected, not after the traffic ran.
-            check_staggered({port: begin - omitted - at for port, at in started.items()})
-            closed = on_started(watched, begin)
         # Where the window begins in each client's intervals (which start after its own -O).
         offsets = {port: begin - omitted - at for port, at in started.items()}
+        if not auto:
+            # Known as soon as the last client connected, not after the traffic ran.
+            check_staggered(offsets)
+            closed = on_started(watched, begin)
         _stop_after(client, named, begin + settings.duration + AUTO_TAIL_S, closed, stop_reason)
         waiting.wait_exited(
             [(f"iperf3 server on port {port}", s.proc) for port, s in servers.items()],
