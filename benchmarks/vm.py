@@ -1,12 +1,15 @@
 """A lab in a VM (lab.kernel = debian) against the same lab on the host, side by side:
 the guest's start (boot, tunnelbench's start and capability probe) and what a trial
-costs besides its traffic, with the ratio to a host trial. Run it alone (about 2 min)."""
+costs besides its traffic, with the ratio to a host trial; then two guests started one
+after the other against two at once (`tunnelbench doctor --kernel debian`, a boot and
+the capability probe). Run it alone (about 4 min)."""
 
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -54,6 +57,25 @@ def timed_run(kernel: str) -> tuple[float, list[float]]:
         return first, walls
 
 
+def guest_starts(at_once: int) -> list[float]:
+    """Wall seconds of each of ``at_once`` guests' starts begun together."""
+    argv = [sys.executable, "-m", "tunnelbench", "doctor", "--kernel", "debian", "--json"]
+    seconds: list[float] = []
+
+    def start() -> None:
+        began = time.monotonic()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, check=True)
+        seconds.append(time.monotonic() - began)
+
+    threads = [threading.Thread(target=start) for _ in range(at_once)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seconds) == at_once, "a guest did not start"
+    return sorted(seconds)
+
+
 def main() -> None:
     host_start, host = timed_run("host")
     vm_start, vm = timed_run("debian")
@@ -65,6 +87,12 @@ def main() -> None:
     print(
         f"besides the traffic:    host {h - traffic:5.1f} s   VM {v - traffic:5.1f} s"
         f"   ratio {(v - traffic) / (h - traffic):.1f}"
+    )
+    one = guest_starts(1)[0]
+    both = guest_starts(2)
+    print(
+        f"two guests' starts:     one after the other {2 * one:5.1f} s   at once {both[-1]:5.1f} s"
+        f" ({both[0]:.1f} s, {both[1]:.1f} s)   ratio {both[-1] / (2 * one):.2f}"
     )
 
 
