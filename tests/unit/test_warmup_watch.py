@@ -94,21 +94,21 @@ def test_a_steady_path_keeps_the_window_opened_on_trial():
     _, opened, ended = watched(flat(10e9), 0.05)
     assert len(opened) == 1
     # Known once its first half second has passed: the window runs on meanwhile.
-    assert 0.5 <= time.monotonic() - ended.begin < 0.8
-    assert ended.steady and LEAD_S <= ended.seconds < LEAD_S + 0.15, ended.seconds
+    assert 0.5 <= time.monotonic() - ended.begin < 1.0
+    assert ended.steady and LEAD_S <= ended.seconds < LEAD_S + 0.3, ended.seconds
     # Judged once its first half second had passed (to a tick of the watch).
     assert re.fullmatch(
-        r"RTT and goodput not rising over 0\.[56] s from the window's start", ended.reason
+        r"RTT and goodput not rising over 0\.[5-9] s from the window's start", ended.reason
     )
 
 
 def test_a_window_whose_first_stretch_still_rose_is_dropped_and_opened_again():
     """A sender ramping from 1 to 3 Gbit/s over its first 0.8 s."""
     t0, opened, ended = watched(ramp(1e9, 3e9, 0.8), 0.05)
-    assert len(opened) == 2 and opened[0] - t0 < LEAD_S + 0.15, opened
+    assert len(opened) == 2 and opened[0] - t0 < LEAD_S + 0.3, opened
     # Opened again once the half second before it was (nearly all) past the ramp.
     assert ended.steady and ended.begin - t0 >= 0.8 + 0.3, ended.begin - t0
-    assert ended.reason.startswith("the window opened at 0.1 s was dropped (the goodput rose")
+    assert re.match(r"the window opened at 0\.[123] s was dropped \(the goodput rose", ended.reason)
     assert ended.reason.endswith("RTT and goodput not rising over the last 0.5 s")
 
 
@@ -124,14 +124,15 @@ def test_a_window_shorter_than_ten_round_trips_is_dropped_unjudged():
     """A 100 ms round trip is judged over a second; the window is half of one."""
     t0, opened, ended = watched(flat(20e6), 100.0, duration_s=0.5)
     assert len(opened) == 2 and ended.steady and ended.begin - t0 >= 1.0
-    assert ended.reason == (
-        "the window opened at 0.1 s was dropped (not judged in it);"
-        " RTT and goodput not rising over the last 1.0 s"
-    )
+    assert re.fullmatch(
+        r"the window opened at 0\.[123] s was dropped \(not judged in it\);"
+        r" RTT and goodput not rising over the last 1\.0 s",
+        ended.reason,
+    ), ended.reason
 
 
 def test_a_watch_with_no_pings_ends_at_its_bound_and_opens_the_window_there():
     _, opened, ended = watched(flat(10e9), None, bound_s=0.4)
     assert len(opened) == 2
-    assert not ended.steady and 0.4 <= ended.seconds < 0.6
+    assert not ended.steady and 0.4 <= ended.seconds < 0.8
     assert ended.reason == "not steady within traffic.warmup_max (0.4 s)"
