@@ -14,6 +14,13 @@ Advice follows the cause the diagnosis named, not a near one: queue advice is fo
 queue that dropped (:mod:`.queue_advice`); a CPU limit the lab set (offloads off) is
 advised as the lab's setting, never the router's; and a crypto driver is advised only
 for a tunnel whose kind declares that its crypto goes through the kernel's crypto API.
+
+Advice follows the verdict: a configuration at its link's ceiling (``link-bound``,
+``link-bound-lossy``, ``above-ceiling``) is told nothing that rests on its CPU or its load
+generator (:data:`AT_CEILING`, :data:`SPEED_RULES`), since nothing faster there can
+carry more than the link: a baseline at 100.0% of its ceiling was told "run one generator
+process per stream". A measured alternative still speaks for itself
+(:func:`~tunnelbench.analysis.cpu_advice.faster_userspace`).
 """
 
 from collections.abc import Sequence
@@ -75,6 +82,27 @@ RULES: tuple[AdviceRule, ...] = (
 )
 
 
+#: Verdicts at the link's limit: no CPU or generator setting can carry more.
+AT_CEILING = frozenset({Bound.LINK, Bound.LINK_LOSSY, Bound.ABOVE_CEILING})
+#: The hints that make the endpoints or the generator faster: none of them helps a
+#: configuration whose verdict is in :data:`AT_CEILING`.
+SPEED_RULES: frozenset[AdviceRule] = frozenset(
+    {
+        kernel_data_path,
+        raise_cpu_budget,
+        raise_role_budget,
+        more_queues,
+        generator_processes,
+        several_flows,
+        spread_softirq,
+        accelerated_crypto,
+        frequency_scaling,
+        dut_receive_spread,
+        dut_crypto_driver,
+    }
+)
+
+
 # Measured gains first, then undecided measurements, then hints, refuted ones last.
 _ORDER = {"gain": 0, "too few runs": 1, None: 2, "no difference": 3, "slower": 3}
 
@@ -83,8 +111,12 @@ def advise(subject: Subject, diagnosis: Diagnosis, run: Sequence[Sibling]) -> li
     """Every suggestion for one configuration: measured gains first, refuted ones last."""
     if diagnosis.verdict.bound is Bound.EMULATED:
         return []  # an emulated CPU's limits say nothing of a real router's settings
+    if diagnosis.verdict.bound is Bound.TOO_FEW_RUNS:
+        return []  # no verdict, no advice
     context = Context(subject, diagnosis, run)
-    found = [a for a in (rule(context) for rule in RULES) if a is not None]
+    at_ceiling = diagnosis.verdict.bound in AT_CEILING
+    rules = [r for r in RULES if not (at_ceiling and r in SPEED_RULES)]
+    found = [a for a in (rule(context) for rule in rules) if a is not None]
     if dut(subject) is not None:
         # A real router has none of the lab's settings; its own are advised instead.
         found = [a for a in found if not (a.setting or "").startswith("lab.")]

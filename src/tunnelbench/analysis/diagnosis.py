@@ -52,6 +52,7 @@ from tunnelbench.analysis.lab_limits import lab_limit
 from tunnelbench.analysis.loss_rules import (
     RETRANSMIT_HEAVY_PCT,
     loss_heavy,
+    lossy_runs,
     reordering,
     retransmit_source,
 )
@@ -140,6 +141,11 @@ RULES: tuple[Rule, ...] = (
     loss_heavy,
     latency_under_load,
 )
+
+
+#: The rules about loss: where some runs reordered and others did not, they judge the
+#: others alone (:func:`~tunnelbench.analysis.loss_rules.lossy_runs`).
+LOSS_RULES: frozenset[Rule] = frozenset({queue_below_bdp, queue_drops, loss_heavy})
 
 
 def undetermined(s: Subject) -> Finding:
@@ -293,10 +299,66 @@ def _budget_held(finding: Finding) -> bool:
     return any(e.name.startswith(("tunnel.cpu_budget", "lab.budget.")) for e in finding.evidence)
 
 
+def _judged(s: Subject, rule: Rule, split: tuple[Subject, str] | None) -> Finding | None:
+    """``rule``'s finding; a loss rule's over the runs that did not reorder when the runs
+    disagree, saying so."""
+    if split is None or rule not in LOSS_RULES:
+        return rule(s)
+    finding = rule(split[0])
+    return None if finding is None else replace(finding, summary=finding.summary + split[1])
+
+
+#: The fewest successful runs a verdict is drawn from when others failed: one run left of
+#: several says nothing of the runs that did not finish (in a guest, the one run left of
+#: three got ``single-queue`` and "give each link 2 queues").
+VERDICT_RUNS_MIN = 2
+
+
+def survivors(s: Subject, d: Diagnosis) -> Diagnosis:
+    """A verdict drawn from what is left where some runs failed: withheld when fewer than
+    :data:`VERDICT_RUNS_MIN` succeeded ("1 of 3 runs; no verdict", with what the run
+    measured), else marked with how many it rests on. A configuration whose runs all
+    succeeded is as diagnosed."""
+    if not s.failed:
+        return d
+    ok = len(s.runs) or 1
+    total = ok + s.failed
+    if ok >= VERDICT_RUNS_MIN:
+        marked = replace(
+            d.verdict,
+            summary=f"{d.verdict.summary}; from the {ok} of {total} runs that succeeded"
+            f" ({s.failed} failed)",
+        )
+        return Diagnosis(marked, d.others)
+    seen = undetermined(s)
+    measured = seen.summary.removeprefix("no limit identified: ")
+    return Diagnosis(
+        Finding(
+            Bound.TOO_FEW_RUNS,
+            f"{ok} of {total} runs; no verdict: {s.failed} failed, and the one left is no"
+            f" basis for one (it measured {measured})",
+            (
+                Evidence("runs that succeeded", ok, ""),
+                Evidence("runs that failed", s.failed, ""),
+                *seen.evidence,
+            ),
+            subject="runs",
+        )
+    )
+
+
 def diagnose(s: Subject) -> Diagnosis:
+    """The verdict and the further findings of one configuration (the module's docstring
+    says how they are ordered), from what is left where some runs failed
+    (:func:`survivors`)."""
+    return survivors(s, _diagnosed(s))
+
+
+def _diagnosed(s: Subject) -> Diagnosis:
     found: list[Finding] = []
+    split = lossy_runs(s)
     for rule in RULES:
-        finding = rule(s)
+        finding = _judged(s, rule, split)
         # A CPU budget and a saturated core are one finding, told once.
         if finding is not None and finding.bound not in {f.bound for f in found}:
             found.append(finding)

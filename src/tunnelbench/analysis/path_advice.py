@@ -18,7 +18,9 @@ def reordered_packets(c: Context) -> Advice | None:
     return Advice(
         None,
         "keep each flow's packets in order through the tunnel: processing one flow's"
-        " packets on several cores at once (parallel crypto, several daemon threads) or"
-        " sending them over several paths reorders them",
+        " packets on several cores at once (per-packet parallel or asynchronous crypto,"
+        " as ESP's can be, several daemon threads) or sending them over several paths reorders"
+        " them, and TCP takes a late segment for a lost one. Judge such a tunnel with TCP"
+        " traffic: a UDP test counts a reordered datagram as delivered and hides the cost",
         finding.summary,
     )

@@ -145,8 +145,13 @@ def link_bound(s: Subject) -> Finding | None:
     # Segments retransmitted because they arrived late are no loss the queue caused.
     late = reordered(s)
     if late is not None:
-        clauses.append(f"TCP counted {late.events:,.0f} reorder events with no packet lost")
-    heavy = retrans_share is not None and retrans_share[0] >= RETRANSMIT_HEAVY_PCT and late is None
+        where = "" if late.every_run else f" in {late.runs} of {late.of} runs"
+        clauses.append(f"TCP counted {late.events:,.0f} reorder events with no packet lost{where}")
+    heavy = (
+        retrans_share is not None
+        and retrans_share[0] >= RETRANSMIT_HEAVY_PCT
+        and (late is None or not late.every_run)
+    )
     head = (
         f"at {pct:.1f}% of the link's ceiling ({mbit(s.goodput_bps):,.1f} of"
         f" {mbit(ceiling):,.1f} Mbit/s)"

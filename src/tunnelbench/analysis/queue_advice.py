@@ -7,13 +7,24 @@ A larger WAN queue is advised only from what the flows need of it (the bandwidth
 product over the square root of the flows, four segments a flow:
 :mod:`tunnelbench.analysis.queue_size`), or from this run's own measurement of a larger
 one that was significantly faster.
+
+Advice across a run's rows must not contradict itself: a larger queue is advised only
+where the drops hold the link below its ceiling, a shorter one only where the link is at
+its ceiling and the queue's measured standing delay is large (the latency finding), and
+never down to a limit this run measured slower (a tiny FIFO's row was told "raise the
+queue to 72: +8%" while the 72 row was told to shorten it to 18).
 """
+
+from collections.abc import Callable
+from typing import Any
 
 from tunnelbench.analysis import drop_sites
 from tunnelbench.analysis.diagnosis import Bound, Finding
-from tunnelbench.analysis.queue_size import wan_queue
-from tunnelbench.analysis.suggestion import Advice, Availability, Context
+from tunnelbench.analysis.queue_size import senders_bound_bytes, wan_queue
+from tunnelbench.analysis.suggestion import Advice, Availability, Context, Measured
+from tunnelbench.analysis.verdicts import link_bound_pct, share_of_ceiling
 from tunnelbench.kinds import Queue
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import QUEUE_LIMIT_MAX
 from tunnelbench.units import human_rate
 
@@ -26,6 +37,13 @@ QUEUE_LIMIT_MIN = 2  # packets: the shortest queue advice proposes
 #: link-bound FIFO measured +0% (p = 0.0079) for a limit 16 times its own. The same as
 #: ``tunnelbench tune``'s default minimum gain.
 QUEUE_GAIN_PCT = 2.0
+
+
+def _at_ceiling(c: Context) -> bool | None:
+    """Whether the configuration reached its link's ceiling (the link-bound share,
+    :func:`~tunnelbench.analysis.verdicts.link_bound_pct`); None without a ceiling."""
+    pct = share_of_ceiling(c.subject)
+    return None if pct is None else pct >= link_bound_pct(c.subject)
 
 
 def _site(c: Context, finding: Finding) -> drop_sites.DropSite | None:
@@ -132,7 +150,10 @@ def larger_queue(c: Context) -> Advice | None:
     queue = wan_queue(s.config, s.metrics)
     if finding is None or queue is None or c.finding(Bound.LATENCY) is not None:
         return None
-    measured = c.measured("lab.wan.queue_limit", lambda v: v > wan.queue_limit)
+    if _at_ceiling(c):
+        return None  # the drops cost nothing a larger queue could give back
+    gain = _smallest_gain(c, wan.queue_limit)
+    measured = gain or c.measured("lab.wan.queue_limit", lambda v: v > wan.queue_limit)
     held = (
         f"{wan.queue_limit:,} packets ({queue.held_bytes / 1000:,.1f} kB, {queue.per_packet_text})"
     )
@@ -151,18 +172,16 @@ def larger_queue(c: Context) -> Advice | None:
                 if v > wan.queue_limit
             ),
         )
-    if measured is None or measured.outcome != "gain" or measured.in_noise:
-        return None
-    if measured.change_pct < QUEUE_GAIN_PCT:
+    if gain is None:
         return None
     return Advice(
         "lab.wan.queue_limit",
-        f"raise the queue limit: this run measured {measured.value:,} packets faster"
-        f" ({measured.change_pct:+.0f}%), though {held} hold what its flows need"
+        f"raise the queue limit: this run measured {gain.value:,} packets faster"
+        f" ({gain.change_pct:+.0f}%), though {held} hold what its flows need"
         f" ({queue.need_bytes / 1000:,.1f} kB)",
         finding.summary,
-        measured,
-        candidates=(measured.value,),
+        gain,
+        candidates=(gain.value,),
     )
 
 
@@ -193,16 +212,90 @@ def queue_for_bdp(c: Context) -> Advice | None:
     )
 
 
+def _equal(value: int) -> Callable[[Any], bool]:
+    return lambda v: bool(v == value)
+
+
+def _gain(measured: Measured | None) -> bool:
+    """A measured gain worth a change: significant, beyond the noise, and at least
+    :data:`QUEUE_GAIN_PCT`."""
+    return (
+        measured is not None
+        and measured.outcome == "gain"
+        and not measured.in_noise
+        and measured.change_pct >= QUEUE_GAIN_PCT
+    )
+
+
+def _smallest_gain(c: Context, limit: int) -> Measured | None:
+    """Of the larger limits this run measured faster (:func:`_gain`), the smallest that
+    reached the link's ceiling, else the fastest: a raise to 1,024 packets where 64
+    already reached the ceiling would contradict the 1,024 row's advice to shorten."""
+    gains = []
+    for value in sorted(
+        {s.config.lab.wan.queue_limit for s in c.run if s.config.lab.wan.queue_limit > limit}
+    ):
+        measured = c.measured("lab.wan.queue_limit", _equal(value))
+        if measured is not None and _gain(measured):
+            gains.append(measured)
+    ceiling = c.subject.ceiling_bps
+    if ceiling:
+        floor = link_bound_pct(c.subject) / 100 * ceiling
+        reached = [m for m in gains if m.goodput_bps >= floor]
+        if reached:
+            return reached[0]
+    return max(gains, key=lambda m: m.change_pct, default=None)
+
+
+def _measured_slower(c: Context, limit: int) -> int | None:
+    """The largest limit below ``limit`` this run measured significantly slower than this
+    configuration; None when it measured none."""
+    slower = None
+    for sibling in c.run:
+        value = sibling.config.lab.wan.queue_limit
+        if value >= limit or (slower is not None and value <= slower):
+            continue
+        measured = c.measured("lab.wan.queue_limit", _equal(value))
+        if (
+            measured is not None
+            and measured.outcome == "slower"
+            and measured.change_pct <= -QUEUE_GAIN_PCT
+        ):
+            slower = value
+    return slower
+
+
+def _standing_ms(c: Context) -> float | None:
+    """What the load added to the median round trip: the queue's measured standing
+    delay (ms); None when the round trips were not recorded."""
+    idle = c.subject.metrics.get(metric.RTT_IDLE.name)
+    loaded = c.subject.metrics.get(metric.RTT_LOADED.name)
+    return None if idle is None or loaded is None else loaded - idle
+
+
 def shorter_queue(c: Context) -> Advice | None:
-    """Packets wait in a FIFO up to its limit times their size over the rate: a shorter
-    one bounds the delay, at a risk to goodput with few flows (the measurement decides;
-    a goodput comparison cannot judge it, so none is cited)."""
+    """A FIFO whose packets waited long (the latency finding: the measured standing delay
+    is large) while the link was at its ceiling: a shorter one bounds the delay. Below
+    the ceiling a shorter queue would cost goodput the link has room for, and a limit this
+    run measured slower is not proposed (the measurement decides; a goodput comparison
+    cannot judge the delay, so none is cited).
+
+    The wait it states is what the queue can hold, limit times the bytes a packet held
+    over the rate, bounded by what the senders can have queued at all: their socket
+    buffers (:func:`~tunnelbench.analysis.queue_size.senders_bound_bytes`; a
+    1000-aggregate FIFO "waited up to 15,357 ms" where the buffers bound it near 1.7 s),
+    and beside it the wait this run measured."""
     latency = c.finding(Bound.LATENCY)
     wan = c.subject.config.lab.wan
     if latency is None or wan.rate is None or (wan.queue.value if wan.queue else None) not in FIFOS:
         return None
+    if _at_ceiling(c) is False:
+        return None
     limit = wan.queue_limit
-    shorter = tuple(sorted({max(limit // f, QUEUE_LIMIT_MIN) for f in (4, 16)} - {limit}))
+    shorter = {max(limit // f, QUEUE_LIMIT_MIN) for f in (4, 16)} - {limit}
+    floor = _measured_slower(c, limit)
+    if floor is not None:
+        shorter = {v for v in shorter if v > floor}
     if not shorter:
         return None
     # What each queued packet held: GSO/GRO aggregates where the trial measured them.
@@ -211,12 +304,25 @@ def shorter_queue(c: Context) -> Advice | None:
         size, each = f"of {queue.packet_bytes:,.0f} bytes (measured)", queue.packet_bytes
     else:
         size, each = f"of up to {wan.mtu} bytes", float(wan.mtu)
-    wait_ms = limit * each * 8 / wan.rate * 1000
+    held_ms = limit * each * 8 / wan.rate * 1000
+    senders = senders_bound_bytes(c.subject.config)
+    senders_ms = senders * 8 / wan.rate * 1000
+    if senders_ms < held_ms:
+        streams = c.subject.config.traffic.streams
+        wait = (
+            f"{limit} packets {size} could hold {held_ms:,.0f} ms at {human_rate(wan.rate)},"
+            f" but the senders' socket buffers ({streams} stream{'s' if streams > 1 else ''}"
+            f" x {senders / streams / 2**20:g} MiB, Linux's default tcp_wmem maximum) bound"
+            f" the wait to {senders_ms:,.0f} ms"
+        )
+    else:
+        wait = f"{limit} packets {size} wait up to {held_ms:,.0f} ms at {human_rate(wan.rate)}"
+    measured = _standing_ms(c)
+    seen = "" if measured is None else f"; measured here: {measured:,.0f} ms of waiting"
     return Advice(
         "lab.wan.queue_limit",
-        f"shorten the queue: {limit} packets {size} wait up to"
-        f" {wait_ms:,.0f} ms at {human_rate(wan.rate)}",
+        f"shorten the queue: {wait}{seen}",
         latency.summary,
-        candidates=tuple(reversed(shorter)),
+        candidates=tuple(sorted(shorter, reverse=True)),
         goal="latency",
     )

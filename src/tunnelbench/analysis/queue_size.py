@@ -36,6 +36,12 @@ from tunnelbench.units import human_rate
 #: The segments a flow needs in flight for fast retransmit: the lost one and three more
 #: whose duplicate ACKs announce the loss.
 FLOW_WINDOW_SEGMENTS = 4
+#: The most a TCP sender keeps in its socket's send buffer: Linux's default
+#: ``net.ipv4.tcp_wmem`` maximum (4 MiB). What all the senders hold is all a FIFO can
+#: queue of theirs, however large its limit: at 1 Gbit/s and a sub-ms path a
+#: 1000-aggregate FIFO settled at ~107 ms with no drop (shared/DESIGN.md). The trials
+#: do not record the sysctl; the lab's namespaces inherit the kernel's default.
+TCP_WMEM_MAX_BYTES = 4 * 2**20
 #: Queues limited in packets that drop at the tail: their limit is all the buffer a flow
 #: gets (fair and delay-managing queues keep their own, much shorter standing queue).
 PACKET_FIFOS = (None, Queue.PFIFO, Queue.PFIFO_FAST)
@@ -127,6 +133,12 @@ class QueueSize:
             ("flows", float(self.flows), ""),
             ("buffer the flows need", self.need_bytes, "bytes"),
         ]
+
+
+def senders_bound_bytes(config: TrialConfig) -> int:
+    """What the senders can have queued at all: each stream's socket buffer
+    (:data:`TCP_WMEM_MAX_BYTES`) times the streams."""
+    return max(1, config.traffic.streams) * TCP_WMEM_MAX_BYTES
 
 
 def wan_packet_bytes(metrics: dict[str, float]) -> float | None:

@@ -230,6 +230,7 @@ def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None
             where(summary.config, environment),
             runs=tuple(t.metrics for t in _ok(summary)),
             noise_pct=summary.noise_pct,
+            failed=len(summary.failed),
         )
         summary.diagnosis = diagnose(subject)
         summary.advice = advise(subject, summary.diagnosis, siblings)

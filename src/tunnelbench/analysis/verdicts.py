@@ -46,6 +46,7 @@ class Bound(StrEnum):
     LOSS = "loss-heavy"
     LATENCY = "latency-under-load"
     EMULATED = "emulated-cpu"
+    TOO_FEW_RUNS = "too-few-runs"
     UNDETERMINED = "undetermined"
 
 
@@ -111,6 +112,8 @@ class Subject:
     outside_processes: tuple[tuple[str, float], ...] = ()
     #: This machine's noise: the CV (%) of the configuration's baseline in its run.
     noise_pct: float | None = None
+    #: The configuration's runs that failed: the rules judge what is left, and say so.
+    failed: int = 0
 
     def names(self, prefix: str, suffix: str = "") -> list[str]:
         return sorted(n for n in self.metrics if n.startswith(prefix) and n.endswith(suffix))

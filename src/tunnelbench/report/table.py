@@ -85,7 +85,7 @@ LIMITED_BY = {
     "single-queue": "one queue", "thermal-limit": "THERMAL",
     "queue-drop-bound": "queue drops", "reordering": "reordering", "loss-heavy": "loss",
     "latency-under-load": "latency", "emulated-cpu": "EMULATED CPU",
-    "undetermined": "undetermined",
+    "too-few-runs": "no verdict", "undetermined": "undetermined",
 }  # fmt: skip
 
 
