@@ -299,7 +299,8 @@ def test_a_bloated_fifo_is_advised_shorter_for_the_latency_target_only(tmp_path:
     (shorter,) = [a for a in advice if a.goal == "latency"]
     assert shorter.setting == "lab.wan.queue_limit" and shorter.candidates == (250, 62)
     assert shorter.suggestion == (
-        "shorten the queue: 1000 packets of up to 1500 bytes wait up to 1,200 ms at 10 Mbit/s"
+        "shorten the queue: 1000 packets of up to 1500 bytes wait up to 1,200 ms at 10 Mbit/s;"
+        " measured here: 120 ms of waiting"
     )
     assert shorter.measured is None  # a goodput comparison cannot judge a latency advice
     flat = flatten(shaped.to_dict())

@@ -20,6 +20,8 @@ from tunnelbench.report.charts import config_labels, label_axes, setting_parts, 
 from tunnelbench.report.fit import wrap
 from tunnelbench.report.markdown import escape
 from tunnelbench.report.table import (
+    ABOVE_MARK,
+    ceiling_cell,
     limited_by,
     median_with_ci,
     retransmits_cell,
@@ -133,7 +135,8 @@ def details(summaries: list[ConfigSummary], width: int) -> list[str]:
         if s.pct_of_baseline is not None:
             parts.append(f"{s.pct_of_baseline:.0f}% of the baseline")
         if s.pct_of_ceiling is not None:
-            parts.append(f"{s.pct_of_ceiling:.1f}% of the ceiling")
+            lead = " (the shaper's burst lead)" if ceiling_cell(s).endswith(ABOVE_MARK) else ""
+            parts.append(f"{s.pct_of_ceiling:.1f}% of the ceiling{lead}")
         if s.latency is not None:
             idle, loaded, increase = rtt_cells(s.latency)
             parts.append(f"RTT ms idle {idle}, loaded median/p95 {loaded}, increase {increase}")

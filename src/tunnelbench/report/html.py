@@ -309,7 +309,8 @@ def render(view: RunView) -> str:
         "the median in parentheses and the spread of the runs in words (very consistent: "
         "CV < 1%, consistent < 5%, variable < 10%, else inconsistent). “% of baseline” "
         "divides by the median of the same lab and traffic without a tunnel, measured in "
-        f"the same run.{_note(table.retransmits_note(list(summaries)))}</p>"
+        f"the same run.{_note(table.retransmits_note(list(summaries)))}"
+        f"{_note(table.ceiling_note(list(summaries)))}</p>"
         "</section>"
         + f'<section id="results"><h2>Results</h2>{_results(summaries)}</section>'
         + _list("This machine's noise", view.noise.lines(), "noise")

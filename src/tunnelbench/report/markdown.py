@@ -28,6 +28,9 @@ from tunnelbench.report.table import (
     AXIS_HEADINGS,
     RTT_COLUMNS,
     axis_value,
+    ceiling_cell,
+    ceiling_note,
+    no_queue_limit,
     retransmits_cell,
     retransmits_note,
     rtt_cells,
@@ -87,7 +90,7 @@ def _result_cells(s: ConfigSummary, ceilings: bool, latency: bool) -> list[str]:
     if g is None:
         return ["failed", *["-"] * (width - 1)]
     c = s.busiest_core
-    ceiling = ["-" if s.pct_of_ceiling is None else f"{s.pct_of_ceiling:.1f}%"]
+    ceiling = [ceiling_cell(s)]
     return [
         f"{mbit(g.median):,.0f}",
         "-" if g.ci is None else f"{mbit(g.ci[0]):,.0f}-{mbit(g.ci[1]):,.0f}",
@@ -172,9 +175,9 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
         out.append(("lab.wan.rate", f"WAN shaped to {mbit(lab.wan.rate):g} Mbit/s"))
         out.append(("lab.wan.shaper", f"shaper {lab.wan.shaper.value}"))
         out.append(("lab.wan.queue", f"queue {queue}"))
-        out.append(("lab.wan.queue_limit", f"queue limit {lab.wan.queue_limit} packets"))
     elif lab.wan.queue is not None:
         out.append(("lab.wan.queue", f"WAN queue {lab.wan.queue.value}"))
+    if not no_queue_limit(lab.wan):
         out.append(("lab.wan.queue_limit", f"queue limit {lab.wan.queue_limit} packets"))
     if lab.wan.delay:
         out.append(("lab.wan.delay", f"WAN delay {format_us(lab.wan.delay)} each way"))
@@ -346,7 +349,7 @@ def explanation(summaries: list[ConfigSummary]) -> str:
     runs = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
     ceiling = (
         " % of ceiling divides by the modelled upper bound on TCP goodput through the shaped"
-        " WAN link (docs/ceilings.md)."
+        " WAN link (docs/ceilings.md)." + (f" {note}." if (note := ceiling_note(summaries)) else "")
         if any(s.ceiling is not None for s in summaries)
         else ""
     )

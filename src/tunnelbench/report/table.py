@@ -1,6 +1,6 @@
 """The terminal table of a run: one row per configuration."""
 
-from tunnelbench.analysis.diagnosis import Finding
+from tunnelbench.analysis.diagnosis import Bound, Finding
 from tunnelbench.analysis.stats import Summary, consistency
 from tunnelbench.analysis.summary import (
     GENERATOR_RETRANSMITS,
@@ -10,7 +10,9 @@ from tunnelbench.analysis.summary import (
     varying_axes,
 )
 from tunnelbench.analysis.tuning import ms
-from tunnelbench.kinds import Protocol
+from tunnelbench.analysis.verdicts import ABOVE_CEILING_PCT, above_ceiling_pct
+from tunnelbench.kinds import Protocol, Queue
+from tunnelbench.model.plan import LinkSettings
 from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.report.fit import aligned, fitted, wrap
 from tunnelbench.units import mbit
@@ -96,12 +98,35 @@ def limited_by(verdict: Finding) -> str:
     return f"{short} (lab)" if verdict.lab_setting else short
 
 
+#: Queues whose ``queue_limit`` is their size in packets (None: a pfifo under the shaper).
+PACKET_LIMITED = (None, Queue.PFIFO, Queue.PFIFO_FAST)
+#: The limit a plan leaves unset (:class:`~tunnelbench.model.plan.LinkSettings`).
+DEFAULT_QUEUE_LIMIT = LinkSettings().queue_limit
+
+
+def no_queue_limit(wan: LinkSettings) -> bool:
+    """Whether a row's packet limit says nothing of its queue: no queue at all (an
+    unshaped link with the device's own), cake (which runs unlimited) and bfifo (limited
+    in bytes), and fq_codel or fq at the limit a plan leaves unset: a packet limit is a
+    FIFO's notion, and "fq_codel 1000" reads as a setting the user made."""
+    if wan.rate is None and wan.queue is None:
+        return True
+    if wan.queue in (Queue.CAKE, Queue.BFIFO):
+        return True
+    return wan.queue not in PACKET_LIMITED and wan.queue_limit == DEFAULT_QUEUE_LIMIT
+
+
 def axis_value(summary: ConfigSummary, path: str) -> str:
     # Attribute by attribute: the configuration's to_dict() (dataclasses.asdict) for
     # every cell took 0.3 s of a 20-configuration report.
     value: object = summary.config
     for part in path.split("."):
         value = getattr(value, part)
+    wan = summary.config.lab.wan
+    if path == "lab.wan.shaper" and wan.rate is None:
+        return "none"  # an unshaped link has no shaper, whatever the default names
+    if path == "lab.wan.queue_limit" and no_queue_limit(wan):
+        return "-"
     if path in ("lab.wan.rate", "traffic.udp_rate"):
         return "-" if value is None else f"{mbit(value):g}M"  # type: ignore[arg-type]
     if path == "tunnel.cpu_budget" or path.startswith("lab.budget."):
@@ -231,6 +256,43 @@ def median_with_ci(g: Summary) -> str:
     return f"{mbit(g.median):,.0f} ({mbit(g.ci[0]):,.0f}-{mbit(g.ci[1]):,.0f})"
 
 
+#: Marks a share of the ceiling above 100% that is within the tool's bound for it.
+ABOVE_MARK = "†"
+
+
+def _within_lead(s: ConfigSummary) -> bool:
+    """Whether the configuration's share of the ceiling reads above 100.0% while within
+    what the shaper can send ahead of its rate (the ``above-ceiling`` verdict names the
+    figures beyond it)."""
+    pct = s.pct_of_ceiling
+    if pct is None or round(pct, 1) <= 100.0:
+        return False
+    verdict = s.diagnosis.verdict.bound if s.diagnosis else None
+    return verdict is not Bound.ABOVE_CEILING and pct <= above_ceiling_pct(s.config)
+
+
+def ceiling_cell(s: ConfigSummary) -> str:
+    """``99.8%``; ``102.7%†`` above 100% (:func:`ceiling_note` says why)."""
+    if s.pct_of_ceiling is None:
+        return "-"
+    return f"{s.pct_of_ceiling:.1f}%{ABOVE_MARK if _within_lead(s) else ''}"
+
+
+def ceiling_note(summaries: list[ConfigSummary]) -> str:
+    """The footnote to :data:`ABOVE_MARK`, or "" when no figure carries it."""
+    marked = [s for s in summaries if _within_lead(s)]
+    if not marked:
+        return ""
+    lead = max(above_ceiling_pct(s.config) for s in marked) - ABOVE_CEILING_PCT
+    return (
+        f"{ABOVE_MARK} above 100% of the ceiling within what the measurement allows: up to"
+        f" {lead:.2g}% for the shaper's burst lead (its bucket, with htb one aggregate more,"
+        " sent ahead of its rate as the measured window opens) and"
+        f" {ABOVE_CEILING_PCT - 100:g}% by which the counters and the model may differ;"
+        " not more than the link carries"
+    )
+
+
 def rows(
     summaries: list[ConfigSummary], *, detailed: bool = False
 ) -> tuple[list[str], list[list[str]]]:
@@ -264,7 +326,7 @@ def rows(
             if baselines:
                 row.append("-" if s.pct_of_baseline is None else f"{s.pct_of_baseline:.0f}%")
             if ceilings:
-                row.append("-" if s.pct_of_ceiling is None else f"{s.pct_of_ceiling:.1f}%")
+                row.append(ceiling_cell(s))
             if latency:
                 row += rtt_cells(s.latency) if detailed else [rtt_cell(s.latency)]
             c = s.busiest_core
@@ -299,6 +361,8 @@ def render(summaries: list[ConfigSummary], width: int | None = None) -> str:
         row[header.index("retrans")].endswith(GENERATOR_MARK) for row in body
     ):
         lines.append(f"{GENERATOR_MARK} {generator_retransmits_legend(summaries)}")
+    if "% ceil" not in left_out and (note := ceiling_note(summaries)):
+        lines += wrap(note, width, hanging="  ") if width is not None else [note]
     if left_out and width is not None:
         note = f"(left out to fit {width} columns: {', '.join(left_out)})"
         lines += wrap(note, width, hanging=" ")
