@@ -109,7 +109,8 @@ def test_across_the_recorded_matrix_no_row_is_raised_past_where_another_is_short
     reached the ceiling (64), not to the largest one measured (1,024), which the 1,024
     row's advice shortens; and no row at its ceiling is told to raise its queue."""
     summaries, _ = run_of("tune-tiny-fifo", tmp_path)
-    raised, shortened = {}, {}
+    raised: dict[int, tuple[Any, ...]] = {}
+    shortened: dict[int, tuple[Any, ...]] = {}
     for s in summaries:
         for a in queue_limit_advice(s.advice):
             target = shortened if a.goal == "latency" else raised
@@ -182,6 +183,7 @@ def test_one_flow_with_no_busy_core_is_not_told_about_cores(tmp_path):
     s = summaries[0]
     cake = changed(changed(s.config, "lab_wan", queue="cake"), "traffic", streams=1)
     runs = [run | {"cpu0.idle": 66.0, "cpu1.idle": 80.0} for run in ok_runs(s)]
+    assert s.goodput is not None
     case = replace(as_subject(s, env, runs, cake), ceiling_bps=s.goodput.median / 0.7)
     d = diagnose(case)
     assert d.verdict.bound is Bound.UNDETERMINED
