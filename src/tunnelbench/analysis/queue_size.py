@@ -39,7 +39,7 @@ FLOW_WINDOW_SEGMENTS = 4
 #: The most a TCP sender keeps in its socket's send buffer: Linux's default
 #: ``net.ipv4.tcp_wmem`` maximum (4 MiB). What all the senders hold is all a FIFO can
 #: queue of theirs, however large its limit: at 1 Gbit/s and a sub-ms path a
-#: 1000-aggregate FIFO settled at ~107 ms with no drop (shared/DESIGN.md). The trials
+#: 1000-aggregate FIFO settled at ~107 ms with no drop, a steady state. The trials
 #: do not record the sysctl; the lab's namespaces inherit the kernel's default.
 TCP_WMEM_MAX_BYTES = 4 * 2**20
 #: Queues limited in packets that drop at the tail: their limit is all the buffer a flow
