@@ -182,6 +182,7 @@ SEVERITY = {
     "generator-bound": "warning",
     "outside-load": "warning",
     "steal": "warning",
+    "too-few-runs": "warning",
 }
 
 

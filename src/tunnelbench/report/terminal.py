@@ -20,7 +20,8 @@ from tunnelbench.report.view import RunView
 
 # Verdicts that say the figure itself is suspect: shown in red where colour is wanted.
 WARNINGS = tuple(
-    table.LIMITED_BY[b] for b in ("above-ceiling", "outside-load", "steal", "emulated-cpu")
+    table.LIMITED_BY[b]
+    for b in ("above-ceiling", "outside-load", "steal", "emulated-cpu", "too-few-runs")
 )
 
 
