@@ -13,7 +13,7 @@ from pathlib import Path
 from tunnelbench.analysis import significance
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.records import TrialRecord
-from tunnelbench.report import compare, figures, html
+from tunnelbench.report import compare, compare_markdown, figures, html
 from tunnelbench.report.charts import Chart, Reference, Series, spans_decades, spread
 from tunnelbench.report.compare import Comparison
 from tunnelbench.report.markdown import ChartFile, chart_lines, charts_dir
@@ -156,7 +156,7 @@ def render(comparison: Comparison, fmt: str, width: int | None = None) -> str:
         return page(comparison)
     if fmt == "table":
         return compare.render_table(comparison, width)
-    return compare.render_markdown(comparison)
+    return compare_markdown.render(comparison)
 
 
 def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
@@ -165,7 +165,7 @@ def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
     directory = charts_dir(path)
     drawn = figures.write_charts(charts(comparison), directory)
     linked = [ChartFile(c, f"{directory.name}/{f.name}") for c, f in drawn]
-    text = compare.render_markdown(comparison)
+    text = compare_markdown.render(comparison)
     if linked:
         text += "\n".join(chart_lines(linked)) + "\n"
     path.write_text(text)
