@@ -88,6 +88,7 @@ def test_two_runs_that_differ_in_one_setting_pair_by_it(streams):
     ]
     assert [r.summary.label for r in comparison.rows] == ["none", "wireguard (wireguard-go)"]
     assert "Paired by differing traffic.streams: 1 → 4." in compare.render_table(comparison)
+    assert "<br>Paired by differing traffic.streams: 1 → 4.</p>" in compare_page.page(comparison)
     document = json.loads(compare.render_json(comparison))
     assert document["pairing"] == {
         "rule": "one differing setting", "setting": "traffic.streams", "a": 1, "b": 4,
@@ -119,8 +120,8 @@ def test_a_gate_that_pairs_nothing_fails_and_says_why(tmp_path):
     assert done.returncode == 1
     lines = done.stderr.splitlines()
     assert lines[0] == (
-        "compare: the gate compared nothing: no configuration of run 1 paired with one of"
-        " run 1 where both measured goodput"
+        "compare: the gate compared nothing: no configuration of A (run 1 in l2-tunnel-mtu.db)"
+        " paired with one of B (run 1 in queue-comparison.db) where both measured goodput"
     )
     assert lines[1].startswith("compare: not paired by one differing setting: A's none ")
     assert lines[1].endswith(

@@ -4,11 +4,12 @@ table, Markdown, JSON or an HTML page with charts; ``--fail-if-slower`` and the
 latency limits (``--fail-if-latency-worse``, ``--fail-if-latency-above``) make it a
 regression gate for CI.
 
-Exit codes, as every verb: 0 when the comparison was written and no gate failed; 1 when a
+Exit codes: 0 when the comparison was written and no gate failed; 1 when a
 gate failed, each reason a ``compare:`` line on standard error: a pair over a limit, or
 a configuration the gate could not judge (only in A, or failed or skipped in B where A
 measured it), or nothing compared at all; 2 for bad input (an option, a run, a
-selector), with nothing written. A gate never passes a comparison it could not make."""
+selector), with nothing written, as for every verb. A gate never passes a comparison it
+could not make."""
 
 import argparse
 import statistics
@@ -114,9 +115,10 @@ def judged_gate(comparison: compare.Comparison) -> int:
     on standard error. What does not fail (new in B, skipped in both) is named too."""
     failed = 0
     if not compare.compared(comparison):
+        a, b = (f"{side.name} in {side.db}" for side in (comparison.a, comparison.b))
         print(
-            f"compare: the gate compared nothing: no configuration of {comparison.a.name}"
-            f" paired with one of {comparison.b.name} where both measured goodput",
+            f"compare: the gate compared nothing: no configuration of A ({a}) paired with"
+            f" one of B ({b}) where both measured goodput",
             file=sys.stderr,
         )
         failed = 1

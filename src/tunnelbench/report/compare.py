@@ -499,7 +499,7 @@ def explanation(comparison: Comparison) -> list[str]:
             "No difference: not significant, and the whole 95% interval of B/A lies"
             " within ± this machine's noise (the larger CV of the two runs' baselines)."
         )
-    if any(r.in_noise for r in comparison.rows):
+    if any(r.in_noise and not r.equivalent for r in comparison.rows):
         lines.append(
             "Within noise: not significant, and the medians differ by less than this"
             " machine's noise (the larger CV of the two runs' baselines for that"

@@ -129,6 +129,7 @@ def page(comparison: Comparison) -> str:
         for c in charts(comparison)
     )
     title = f"Comparison: {comparison.a.name} (A) and {comparison.b.name} (B)"
+    pairing = "".join(f"<br>{escape(line)}" for line in compare.pairing_lines(comparison))
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -137,7 +138,7 @@ def page(comparison: Comparison) -> str:
         f"<title>{escape(title)}</title><style>{html.CSS}</style></head><body>"
         f"<header><h1>{escape(title)}</h1>"
         f'<p class="meta">A: {escape(comparison.a.describe())}<br>'
-        f"B: {escape(comparison.b.describe())}</p></header>"
+        f"B: {escape(comparison.b.describe())}{pairing}</p></header>"
         f'<section id="verdicts"><h2>Verdict per pair</h2><div class="scroll">'
         f'<table class="results"><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>'
         f"</div>{notes}</section>"
