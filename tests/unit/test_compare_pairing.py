@@ -1,7 +1,8 @@
 """The CI gate cannot pass by pairing nothing (issue 42): two runs that differ in one
 setting pair by it, saying the rule; what would be a guess is refused; a gate that
-compared nothing, or whose B side failed, exits 1 naming why; and compare's outputs
-(a factor for a ratio above 2, the forest rows, the forum Markdown's width) on the same runs.
+compared nothing, or whose B side failed, exits 1 naming why (the command line run in
+this process, as the CLI fuzz tests run it); and compare's outputs (a factor for a ratio
+above 2, the forest rows, the forum Markdown's width) on the same runs.
 
 The runs are the recorded fixture runs, each split in two databases by one setting
 (``base.db`` keeps the trials of one value, ``new.db`` of another): real trials, as two
@@ -12,6 +13,7 @@ gives.
 """
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -19,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.integration.helpers import tunnelbench
 from tests.report_fixtures import RUNS
+from tests.unit.fuzz_harness import Outcome, run_main
 from tunnelbench.errors import LabError
 from tunnelbench.report import compare, compare_markdown, compare_page
 from tunnelbench.traffic import iperf3_json
@@ -29,6 +31,17 @@ STREAMS = "json_extract(config, '$.traffic.streams')"
 LIMIT = "json_extract(config, '$.lab.wan.queue_limit')"
 WIREGUARD = "json_extract(config, '$.tunnel.kind') = 'wireguard'"
 GATE = ("--fail-if-slower", "5", "--fail-if-latency-worse", "50")
+
+
+def tunnelbench(*args: str, cwd: Path) -> Outcome:
+    """The command line run in this process (as the CLI fuzz tests run it): a gate's
+    exit code, standard output and standard error, without a Python start each."""
+    before = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return run_main(args)
+    finally:
+        os.chdir(before)
 
 
 def split(name: str, path: Path, keep: str) -> Path:
@@ -100,7 +113,7 @@ def test_two_runs_that_differ_in_one_setting_pair_by_it(streams):
 def test_the_gate_catches_the_regression_it_used_to_pass(streams):
     # The issue's command line: the wireguard-go round trip 15.8 -> 29.6 ms (+88%).
     done = tunnelbench("compare", "base.db", "new.db", *GATE, cwd=streams)
-    assert done.returncode == 1, done.stderr
+    assert done.code == 1, done.stderr
     lines = done.stderr.splitlines()
     assert lines[0] == "compare: paired by differing traffic.streams: 1 → 4"
     (worse,) = [line for line in lines if "loaded RTT worse" in line]
@@ -110,14 +123,14 @@ def test_the_gate_catches_the_regression_it_used_to_pass(streams):
     )
     # Without a gate the comparison is only shown: exit 0, nothing on standard error.
     shown = tunnelbench("compare", "base.db", "new.db", cwd=streams)
-    assert shown.returncode == 0 and shown.stderr == ""
+    assert shown.code == 0 and shown.stderr == ""
 
 
 def test_a_gate_that_pairs_nothing_fails_and_says_why(tmp_path):
     for name in ("l2-tunnel-mtu", "queue-comparison"):
         shutil.copyfile(RUNS / f"{name}.db", tmp_path / f"{name}.db")
     done = tunnelbench("compare", "l2-tunnel-mtu.db", "queue-comparison.db", *GATE, cwd=tmp_path)
-    assert done.returncode == 1
+    assert done.code == 1
     lines = done.stderr.splitlines()
     assert lines[0] == (
         "compare: the gate compared nothing: no configuration of A (run 1 in l2-tunnel-mtu.db)"
@@ -134,13 +147,13 @@ def test_a_gate_that_pairs_nothing_fails_and_says_why(tmp_path):
     # B's own configurations are new, not a failure of the gate: named, as notes.
     assert sum(line.startswith("compare: note: ") for line in lines) == 16
     shown = tunnelbench("compare", "l2-tunnel-mtu.db", "queue-comparison.db", cwd=tmp_path)
-    assert shown.returncode == 0 and shown.stderr == ""
+    assert shown.code == 0 and shown.stderr == ""
 
 
 def test_a_b_side_that_failed_fails_the_gate(streams):
     fail(streams / "new.db", WIREGUARD)
     done = tunnelbench("compare", "base.db", "new.db", "--fail-if-slower", "5", cwd=streams)
-    assert done.returncode == 1
+    assert done.code == 1
     (line,) = [line for line in done.stderr.splitlines() if "not judged" in line]
     assert line.startswith(
         "compare: not judged: wireguard (wireguard-go), streams 1 → 4: B failed: 5 of 5 runs"
@@ -152,7 +165,7 @@ def test_a_b_side_that_failed_fails_the_gate(streams):
     # The baseline still compares, and passes; a gate on latency alone fails the same way.
     latency = tunnelbench("compare", "base.db", "new.db", "--fail-if-latency-above", "1000",
                           cwd=streams)  # fmt: skip
-    assert latency.returncode == 1 and "B failed: 5 of 5 runs failed" in latency.stderr
+    assert latency.code == 1 and "B failed: 5 of 5 runs failed" in latency.stderr
 
 
 def test_two_partners_for_one_configuration_are_refused(tmp_path):
@@ -168,12 +181,12 @@ def test_two_partners_for_one_configuration_are_refused(tmp_path):
     )
     assert [compare.short_verdict(r) for r in comparison.rows] == ["only in A", *["only in B"] * 2]
     done = tunnelbench("compare", "base.db", "new.db", *GATE, cwd=tmp_path)
-    assert done.returncode == 1
+    assert done.code == 1
     assert done.stderr.splitlines()[1] == f"compare: {comparison.pairing.text}"
     # Selectors say what to pair: then the gate compares, and passes (B is faster).
     chosen = tunnelbench("compare", "base.db", "new.db@lab.wan.queue_limit=16",
                          "--fail-if-slower", "5", cwd=tmp_path)  # fmt: skip
-    assert chosen.returncode == 0, chosen.stderr
+    assert chosen.code == 0, chosen.stderr
 
 
 def test_a_setting_both_runs_also_share_is_not_a_rule(tmp_path):
