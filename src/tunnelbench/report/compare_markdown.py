@@ -2,11 +2,14 @@
 
 A forum's post column is about 100 characters, and a pipe table cannot wrap: the
 terminal's 12 columns made a 237-character row. So the Markdown has a five-column table
-(the pair, both medians, the goodput verdict, both loaded round trips, their verdict),
-then one list item a pair with every figure of its verdicts (interval, p-value,
-retransmits, noise), every line within ``width``. When even the five columns are wider
-(long configuration names), the table is left out and the list says everything. Every
-number stays in ``--format json``.
+(the pair, both medians, the goodput verdict, both loaded round trips, their verdict)
+within ``width``, split into one table per combination of the other settings when wider
+(as posts split results by MTU or stream count), left out when even that is wider; then
+one list item a pair with every figure of its verdicts (interval, p-value, retransmits,
+noise). As in the run's forum post (:mod:`.forum`), only tables are fitted: prose and
+list items are one line each, since Discourse keeps a post's line breaks and a paragraph
+wrapped at 100 columns reads ragged in its column. Every number stays in
+``--format json``.
 """
 
 import json
@@ -16,7 +19,6 @@ from collections.abc import Collection
 from tunnelbench.analysis import significance
 from tunnelbench.report import compare
 from tunnelbench.report.compare import Comparison, Row
-from tunnelbench.report.fit import wrap
 from tunnelbench.report.markdown import escape, table
 from tunnelbench.report.table import AXIS_HEADINGS, axis_value
 
@@ -117,10 +119,7 @@ def tables(
     lines = _tables(grouped, keep)
     if outer and max(map(len, lines)) <= width:
         return lines, names
-    return [
-        "",
-        *wrap(f"(No table: its rows would be wider than {width} characters.)", width),
-    ], names
+    return ["", f"(No table: its rows would be wider than {width} characters.)"], names
 
 
 def _too_few(short: str, stats: significance.Comparison) -> str:
@@ -157,11 +156,11 @@ def _details(row: Row, name: str) -> str:
 
 
 def render(comparison: Comparison, width: int = WIDTH) -> str:
-    """The Markdown text, every line within ``width`` but a word longer than a line."""
+    """The Markdown text, its tables within ``width`` characters."""
     out = [f"# Comparison: {comparison.a.name} (A) and {comparison.b.name} (B)", ""]
 
     def item(text: str) -> None:
-        out.extend(wrap(text, width, indent="- ", hanging="  "))
+        out.append(f"- {text}")
 
     item(f"**A:** {escape(comparison.a.describe())}")
     item(f"**B:** {escape(comparison.b.describe())}")
@@ -174,16 +173,13 @@ def render(comparison: Comparison, width: int = WIDTH) -> str:
     if comparison.environment_changes:
         out.append("- **Environment differences (A → B):**")
         for key, a, b in comparison.environment_changes:
-            out.extend(
-                wrap(f"{key}: `{json.dumps(a)}` → `{json.dumps(b)}`", width,
-                     indent="  - ", hanging="    ")
-            )  # fmt: skip
+            out.append(f"  - {key}: `{json.dumps(a)}` → `{json.dumps(b)}`")
     else:
         item("**Environment:** the same in both runs")
     lines, names = tables(comparison, common, width)
     out += [*lines, ""]
     for row, name in zip(comparison.rows, names, strict=True):
-        out.extend(wrap(_details(row, name), width, indent="- ", hanging="  "))
+        item(_details(row, name))
     for paragraph in compare.explanation(comparison):
-        out += ["", *wrap(paragraph, width)]
+        out += ["", paragraph]
     return "\n".join(out) + "\n"
