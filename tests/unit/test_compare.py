@@ -19,7 +19,7 @@ from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, TunnelKind
 from tunnelbench.model.plan import TrafficSettings, TrialConfig, TunnelSettings
 from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
-from tunnelbench.report import compare, compare_page
+from tunnelbench.report import compare, compare_markdown, compare_page
 from tunnelbench.report.compare import RunRef, SideRef
 from tunnelbench.report.selector import Filter, Selector
 
@@ -104,13 +104,17 @@ def test_a_faster_run_shows_the_ratio_per_configuration(l2, tmp_path):
         low, high = stats.ratio_ci
         assert 1.38 < low < 1.5 < high < 1.63
     assert comparison.environment_changes == [("kernel", "6.18.44-fc-v669", "6.99")]
-    text = compare.render_markdown(comparison)
+    text = compare_markdown.render(comparison)
     assert '  - kernel: `"6.18.44-fc-v669"` → `"6.99"`' in text
     vxlan = [line for line in text.splitlines() if line.startswith("| vxlan")]
     assert len(vxlan) == 2
     # 12,896 Mbit/s x 1.5 = 19,344; the median of three scaled values is the scaled median.
-    assert "|   12,896 |   19,344 | 1.500 |" in vxlan[0]
-    assert all("| 0.1 | too few runs (3 vs 3) " in line for line in vxlan)
+    assert "| 12,896→19,344 | too few runs " in vxlan[0]
+    flowing = " ".join(text.split())  # the list items wrap at 100 characters
+    assert (
+        "- **vxlan, LAN MTU 1500, WAN MTU 1550, tun MTU 1500**: goodput 12,896 → 19,344"
+        " Mbit/s: too few runs (3 vs 3); +50.0%, 95% CI +"
+    ) in flowing
 
 
 def test_runs_of_different_plans_have_nothing_in_common(l2, queue):
@@ -165,7 +169,7 @@ def test_baseline_against_a_tunnel_ignores_the_tunnel_settings(l2, monkeypatch):
     header, body = compare.rows(comparison)
     assert header[:4] == ["tunnel", "LAN MTU", "WAN MTU", "tun MTU"]
     assert body[0][:4] == ["none → vxlan", "1500", "1550", "- → 1500"]
-    assert compare.render_markdown(comparison) == (GOLDEN / "compare-l2-none-vxlan.md").read_text()
+    assert compare_markdown.render(comparison) == (GOLDEN / "compare-l2-none-vxlan.md").read_text()
 
 
 def test_a_selector_on_one_side_only_shows_the_setting_that_differs(queue):

@@ -39,7 +39,10 @@ def test_the_gate_fails_a_significantly_slower_b_and_names_the_pair(lab):
     done = tunnelbench("compare", FOUR, ONE, "--fail-if-slower", "5%", cwd=lab)
     assert done.returncode == 1
     (line,) = done.stderr.splitlines()
-    assert line.startswith("compare: slower by more than 5%: none: B is slower by 33.3% (95% CI")
+    # The pair is named with the setting that changed, which the selectors fixed.
+    assert line.startswith(
+        "compare: slower by more than 5%: none, streams 4 → 1: B is slower by 33.3% (95% CI"
+    )
     assert line.endswith("p = 0.0079)")
 
 

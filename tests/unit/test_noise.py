@@ -224,14 +224,16 @@ def test_compare_marks_pairs_within_the_larger_noise_of_the_two_runs():
     ).rows
     assert row.noise_pct == pytest.approx(cv(BASE_RUNS))  # A's 7.9%, not B's 0.2%
     assert row.in_noise
-    assert compare.short_verdict(row) == "within noise (CV 7.9%)"
+    # The whole interval of the +1% lies within the 7.9%: the one case called no difference.
+    assert row.equivalent
+    assert compare.short_verdict(row) == "no difference (CI within ±7.9%)"
+    assert row.verdict.startswith("no difference: the 95% CI ")
     assert row.verdict.endswith(
-        "; the +1.0% between the medians is smaller than this machine's noise (CV 7.9% of"
-        " the baseline)"
+        " lies within this machine's noise (± CV 7.9% of the baseline), p = 0.69"
     )
     json_row = compare._row_json(row)
     assert json_row["noise_pct"] == pytest.approx(7.9, abs=0.05) and "noise" in json_row["verdict"]
     comparison = compare.compare(
         side(a_trials, TunnelKind.WIREGUARD), side(b_trials, TunnelKind.WIREGUARD)
     )
-    assert any(line.startswith("Within noise:") for line in compare.explanation(comparison))
+    assert any(line.startswith("No difference:") for line in compare.explanation(comparison))

@@ -17,6 +17,8 @@ import pytest
 
 from tunnelbench.analysis.significance import (
     ALPHA,
+    Comparison,
+    by,
     compare,
     format_p,
     mann_whitney,
@@ -149,11 +151,31 @@ def test_verdicts():
     assert slower.verdict == (
         f"B is slower by 9.1% (95% CI {1 - high:.1%}..{1 - low:.1%}, p = 0.0079)"
     )
+    # p = 1 is not evidence of equality: the interval says how far apart they may be.
     same = compare([1.0, 4.0, 5.0, 8.0], [2.0, 3.0, 6.0, 7.0])
-    assert same.verdict == "no significant difference (p = 1)"
+    low, high = same.ratio_ci  # type: ignore[misc]
+    assert same.verdict == f"not decided (+0.0%, 95% CI {low - 1:+.1%}..{high - 1:+.1%}, p = 1)"
+    assert low < 0.5 and high > 2 and not same.within(10)
     identical = compare([5.0] * 4, [5.0] * 4)
     assert (identical.p, identical.ratio, identical.ratio_ci) == (1.0, 1.0, (1.0, 1.0))
-    assert identical.verdict == "no significant difference (p = 1)"
+    assert identical.verdict == "not decided (+0.0%, 95% CI +0.0%..+0.0%, p = 1)"
+    assert identical.within(0.1)
+
+
+def test_an_interval_that_reaches_past_the_margin_is_not_decided():
+    # The tune session's case: -10%, 95% CI -17%..+1%, not significant at its level.
+    c = Comparison(n1=5, n2=5, ratio=0.90, ratio_ci=(0.83, 1.01), p=0.029 * 2, method="exact")
+    assert c.direction == "none"
+    assert c.verdict == "not decided (-10.0%, 95% CI -17.0%..+1.0%, p = 0.058)"
+    assert not c.within(5) and not c.within(10) and c.within(17)
+
+
+def test_a_change_beyond_twice_reads_as_a_factor():
+    c = Comparison(n1=5, n2=5, ratio=544.66, ratio_ci=(400.2, 690.0), p=0.0079, method="exact")
+    assert c.verdict == "B is faster \u00d7 545 (95% CI \u00d7 400..\u00d7 690, p = 0.0079)"
+    assert by(544.66) == "\u00d7 545" and by(3.216) == "\u00d7 3.22" and by(12.34) == "\u00d7 12.3"
+    # Up to +100% a change stays a percentage; a slowdown is always one (at most -100%).
+    assert by(2.0) == "by 100.0%" and by(0.1, 0) == "by 90%"
 
 
 def test_p_value_wording():

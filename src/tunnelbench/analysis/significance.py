@@ -21,6 +21,13 @@ A rank test has a floor: with n1 and n2 values the smallest possible two-sided p
 large, can be significant at the 5% level; the verdict says so rather than "no
 difference". 4 runs on each side (2/70 = 0.029) is the least that can.
 
+A p-value at or above alpha is not evidence of equality: it says the runs did not decide.
+The verdict is then "not decided", with the change and its interval; only a caller that
+has an equivalence margin (``compare``: this machine's noise) may call a difference whose
+whole interval lies within it "no difference" (:meth:`Comparison.within`).
+
+A change of more than +100% reads as a factor (times 545, not ``+54,366%``): :func:`by`.
+
 The size of a difference is the ratio of medians B/A with a percentile-bootstrap 95%
 interval (each group resampled on its own, seeded from the data so that a report is
 reproducible), the same construction as the median's interval in :mod:`.stats`.
@@ -41,6 +48,10 @@ if TYPE_CHECKING:
 
 #: Significance level of the verdicts: p < ALPHA is called a difference.
 ALPHA = 0.05
+#: A ratio above this reads as a factor: "times 545" says what "by 54,366%" hides.
+FACTOR_ABOVE = 2.0
+#: The multiplication sign a factor is written with.
+TIMES = "\u00d7"
 EXACT_MAX_N = 40
 PERMUTATION_MAX = 200_000
 
@@ -88,9 +99,17 @@ class Comparison:
             return "none"
         return "faster" if self.ratio > 1 else "slower"
 
+    def within(self, margin_pct: float) -> bool:
+        """Whether the whole 95% interval of B/A lies within ± ``margin_pct`` percent of
+        1: the runs show the difference is smaller than the margin (an equivalence)."""
+        if self.ratio_ci is None:
+            return False
+        low, high = self.ratio_ci
+        return 1 - margin_pct / 100 <= low and high <= 1 + margin_pct / 100
+
     @property
     def verdict(self) -> str:
-        """One plain sentence: B is faster / slower by how much, or no difference shown."""
+        """One plain sentence: B is faster / slower by how much, or not decided."""
         p = format_p(self.p)
         if self.direction == "undecidable":
             return (
@@ -99,7 +118,12 @@ class Comparison:
                 f"run at least {repetitions_needed()} repetitions"
             )
         if self.direction == "none" or self.ratio is None:
-            return f"no significant difference ({p})"
+            return f"not decided ({self.change_text()}{p})"
+        if self.ratio > FACTOR_ABOVE:
+            ci = ""
+            if self.ratio_ci is not None:
+                ci = f"95% CI {factor(self.ratio_ci[0])}..{factor(self.ratio_ci[1])}, "
+            return f"B is {self.direction} {factor(self.ratio)} ({ci}{p})"
         # Slower by 1 - ratio: the interval's ends swap when turned into a slowdown.
         sign = 1 if self.direction == "faster" else -1
         change = sign * (self.ratio - 1)
@@ -108,6 +132,31 @@ class Comparison:
             ends = sorted(sign * (end - 1) for end in self.ratio_ci)
             ci = f"95% CI {ends[0]:.1%}..{ends[1]:.1%}, "
         return f"B is {self.direction} by {change:.1%} ({ci}{p})"
+
+    def change_text(self) -> str:
+        """``-10.0%, 95% CI -17.0%..+1.0%, ``: the signed change of the medians and its
+        interval, for a verdict that decides nothing; empty without a ratio."""
+        if self.ratio is None:
+            return ""
+        if self.ratio_ci is None:
+            return f"{self.ratio - 1:+.1%}, "
+        low, high = (end - 1 for end in self.ratio_ci)
+        return f"{self.ratio - 1:+.1%}, 95% CI {low:+.1%}..{high:+.1%}, "
+
+
+def factor(ratio: float) -> str:
+    """A ratio to three significant digits after :data:`TIMES`: 545, 12.3, 2.35."""
+    if ratio >= 100:
+        return f"{TIMES} {ratio:,.0f}"
+    return f"{TIMES} {ratio:.1f}" if ratio >= 10 else f"{TIMES} {ratio:.2f}"
+
+
+def by(ratio: float, decimals: int = 1) -> str:
+    """The size of a change as a verdict says it: ``by 10.0%`` (up or down), or above
+    :data:`FACTOR_ABOVE` the factor (:func:`factor`)."""
+    if ratio > FACTOR_ABOVE:
+        return factor(ratio)
+    return f"by {abs(ratio - 1):.{decimals}%}"
 
 
 def p_text(p: float) -> str:

@@ -2,7 +2,14 @@
 ratio of medians, its interval, a rank test and a verdict (``report/compare.py``), as a
 table, Markdown, JSON or an HTML page with charts; ``--fail-if-slower`` and the
 latency limits (``--fail-if-latency-worse``, ``--fail-if-latency-above``) make it a
-regression gate for CI."""
+regression gate for CI.
+
+Exit codes: 0 when the comparison was written and no gate failed; 1 when a
+gate failed, each reason a ``compare:`` line on standard error: a pair over a limit, or
+a configuration the gate could not judge (only in A, or failed or skipped in B where A
+measured it), or nothing compared at all; 2 for bad input (an option, a run, a
+selector), with nothing written, as for every verb. A gate never passes a comparison it
+could not make."""
 
 import argparse
 import statistics
@@ -43,7 +50,9 @@ def register(verbs: Verbs) -> None:
         "--fail-if-slower",
         metavar="PCT",
         help="exit 1 when B is significantly slower than A (rank test, p < 0.05) by more"
-        " than PCT percent in any pair, naming the pairs: a regression gate for CI",
+        " than PCT percent in any pair, naming the pairs: a regression gate for CI. Any"
+        " --fail-if-* option also exits 1 when nothing paired, or when a configuration of A"
+        " has no partner in B or B's failed or was skipped (2: bad input)",
     )
     parser.add_argument(
         "--fail-if-latency-worse",
@@ -90,11 +99,38 @@ def handle(args: argparse.Namespace) -> int:
     else:
         width = fit.width() if output is None else None  # a file has every column
         emit(compare_page.render(comparison, args.format, width), output)
+    if limits == Gate(None, None, None):
+        return 0
     failed = [
+        judged_gate(comparison),
         gate(comparison, limits.slower_pct) if limits.slower_pct is not None else 0,
         latency_gate(comparison, limits),
     ]
     return max(failed)
+
+
+def judged_gate(comparison: compare.Comparison) -> int:
+    """1 when the gate could not judge what it was asked to: nothing compared, or a
+    configuration of A without a partner in B, or B's side failed or skipped; each named
+    on standard error. What does not fail (new in B, skipped in both) is named too."""
+    failed = 0
+    if not compare.compared(comparison):
+        a, b = (f"{side.name} in {side.db}" for side in (comparison.a, comparison.b))
+        print(
+            f"compare: the gate compared nothing: no configuration of A ({a}) paired with"
+            f" one of B ({b}) where both measured goodput",
+            file=sys.stderr,
+        )
+        failed = 1
+    if (rule := comparison.pairing.text) is not None:
+        print(f"compare: {rule}", file=sys.stderr)
+        failed |= comparison.pairing.refused is not None
+    for item in compare.unjudged(comparison):
+        name = compare.pair_name(comparison, item.row)
+        verb = "not judged" if item.fails else "note"
+        print(f"compare: {verb}: {name}: {item.reason}", file=sys.stderr)
+        failed |= item.fails
+    return int(failed)
 
 
 def latency_gate(comparison: compare.Comparison, limits: Gate) -> int:

@@ -5,21 +5,23 @@ report --compare A B``. A side is a run (``RUN``, ``latest``, ``DATABASE``,
 ``DATABASE:RUN``), optionally narrowed to some of its configurations by a selector
 (``RUNREF@traffic.streams=4``; see :mod:`.selector`).
 
-Configurations are paired when their settings are equal, ignoring the paths either
-selector names (``7@traffic.streams=1`` against ``7@traffic.streams=4`` pairs each
-1-stream configuration with the same configuration at 4 streams), and ignoring the tunnel
-settings when one side holds only no-tunnel baselines (which have none). A configuration
-without a partner is listed as such. For each pair the goodput of B's runs is compared
-with A's (:mod:`tunnelbench.analysis.significance`): the ratio of medians with its 95%
-interval, the rank test's p-value, and a plain verdict; so are the loaded round trips
-(each run's 95th percentile under load), with a verdict of their own: a change that
-buys goodput with latency says both. What differs between the two runs' environments
+Configurations are paired by :mod:`.pairing`: by equal settings (ignoring the paths
+either selector names, and the tunnel settings against a side of no-tunnel baselines),
+then, for two runs that differ in one setting, by that setting, saying the rule. A
+configuration without a partner is listed as such. For each pair the goodput of B's runs
+is compared with A's (:mod:`tunnelbench.analysis.significance`): the ratio of medians
+with its 95% interval, the rank test's p-value, and a plain verdict; so are the loaded
+round trips (each run's 95th percentile under load), with a verdict of their own: a
+change that buys goodput with latency says both. A difference the test does not call is
+"not decided", unless its whole interval lies within this machine's noise (the pair's
+baseline CV): then "no difference". What differs between the two runs' environments
 (kernel, versions) is listed above the table.
 """
 
 import json
 import statistics
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -31,12 +33,11 @@ from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import ROLES, Experiment, flatten
 from tunnelbench.model.records import NO_VM, TCG, RunRecord
-from tunnelbench.report import view
+from tunnelbench.report import pairing, view
 from tunnelbench.report.fit import aligned, fitted, wrap, wrapped
-from tunnelbench.report.markdown import escape
-from tunnelbench.report.markdown import table as markdown_table
+from tunnelbench.report.pairing import Pairing
 from tunnelbench.report.runs import utc
-from tunnelbench.report.selector import Selector
+from tunnelbench.report.selector import Selector, selector_text
 from tunnelbench.report.table import (
     AXIS_HEADINGS,
     axis_value,
@@ -189,16 +190,51 @@ class Row:
         )
 
     @property
+    def equivalent(self) -> bool:
+        """Not shown significant, and the whole 95% interval of B/A lies within ± this
+        machine's noise: the runs show any difference is smaller than the noise. The
+        only case called "no difference"; without a noise figure, never."""
+        stats, margin = self.stats, self.noise_pct
+        return (
+            stats is not None
+            and stats.can_be_significant
+            and not stats.significant
+            and margin is not None
+            and stats.within(margin)
+        )
+
+    @property
     def verdict(self) -> str:
         """The comparison's sentence, and whether the difference is within the noise."""
         if self.stats is None:
             return short_verdict(self)
+        if self.equivalent:
+            assert self.stats.ratio_ci is not None
+            low, high = (end - 1 for end in self.stats.ratio_ci)
+            return (
+                f"no difference: the 95% CI {low:+.1%}..{high:+.1%} lies within this"
+                f" machine's noise (± CV {self.noise_pct:.1f}% of the baseline),"
+                f" {significance.format_p(self.stats.p)}"
+            )
         if not self.in_noise:
             return self.stats.verdict
         return (
             f"{self.stats.verdict}; the {self.change_pct:+.1f}% between the medians is"
             f" smaller than this machine's noise (CV {self.noise_pct:.1f}% of the baseline)"
         )
+
+    @cached_property
+    def changed(self) -> list[tuple[str, Any, Any]]:
+        """The settings in which B's configuration differs from A's: (path, A's value,
+        B's value); empty for a configuration on one side only."""
+        if self.a is None or self.b is None:
+            return []
+        flat_a, flat_b = flatten(self.a.config.to_dict()), flatten(self.b.config.to_dict())
+        return [
+            (path, flat_a.get(path), flat_b.get(path))
+            for path in dict.fromkeys([*flat_a, *flat_b])
+            if flat_a.get(path) != flat_b.get(path)
+        ]
 
 
 @dataclass(frozen=True)
@@ -207,6 +243,7 @@ class Comparison:
     b: Side
     rows: list[Row]
     environment_changes: list[tuple[str, object, object]]  # (key, in A, in B)
+    pairing: Pairing = field(default_factory=Pairing)
 
     def fixed_paths(self) -> set[str]:
         """Setting paths that have one value on each side (the selectors say which):
@@ -236,18 +273,20 @@ def p95_runs(s: ConfigSummary | None) -> tuple[float, ...]:
 
 def latency_verdict(stats: significance.Comparison) -> str:
     """The loaded round trip's sentence: ``B's loaded RTT p95 is higher by 87.8% (95% CI
-    +18.1%..+156.3%, p = 0.0079)``; higher is worse."""
+    +18.1%..+156.3%, p = 0.0079)``, or beyond twice A's a factor (``higher`` and
+    :func:`~.significance.factor`); higher is worse."""
     if stats.direction in ("undecidable", "none") or stats.ratio is None:
         return stats.verdict
     change = stats.ratio - 1
     ci = ""
-    if stats.ratio_ci is not None:
+    if stats.ratio_ci is not None and stats.ratio > significance.FACTOR_ABOVE:
+        ci = "95% CI {}..{}, ".format(*map(significance.factor, stats.ratio_ci))
+    elif stats.ratio_ci is not None:
         low, high = (end - 1 for end in stats.ratio_ci)
         ci = f"95% CI {low:+.1%}..{high:+.1%}, "
     way = "higher" if change > 0 else "lower"
-    return (
-        f"B's loaded RTT p95 is {way} by {abs(change):.1%} ({ci}{significance.format_p(stats.p)})"
-    )
+    size = significance.by(stats.ratio)
+    return f"B's loaded RTT p95 is {way} {size} ({ci}{significance.format_p(stats.p)})"
 
 
 def short_latency_verdict(row: "Row") -> str:
@@ -257,9 +296,9 @@ def short_latency_verdict(row: "Row") -> str:
     if stats.direction == "undecidable":
         return f"too few runs ({stats.n1} vs {stats.n2})"
     if stats.direction == "none" or stats.ratio is None:
-        return "no significant difference"
+        return "not decided"
     way = "higher" if stats.ratio > 1 else "lower"
-    return f"B {way} by {abs(stats.ratio - 1):.0%}"
+    return f"B {way} {significance.by(stats.ratio, 0)}"
 
 
 def load(ref: RunRef, selector: Selector | None = None, where: str = "--compare") -> Side:
@@ -274,32 +313,15 @@ def load(ref: RunRef, selector: Selector | None = None, where: str = "--compare"
     return Side(ref.db, run, summaries, selector)
 
 
-def _pairing_key(s: ConfigSummary, ignored: frozenset[str], ignore_tunnel: bool) -> str:
-    flat = flatten(s.config.to_dict())
-    kept = {
-        path: value
-        for path, value in flat.items()
-        if path not in ignored and not (ignore_tunnel and path.startswith("tunnel."))
-    }
-    return json.dumps(kept, sort_keys=True, default=str)
-
-
 def compare(a: Side, b: Side) -> Comparison:
-    """Pair A's configurations with B's; see the module docstring for the rule."""
+    """Pair A's configurations with B's (:mod:`.pairing`) and compare each pair."""
     ignored = (a.selector.paths if a.selector else frozenset()) | (
         b.selector.paths if b.selector else frozenset()
     )
     # A baseline has no tunnel settings: a baseline side pairs with any tunnel.
     ignore_tunnel = bool(ignored) and a.only_baselines != b.only_baselines
-    b_keys = [_pairing_key(s, ignored, ignore_tunnel) for s in b.summaries]
-    rows: list[Row] = []
-    paired: set[int] = set()
-    for s in a.summaries:
-        key = _pairing_key(s, ignored, ignore_tunnel)
-        partners = [i for i, k in enumerate(b_keys) if k == key]
-        rows += [Row(s, b.summaries[i]) for i in partners] or [Row(s, None)]
-        paired.update(partners)
-    rows += [Row(None, s) for i, s in enumerate(b.summaries) if i not in paired]
+    pairs, rule = pairing.pair(a.summaries, b.summaries, ignored, ignore_tunnel)
+    rows = [Row(x, y) for x, y in pairs]
     for row in rows:
         _refuse_emulated(row)
     env_a, env_b = flatten(a.run.environment), flatten(b.run.environment)
@@ -308,7 +330,7 @@ def compare(a: Side, b: Side) -> Comparison:
         for key in dict.fromkeys([*env_a, *env_b])
         if env_a.get(key) != env_b.get(key)
     ]
-    return Comparison(a, b, rows, changes)
+    return Comparison(a, b, rows, changes, rule)
 
 
 def _emulation(s: ConfigSummary) -> str:
@@ -334,7 +356,7 @@ def _refuse_emulated(row: Row) -> None:
 # --- cells ---
 
 
-def _median(s: ConfigSummary | None) -> str:
+def median_cell(s: ConfigSummary | None) -> str:
     if s is None:
         return "-"
     if s.skipped is not None:
@@ -342,7 +364,7 @@ def _median(s: ConfigSummary | None) -> str:
     return f"{mbit(s.goodput.median):,.0f}" if s.goodput else "failed"
 
 
-def _p95(s: ConfigSummary | None) -> str:
+def p95_cell(s: ConfigSummary | None) -> str:
     """The median over the runs of each run's loaded p95: two decimals below 1 ms (a
     veth lab's round trips are tens of microseconds), else one."""
     runs = p95_runs(s)
@@ -352,13 +374,13 @@ def _p95(s: ConfigSummary | None) -> str:
     return f"{value:.2f}" if value < 1 else f"{value:,.1f}"
 
 
-def _retransmits(s: ConfigSummary | None) -> str:
+def retransmits_text(s: ConfigSummary | None) -> str:
     if s is None or s.goodput is None:
         return "-"
     return retransmits_cell(s)
 
 
-def _either(row: Row, cell: Any) -> str:
+def either(row: Row, cell: Any) -> str:
     """A setting's cell, or ``A → B`` when the paired configurations differ in it."""
     values = [cell(s) for s in (row.a, row.b) if s is not None]
     return values[0] if len(set(values)) == 1 else " → ".join(values)
@@ -376,11 +398,13 @@ def short_verdict(row: Row) -> str:
     if stats.direction == "undecidable":
         noisy = ", within noise" if row.in_noise else ""
         return f"too few runs ({stats.n1} vs {stats.n2}){noisy}"
+    if row.equivalent:
+        return f"no difference (CI within ±{row.noise_pct:.1f}%)"
     if row.in_noise:
-        return f"within noise (CV {row.noise_pct:.1f}%)"
+        return f"not decided, within noise (CV {row.noise_pct:.1f}%)"
     if stats.direction == "none" or stats.ratio is None:
-        return "no significant difference"
-    return f"B {stats.direction} by {abs(stats.ratio - 1):.1%}"
+        return "not decided"
+    return f"B {stats.direction} {significance.by(stats.ratio)}"
 
 
 def _statistics(row: Row) -> list[str]:
@@ -391,25 +415,38 @@ def _statistics(row: Row) -> list[str]:
     return [f"{stats.ratio:.3f}", ci, significance.p_text(stats.p)]
 
 
-def rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+def table_axes(comparison: Comparison) -> list[str]:
+    """The setting paths the table shows as columns: those that vary, but the tunnel's
+    kind (the first column) and what the selectors fix."""
     summaries = [s for r in comparison.rows for s in (r.a, r.b) if s is not None]
     ignored = comparison.fixed_paths() | {"tunnel.kind"}
-    axes = [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a not in ignored]
+    return [a for a in varying_axes(summaries) if a in AXIS_HEADINGS and a not in ignored]
+
+
+def rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    axes = table_axes(comparison)
     header = ["tunnel", *(AXIS_HEADINGS[a] for a in axes), "A Mbit/s", "B Mbit/s"]
     header += ["B/A", "95% CI", "p", "verdict", "A p95 ms", "B p95 ms", "RTT p95 verdict"]
     header += ["A retrans", "B retrans"]
     body = []
     for row in comparison.rows:
-        settings = [_either(row, lambda s, a=a: axis_value(s, a)) for a in axes]
+        settings = [either(row, lambda s, a=a: axis_value(s, a)) for a in axes]
         body.append(
-            [_either(row, lambda s: s.label), *settings, _median(row.a), _median(row.b),
-             *_statistics(row), short_verdict(row), _p95(row.a), _p95(row.b),
-             short_latency_verdict(row), _retransmits(row.a), _retransmits(row.b)]
+            [either(row, lambda s: s.label), *settings, median_cell(row.a), median_cell(row.b),
+             *_statistics(row), short_verdict(row), p95_cell(row.a), p95_cell(row.b),
+             short_latency_verdict(row), retransmits_text(row.a), retransmits_text(row.b)]
         )  # fmt: skip
     return header, body
 
 
 # --- text around the table ---
+
+
+def pairing_lines(comparison: Comparison) -> list[str]:
+    """How the configurations were paired, when more than equal settings was tried:
+    ``Paired by differing tunnel.mtu: 1420 → 1280.``, or why not."""
+    text = comparison.pairing.text
+    return [] if text is None else [text[0].upper() + text[1:] + "."]
 
 
 def environment_lines(comparison: Comparison) -> list[str]:
@@ -419,6 +456,16 @@ def environment_lines(comparison: Comparison) -> list[str]:
         f"  {key}: {json.dumps(a)} → {json.dumps(b)}"
         for key, a, b in comparison.environment_changes
     ]
+
+
+def _not_decided(row: Row) -> bool:
+    stats = row.stats
+    return (
+        stats is not None
+        and stats.can_be_significant
+        and not stats.significant
+        and not row.equivalent
+    )
 
 
 def explanation(comparison: Comparison) -> list[str]:
@@ -440,7 +487,19 @@ def explanation(comparison: Comparison) -> list[str]:
             " percentile; RTT p95 verdict: the same rank test on those values (higher is"
             " worse)."
         )
-    if any(r.in_noise for r in comparison.rows):
+    undecided = [r for r in comparison.rows if r.stats is not None and _not_decided(r)]
+    if undecided:
+        lines.append(
+            "Not decided: the rank test did not call a difference (p >= 0.05), yet the 95%"
+            " interval of B/A reaches beyond this machine's noise, so the runs cannot say"
+            " the two are equal either; more runs can decide."
+        )
+    if any(r.equivalent for r in comparison.rows):
+        lines.append(
+            "No difference: not significant, and the whole 95% interval of B/A lies"
+            " within ± this machine's noise (the larger CV of the two runs' baselines)."
+        )
+    if any(r.in_noise and not r.equivalent for r in comparison.rows):
         lines.append(
             "Within noise: not significant, and the medians differ by less than this"
             " machine's noise (the larger CV of the two runs' baselines for that"
@@ -472,7 +531,7 @@ def render_table(comparison: Comparison, width: int | None = None) -> str:
     header, body = rows(comparison)
     numeric = {i for i, h in enumerate(header) if h in NUMERIC}
     head = [f"A: {comparison.a.describe()}", f"B: {comparison.b.describe()}"]
-    head += environment_lines(comparison)
+    head += pairing_lines(comparison) + environment_lines(comparison)
     tail = explanation(comparison)
     if width is None:
         table = aligned(header, body, numeric)
@@ -497,28 +556,6 @@ def _records(header: list[str], body: list[list[str]], width: int, axes: int) ->
         cells = "; ".join(f"{h} {c}" for h, c in rest)
         out += wrap(f"{named}: {cells}", width, hanging="    ")
     return out
-
-
-def render_markdown(comparison: Comparison) -> str:
-    header, body = rows(comparison)
-    numeric = {i for i, h in enumerate(header) if h in NUMERIC}
-    out = [
-        f"# Comparison: {comparison.a.name} (A) and {comparison.b.name} (B)",
-        "",
-        f"- **A:** {escape(comparison.a.describe())}",
-        f"- **B:** {escape(comparison.b.describe())}",
-    ]
-    if comparison.environment_changes:
-        out += ["- **Environment differences (A → B):**"]
-        out += [
-            f"  - {key}: `{json.dumps(a)}` → `{json.dumps(b)}`"
-            for key, a, b in comparison.environment_changes
-        ]
-    else:
-        out += ["- **Environment:** the same in both runs"]
-    out += ["", *markdown_table(header, body, numeric), ""]
-    out += [line + "\n" for line in explanation(comparison)]
-    return "\n".join(out).rstrip("\n") + "\n"
 
 
 def _side_json(side: Side) -> dict[str, Any]:
@@ -553,7 +590,7 @@ def _config_json(s: ConfigSummary | None) -> dict[str, Any] | None:
 def _row_json(row: Row) -> dict[str, Any]:
     stats = row.stats
     out: dict[str, Any] = {
-        "label": _either(row, lambda s: s.label),
+        "label": either(row, lambda s: s.label),
         "a": _config_json(row.a),
         "b": _config_json(row.b),
         "ratio": None,
@@ -563,6 +600,10 @@ def _row_json(row: Row) -> dict[str, Any]:
         "significant": None,
         "can_be_significant": None,
         "verdict": short_verdict(row),
+        "changed": [
+            {"path": path, "a": pairing.plain(a), "b": pairing.plain(b)}
+            for path, a, b in row.changed
+        ],
         "noise_pct": row.noise_pct,
         "latency": _latency_json(row),
     }
@@ -596,6 +637,7 @@ def render_json(comparison: Comparison) -> str:
         "alpha": significance.ALPHA,
         "a": _side_json(comparison.a),
         "b": _side_json(comparison.b),
+        "pairing": comparison.pairing.to_dict(),
         "environment_changes": [
             {"key": key, "a": a, "b": b} for key, a, b in comparison.environment_changes
         ],
@@ -681,13 +723,82 @@ def undecided(comparison: Comparison) -> list[Row]:
     ]
 
 
-def pair_name(comparison: Comparison, row: Row) -> str:
-    """``wireguard (wireguard-go), streams 4``: the pair's label and varying settings."""
-    header, body = rows(comparison)
-    cells = body[comparison.rows.index(row)]
-    settings = [
-        f"{heading} {value}"
-        for heading, value in zip(header[1 : len(cells)], cells[1:], strict=False)
-        if heading in AXIS_HEADINGS.values()
-    ]
-    return ", ".join([cells[0], *settings])
+#: Settings a configuration's label already says (``wireguard (boringtun)``).
+LABELLED = ("tunnel.kind", "tunnel.implementation")
+
+
+def pair_name(
+    comparison: Comparison, row: Row, leave_out: Collection[str] = (), axes: list[str] | None = None
+) -> str:
+    """``wireguard (wireguard-go), streams 1 → 4``: the pair's label, its varying
+    settings, and every other setting that changed from A to B (those a selector fixed
+    too), but the paths in ``leave_out``; ``axes``: :func:`table_axes`, when known."""
+    axes = table_axes(comparison) if axes is None else axes
+    parts = [either(row, lambda s: s.label)]
+    for path in axes:
+        if path not in leave_out and path not in LABELLED:
+            value = either(row, lambda s, path=path: axis_value(s, path))
+            parts.append(f"{AXIS_HEADINGS[path]} {value}")
+    for path, _, _ in row.changed:
+        if path in axes or path in leave_out or path in LABELLED:
+            continue  # a column, or the label says it
+        parts.append(f"{AXIS_HEADINGS.get(path, path)} {changed_text(row, path)}")
+    return ", ".join(parts)
+
+
+def changed_text(row: Row, path: str) -> str:
+    """``1 → 4``: a setting's value in A's configuration and in B's, as cells show it."""
+    assert row.a is not None and row.b is not None
+    try:
+        a, b = axis_value(row.a, path), axis_value(row.b, path)
+    except AttributeError:  # a setting the configuration's classes do not hold as named
+        a, b = (selector_text(path, axis_values(s, path)) for s in (row.a, row.b))
+    return f"{a} → {b}"
+
+
+# --- what a gate cannot judge ---
+
+
+@dataclass(frozen=True)
+class Unjudged:
+    """A configuration a gate could not compare, and whether that fails the gate."""
+
+    row: Row
+    reason: str
+    fails: bool
+
+
+def unjudged(comparison: Comparison) -> list[Unjudged]:
+    """The pairs a gate cannot judge, with why: A's configurations with no partner in B
+    and B's configurations that failed or were skipped where A's measured (each fails a
+    gate: B has no data for them); and, not failing, configurations new in B, A's that
+    failed, and configurations both runs skipped."""
+    out: list[Unjudged] = []
+    for row in comparison.rows:
+        a, b = row.a, row.b
+        if b is None:
+            out.append(Unjudged(row, "only in A: B has no configuration to compare it with", True))
+        elif a is None:
+            out.append(Unjudged(row, "only in B: new, nothing to compare it with", False))
+        elif b.goodput is None and b.skipped is None:
+            out.append(Unjudged(row, f"B failed: {_failures(b)}", True))
+        elif b.goodput is None and a.goodput is not None:
+            out.append(Unjudged(row, f"B skipped it: {b.skipped}", True))
+        elif b.goodput is None:
+            out.append(Unjudged(row, "skipped in both runs", False))
+        elif a.goodput is None:
+            why = "skipped" if a.skipped is not None else f"failed: {_failures(a)}"
+            out.append(Unjudged(row, f"A {why}; nothing to compare B with", False))
+    return out
+
+
+def _failures(s: ConfigSummary) -> str:
+    """``3 of 3 runs failed (last: iperf3 …)``."""
+    failed = s.failed
+    last = f" (last: {capped(failed[-1].error, 200)})" if failed and failed[-1].error else ""
+    return f"{len(failed)} of {len(s.trials)} runs failed{last}"
+
+
+def compared(comparison: Comparison) -> list[Row]:
+    """The pairs where both sides measured goodput: what a gate judged."""
+    return [r for r in comparison.rows if r.stats is not None]

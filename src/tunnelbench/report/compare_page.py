@@ -13,7 +13,7 @@ from pathlib import Path
 from tunnelbench.analysis import significance
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.records import TrialRecord
-from tunnelbench.report import compare, figures, html
+from tunnelbench.report import compare, compare_markdown, figures, html
 from tunnelbench.report.charts import Chart, Reference, Series, spans_decades, spread
 from tunnelbench.report.compare import Comparison
 from tunnelbench.report.markdown import ChartFile, chart_lines, charts_dir
@@ -129,6 +129,7 @@ def page(comparison: Comparison) -> str:
         for c in charts(comparison)
     )
     title = f"Comparison: {comparison.a.name} (A) and {comparison.b.name} (B)"
+    pairing = "".join(f"<br>{escape(line)}" for line in compare.pairing_lines(comparison))
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -137,7 +138,7 @@ def page(comparison: Comparison) -> str:
         f"<title>{escape(title)}</title><style>{html.CSS}</style></head><body>"
         f"<header><h1>{escape(title)}</h1>"
         f'<p class="meta">A: {escape(comparison.a.describe())}<br>'
-        f"B: {escape(comparison.b.describe())}</p></header>"
+        f"B: {escape(comparison.b.describe())}{pairing}</p></header>"
         f'<section id="verdicts"><h2>Verdict per pair</h2><div class="scroll">'
         f'<table class="results"><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>'
         f"</div>{notes}</section>"
@@ -156,7 +157,7 @@ def render(comparison: Comparison, fmt: str, width: int | None = None) -> str:
         return page(comparison)
     if fmt == "table":
         return compare.render_table(comparison, width)
-    return compare.render_markdown(comparison)
+    return compare_markdown.render(comparison)
 
 
 def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
@@ -165,7 +166,7 @@ def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
     directory = charts_dir(path)
     drawn = figures.write_charts(charts(comparison), directory)
     linked = [ChartFile(c, f"{directory.name}/{f.name}") for c, f in drawn]
-    text = compare.render_markdown(comparison)
+    text = compare_markdown.render(comparison)
     if linked:
         text += "\n".join(chart_lines(linked)) + "\n"
     path.write_text(text)
