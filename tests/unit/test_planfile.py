@@ -173,16 +173,28 @@ def test_an_auto_warm_up_is_expected_longer_behind_a_shaped_wan_and_fixed_for_ip
     assert iperf2.expected_warmup == WARMUP_FIXED_FALLBACK
 
 
-def test_the_estimate_builds_again_a_lab_the_pool_no_longer_keeps():
-    """Nine labs in turn through a pool of eight: each is gone when its turn comes."""
+def test_the_pool_keeps_the_labs_a_round_needs_soonest():
+    """Nine labs in turn through a pool of eight: the one needed last goes (the round's
+    last), so each later round builds one lab again, not nine (removing the one used
+    longest ago removed each lab just before its turn: 45 of 45 built)."""
     from tunnelbench.bench.labpool import KEEP
 
     plan = '[matrix]\n"lab.wan.mtu" = [' + ", ".join(str(1400 + n) for n in range(KEEP + 1))
     trials = expand(planfile.parse(plan + "]\n", "p.toml").experiment)
     assert len(trials) == 5 * (KEEP + 1)
-    assert planfile.labs_built(trials) == [True] * len(trials)
+    round_ = KEEP + 1
+    assert planfile.labs_built(trials) == [True] * round_ + ([False] * KEEP + [True]) * 4
     eight = expand(planfile.parse(plan.replace(", 1408", "") + "]\n", "p.toml").experiment)
     assert planfile.labs_built(eight) == [True] * KEEP + [False] * 4 * KEEP
+
+
+def test_the_lab_removed_is_the_one_needed_last_and_one_never_needed_first():
+    from tunnelbench.bench.labpool import farthest
+
+    assert farthest(["a", "b", "c"], ["a", "c", "b"]) == "b"
+    assert farthest(["a", "b", "c"], ["c", "a"]) == "b"  # never again
+    assert farthest(["a", "b", "c"], []) == "a"  # none needed: the oldest
+    assert farthest(["a", "b", "c"], ["b"]) == "a"  # of the two never needed, the oldest
 
 
 def test_experiment_round_trips_through_its_stored_form():

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tunnelbench.bench import conflicts
-from tunnelbench.bench.labpool import KEEP, lab_key
+from tunnelbench.bench.labpool import KEEP, farthest, lab_key
 from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
@@ -345,20 +345,29 @@ def guests(trials: list[Trial]) -> int:
 
 def labs_built(trials: list[Trial], *, fresh_labs: bool = False) -> list[bool]:
     """For each trial in order, whether its lab is built for it: the lab pool's rule
-    (:mod:`tunnelbench.bench.labpool`), each machine's pool keeping :data:`KEEP` labs, the
-    one used longest ago removed first; every lab with ``fresh_labs``."""
+    (:mod:`tunnelbench.bench.labpool`), each machine's pool keeping :data:`KEEP` labs and
+    removing the one needed last (:func:`~tunnelbench.bench.labpool.farthest`); every lab
+    with ``fresh_labs``."""
+    machines: dict[tuple[str, object], list[str]] = {}
+    for trial in trials:
+        lab = trial.config.lab
+        machine = (lab.kernel, lab.vm if lab.in_vm else None)
+        machines.setdefault(machine, []).append(lab_key(trial.config))
+    upcoming = {machine: list(keys) for machine, keys in machines.items()}
     pools: dict[tuple[str, object], OrderedDict[str, None]] = {}
     built = []
     for trial in trials:
         lab = trial.config.lab
-        pool = pools.setdefault((lab.kernel, lab.vm if lab.in_vm else None), OrderedDict())
+        machine = (lab.kernel, lab.vm if lab.in_vm else None)
+        pool = pools.setdefault(machine, OrderedDict())
         key = lab_key(trial.config)
+        upcoming[machine].remove(key)
         kept = not fresh_labs and key in pool
         built.append(not kept)
         pool[key] = None
         pool.move_to_end(key)
         while len(pool) > KEEP:
-            pool.popitem(last=False)
+            del pool[farthest(list(pool), upcoming[machine])]
     return built
 
 

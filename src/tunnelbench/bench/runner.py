@@ -19,7 +19,7 @@ from typing import Any
 from tunnelbench.analysis import precision
 from tunnelbench.analysis.steadiness import goodput_thirds
 from tunnelbench.bench import capabilities, environment, guest_trials, skips
-from tunnelbench.bench.labpool import KEEP, LabPool
+from tunnelbench.bench.labpool import KEEP, LabPool, lab_key
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.sink import TrialSink, store_trial
 from tunnelbench.bench.store import Store
@@ -301,6 +301,13 @@ def run_trials(
     kernel and guest size (:mod:`tunnelbench.bench.guest_trials`). ``where``: what the
     trials record about where they ran (:func:`here`)."""
     facts = where or here()
+    labs.expect(
+        [
+            lab_key(t.config)
+            for t in trials
+            if t.config.key() not in prepared.skipped and not in_vm(t.config)
+        ]
+    )
     guests: dict[tuple[str, VmSettings], list[Trial]] = {}
     for trial in trials:
         key = trial.config.key()
