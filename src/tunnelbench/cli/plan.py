@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from tunnelbench.bench import learned, planfile, runner
-from tunnelbench.bench.planfile import REFERENCE, Overheads, Plan, estimate_seconds, guests
+from tunnelbench.bench.planfile import (
+    BUSY_VM,
+    REFERENCE,
+    Overheads,
+    Plan,
+    estimate_seconds,
+    guests,
+)
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.kinds import Order
@@ -24,6 +31,10 @@ from tunnelbench.units import format_rate
 
 #: Settings that are rates in bit/s, shown as a plan writes them (``100mbit``).
 RATE_PATHS = ("lab.wan.rate", "traffic.udp_rate")
+
+
+#: The VM figures of :class:`Overheads`: any of them learned here ends the busy-day range.
+_VM_FIELDS = {"vm_boot_s", "vm_built_s", "vm_kept_s"}
 
 
 def to_json(plan: Plan, overheads: Overheads = REFERENCE) -> dict[str, Any]:
@@ -43,6 +54,9 @@ def to_json(plan: Plan, overheads: Overheads = REFERENCE) -> dict[str, Any]:
     most = adaptive.max_repetitions if adaptive else experiment.repetitions
     seconds = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs, overheads=overheads)
     reasons = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
+    busy = None
+    if guests(runnable) and not _VM_FIELDS & dict(overheads.learned).keys():
+        busy = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs, overheads=BUSY_VM)
     return {
         "name": plan.name,
         "source": str(plan.source),
@@ -61,6 +75,9 @@ def to_json(plan: Plan, overheads: Overheads = REFERENCE) -> dict[str, Any]:
         "estimated_seconds": {
             "min": round(seconds, 1),
             "max": round(seconds * most / experiment.repetitions, 1),
+            # With other work on the machine: the busy day's VM figures where this
+            # machine has not taught its own (None without a guest or once learned).
+            "busy_max": round(busy * most / experiment.repetitions, 1) if busy else None,
         },
         "overheads": _overheads_json(overheads),
         "trials": [
@@ -160,6 +177,14 @@ def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = Non
             f" kept one ({_source(overheads, 'vm_boot_s', 'vm_built_s', 'vm_kept_s')};"
             " the reference machine's with an emulated CPU, TCG: less under KVM)"
         )
+        if not _VM_FIELDS & dict(overheads.learned).keys():
+            busy = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs, overheads=BUSY_VM)
+            lines.append(
+                f"  with other work on the machine, up to {span(busy, format_duration, ' to ')}"
+                f" (~{BUSY_VM.vm_boot_s:g} s a boot, ~{BUSY_VM.vm_built_s:g} s and"
+                f" ~{BUSY_VM.vm_kept_s:g} s a trial: the reference machine on a busy day;"
+                " a run here teaches the estimate this machine's own)"
+            )
     # One row per configuration; the order says how its runs fall into trials.
     paths = [p for p in varying_paths(configs) if p != "tunnel.kind"]
     flats = {c: flatten(c.to_dict()) for c in configs}
