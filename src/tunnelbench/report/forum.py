@@ -24,7 +24,6 @@ from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.plan import Experiment
 from tunnelbench.report import figures, findings, markdown, precision, tune
 from tunnelbench.report.charts import config_labels, label_axes, setting_parts, summary_charts
-from tunnelbench.report.fit import cut
 from tunnelbench.report.markdown import escape
 from tunnelbench.report.table import (
     limited_by,
@@ -89,14 +88,24 @@ def _tables(groups: Groups, left_out: list[str], short: bool = False) -> list[st
     return out
 
 
+def elided(label: str, room: int) -> str:
+    """``label`` in at most ``room`` characters, its middle replaced by an ellipsis: the
+    start names the tunnel and the end its implementation or setting, which tell rows
+    apart."""
+    if len(label) <= room:
+        return label
+    tail = (room - 1) // 2
+    return label[: room - 1 - tail].rstrip() + "…" + label[len(label) - tail :].lstrip()
+
+
 def _cut_labels(groups: Groups, left_out: list[str], width: int) -> list[str]:
-    """The short tables with each configuration's name cut at a word boundary to the room
-    the other columns leave (the names are whole in the list under the table)."""
+    """The short tables with the configurations' names elided to the room the other
+    columns leave (the names are whole in the list under the table)."""
     lines = _tables(groups, left_out, short=True)
     excess = max(map(len, lines)) - width
     longest = max(len(escape(r[0])) for _, rows in groups for r in rows)
     room = max(longest - excess, len(COLUMNS[0]))
-    cut_groups = [(h, [[cut(r[0], room), *r[1:]] for r in rows]) for h, rows in groups]
+    cut_groups = [(h, [[elided(r[0], room), *r[1:]] for r in rows]) for h, rows in groups]
     return _tables(cut_groups, left_out, short=True)
 
 
@@ -105,7 +114,7 @@ def results(summaries: list[ConfigSummary], width: int) -> list[str]:
     wider, one table per combination of the settings besides the tunnel (under it as a
     heading, the rows named by the tunnel), as posts split results by MTU or stream
     count; if those are still wider, the goodput as its median alone (the interval is in
-    the list below); then the configurations' names cut at a word boundary. No column is
+    the list below); then the configurations' names elided in the middle. No column is
     left out for want of room."""
     labels = config_labels(summaries)
     axes = label_axes(summaries)
