@@ -84,6 +84,9 @@ def wrap(text: str, limit: int, *, indent: str = "", hanging: str = "") -> list[
 #: The continuation of a folded first cell (a configuration's name) is indented by this,
 #: so that it does not read as the name of another row.
 HANG = "  "
+#: A heading this short is kept on one line ("% base", "LAN MTU"): folded, its pieces
+#: ("%", "base") say less than the characters saved.
+WHOLE_HEADING = 8
 
 
 def _least(cell: str, first: bool) -> int:
@@ -96,6 +99,8 @@ def _least(cell: str, first: bool) -> int:
 
 
 def _folded_cell(cell: str, room: int, first: bool) -> list[str]:
+    if len(cell) <= room:
+        return [cell]
     return textwrap.wrap(
         cell,
         width=room,
@@ -106,10 +111,16 @@ def _folded_cell(cell: str, room: int, first: bool) -> list[str]:
 
 
 def folded(
-    header: Sequence[str], body: Sequence[Sequence[str]], numeric: set[int], limit: int
+    header: Sequence[str],
+    body: Sequence[Sequence[str]],
+    numeric: set[int],
+    limit: int,
+    *,
+    whole_headings: bool = False,
 ) -> list[str] | None:
     """The table in at most ``limit`` characters a line, its cells folded onto more lines
     at spaces (a figure or a word is never split), or None if even folded it cannot fit.
+    ``whole_headings``: headings of up to :data:`WHOLE_HEADING` characters stay whole.
 
     The widest column that can still give is narrowed first, one character at a time,
     so that the columns fold evenly rather than one of them into a tall ribbon.
@@ -118,6 +129,9 @@ def folded(
     count = len(header)
     widths = [max(len(r[i]) for r in rows) for i in range(count)]
     least = [max(_least(r[i], i == 0) for r in rows) for i in range(count)]
+    if whole_headings:
+        short = [len(h) if len(h) <= WHOLE_HEADING else 0 for h in header]
+        least = [max(pair) for pair in zip(least, short, strict=True)]
     gaps = 2 * (count - 1)
     if sum(least) + gaps > limit:
         return None
@@ -167,7 +181,8 @@ def fitted(
 ) -> tuple[list[str], list[str]]:
     """The table in at most ``limit`` characters a line, and the headings it left out.
 
-    The cells fold first (:func:`folded`); only a table that cannot fit even folded
+    The cells fold first (:func:`folded`, short headings whole if that fits, else
+    folded too); only a table that cannot fit even folded
     leaves out columns named in ``droppable``, in that order, until it fits; then the
     first column (the configurations' names) is cut, down to a third of the width.
     """
@@ -176,9 +191,9 @@ def fitted(
 
     def render(rows: Sequence[Sequence[str]]) -> list[str] | None:
         picked = {n for n, i in enumerate(keep) if i in numeric}
-        return folded(
-            [header[i] for i in keep], [[row[i] for i in keep] for row in rows], picked, limit
-        )
+        shown = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
+        # Short headings are folded too before a column goes.
+        return folded(*shown, picked, limit, whole_headings=True) or folded(*shown, picked, limit)
 
     lines = render(body)
     for name in droppable:
