@@ -96,7 +96,7 @@ def test_the_live_line_shortens_by_whole_fields():
             assert all(item in described or item == "…" for item in shown), line
         seen.add(line)
     assert progress.status_line(*args, 80) == (
-        "[12/40+] wireguard, wireguard-go-debian, mtu 1420, 4 streams, upload, …, run 3 ... 7/12 s"
+        "[12/40+] wireguard, wireguard-go-debian, mtu 1420, …, run 3 ... 7/12 s"
     )
     assert len(seen) > 5  # it shortens in steps, not all at once
 
