@@ -178,12 +178,14 @@ def fitted(
     numeric: set[int],
     limit: int,
     droppable: Sequence[str],
+    *,
+    fold: bool = False,
 ) -> tuple[list[str], list[str]]:
     """The table in at most ``limit`` characters a line, and the headings it left out.
 
-    The cells fold first (:func:`folded`, short headings whole if that fits, else
-    folded too); only a table that cannot fit even folded
-    leaves out columns named in ``droppable``, in that order, until it fits; then the
+    ``fold``: the cells fold first (:func:`folded`, short headings whole if that fits,
+    else folded too), and only a table that cannot fit even folded leaves out columns.
+    Columns named in ``droppable`` go, in that order, until the table fits; then the
     first column (the configurations' names) is cut, down to a third of the width.
     """
     keep = list(range(len(header)))
@@ -192,20 +194,31 @@ def fitted(
     def render(rows: Sequence[Sequence[str]]) -> list[str] | None:
         picked = {n for n, i in enumerate(keep) if i in numeric}
         shown = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
+        if not fold:
+            lines = aligned(*shown, picked)
+            return lines if max(map(len, lines)) <= limit else None
         # Short headings are folded too before a column goes.
         return folded(*shown, picked, limit, whole_headings=True) or folded(*shown, picked, limit)
 
     lines = render(body)
     for name in droppable:
         if lines is not None:
-            return lines, left_out
+            break
         if name in header and header.index(name) in keep:
             keep.remove(header.index(name))
             left_out.append(name)
             lines = render(body)
     if lines is None and keep and keep[0] == 0:
-        room = max(limit // 3, len(header[0]))
-        lines = render([[cut(row[0], room), *row[1:]] for row in body])
+        full = aligned(
+            [header[i] for i in keep],
+            [[row[i] for i in keep] for row in body],
+            {n for n, i in enumerate(keep) if i in numeric},
+        )
+        first = max(len(row[0]) for row in [header, *body])
+        excess = max(map(len, full)) - limit
+        room = max(limit // 3, len(header[0]), first - excess if not fold else 0)
+        body = [[cut(row[0], room), *row[1:]] for row in body]
+        lines = render(body)
     if lines is None:  # narrower than any table can be: as it is
         lines = aligned(
             [header[i] for i in keep],
