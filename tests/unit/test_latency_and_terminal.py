@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.report_fixtures import RUNS, recorded
+from tests.report_fixtures import RUNS, recorded, wide
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.records import TrialRecord
 from tunnelbench.report import (
@@ -202,11 +202,12 @@ FIGURE_THEN_UNIT = re.compile(r"\d$")
 UNIT_FIRST = re.compile(r"^\s*(Mbit/s|Gbit/s|ms|s|%|MiB|bytes)\b")
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in RUNS.glob("*.db")))
+@pytest.mark.parametrize("name", [*sorted(p.stem for p in RUNS.glob("*.db")), "wide"])
 def test_every_line_fits_and_no_figure_is_parted_from_its_unit(tmp_path, name):
-    """Every recorded run at 80 and 100 columns: no line longer than the width, none cut
-    (no trailing ellipsis), no figure at a line's end with its unit on the next."""
-    loaded = _view(name, tmp_path)
+    """Every recorded run (and the 50-configuration one) at 80 and 100 columns: no line
+    longer than the width, none cut (no trailing ellipsis), no figure at a line's end
+    with its unit on the next."""
+    loaded = view.load(wide(tmp_path), "latest") if name == "wide" else _view(name, tmp_path)
     for width in (80, 100):
         lines = terminal.render(loaded, after_run=False, width=width).splitlines()
         assert [line for line in lines if len(line) > width] == [], (name, width)

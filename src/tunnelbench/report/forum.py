@@ -102,11 +102,13 @@ def _cut_labels(groups: Groups, left_out: list[str], width: int) -> list[str]:
     """The short tables with the configurations' names elided to the room the other
     columns leave (the names are whole in the list under the table)."""
     lines = _tables(groups, left_out, short=True)
-    excess = max(map(len, lines)) - width
-    longest = max(len(escape(r[0])) for _, rows in groups for r in rows)
-    room = max(longest - excess, len(COLUMNS[0]))
-    cut_groups = [(h, [[elided(r[0], room), *r[1:]] for r in rows]) for h, rows in groups]
-    return _tables(cut_groups, left_out, short=True)
+    room = max(len(r[0]) for _, rows in groups for r in rows)
+    while max(map(len, lines)) > width and room > len(COLUMNS[0]):
+        room -= max(1, max(map(len, lines)) - width)
+        room = max(room, len(COLUMNS[0]))
+        cut = [(h, [[elided(r[0], room), *r[1:]] for r in rows]) for h, rows in groups]
+        lines = _tables(cut, left_out, short=True)
+    return lines
 
 
 def results(summaries: list[ConfigSummary], width: int) -> list[str]:
