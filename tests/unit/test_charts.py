@@ -186,3 +186,35 @@ def test_losses_chart_has_retransmits_and_tunnel_drops(tmp_path):
     assert retrans.values == tuple(s.retransmits.median for s in measured)
     # No tunnel device without a tunnel: no value, rather than a false zero.
     assert [v is None for v in drops.values] == [s.baseline_key is None for s in measured]
+
+
+def test_round_trips_are_drawn_on_a_log_axis_where_they_span_decades(tmp_path):
+    """Sub-millisecond idle bars vanished beside 24 ms under load on a linear axis: the
+    summary image's round-trip panel and the compare page's round-trip bars use
+    charts.ms_axis, as the scatter and the distribution do."""
+    from tunnelbench.report import compare, compare_page, figures, view
+    from tunnelbench.report.charts import round_trip_chart
+    from tunnelbench.report.compare import RunRef
+    from tunnelbench.report.selector import Selector
+
+    store = recorded("wireguard-implementations", tmp_path)
+    loaded = view.load(store, "latest")
+    chart = round_trip_chart(loaded.summaries, config_labels(loaded.summaries))
+    assert chart is not None and chart.x_log
+    assert chart.y_label == "round trip (ms, log scale)"
+    ax = figures.figure(chart).axes[0]
+    assert ax.get_xscale() == "log"
+    low, high = ax.get_xlim()
+    smallest = min(v for s in chart.series for v in s.values if v)
+    assert 0 < low < smallest and high > max(v for s in chart.series for v in s.values if v)
+
+    db = store.path
+    side = [
+        compare.load(RunRef(db, "1"), Selector.parse(text, name), name)
+        for text, name in (("traffic.streams=1", "A"), ("traffic.streams=4", "B"))
+    ]
+    drawn = {c.id: c for c in compare_page.charts(compare.compare(*side))}
+    latency = drawn["compare-latency"]
+    assert latency.x_log and latency.y_label == "round trip (ms, log scale)"
+    assert figures.figure(latency).axes[0].get_xscale() == "log"
+    assert not drawn["compare-goodput"].x_log  # goodput stays linear

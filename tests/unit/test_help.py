@@ -35,7 +35,7 @@ def test_every_registered_kind_and_generator_is_in_the_help(
         (["run"], "--direction", "{upload,download,bidir}"),
         (["run"], "--topology", "{road-warrior,site-to-site}"),
         (["tune"], "--stream-mode", "{auto,single,processes}"),
-        (["report"], "--format", "{table,md,md-full,html,json,csv}"),
+        (["report"], "--format", "{table,md,bbcode,md-full,html,json,csv}"),
     ],
 )
 def test_a_set_of_values_is_shown_from_its_choices(

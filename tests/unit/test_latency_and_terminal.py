@@ -5,8 +5,11 @@ The figures are checked against the stored trials (a second path to the same num
 the terminal against golden files at two widths and against its width limit.
 """
 
+import itertools
 import json
 import os
+import pty
+import re
 import statistics
 import subprocess
 import sys
@@ -15,10 +18,20 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.report_fixtures import RUNS, recorded
+from tests.report_fixtures import RUNS, recorded, wide
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.records import TrialRecord
-from tunnelbench.report import charts, figures, fit, json_report, markdown, table, terminal, view
+from tunnelbench.report import (
+    charts,
+    figures,
+    findings,
+    fit,
+    json_report,
+    markdown,
+    table,
+    terminal,
+    view,
+)
 
 GOLDEN = FIXTURES / "golden" / "terminal"
 WIDTHS = (80, 132)
@@ -129,15 +142,19 @@ def test_terminal_report_fits_its_width_and_matches_the_golden_file(name, width)
     assert out == golden.read_text()
 
 
-def test_terminal_says_each_suggestion_once_and_each_verdict_in_one_line(tmp_path):
+def test_terminal_says_each_suggestion_once_and_each_verdict_whole(tmp_path):
+    """A verdict wraps under itself rather than being cut before its figure."""
     loaded = _view("wireguard-implementations", tmp_path)
     out = terminal.render(loaded, after_run=False, width=100)
     lines = out.splitlines()
     start = lines.index("limited by:") + 1
-    verdicts = lines[start : lines.index("", start)]
+    block = lines[start : lines.index("", start)]
+    verdicts = [v for v in block if not v.startswith("    ")]  # continuations are indented
     assert [v.split(":")[0].strip() for v in verdicts] == [
         f"{s.label}, streams {s.config.traffic.streams}" for s in loaded.summaries
     ]
+    whole = " ".join(" ".join(block).split())
+    assert whole == " ".join(" ".join(findings.terminal_verdicts(loaded.summaries)).split())
     arrows = [line for line in lines if line.lstrip().startswith("→")]
     heads = [a.split(" — for ")[0] for a in arrows]
     assert len(heads) == len(set(heads))  # each suggestion once
@@ -149,14 +166,66 @@ def test_terminal_says_each_suggestion_once_and_each_verdict_in_one_line(tmp_pat
     assert "because" not in out  # the evidence is in the verdicts and the reports
 
 
-def test_the_widest_table_leaves_out_columns_in_order_and_says_so(tmp_path):
+def test_the_table_folds_its_cells_before_it_leaves_a_column_out(tmp_path):
+    """At 80 columns the loaded round trip was left out for want of 8 characters: the
+    cells fold at spaces first (a name onto an indented line, an interval under its
+    median), and only columns that cannot fit even folded are left out, saying so."""
     loaded = _view("wireguard-implementations", tmp_path)
     wide = table.render(loaded.summaries)
     narrow = table.render(loaded.summaries, 80)
     assert "consistency" in wide and "(left out" not in wide
+    assert "idle→p95" in narrow and "0.44→24.0" in narrow  # the loaded round trip stays
+    assert "wireguard                      1" in narrow  # a name folded at its space...
+    assert "\n  (wireguard-go-debian)\n" in narrow  # ...its rest indented under it
+    rows = narrow.splitlines()
+    first = next(n for n, line in enumerate(rows) if line.startswith("none "))
+    assert "12,944" in rows[first] and "(12,854-13,035)" in rows[first + 1]  # under its median
     note = " ".join(narrow.split("(left out", 1)[1].split())
-    assert note.startswith("to fit 80 columns: consistency, retrans")
+    assert note == "to fit 80 columns: consistency, retrans, busiest core u/s/si)"
     assert all(len(line) <= 80 for line in narrow.splitlines())
+    # At 100 columns, folded, the busiest core stays too.
+    assert "to fit 100 columns: consistency, retrans)" in table.render(loaded.summaries, 100)
+
+
+def test_a_folded_table_never_splits_a_figure_or_a_word():
+    header = ["tunnel", "median Mbit/s (95% CI)", "limited by"]
+    body = [["wireguard (wireguard-go-debian)", "12,944 (12,854-13,035)", "queue drops"]]
+    for limit in range(49, 80):
+        lines = fit.folded(header, body, {1}, limit)
+        assert lines is not None and all(len(line) <= limit for line in lines)
+        words = {w for line in lines for w in line.split()}
+        assert {"(12,854-13,035)", "12,944", "(wireguard-go-debian)", "drops"} <= words
+    assert fit.folded(header, body, {1}, 48) is None  # narrower than its longest words
+
+
+FIGURE_THEN_UNIT = re.compile(r"\d$")
+UNIT_FIRST = re.compile(r"^\s*(Mbit/s|Gbit/s|ms|s|%|MiB|bytes)\b")
+
+
+@pytest.mark.parametrize("name", [*sorted(p.stem for p in RUNS.glob("*.db")), "wide"])
+def test_every_line_fits_and_no_figure_is_parted_from_its_unit(tmp_path, name):
+    """Every recorded run (and the 50-configuration one) at 80 and 100 columns: no line
+    longer than the width, none cut (no trailing ellipsis), no figure at a line's end
+    with its unit on the next."""
+    loaded = view.load(wide(tmp_path), "latest") if name == "wide" else _view(name, tmp_path)
+    for width in (80, 100):
+        lines = terminal.render(loaded, after_run=False, width=width).splitlines()
+        assert [line for line in lines if len(line) > width] == [], (name, width)
+        assert not [line for line in lines if line.endswith("…")], (name, width)
+        parted = [
+            (a, b)
+            for a, b in itertools.pairwise(lines)
+            if FIGURE_THEN_UNIT.search(a) and UNIT_FIRST.match(b)
+        ]
+        assert parted == [], (name, width)
+
+
+def test_wrap_keeps_a_figure_with_its_unit():
+    text = "at 99.9% of the link's ceiling (955.9 of 956.4 Mbit/s): the shaped link, 5 s"
+    for limit in range(20, len(text)):
+        lines = fit.wrap(text, limit)
+        assert all("956.4 Mbit/s" in line for line in lines if "956.4" in line), lines
+        assert " ".join(lines) == text
 
 
 def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path, monkeypatch):
@@ -183,6 +252,45 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path, monkeypatch
         .replace(fit.RESET, "")
         == plain
     )
+
+
+def _on_a_terminal(env: dict[str, str]) -> bytes:
+    """``tunnelbench report`` with its standard output on a pseudo-terminal."""
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tunnelbench", "report", "--db", "wireguard-implementations.db"],
+            stdout=follower, stderr=subprocess.PIPE, env=env, timeout=60, cwd=RUNS,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        os.close(follower)
+        follower = -1
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed: all read
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+
+
+def test_a_terminal_gets_colour_and_no_color_or_a_pipe_gets_plain_text():
+    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    assert b"\033[1m" in _on_a_terminal(env)
+    assert b"\033[" not in _on_a_terminal({**env, "NO_COLOR": "1"})
+    piped = subprocess.run(
+        [sys.executable, "-m", "tunnelbench", "report", "--db", "wireguard-implementations.db"],
+        capture_output=True, env=env, timeout=60, cwd=RUNS,
+    )  # fmt: skip
+    assert piped.returncode == 0 and b"\033[" not in piped.stdout
 
 
 def test_the_charts_golden_has_the_latency_chart():

@@ -68,3 +68,62 @@ def test_only_a_terminal_gets_the_live_line(monkeypatch):
     finally:
         os.close(leader)
         os.close(follower)
+
+
+def test_the_live_line_shortens_by_whole_fields():
+    """At 80 columns the line ended mid-unit ("... 3/10 s  (ETA 2m 10s)  last 941 Mbit/");
+    it now drops whole fields: the last figure, then the ETA, then the configuration's
+    items from its end; the position and the trial's seconds stay."""
+    described = ["wireguard", "wireguard-go-debian", "mtu 1420", "4 streams", "upload",
+                 "wan 1000M", "pfifo 1000", "delay 20ms±2ms"]  # fmt: skip
+    args = ("[12/40+]", described, "run 3 ... 7/12 s", "(ETA 14m 05s)", "last 941 Mbit/s")
+    full = progress.status_line(*args, 10**6)
+    assert full == (
+        "[12/40+] wireguard, wireguard-go-debian, mtu 1420, 4 streams, upload, wan 1000M,"
+        " pfifo 1000, delay 20ms±2ms, run 3 ... 7/12 s  (ETA 14m 05s)  last 941 Mbit/s"
+    )
+    fields = {"last 941 Mbit/s", "(ETA 14m 05s)", "run 3 ... 7/12 s"}
+    seen = set()
+    for limit in range(20, len(full) + 1):
+        line = progress.status_line(*args, limit)
+        assert len(line) <= limit or line == "[12/40+] run 3 ... 7/12 s"
+        assert line.startswith("[12/40+] ") and "run 3 ... 7/12 s" in line
+        # Every field shown is whole; an item of the configuration too.
+        for field in fields:
+            assert field in line or field.split()[0] not in line.replace("run 3", ""), line
+        if ", run 3" in line:
+            shown = line.removeprefix("[12/40+] ").split(", run 3")[0].split(", ")
+            assert all(item in described or item == "…" for item in shown), line
+        seen.add(line)
+    assert progress.status_line(*args, 80) == (
+        "[12/40+] wireguard, wireguard-go-debian, mtu 1420, …, run 3 ... 7/12 s"
+    )
+    assert len(seen) > 5  # it shortens in steps, not all at once
+
+
+def test_the_live_line_fits_a_narrow_terminal():
+    """On a pseudo-terminal of 40 columns, every redraw fits in 39 characters (the
+    plain line it leaves behind is a log line, whole)."""
+    import fcntl
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    try:
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+        with os.fdopen(follower, "w", closefd=False) as tty:
+            display = progress.LiveProgress(tty, refresh_s=0.05)
+            _play(display, 0.3)
+        out = b""
+        while True:
+            chunk = os.read(leader, 65536)
+            out += chunk
+            if len(chunk) < 65536:
+                break
+    finally:
+        os.close(leader)
+        os.close(follower)
+    drawn = re.findall(r"\r\033\[K(\[\d/2\][^\r\n]*)", out.decode())
+    redraws = [r for r in drawn if re.search(r" \.\.\. \d/1 s", r)]
+    assert redraws and all(len(line) <= 39 for line in redraws), redraws
+    assert any(", …, run" in line for line in redraws), redraws

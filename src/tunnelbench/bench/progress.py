@@ -226,16 +226,20 @@ class LiveProgress(LineProgress):
         )
         self._ticker.start()
 
-    def _status(self, trial: Trial) -> str:
+    def _status(self, trial: Trial, width: int = 10**6) -> str:
+        """The live line in fewer than ``width`` characters (the last column would wrap
+        on some terminals)."""
         traffic = trial.config.traffic.duration + trial.config.expected_warmup
         elapsed = time.monotonic() - self.started
-        what = f"{self._position(trial)} {describe(trial.config)}, run {trial.repetition}"
-        parts = [f"{what} ... {elapsed:.0f}/{traffic:.0f} s"]
-        if (eta := self._eta(trial, elapsed)).strip():
-            parts.append(eta.strip())
-        if (last := self.last.get(trial.config.key())) is not None:
-            parts.append(f"last {mbit(last):,.0f} Mbit/s")
-        return "  ".join(parts)
+        last = self.last.get(trial.config.key())
+        return status_line(
+            self._position(trial),
+            describe(trial.config).split(", "),
+            f"run {trial.repetition} ... {elapsed:.0f}/{traffic:.0f} s",
+            self._eta(trial, elapsed).strip(),
+            "" if last is None else f"last {mbit(last):,.0f} Mbit/s",
+            width - 1,
+        )
 
     def _tick(self, trial: Trial) -> None:
         while True:
@@ -243,7 +247,7 @@ class LiveProgress(LineProgress):
             with self._lock:
                 if self._stop.is_set():
                     return
-                print(f"{self.CLEAR}{self._status(trial)[: width - 1]}", end="", file=self.out,
+                print(f"{self.CLEAR}{self._status(trial, width)}", end="", file=self.out,
                       flush=True)  # fmt: skip
             if self._stop.wait(self.refresh_s):
                 return
@@ -272,6 +276,29 @@ class LiveProgress(LineProgress):
             self._halt()
             print(file=self.out, flush=True)
         super().run_finished(run_id, status)
+
+
+def status_line(
+    position: str, described: list[str], clock: str, eta: str, last: str, limit: int
+) -> str:
+    """``[k/N] configuration, run r ... 3/10 s  (ETA 2m 10s)  last 941 Mbit/s`` in at most
+    ``limit`` characters. It shortens by whole fields, never inside a figure or a unit:
+    the last figure goes first, then the ETA, then the configuration's items from its
+    end (an ellipsis says some are missing); the position and the trial's seconds stay.
+    """
+    extras = [e for e in (eta, last) if e]
+    shown = len(described)
+    while True:
+        items = described[:shown] + (["…"] if shown < len(described) else [])
+        line = "  ".join([f"{position} {', '.join(items)}, {clock}", *extras])
+        if len(line) <= limit:
+            return line
+        if extras:
+            extras.pop()
+        elif shown > 1:
+            shown -= 1
+        else:
+            return f"{position} {clock}"
 
 
 def _width(out: TextIO) -> int:

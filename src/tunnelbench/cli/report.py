@@ -14,6 +14,7 @@ from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.echo import capped, shown, unknown_value
 from tunnelbench.errors import SystemFault, UserError
 from tunnelbench.report import (
+    bbcode,
     compare,
     compare_page,
     csv_report,
@@ -28,7 +29,9 @@ from tunnelbench.report import (
 from tunnelbench.report.view import RunView
 from tunnelbench.system import ownership
 
-REPORT_FORMATS = ("table", "md", "md-full", "html", "json", "csv")
+REPORT_FORMATS = ("table", "md", "bbcode", "md-full", "html", "json", "csv")
+#: The formats whose tables are fitted to ``--width``: the forum post, in either markup.
+WIDTH_FORMATS = ("md", "bbcode")
 #: The formats written as a file with others beside it (an image, a charts directory).
 MARKDOWN = ("md", "md-full")
 
@@ -197,14 +200,16 @@ def register(verbs: Verbs) -> None:
         default="table",
         choices=REPORT_FORMATS,
         help="(default table); md: the results to paste into a forum post, a short table"
-        " and one image; md-full: every column, finding and chart; JSON follows"
+        " and one image; bbcode: the same post for phpBB forums (MikroTik's), its table"
+        " in [code]; md-full: every column, finding and chart; JSON follows"
         " docs/report-schema.json, CSV has one row per trial",
     )
     report.add_argument(
         "--width",
         metavar="COLUMNS",
-        help=f"md: the longest line (default {forum.WIDTH}; {forum.WIDTHS.start}-"
-        f"{forum.WIDTHS.stop - 1}); tables split and leave out columns to fit it",
+        help=f"md, bbcode: the widest table line (default {forum.WIDTH};"
+        f" {forum.WIDTHS.start}-{forum.WIDTHS.stop - 1}); tables split by setting and"
+        " shorten their cells to fit it; prose is one line a paragraph",
     )
     report.add_argument(
         "-o",
@@ -246,11 +251,12 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _width(text: str | None, fmt: str) -> int:
-    """``--width``, checked before anything is read: only Markdown has lines to fit."""
+    """``--width``, checked before anything is read: only the forum post has tables to
+    fit."""
     if text is None:
         return forum.WIDTH
-    if fmt != "md":
-        raise UserError(f"--width: only --format md has a line width, not {fmt}")
+    if fmt not in WIDTH_FORMATS:
+        raise UserError(f"--width: only --format md or bbcode has a line width, not {fmt}")
     if not (text.isascii() and text.isdigit()) or int(text) not in forum.WIDTHS:
         raise UserError(
             f"--width: {shown(text)} is not a whole number of columns from"
@@ -264,6 +270,8 @@ def _report(loaded: RunView, fmt: str, output: Path | None, db: str, width: int)
         emit_forum(output, lambda path: forum.write(loaded, path, width))
     elif fmt == "md":
         emit(forum.render(loaded, width), None)
+    elif fmt == "bbcode":
+        emit(bbcode.render(loaded, width), output)
     elif fmt == "md-full" and output is not None:
         emit_markdown(output, lambda path: markdown.write(loaded, path))
     elif fmt == "md-full":

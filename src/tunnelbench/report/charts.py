@@ -20,6 +20,9 @@ cannot drift apart. Conventions:
 - ``box``: a box plot per category of ``samples`` (the runs), each run a dot on it.
 - ``cdf``: the empirical distribution of each category's ``samples`` (a line each);
   ``x_label`` names the values' axis, ``x_log`` puts it in decades.
+- ``x_log`` on a ``bar`` chart puts its value axis in decades (bars are drawn
+  horizontally, so that axis is the horizontal one): round trips, where a sub-millisecond
+  bar would vanish beside a bloated queue's tens of ms (:func:`ms_axis`).
 - ``time``: each series is a line over its own ``at`` (seconds), not the categories.
 - ``forest``: a point per category (a pair) with its interval as whiskers, on a ratio
   axis; a :class:`Reference` marks "no change".
@@ -93,6 +96,7 @@ class Chart:
     value_max: float | None = None  # fixed top of the value axis (100 for CPU %), else auto
     x: Series | None = None  # a scatter's horizontal values, one per category
     x_log: bool = False  # the horizontal value axis in decades (values that span them)
+    # (a bar chart's value axis: its bars are horizontal)
 
 
 # --- configuration labels ---
@@ -389,12 +393,14 @@ def round_trip_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str])
         return None
     idle, _, _ = spread(shown, lambda t: t.metrics.get(RTT_IDLE.name))
     loaded, low, high = spread(shown, lambda t: t.metrics.get(RTT_LOADED_P95.name))
+    y_label, log = ms_axis("round trip", [*idle, *loaded, *low, *high])
     return Chart(
         id="round-trip",
         title="Round trip, idle and under load",
         kind="bar",
         x_label="configuration",
-        y_label="round trip (ms)",
+        y_label=y_label,
+        x_log=log,
         categories=tuple(labels[s.key] for s in shown),
         series=(Series("idle", idle), Series("under load, p95", loaded, low, high)),
         note="Pings every 100 ms from the client to the server; whiskers: min-max of the runs.",

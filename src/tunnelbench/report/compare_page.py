@@ -14,7 +14,7 @@ from tunnelbench.analysis import significance
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.records import TrialRecord
 from tunnelbench.report import compare, compare_markdown, figures, html
-from tunnelbench.report.charts import Chart, Reference, Series, spans_decades, spread
+from tunnelbench.report.charts import Chart, Reference, Series, ms_axis, spans_decades, spread
 from tunnelbench.report.compare import Comparison
 from tunnelbench.report.markdown import ChartFile, chart_lines, charts_dir
 from tunnelbench.units import mbit
@@ -23,21 +23,33 @@ Reading = Callable[[TrialRecord], float | None]  # a trial -> one figure
 
 
 def _pair_chart(
-    comparison: Comparison, chart_id: str, title: str, unit: str, reading: Reading
+    comparison: Comparison,
+    chart_id: str,
+    title: str,
+    unit: str,
+    reading: Reading,
+    *,
+    round_trip: bool = False,
 ) -> Chart | None:
-    """One bar per side per pair, on one scale; None when neither side has the figure."""
+    """One bar per side per pair, on one scale; None when neither side has the figure.
+    ``round_trip``: ``unit`` names a round trip in ms, on a log axis where its values
+    span a decade (:func:`ms_axis`), as in a run's own charts."""
     series = [
         Series(f"A: {comparison.a.name}", *spread([row.a for row in comparison.rows], reading)),
         Series(f"B: {comparison.b.name}", *spread([row.b for row in comparison.rows], reading)),
     ]
     if not any(v is not None for s in series for v in s.values):
         return None
+    log = False
+    if round_trip:
+        unit, log = ms_axis(unit, [v for s in series for v in (*s.values, *(s.high or ()))])
     return Chart(
         id=chart_id,
         title=title,
         kind="bar",
         x_label="configuration",
         y_label=unit,
+        x_log=log,
         categories=tuple(compare.pair_name(comparison, row) for row in comparison.rows),
         series=tuple(series),
         note="Bars: the median of each side's runs; whiskers: min-max. Both runs on one scale.",
@@ -96,8 +108,9 @@ def charts(comparison: Comparison) -> list[Chart]:
             comparison,
             "compare-latency",
             "Round trip under load (95th percentile), A and B",
-            "round trip (ms)",
+            "round trip",
             lambda t: t.metrics.get(metric.RTT_LOADED_P95.name),
+            round_trip=True,
         ),
     ]
     return [c for c in found if c is not None]

@@ -131,8 +131,13 @@ def _bars(ax: "Axes", chart: Chart) -> None:
         at = [r + offset for r in rows]
         capsize = 3 if errors else 0
         ax.barh(at, values, height, xerr=errors, capsize=capsize, label=_plain(series.name))
-    _no_data(ax, [r for r in rows if all(s.values[r] is None for s in chart.series)])
-    ax.set_xlim(0, _top(chart))
+    start = _log_start(chart) if chart.x_log and not stacked else 0.0
+    _no_data(ax, [r for r in rows if all(s.values[r] is None for s in chart.series)], start)
+    if start:
+        _log_x(ax, True)
+        ax.set_xlim(start, _top(chart) * 1.5)  # on a log axis, a margin is a factor
+    else:
+        ax.set_xlim(0, _top(chart))
     positions = {c: float(r) for r, c in enumerate(chart.categories)}
     _references(ax, chart, horizontal=True, positions=positions)
 
@@ -262,6 +267,16 @@ def _log_x(ax: "Axes", log: bool) -> None:
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.10g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _log_start(chart: Chart) -> float:
+    """Where the bars of a log value axis start: below the smallest value drawn (a bar
+    has no zero to start from in decades) by at least half of it, at a power of ten so
+    that the ticks read plainly."""
+    drawn = [v for s in chart.series for v in (*s.values, *(s.low or ())) if v and v > 0]
+    if not drawn:
+        return 0.0
+    return float(10 ** math.floor(math.log10(min(drawn) / 2)))
 
 
 def _top(chart: Chart) -> float:

@@ -1,5 +1,11 @@
-"""Text that fits the terminal it is printed on: tables that leave out their least
-needed columns, lines wrapped or cut to the width, and colour only where it is wanted.
+"""Text that fits the terminal it is printed on: tables that fold their cells at word
+boundaries (and leave out their least needed columns only when even folded they cannot
+fit), lines wrapped at word boundaries, and colour only where it is wanted.
+
+Written here rather than with rich: rich's table folds a cell mid-word once the widths
+are tight, even where a word-boundary layout fits ("(wireguard-go-deb" / "ian)",
+"0.03→0" / ".13" on the recorded runs at 80 columns), and the terminal's lines are
+composed as plain text first so that colour never counts against the width.
 
 The width is the terminal's (``COLUMNS`` overrides it, as in every POSIX tool); output
 that goes to a file or a pipe has no terminal and gets :data:`FALLBACK_WIDTH`, so logs
@@ -7,6 +13,7 @@ stay readable without a terminal to ask.
 """
 
 import os
+import re
 import shutil
 import textwrap
 from collections.abc import Sequence
@@ -52,18 +59,103 @@ def cut(text: str, limit: int) -> str:
     return head.rstrip(" ,;:(") + ELLIPSIS
 
 
+#: A figure and the unit after it ("956.4 Mbit/s", "5 s") stay on one line.
+_FIGURE_UNIT = re.compile(r"(?<=\d) (?=(?:[kMG]bit/s|[kMG]?pps|ms|µs|s|[KMG]i?B|bytes)(?![\w/]))")
+#: What holds them together while textwrap breaks the rest: no space to it.
+_GLUE = "\ue000"
+
+
 def wrap(text: str, limit: int, *, indent: str = "", hanging: str = "") -> list[str]:
     """``text`` as lines of at most ``limit`` characters: the first starts with
-    ``indent``, the others with ``hanging``. A word longer than a line (a path, a
-    command) is kept whole on a line of its own: cut, it could not be copied."""
-    return textwrap.wrap(
-        text,
+    ``indent``, the others with ``hanging``; a figure is never parted from its unit. A
+    word longer than a line (a path, a command) is kept whole on a line of its own:
+    cut, it could not be copied."""
+    lines = textwrap.wrap(
+        _FIGURE_UNIT.sub(_GLUE, text),
         width=max(limit, len(hanging) + 10),
         initial_indent=indent,
         subsequent_indent=hanging,
         break_on_hyphens=False,
         break_long_words=False,
     ) or [indent.rstrip()]
+    return [line.replace(_GLUE, " ") for line in lines]
+
+
+#: The continuation of a folded first cell (a configuration's name) is indented by this,
+#: so that it does not read as the name of another row.
+HANG = "  "
+#: A heading this short is kept on one line ("% base", "LAN MTU"): folded, its pieces
+#: ("%", "base") say less than the characters saved.
+WHOLE_HEADING = 8
+
+
+def _least(cell: str, first: bool) -> int:
+    """The narrowest a column can be for ``cell`` without cutting a word."""
+    words = cell.split()
+    if not words:
+        return 0
+    hang = len(HANG) if first else 0
+    return max([len(words[0]), *(len(w) + hang for w in words[1:])])
+
+
+def _folded_cell(cell: str, room: int, first: bool) -> list[str]:
+    if len(cell) <= room:
+        return [cell]
+    return textwrap.wrap(
+        cell,
+        width=room,
+        subsequent_indent=HANG if first else "",
+        break_on_hyphens=False,
+        break_long_words=False,
+    ) or [""]
+
+
+def folded(
+    header: Sequence[str],
+    body: Sequence[Sequence[str]],
+    numeric: set[int],
+    limit: int,
+    *,
+    whole_headings: bool = False,
+) -> list[str] | None:
+    """The table in at most ``limit`` characters a line, its cells folded onto more lines
+    at spaces (a figure or a word is never split), or None if even folded it cannot fit.
+    ``whole_headings``: headings of up to :data:`WHOLE_HEADING` characters stay whole.
+
+    The widest column that can still give is narrowed first, one character at a time,
+    so that the columns fold evenly rather than one of them into a tall ribbon.
+    """
+    rows = [header, *body]
+    count = len(header)
+    widths = [max(len(r[i]) for r in rows) for i in range(count)]
+    least = [max(_least(r[i], i == 0) for r in rows) for i in range(count)]
+    if whole_headings:
+        short = [len(h) if len(h) <= WHOLE_HEADING else 0 for h in header]
+        least = [max(pair) for pair in zip(least, short, strict=True)]
+    gaps = 2 * (count - 1)
+    if sum(least) + gaps > limit:
+        return None
+    while sum(widths) + gaps > limit:
+        give = max((i for i in range(count) if widths[i] > least[i]), key=lambda i: widths[i])
+        widths[give] -= 1
+
+    def lines(cells: Sequence[str]) -> list[str]:
+        pairs = enumerate(zip(cells, widths, strict=True))
+        parts = [_folded_cell(c, w, i == 0) for i, (c, w) in pairs]
+        height = max(map(len, parts))
+        out = []
+        for k in range(height):
+            at = [p[k] if k < len(p) else "" for p in parts]
+            out.append(
+                "  ".join(
+                    c.rjust(w) if i in numeric else c.ljust(w)
+                    for i, (c, w) in enumerate(zip(at, widths, strict=True))
+                ).rstrip()
+            )
+        return out
+
+    rule = "  ".join("-" * w for w in widths)
+    return [*lines(header), rule, *(line for r in body for line in lines(r))]
 
 
 def aligned(header: Sequence[str], body: Sequence[Sequence[str]], numeric: set[int]) -> list[str]:
@@ -86,36 +178,53 @@ def fitted(
     numeric: set[int],
     limit: int,
     droppable: Sequence[str],
+    *,
+    fold: bool = False,
 ) -> tuple[list[str], list[str]]:
     """The table in at most ``limit`` characters a line, and the headings it left out.
 
-    Columns named in ``droppable`` go first, in that order, until the table fits; then
-    the first column (the configurations' names) is cut, down to a third of the width.
+    ``fold``: the cells fold first (:func:`folded`, short headings whole if that fits,
+    else folded too), and only a table that cannot fit even folded leaves out columns.
+    Columns named in ``droppable`` go, in that order, until the table fits; then the
+    first column (the configurations' names) is cut, down to a third of the width.
     """
     keep = list(range(len(header)))
     left_out: list[str] = []
 
-    def render() -> list[str]:
-        return aligned(
-            [header[i] for i in keep],
-            [[row[i] for i in keep] for row in body],
-            {n for n, i in enumerate(keep) if i in numeric},
-        )
+    def render(rows: Sequence[Sequence[str]]) -> list[str] | None:
+        picked = {n for n, i in enumerate(keep) if i in numeric}
+        shown = [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
+        if not fold:
+            lines = aligned(*shown, picked)
+            return lines if max(map(len, lines)) <= limit else None
+        # Short headings are folded too before a column goes.
+        return folded(*shown, picked, limit, whole_headings=True) or folded(*shown, picked, limit)
 
-    lines = render()
+    lines = render(body)
     for name in droppable:
-        if max(map(len, lines)) <= limit:
+        if lines is not None:
             break
         if name in header and header.index(name) in keep:
             keep.remove(header.index(name))
             left_out.append(name)
-            lines = render()
-    excess = max(map(len, lines)) - limit
-    if excess > 0 and keep and keep[0] == 0:
+            lines = render(body)
+    if lines is None and keep and keep[0] == 0:
+        full = aligned(
+            [header[i] for i in keep],
+            [[row[i] for i in keep] for row in body],
+            {n for n, i in enumerate(keep) if i in numeric},
+        )
         first = max(len(row[0]) for row in [header, *body])
-        room = max(first - excess, limit // 3, len(header[0]))
+        excess = max(map(len, full)) - limit
+        room = max(limit // 3, len(header[0]), first - excess if not fold else 0)
         body = [[cut(row[0], room), *row[1:]] for row in body]
-        lines = render()
+        lines = render(body)
+    if lines is None:  # narrower than any table can be: as it is
+        lines = aligned(
+            [header[i] for i in keep],
+            [[row[i] for i in keep] for row in body],
+            {n for n, i in enumerate(keep) if i in numeric},
+        )
     return lines, left_out
 
 

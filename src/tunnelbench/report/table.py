@@ -342,9 +342,9 @@ def rows(
     return header, body
 
 
-#: What the terminal leaves out first when the table is wider than the terminal: the
-#: reports (Markdown, HTML, JSON) have every column. The loaded round trip goes last:
-#: it is what the goodput cost, and nothing else in the row says it.
+#: What the terminal leaves out first when the table, its cells folded, is still wider
+#: than the terminal: the reports (Markdown, HTML, JSON) have every column. The loaded
+#: round trip goes last: it is what the goodput cost, and nothing else in the row says it.
 DROPPABLE = ("consistency", "retrans", "busiest core u/s/si", "% ceil", "% base", RTT_COLUMN)
 
 
@@ -356,7 +356,7 @@ def render(summaries: list[ConfigSummary], width: int | None = None) -> str:
     if width is None:
         lines, left_out = aligned(header, body, numeric), list[str]()
     else:
-        lines, left_out = fitted(header, body, numeric, width, DROPPABLE)
+        lines, left_out = fitted(header, body, numeric, width, DROPPABLE, fold=True)
     if "retrans" not in left_out and any(
         row[header.index("retrans")].endswith(GENERATOR_MARK) for row in body
     ):

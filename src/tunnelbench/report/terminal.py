@@ -2,8 +2,9 @@
 configuration, and each suggestion once (a tuning session's path instead of those two);
 after a run, also what failed or was skipped and the precision an adaptive run reached.
 
-Terse by design: every line fits the width it is given (the table leaves out columns,
-verdicts are cut, the rest wraps), the tunnel implementations' versions are one line
+Terse by design: every line fits the width it is given (the table folds its cells, and
+leaves out its least needed columns only if folded it still cannot fit; every other line
+wraps at word boundaries, never in a figure), the tunnel implementations' versions are one line
 (without their paths), and the evidence behind each verdict and suggestion
 is in the reports (``report --format md|html|json``), not repeated here.
 
@@ -42,7 +43,7 @@ def render(
     limit = width or 10**6
     named = f" «{run.label}»" if run.label else ""
     heading = f"run {run.id}{named} ({run.status}): {run.command_line}"
-    lines = [] if after_run else [fit.cut(heading, limit)]
+    lines = [] if after_run else [heading]
     lines += table.render(view.summaries, width).splitlines()
     if after_run:
         failed = [t for t in trials if t.status is TrialStatus.FAILED]
@@ -59,7 +60,7 @@ def render(
         # A tuning session's path holds each step's diagnosis and what its advice gave.
         lines += ["", *tune.terminal(record).splitlines()]
     elif verdicts := findings.terminal_verdicts(view.summaries):
-        lines += ["", "limited by:", *(fit.cut(f"  {v}", limit) for v in verdicts)]
+        lines += ["", "limited by:", *(f"  {v}" for v in verdicts)]
         if advice := findings.terminal_advice(view.summaries):
             lines += ["", "advice:", *(f"  {a}" for a in advice)]
         where = f" --db {shlex.quote(db)}" if db else ""
