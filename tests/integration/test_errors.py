@@ -128,6 +128,6 @@ def test_ipv6_traffic_through_ipip_is_refused_on_any_kernel(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.startswith(
-        "tunnelbench: error: traffic.family: ipip carries IPv4 only, not IPv6;"
+        "tunnelbench: error: --family: ipip carries IPv4 only, not IPv6;"
     )
     assert list(tmp_path.iterdir()) == []
