@@ -102,6 +102,35 @@ def _decimal(value: float) -> str:
     return f"{value:.6f}".rstrip("0").rstrip(".")
 
 
+_SPAN = re.compile(rf"\s*({NUMBER})\s*([smhd])\s*", re.ASCII)
+_SPAN_SCALE = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+#: The longest span a setting may name: ten years.
+SPAN_MAX_S = 3650 * 86_400
+
+
+def parse_span(key: str, value: object) -> float:
+    """A span of wall time in seconds: ``"7d"``, ``"36h"``, ``"90m"``, ``"3600s"``; a
+    bare number is refused (seconds to one reader, days to another)."""
+    if not isinstance(value, str):
+        raise UserError(f"{key}: {shown(value)} is not a time span such as '7d', '36h' or '90m'")
+    refuse_other_digits(key, value, "7d")
+    match = _SPAN.fullmatch(value)
+    if match is None:
+        raise UserError(f"{key}: {shown(value)} is not a time span such as '7d', '36h' or '90m'")
+    seconds = float(match.group(1)) * _SPAN_SCALE[match.group(2)]
+    if not 1 <= seconds <= SPAN_MAX_S:
+        raise UserError(f"{key}: {shown(value)} is out of range; allowed 1s..3650d")
+    return seconds
+
+
+def human_span(seconds: float) -> str:
+    """``424 days``, ``2.5 days``, ``36 h``, ``45 min``: a long span as people say it."""
+    units = ((86_400, "days"), (3600, "h"))
+    scale, unit = next(((s, u) for s, u in units if seconds >= 2 * s), (60, "min"))
+    value = seconds / scale
+    return f"{value:.0f} {unit}" if value >= 10 else f"{_decimal(round(value, 1))} {unit}"
+
+
 def format_rate(bits_per_second: float) -> str:
     """A rate as ``tc`` accepts it, exact to the bit."""
     value = int(bits_per_second)

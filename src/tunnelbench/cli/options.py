@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from tunnelbench.bench import conflicts
+from tunnelbench.bench.planfile import TIME_LIMIT_S, check_time, quicken
 from tunnelbench.echo import did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
@@ -52,7 +53,7 @@ from tunnelbench.model.plan import (
 )
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY as TUNNELS
-from tunnelbench.units import parse_rate, refuse_other_digits
+from tunnelbench.units import parse_rate, parse_span, refuse_other_digits
 
 DEFAULT_TUNNELS = "none,wireguard,vxlan"
 
@@ -90,6 +91,7 @@ DEFAULTS: dict[str, Any] = {
     "wireguard_impl": "auto",
     "target_ci": None,  # adaptive repetitions: off
     "max_runs": None,  # with --target-ci: plan.ADAPTIVE_MAX
+    "time_limit": None,  # planfile.TIME_LIMIT_S
 }
 
 
@@ -457,6 +459,10 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
         fresh_labs=bool(option(args, "fresh_labs")),
     )
     check_size(experiment, "--tunnels x --streams x --runs")
+    limit = option(args, "time_limit")
+    seconds = TIME_LIMIT_S if limit is None else parse_span("--time-limit", limit)
+    quick = getattr(args, "quick", False) is True
+    check_time(quicken(experiment) if quick else experiment, seconds, "--time-limit")
     return experiment
 
 
