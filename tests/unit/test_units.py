@@ -63,8 +63,7 @@ def test_parse_rate(text, bits):
         # Under IGNORECASE a Unicode pattern would read the Kelvin sign as "k".
         (
             "100\u212abit",
-            "--rate: '100\u212abit' is not a rate; write a number with a unit, e.g. 100mbit,"
-            " 1gbit",
+            "--rate: '100\u212abit' is not a rate; write a number with a unit, e.g. 100mbit, 1gbit",
         ),
         ("1tbit", "--rate: '1tbit' is above the largest supported rate, 400gbit"),
     ],
