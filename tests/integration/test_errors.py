@@ -127,7 +127,5 @@ def test_ipv6_traffic_through_ipip_is_refused_on_any_kernel(tmp_path):
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 2
-    assert done.stderr.startswith(
-        "tunnelbench: error: traffic.family: ipip carries IPv4 only, not IPv6;"
-    )
+    assert done.stderr.startswith("tunnelbench: error: --family: ipip carries IPv4 only, not IPv6;")
     assert list(tmp_path.iterdir()) == []

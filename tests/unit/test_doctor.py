@@ -21,6 +21,8 @@ def _program(name: str, version: str, path: str, pinned: str = "") -> Program:
     return Program(True, f"{version} ({path})", path=path, version=version, pinned=pinned)
 
 
+#: A kernel with module support (this VM's has none: see test_without_module_support).
+LOADS = Check(True, "loads modules")
 PIN = "v0.0.0-20260522210424-ecfc5a8d5446"
 
 
@@ -72,7 +74,7 @@ def strongswan_installed(monkeypatch):
 
 
 def test_collect_is_json_with_every_section():
-    report = doctor.collect(VM)
+    report = doctor.collect(VM, LOADS)
     assert json.loads(json.dumps(report)) == report
     assert list(report) == ["kernel", *doctor.SECTIONS]
     assert report["kernel"] == "6.18.44-fc-v669"
@@ -130,7 +132,7 @@ def test_collect_is_json_with_every_section():
 
 
 def test_render_is_an_aligned_table():
-    text = doctor.render(doctor.collect(VM))
+    text = doctor.render(doctor.collect(VM, LOADS))
     lines = text.splitlines()
     assert lines[:4] == [
         "kernel 6.18.44-fc-v669",
@@ -138,9 +140,10 @@ def test_render_is_an_aligned_table():
         "capability                   status  detail",
         "---------------------------  ------  ------",
     ]
-    assert lines[4:8] == [
+    assert lines[4:9] == [
         "privilege root               yes     euid 0",
         "privilege network namespace  yes     as root",
+        "kernel modules               yes     loads modules",
         "link wireguard               no      Unknown device type; auto uses wireguard-go; to get"
         " it: modprobe wireguard",
         "link vxlan                   yes",
@@ -208,7 +211,7 @@ def test_not_probed_is_said_with_its_reason():
         cgroup=CgroupCpu(False, "no cgroup hierarchy is mounted"),
         programs={name: Program(False, f"{name} is not installed") for name in VM.programs},
     )
-    report = doctor.collect(blind)
+    report = doctor.collect(blind, LOADS)
     assert report["privileges"]["root"]["detail"] == "euid 65534; a run needs root"
     assert report["tunnels"]["vxlan"] == {"status": "not probed", "detail": DENIED}
     assert report["congestion"] == {
@@ -227,7 +230,7 @@ def test_not_probed_is_said_with_its_reason():
 
 @pytest.mark.parametrize("width", [80, 100])
 def test_the_details_wrap_under_their_column_to_the_terminals_width(width):
-    report = doctor.collect(VM)
+    report = doctor.collect(VM, LOADS)
     whole = doctor.render(report).splitlines()
     lines = doctor.render(report, width).splitlines()
     column = whole[2].index("detail")
@@ -242,3 +245,38 @@ def test_the_details_wrap_under_their_column_to_the_terminals_width(width):
         else:
             rows[-1] += " " + line[column:]
     assert rows == [line for line in whole[2:] if line]
+
+
+def test_module_loading_is_read_from_proc(tmp_path):
+    assert doctor.module_loading(tmp_path) == Check(
+        False, "built without module support (no /proc/modules)"
+    )
+    (tmp_path / "modules").write_text("")
+    assert doctor.module_loading(tmp_path).ok is True
+    (tmp_path / "sys" / "kernel").mkdir(parents=True)
+    (tmp_path / "sys" / "kernel" / "modules_disabled").write_text("1\n")
+    assert doctor.module_loading(tmp_path) == Check(
+        False, "module loading disabled until the next boot (kernel.modules_disabled = 1)"
+    )
+
+
+def test_without_module_support_one_row_names_what_is_missing_and_no_modprobe(tmp_path):
+    # This VM's kernel: no /proc/modules. A hint per row would be 15 commands that fail.
+    report = doctor.collect(VM, doctor.module_loading(tmp_path))
+    text = doctor.render(report)
+    assert "modprobe" not in text
+    hints = [e.get("hint", "") for section in doctor.SECTIONS for e in report[section].values()]
+    assert not [hint for hint in hints if hint.startswith("modprobe")]
+    row = report["modules"]["modules"]
+    assert row["status"] == "no"
+    assert row["missing"] == [
+        "link wireguard", "wg kernel", "qdisc fq_codel", "esp rfc4106(gcm(aes))", "wan pppoe"
+    ]  # fmt: skip
+    assert row["detail"] == (
+        "this kernel cannot load modules: built without module support (no /proc/modules);"
+        " missing for want of a module: link wireguard; wg kernel; qdisc fq_codel; esp"
+        " rfc4106(gcm(aes)); wan pppoe; use a kernel that has them built in, or a lab on a"
+        " Debian kernel in a VM (--kernel debian)"
+    )
+    # What a package gives is still hinted: installing works without modules.
+    assert report["wireguard"]["boringtun"]["hint"].startswith("make setup")

@@ -50,3 +50,13 @@ def test_the_defaults_shown_are_the_ones_used(capsys: pytest.CaptureFixture[str]
     assert f"repetitions of each configuration (default {REPETITIONS_DEFAULT})" in text
     assert f"measured seconds per trial (default {DURATION_DEFAULT})" in text
     assert f"measured seconds per trial ({DURATION_DEFAULT})" in help_of(["tune"], capsys)
+
+
+def test_hosts_check_says_it_connects_over_ssh_and_changes_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = help_of(["hosts", "check"], capsys)
+    assert "over SSH" in text
+    assert "changes nothing on any host" in text
+    listed = help_of(["hosts"], capsys)
+    assert "check over SSH, report what each host has; changes nothing on any host" in listed

@@ -5,6 +5,7 @@ whether this machine runs it; the order line says how rows become trials."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,12 +18,12 @@ from tunnelbench.vm import machine
 ROOT = Path(__file__).parents[2]
 
 
-def _show(*args: str, columns: int = 300) -> str:
+def _show(*args: str, columns: int = 300, env: dict[str, str] | None = None) -> str:
     """``plan show``'s output; ``columns`` wide, by default wide enough for every line."""
     done = subprocess.run(
         [sys.executable, "-m", "tunnelbench", "plan", "show", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "COLUMNS": str(columns)},
+        env={**os.environ, "COLUMNS": str(columns), **(env or {})},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -106,3 +107,48 @@ def test_the_settings_every_configuration_shares_are_shown(tmp_path: Path):
     )
     (line,) = [x for x in _show(str(two)).splitlines() if x.startswith("every configuration")]
     assert "traffic.streams" not in line  # a column of the table
+
+
+def _kernel_plan(tmp_path: Path, *kernels: str) -> Path:
+    plan = tmp_path / "kernels.toml"
+    plan.write_text(f'[matrix]\n"lab.kernel" = {json.dumps(list(kernels))}\n')
+    return plan
+
+
+def test_a_kernel_directory_run_would_refuse_is_skipped_with_runs_reason(tmp_path):
+    """`plan show` once showed `vm` for a lab.kernel `run` refuses (issue 42)."""
+    empty = tmp_path / "not-a-kernel"
+    empty.mkdir()
+    good = tmp_path / "kernel"
+    (good / "lib" / "modules" / "6.1.0-9-amd64").mkdir(parents=True)
+    (good / "lib" / "modules" / "6.1.0-9-amd64" / "modules.dep").write_text("")
+    (good / "boot").mkdir()
+    (good / "boot" / "vmlinuz-6.1.0-9-amd64").write_bytes(b"\0")
+    text = _show(str(_kernel_plan(tmp_path, str(empty), str(good))))
+    rows = [line.split() for line in text.splitlines() if line[:1].isdigit()]
+    assert [(r[2], r[-1]) for r in rows] == [(str(empty), "skip"), (str(good), "vm")]
+    reason = f"lab.kernel: {str(empty)!r} holds 0 kernel releases in {empty}/lib/modules (none)"
+    assert f"  {reason}; exactly one is needed (5 trials)" in text
+    assert "nothing runs here" not in text
+    alone = _show(str(_kernel_plan(tmp_path, str(empty))))
+    assert "nothing runs here: `run` refuses this plan on this machine" in alone
+
+
+def test_a_package_apt_does_not_know_is_skipped_and_one_not_fetched_is_said(tmp_path):
+    if shutil.which("apt-cache") is None:
+        pytest.skip("no apt-cache here: every package is refused, as by run")
+    cache = {"TUNNELBENCH_KERNEL_CACHE": str(tmp_path / "cache")}  # nothing fetched yet
+    plan = _kernel_plan(tmp_path, "linux-image-0.0.0-nosuch", "debian")
+    doc = json.loads(_show(str(plan), "--json", env=cache))
+    skipped = {t["settings"]["lab.kernel"]: t["skipped"] for t in doc["trials"]}
+    assert skipped["linux-image-0.0.0-nosuch"].startswith(
+        "lab.kernel: no package 'linux-image-0.0.0-nosuch' in the configured apt sources"
+    )
+    if skipped["debian"] is not None:
+        pytest.skip(f"apt has no stock Debian kernel here: {skipped['debian']}")
+    (note,) = doc["unchecked"]
+    assert note.startswith("lab.kernel 'debian': linux-image-")
+    assert note.endswith(
+        " is in apt's sources but not downloaded yet; whether it downloads is known when"
+        " `run` fetches it"
+    )

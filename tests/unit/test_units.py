@@ -12,7 +12,6 @@ from tunnelbench.units import format_rate, parse_rate
         ("2.5gbit", 2_500_000_000),
         ("500kbit", 500_000),
         ("1Gbit", 10**9),
-        ("10000000", 10**7),  # a bare number is bit/s, as in tc
         ("100Mbit/s", 10**8),
         ("100mbits", 10**8),
     ],
@@ -30,6 +29,42 @@ def test_parse_rate(text, bits):
             "--rate: '1 gigabit' is not a rate; write a number with a unit, e.g. 100mbit, 1gbit",
         ),
         ("1bit", "--rate: '1bit' is below the smallest supported rate, 8kbit"),
+        # A bare number is bit/s to tc and anything to a reader: refused like "100M".
+        (
+            "100000",
+            "--rate: '100000' has no unit: tc reads it as 100 kbit/s; write a number with a"
+            " unit, e.g. 100mbit, 1gbit",
+        ),
+        (
+            "100M",
+            "--rate: '100M' is not a rate; write a number with a unit, e.g. 100mbit, 1gbit",
+        ),
+        (
+            "1" * 16,
+            "--rate: '1111111111111111' has no unit; write a number with a unit, e.g. 100mbit,"
+            " 1gbit",
+        ),
+        # Digits of other scripts: float() reads them, tc does not.
+        (
+            "\uff11\uff10\uff10mbit",
+            "--rate: '\uff11\uff10\uff10mbit' holds '\uff11' (FULLWIDTH DIGIT ONE), not an"
+            " ASCII digit; write numbers with 0-9, e.g. 100mbit",
+        ),
+        (
+            "\u0661\u0660\u0660mbit",
+            "--rate: '\u0661\u0660\u0660mbit' holds '\u0661' (ARABIC-INDIC DIGIT ONE), not an"
+            " ASCII digit; write numbers with 0-9, e.g. 100mbit",
+        ),
+        (
+            "1\u00b2mbit",
+            "--rate: '1\u00b2mbit' holds '\u00b2' (SUPERSCRIPT TWO), not an ASCII digit;"
+            " write numbers with 0-9, e.g. 100mbit",
+        ),
+        # Under IGNORECASE a Unicode pattern would read the Kelvin sign as "k".
+        (
+            "100\u212abit",
+            "--rate: '100\u212abit' is not a rate; write a number with a unit, e.g. 100mbit, 1gbit",
+        ),
         ("1tbit", "--rate: '1tbit' is above the largest supported rate, 400gbit"),
     ],
 )

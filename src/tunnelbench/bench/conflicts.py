@@ -3,10 +3,10 @@
 What one machine lacks (a kernel module, a program) skips a plan's configuration on that
 machine (:mod:`tunnelbench.bench.skips`); what no machine could run is an error of the
 plan or of the command line, found by ``plan show`` as by ``run``, for a lab in a VM as
-for one on this machine's kernel: a tunnel MTU whose packets do not fit the WAN, a
-shaper with no rate, a setting the tunnel kind does not have (ESP around WireGuard, an
-AES cipher for it, libipsec above the 1,400 bytes it reads), a CPU budget on a kernel
-tunnel.
+for one on this machine's kernel: traffic of an IP version the tunnel cannot carry (IPv6
+through ipip), a tunnel MTU whose packets do not fit the WAN, a shaper with no rate, a
+setting the tunnel kind does not have (ESP around WireGuard, an AES cipher for it,
+libipsec above the 1,400 bytes it reads), a CPU budget on a kernel tunnel.
 
 Pure: the tunnel kinds' own rules (:meth:`tunnelbench.tunnels.base.Tunnel.check`) and the
 wire model's sizes (:mod:`tunnelbench.model.encapsulation`); nothing is probed.
@@ -37,6 +37,8 @@ def conflicts(
         return keys.get(path, path)
 
     found = []
+    if refused := family_refusal(config, key):
+        found.append(refused)
     wan = config.lab.wan
     if "lab.wan.shaper" in given and "lab.wan.rate" not in given and wan.rate is None:
         found.append(
@@ -70,6 +72,28 @@ def _tunnel(config: TrialConfig, key: Callable[[str], str]) -> list[str]:
             f" {most}"
         )
     return found
+
+
+def family_refusal(config: TrialConfig, key: Callable[[str], str] = str) -> str | None:
+    """Why the tunnel cannot carry the traffic's IP version on any machine (ipip: IPv4
+    only; sit: IPv6 only), or None; ``key`` names a setting as the user did. The one rule
+    for a plan, the command line and a hosts run."""
+    family, kind = config.traffic.family, config.tunnel.kind
+    carried = TUNNELS.get(kind).families
+    if family in carried:
+        return None
+    carriers = ", ".join(
+        k.value
+        for k in TUNNELS.kinds()
+        if k is not TunnelKind.NONE and family in TUNNELS.get(k).families
+    )
+    only = " and ".join(f"IPv{f}" for f in carried)
+    name = key("traffic.family")
+    other = f"{name} {carried[0]}" if name.startswith("--") else f"{name} = {carried[0]}"
+    return (
+        f"{name}: {kind.value} carries {only} only, not IPv{family}; use {other} or a tunnel"
+        f" kind that carries IPv{family} ({carriers})"
+    )
 
 
 def budget_refusal(settings: TunnelSettings, key: str = "tunnel.cpu_budget") -> str | None:

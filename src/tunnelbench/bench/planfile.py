@@ -14,7 +14,7 @@ import operator
 import os
 import stat
 import tomllib
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -52,10 +52,12 @@ from tunnelbench.model.plan import (
     check_int,
     check_size,
     check_target_pct,
+    expand,
     flatten,
 )
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY as TUNNELS
+from tunnelbench.units import human_span, parse_span
 
 T = TypeVar("T")
 
@@ -66,6 +68,7 @@ TOP_KEYS = (
     "order",
     "seed",
     "fresh_labs",
+    "time_limit",
     "base",
     "matrix",
     "exclude",
@@ -126,6 +129,12 @@ REFERENCE = Overheads()
 BUSY_VM = replace(REFERENCE, vm_boot_s=42.0, vm_built_s=6.0, vm_kept_s=3.5)
 
 QUICK_DURATION, QUICK_WARMUP, QUICK_WARMUP_MAX = 1, 1, 3
+#: The longest a run may take by its estimate (the reference machine's overheads, so the
+#: answer does not depend on the machine) unless the plan's ``time_limit`` (the command
+#: line's ``--time-limit``) allows more: a week. Longer is more often a slip (a duration
+#: in seconds where minutes were meant, one axis too many: a plan of 424 days was once
+#: accepted without a word) than a measurement anyone waits for; one who does says so.
+TIME_LIMIT_S = 7 * 86_400
 #: The largest plan file read: the scenarios are 1-3 kB.
 PLAN_BYTES_MAX = 1024 * 1024
 #: The most exclude rules a plan may have (the scenarios have at most a few).
@@ -271,6 +280,10 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
     fresh_labs = data.get("fresh_labs", False)
     if not isinstance(fresh_labs, bool):
         problems.add(f"fresh_labs: {shown(fresh_labs)} is not true or false")
+    time_limit: float = TIME_LIMIT_S
+    if "time_limit" in data:
+        limit = problems.check(lambda: parse_span("time_limit", data["time_limit"]))
+        time_limit = limit if isinstance(limit, float) else TIME_LIMIT_S
     base = _base(problems, data.get("base", {}))
     axes = _axes(problems, data.get("matrix", {}))
     combinations = math.prod(len(a.values) for a in axes)
@@ -311,7 +324,40 @@ def parse(text: str, source: str, *, default_name: str = "plan", quick: bool = F
         raise PlanError(source, [str(exc)]) from None
     if quick:
         experiment = quicken(experiment)
+    try:
+        check_time(experiment, time_limit, "time_limit")
+    except UserError as exc:
+        raise PlanError(source, [str(exc)]) from None
     return Plan(name, description, source, experiment, axes, len(combos) - len(kept))
+
+
+def check_time(experiment: Experiment, limit_s: float, key: str) -> None:
+    """Refuse an experiment whose estimated wall time (at most, for adaptive
+    repetitions) exceeds ``limit_s``, saying how long it would take and how to allow it
+    (``key``: ``time_limit`` in a plan, ``--time-limit`` on the command line)."""
+    if experiment.order is Order.SHUFFLED and experiment.seed is None:
+        experiment = replace(experiment, seed=0)  # the order does not change the sum
+    trials = expand(experiment)
+    seconds = estimate_seconds(trials, fresh_labs=experiment.fresh_labs)
+    count = f"{len(trials):,}"
+    if (adaptive := experiment.adaptive) is not None:
+        seconds *= adaptive.max_repetitions / experiment.repetitions
+        count = f"up to {len(trials) * adaptive.max_repetitions // experiment.repetitions:,}"
+    if seconds <= limit_s:
+        return
+    allow = math.ceil(seconds / 86_400)
+    if key.startswith("--"):
+        how = f"add {key} {allow}d; else use fewer --runs, a shorter --duration, fewer values"
+    else:
+        how = (
+            f'set {key} = "{allow}d" at the top of the plan; else use fewer repetitions, a'
+            " shorter traffic.duration, fewer axis values"
+        )
+    raise UserError(
+        f"{key}: {count} trials would take about {human_span(seconds)} (their"
+        f" warm-ups, durations and labs), more than {human_span(limit_s)}; if you mean it,"
+        f" {how}"
+    )
 
 
 def quicken(experiment: Experiment) -> Experiment:
@@ -354,20 +400,22 @@ def labs_built(trials: list[Trial], *, fresh_labs: bool = False) -> list[bool]:
     (:mod:`tunnelbench.bench.labpool`), each machine's pool keeping :data:`KEEP` labs and
     removing the one needed last (:func:`~tunnelbench.bench.labpool.farthest`); every lab
     with ``fresh_labs``."""
-    machines: dict[tuple[str, object], list[str]] = {}
+    # Once per configuration, not per trial: a key costs 1-2 ms, and a plan may hold
+    # 10,000 trials of a few configurations.
+    keys = {config: lab_key(config) for config in dict.fromkeys(t.config for t in trials)}
+    upcoming: dict[tuple[str, object], deque[str]] = {}
     for trial in trials:
         lab = trial.config.lab
         machine = (lab.kernel, lab.vm if lab.in_vm else None)
-        machines.setdefault(machine, []).append(lab_key(trial.config))
-    upcoming = {machine: list(keys) for machine, keys in machines.items()}
+        upcoming.setdefault(machine, deque()).append(keys[trial.config])
     pools: dict[tuple[str, object], OrderedDict[str, None]] = {}
     built = []
     for trial in trials:
         lab = trial.config.lab
         machine = (lab.kernel, lab.vm if lab.in_vm else None)
         pool = pools.setdefault(machine, OrderedDict())
-        key = lab_key(trial.config)
-        upcoming[machine].remove(key)
+        key = keys[trial.config]
+        upcoming[machine].popleft()  # this trial's own key: the machine's trials in order
         kept = not fresh_labs and key in pool
         built.append(not kept)
         pool[key] = None

@@ -25,7 +25,8 @@ from tunnelbench.bench.sink import TrialSink, store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError, StorageError, UserError
 from tunnelbench.kinds import Order, StreamMode, TunnelKind
-from tunnelbench.lab.state import is_alive, process_start_time
+from tunnelbench.lab.netns import Lab
+from tunnelbench.lab.state import ProcessRecord, is_alive, process_start_time
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import (
     Experiment,
@@ -497,14 +498,14 @@ def _measure(
                 probe_set.started(begin)
                 return sampler.wait_closed
 
+            # Each daemon by its own name (charon, wireguard-go, openvpn), read while it
+            # lives: the tunnel's implementation ("kernel" for ESP) names no process.
+            daemons = {
+                role: _comm(d.pid, handle.implementation) for role, d in handle.daemons.items()
+            }
+
             def dead_daemon() -> str | None:
-                for role, daemon in handle.daemons.items():
-                    if not is_alive(daemon):
-                        return (
-                            f"tunnel daemon {handle.implementation} on {role}"
-                            f" (pid {daemon.pid}) died during the trial"
-                        )
-                return None
+                return broken_lab(lab, handle.daemons, daemons)
 
             names = DeviceNames.of(lab, handle.devices)
             context = ProbeContext(
@@ -545,6 +546,29 @@ def _measure(
             labs.release(standing)
         else:
             labs.discard(standing)
+
+
+def broken_lab(lab: Lab, daemons: dict[str, ProcessRecord], names: dict[str, str]) -> str | None:
+    """What broke ``lab`` under the traffic, or None: a namespace deleted (every process
+    in it, and the traffic through it, then fail with symptoms of their own), or a tunnel
+    daemon (``daemons``, named by ``names``, by role) that died. Polled by every wait of
+    a trial: a stat per namespace."""
+    for role in lab.chain.roles:
+        if not (load.NETNS_DIR / lab.ns(role)).exists():
+            return f"namespace {lab.ns(role)} ({role}) vanished during the trial"
+    for role, daemon in daemons.items():
+        if not is_alive(daemon):
+            return f"tunnel daemon {names[role]} on {role} (pid {daemon.pid}) died during the trial"
+    return None
+
+
+def _comm(pid: int, fallback: str) -> str:
+    """A process's name as the kernel keeps it (``charon``), or ``fallback``."""
+    try:
+        with open(f"/proc/{pid}/comm") as comm:
+            return comm.read().strip() or fallback
+    except OSError:
+        return fallback
 
 
 def warmup_fallback(settings: TrafficSettings, traffic: TrafficResult) -> dict[str, float]:

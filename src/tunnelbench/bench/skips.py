@@ -97,21 +97,10 @@ def _family(config: TrialConfig, caps: Capabilities) -> str | None:
 
 def family_refusal(config: TrialConfig) -> str | None:
     """A tunnel that cannot carry the traffic's IP version (ipip: IPv4 only), on any
-    machine (real hosts too): named first, as no kernel would help."""
-    family, kind = config.traffic.family, config.tunnel.kind
-    carried = REGISTRY.get(kind).families
-    if family in carried:
-        return None
-    carriers = ", ".join(
-        k.value
-        for k in REGISTRY.kinds()
-        if k is not TunnelKind.NONE and family in REGISTRY.get(k).families
-    )
-    only = " and ".join(f"IPv{f}" for f in carried)
-    return (
-        f"traffic.family: {kind.value} carries {only} only, not IPv{family}; use "
-        f"traffic.family = {carried[0]} or a tunnel kind that carries IPv{family} ({carriers})"
-    )
+    machine (real hosts too): named first, as no kernel would help. A plan and the
+    command line refuse it before this (:func:`~tunnelbench.bench.conflicts.family_refusal`
+    decides for all)."""
+    return conflicts.family_refusal(config)
 
 
 def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:

@@ -5,11 +5,14 @@ know which tunnels, queue disciplines, ciphers and generators they will get, and
 skips configurations with the same reasons. The report is data (:func:`collect`, also
 printed as JSON) rendered as a plain table (:func:`render`). What is missing carries a
 ``hint``: the module to load or the package to install, as the kind, generator or
-:data:`~tunnelbench.bench.capabilities.KERNEL_MODULES` declares it.
+:data:`~tunnelbench.bench.capabilities.KERNEL_MODULES` declares it. On a kernel that
+cannot load modules (built without them, or loading disabled) no ``modprobe`` is hinted:
+one row says so and names what is missing.
 """
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from tunnelbench.bench import capabilities, guest_trials, skips
@@ -32,6 +35,7 @@ from tunnelbench.vm import kernels
 # Sections in the order they are printed, with the word that labels their rows.
 SECTIONS = {
     "privileges": "privilege",
+    "modules": "kernel",
     "tunnels": "link",
     "wireguard": "wg",
     "implementations": "userspace",
@@ -213,14 +217,55 @@ def _ranges(cpus: tuple[int, ...]) -> str:
     return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def collect(caps: Capabilities | None = None) -> dict[str, Any]:
+def module_loading(proc: Path = Path("/proc")) -> Check:
+    """Whether this kernel can load modules: ``/proc/modules`` exists exactly when it is
+    built with module support (CONFIG_MODULES), and ``kernel.modules_disabled`` = 1
+    refuses every load until the next boot."""
+    if not (proc / "modules").exists():
+        return Check(False, "built without module support (no /proc/modules)")
+    try:
+        disabled = (proc / "sys" / "kernel" / "modules_disabled").read_text().strip() == "1"
+    except OSError:
+        disabled = False
+    if disabled:
+        return Check(
+            False, "module loading disabled until the next boot (kernel.modules_disabled = 1)"
+        )
+    return Check(True, "loads modules")
+
+
+def _without_module_hints(report: dict[str, Any], loading: Check) -> dict[str, Any]:
+    """The report of a kernel that cannot load modules: a ``modprobe`` would fail, so
+    instead of one hint a row, one row says so and names every capability missing for
+    want of a module."""
+    missing: dict[str, list[str]] = {}
+    for section, label in SECTIONS.items():
+        for name, entry in report.get(section, {}).items():
+            if str(entry.get("hint", "")).startswith("modprobe"):
+                del entry["hint"]
+                missing.setdefault(label, []).append(name)
+    named = "; ".join(f"{label} {', '.join(names)}" for label, names in missing.items())
+    what = f"; missing for want of a module: {named}" if missing else ""
+    detail = (
+        f"this kernel cannot load modules: {loading.detail}{what}; use a kernel that has"
+        " them built in, or a lab on a Debian kernel in a VM (--kernel debian)"
+    )
+    flat = [f"{label} {name}" for label, names in missing.items() for name in names]
+    report["modules"] = {"modules": _entry(loading, detail, missing=flat)}
+    return report
+
+
+def collect(caps: Capabilities | None = None, loading: Check | None = None) -> dict[str, Any]:
     """The report as JSON-able data: one section per kind of capability, each mapping a
-    name to its status ("yes", "no", "not probed"), detail and any facts of its own."""
+    name to its status ("yes", "no", "not probed"), detail and any facts of its own.
+    ``loading``: whether the kernel loads modules (read from /proc when not given)."""
     caps = caps or capabilities.probe()
+    loading = loading or module_loading()
     root = Check(caps.root, f"euid {caps.euid}" + ("" if caps.root else "; a run needs root"))
-    return {
+    report = {
         "kernel": caps.kernel,
         "privileges": {"root": _entry(root), "network namespace": _entry(caps.netns)},
+        "modules": {"modules": _entry(loading)},
         "tunnels": _tunnels(caps),
         "wireguard": _wireguard(caps),
         "implementations": {
@@ -248,6 +293,7 @@ def collect(caps: Capabilities | None = None) -> dict[str, Any]:
             )
         },
     }
+    return report if loading.ok is not False else _without_module_hints(report, loading)
 
 
 def render(report: dict[str, Any], width: int | None = None) -> str:

@@ -15,7 +15,18 @@ from tunnelbench.remote.session import BlackBox, Session, can_build, missing
 def register(verbs: Verbs) -> None:
     hosts = verbs.add_parser("hosts", help="real hosts over SSH: check a hosts file")
     sub = hosts.add_subparsers(dest="hosts_verb", required=True, metavar="VERB")
-    checked = sub.add_parser("check", help="connect to each host and report what it has")
+    what = (
+        "connect to each host of the file over SSH (its ssh = destination, with your SSH"
+        " configuration and keys) and report what it has: kernel, cores, generators, tunnel"
+        " tools and their versions, clock offset; a router without ssh is read over SNMP."
+        " Read-only: it starts no daemon, creates no link or file and changes nothing on any"
+        " host"
+    )
+    checked = sub.add_parser(
+        "check",
+        help="over SSH, report what each host has; changes nothing on any host",
+        description=what,
+    )
     checked.add_argument("file", help="a hosts file (TOML); see docs/remote.md")
     checked.set_defaults(func=check)
 

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from tunnelbench.bench import conflicts
+from tunnelbench.bench.planfile import TIME_LIMIT_S, check_time, quicken
 from tunnelbench.echo import did_you_mean, shown
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import (
@@ -52,7 +53,7 @@ from tunnelbench.model.plan import (
 )
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY as TUNNELS
-from tunnelbench.units import parse_rate
+from tunnelbench.units import parse_rate, parse_span, refuse_other_digits
 
 DEFAULT_TUNNELS = "none,wireguard,vxlan"
 
@@ -90,6 +91,7 @@ DEFAULTS: dict[str, Any] = {
     "wireguard_impl": "auto",
     "target_ci": None,  # adaptive repetitions: off
     "max_runs": None,  # with --target-ci: plan.ADAPTIVE_MAX
+    "time_limit": None,  # planfile.TIME_LIMIT_S
 }
 
 
@@ -100,6 +102,7 @@ OPTION_KEYS = {
     "lab.wan.mtu": "--wan-mtu",
     "tunnel.mtu": "--tunnel-mtu",
     "tunnel.implementation": "--wireguard-impl",
+    "traffic.family": "--family",
 }
 
 
@@ -115,7 +118,8 @@ def given(args: argparse.Namespace) -> list[str]:
 
 def parse_percent(option: str, text: str, most: int = 100) -> float:
     """``2``, ``2%`` or ``2.5 %``: a percentage from 0 to ``most``."""
-    match = re.fullmatch(r"\s*(\d{1,5}(?:\.\d{1,3})?)\s*%?\s*", text)
+    refuse_other_digits(option, text, "2%")
+    match = re.fullmatch(r"\s*([0-9]{1,5}(?:\.[0-9]{1,3})?)\s*%?\s*", text)
     value = float(match.group(1)) if match else -1.0
     if not 0 <= value <= most:
         raise UserError(f"{option}: {shown(text)} is not a percentage from 0 to {most}, e.g. 2%")
@@ -125,7 +129,8 @@ def parse_percent(option: str, text: str, most: int = 100) -> float:
 def parse_milliseconds(option: str, text: str) -> float:
     """``50``, ``50ms`` or ``0.5 ms``: a round trip in milliseconds, above 0 and at most
     an hour."""
-    match = re.fullmatch(r"\s*(\d{1,7}(?:\.\d{1,3})?)\s*(?:ms)?\s*", text)
+    refuse_other_digits(option, text, "50ms")
+    match = re.fullmatch(r"\s*([0-9]{1,7}(?:\.[0-9]{1,3})?)\s*(?:ms)?\s*", text)
     value = float(match.group(1)) if match else -1.0
     if not 0 < value <= 3_600_000:
         raise UserError(
@@ -163,7 +168,7 @@ def role_budgets(text: str) -> RoleBudgets:
             raise UserError(f"--cpu-budget: {role} is given twice")
         share = share.strip()
         # A plan gives 0.5 as a number; on the command line every value is text.
-        value = float(share) if re.fullmatch(r"\d{1,3}(?:\.\d{1,6})?", share) else share
+        value = float(share) if re.fullmatch(r"[0-9]{1,3}(?:\.[0-9]{1,6})?", share) else share
         shares[role] = _field(f"lab.budget.{role}", f"--cpu-budget {role}", value)
     return RoleBudgets(**shares)
 
@@ -454,6 +459,10 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
         fresh_labs=bool(option(args, "fresh_labs")),
     )
     check_size(experiment, "--tunnels x --streams x --runs")
+    limit = option(args, "time_limit")
+    seconds = TIME_LIMIT_S if limit is None else parse_span("--time-limit", limit)
+    quick = getattr(args, "quick", False) is True
+    check_time(quicken(experiment) if quick else experiment, seconds, "--time-limit")
     return experiment
 
 

@@ -1,6 +1,8 @@
 """``tunnelbench plan show``: a plan's trials, what this machine skips, and the time it takes.
 
-Needs no root and changes nothing: capabilities are probed in anonymous namespaces.
+Needs no root and changes nothing: capabilities are probed in anonymous namespaces, and a
+``lab.kernel`` is checked as ``run`` checks it before it downloads anything
+(:func:`tunnelbench.vm.kernels.check`); what only the download would tell is said.
 """
 
 import argparse
@@ -23,11 +25,13 @@ from tunnelbench.bench.planfile import (
 )
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.cli.parsing import Verbs, add_db_argument
+from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order
-from tunnelbench.model.plan import TrialConfig, expand, flatten, varying_paths
+from tunnelbench.model.plan import Trial, TrialConfig, expand, flatten, varying_paths
 from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.report import fit
 from tunnelbench.units import format_rate
+from tunnelbench.vm import kernels
 
 #: Settings that are rates in bit/s, shown as a plan writes them (``100mbit``).
 RATE_PATHS = ("lab.wan.rate", "traffic.udp_rate")
@@ -46,7 +50,7 @@ def to_json(plan: Plan, overheads: Overheads = REFERENCE) -> dict[str, Any]:
         experiment = replace(experiment, seed=0)  # as render shows it
     trials = expand(experiment)
     configs = list(dict.fromkeys(t.config for t in trials))
-    _, skipped = runner.check(trials)
+    skipped, unchecked = checked(trials)
     keys = {c: c.key() for c in configs}
     flats = {c: flatten(c.to_dict()) for c in configs}
     runnable = [t for t in trials if keys[t.config] not in skipped]
@@ -91,7 +95,34 @@ def to_json(plan: Plan, overheads: Overheads = REFERENCE) -> dict[str, Any]:
             for trial in trials
         ],
         "skipped": [{"reason": reason, "trials": count} for reason, count in reasons.items()],
+        "unchecked": unchecked,
     }
+
+
+def checked(trials: list[Trial]) -> tuple[dict[str, str], list[str]]:
+    """Why each configuration that cannot run here is skipped (by config key), as `run`
+    finds it: what the machine lacks (:func:`runner.check`), and a ``lab.kernel`` that
+    cannot be found, which skips every configuration on it (as
+    :func:`runner.prepare` does). Also what could not be checked without downloading
+    (a kernel package not yet fetched), each said once."""
+    _, skipped = runner.check(trials)
+    configs = list(dict.fromkeys(t.config for t in trials))
+    refused: dict[str, str] = {}
+    unchecked: list[str] = []
+    for config in configs:
+        spec = config.lab.kernel
+        if not runner.in_vm(config) or spec in refused or config.key() in skipped:
+            continue
+        try:
+            if (note := kernels.check(spec)) is not None and note not in unchecked:
+                unchecked.append(note)
+            refused[spec] = ""
+        except UserError as exc:
+            refused[spec] = str(exc)
+    for config in configs:
+        if reason := refused.get(config.lab.kernel):
+            skipped[config.key()] = reason
+    return skipped, unchecked
 
 
 def _overheads_json(overheads: Overheads) -> dict[str, Any]:
@@ -136,7 +167,7 @@ def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = Non
     shape = " x ".join(f"{a.name} ({len(a.values)})" for a in plan.axes) or "no axes"
     excluded = f", {plan.excluded} excluded" if plan.excluded else ""
     lines.append(f"matrix: {shape}{excluded}")
-    _, skipped = runner.check(trials)
+    skipped, unchecked = checked(trials)
     keys = {c: c.key() for c in configs}
     runnable = [t for t in trials if keys[t.config] not in skipped]
     # ``trials`` holds every configuration ``repetitions`` times; an adaptive plan runs
@@ -214,6 +245,10 @@ def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = Non
         lines.append("")
         lines.append(f"skipped {where}: {sum(counts.values())} trial(s)")
         lines += [f"  {reason} ({count} trials)" for reason, count in counts.items()]
+    if skipped and not runnable:
+        lines.append("nothing runs here: `run` refuses this plan on this machine")
+    if unchecked:
+        lines += ["", "not checked here:", *(f"  {note}" for note in unchecked)]
     if width is not None:
         head, lines = fit.wrapped(head, width), fit.wrapped(lines, width)
     return "\n".join([*head, *table, *lines])

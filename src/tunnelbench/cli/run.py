@@ -85,6 +85,12 @@ def register(verbs: Verbs) -> None:
         help=f"measured seconds per trial (default {DEFAULTS['duration']})",
     )
     experiment.add_argument(
+        "--time-limit",
+        metavar="SPAN",
+        help="the longest the run may take by its estimate, e.g. 30d or 36h (default 7d: a"
+        " longer one is refused, as likely a slip)",
+    )
+    experiment.add_argument(
         "--warmup",
         type=warmup_seconds,
         help="seconds excluded at the start, or 'auto': until the path is in steady state"

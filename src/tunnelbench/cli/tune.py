@@ -34,6 +34,7 @@ from tunnelbench.model.records import RunStatus
 from tunnelbench.model.tuning import Target, TuneRecord
 from tunnelbench.report import view
 from tunnelbench.tunnels import REGISTRY as TUNNELS
+from tunnelbench.units import refuse_other_digits
 
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 BUDGET_MAX_S = 7 * 24 * 3600.0
@@ -112,7 +113,8 @@ def register(verbs: Verbs) -> None:
 
 
 def parse_budget(text: str) -> float:
-    match = re.fullmatch(r"\s*(\d{1,9}(?:\.\d{1,3})?)\s*([smh]?)\s*", text)
+    refuse_other_digits("--budget", text, "15m")
+    match = re.fullmatch(r"\s*([0-9]{1,9}(?:\.[0-9]{1,3})?)\s*([smh]?)\s*", text)
     if match is None:
         raise UserError(f"--budget: {shown(text)} is not a duration such as 900s, 15m or 1h")
     seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]

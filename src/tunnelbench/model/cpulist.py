@@ -13,7 +13,7 @@ def parse(text: str) -> tuple[int, ...]:
     cores: set[int] = set()
     for part in text.split(","):
         low, dash, high = part.strip().partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
+        if not _ascii_digits(low) or (dash and not _ascii_digits(high)):
             raise ValueError(f"{part.strip()!r} is not a core number or a range such as 0-3")
         first, last = int(low), int(high) if dash else int(low)
         if first > last:
@@ -22,6 +22,12 @@ def parse(text: str) -> tuple[int, ...]:
             raise ValueError(f"core {last} is beyond {CORE_MAX}")
         cores.update(range(first, last + 1))
     return tuple(sorted(cores))
+
+
+def _ascii_digits(text: str) -> bool:
+    # str.isdigit() holds for any script's digits (Arabic-Indic, full-width), which the
+    # kernel never reads.
+    return text.isascii() and text.isdigit()
 
 
 def canonical(cores: Iterable[int]) -> str:

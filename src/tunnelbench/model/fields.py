@@ -49,7 +49,7 @@ from tunnelbench.model.plan import (
     check_int,
 )
 from tunnelbench.model.wan import DELAY_MAX_US
-from tunnelbench.units import parse_rate
+from tunnelbench.units import parse_rate, refuse_other_digits
 
 Parser = Callable[[str, Any], Any]
 
@@ -98,14 +98,16 @@ def _optional_rate(key: str, value: Any) -> int | None:
     return None if value == "none" else _rate(key, value)
 
 
-_DURATION = re.compile(r"(-?)(\d{1,9}(?:\.\d{1,6})?)\s*(us|ms|s)")
+_DURATION = re.compile(r"(-?)([0-9]{1,9}(?:\.[0-9]{1,6})?)\s*(us|ms|s)")
 _DURATION_SCALE = {"us": 1, "ms": 1000, "s": 1_000_000}
-_PERCENT = re.compile(r"(-?)(\d{1,9}(?:\.\d{1,6})?)\s*%")
+_PERCENT = re.compile(r"(-?)([0-9]{1,9}(?:\.[0-9]{1,6})?)\s*%")
 
 
 def _delay(key: str, value: Any) -> int | None:
     """A delay such as '20ms', '500us', '0.5ms' or '1s', as whole microseconds from 0 to
     10 s; 0 or 'none' is off (None)."""
+    if isinstance(value, str):
+        refuse_other_digits(key, value, "20ms")
     match = _DURATION.fullmatch(value.strip()) if isinstance(value, str) else None
     if value == "none":
         return None
@@ -125,6 +127,8 @@ def _delay(key: str, value: Any) -> int | None:
 def _percent(key: str, value: Any) -> float | None:
     """A share of the packets such as '1%' or '0.1%', from 0 to 100; 0 or 'none' is off
     (None)."""
+    if isinstance(value, str):
+        refuse_other_digits(key, value, "0.1%")
     match = _PERCENT.fullmatch(value.strip()) if isinstance(value, str) else None
     if value == "none":
         return None
@@ -170,6 +174,7 @@ def _cpu_list(key: str, value: Any) -> str:
     canonical form so that equal sets are equal settings."""
     if not isinstance(value, str):
         raise UserError(f"{key}: {shown(value)} is not a CPU list such as '0', '0-1' or '1,3'")
+    refuse_other_digits(key, value, "0-1")
     try:
         return cpulist.canonical(cpulist.parse(value))
     except ValueError as exc:
@@ -179,7 +184,9 @@ def _cpu_list(key: str, value: Any) -> str:
 def _cpu_budget(key: str, value: Any) -> float:
     """A fraction of one core: 0.25, or the string '25%'."""
     number: float | None = None
-    if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)?%", value):
+    if isinstance(value, str):
+        refuse_other_digits(key, value, "25%")
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+(\.[0-9]+)?%", value):
         number = float(value[:-1]) / 100
     elif isinstance(value, int | float) and not isinstance(value, bool):
         # TOML integers are unbounded here (10**400): beyond a float, out of range.
@@ -214,8 +221,10 @@ def _implementation(key: str, value: Any) -> str:
 def _memory(key: str, value: Any) -> int:
     """A guest's memory in MiB: a whole number of MiB, or '512M' / '2G'."""
     low, high = VM_MEMORY_MIB
+    if isinstance(value, str):
+        refuse_other_digits(key, value, "2G")
     match = (
-        re.fullmatch(r"(\d{1,6})\s*([mg])i?b?", value.strip().lower())
+        re.fullmatch(r"([0-9]{1,6})\s*([mg])i?b?", value.strip().lower())
         if isinstance(value, str)
         else None
     )

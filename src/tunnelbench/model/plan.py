@@ -37,6 +37,7 @@ from tunnelbench.kinds import (
     TunnelKind,
     WanEncapsulation,
 )
+from tunnelbench.units import refuse_other_digits
 
 E = TypeVar("E", bound=Enum)
 D = TypeVar("D")
@@ -585,7 +586,9 @@ def check_target_pct(key: str, value: object) -> float:
     """A precision target in percent of the median: ``"2%"``, ``2`` or ``2.0`` all mean
     ±2% (a number is a percentage, not a fraction), strictly between 0 and 100."""
     number: float | None = None
-    if isinstance(value, str) and re.fullmatch(r"(\d+(\.\d*)?|\.\d+)%?", value.strip()):
+    if isinstance(value, str):
+        refuse_other_digits(key, value, "2%")
+    if isinstance(value, str) and re.fullmatch(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)%?", value.strip()):
         number = float(value.strip().removesuffix("%"))
     elif isinstance(value, int) and not isinstance(value, bool) and not 0 < value < 100:
         # Before float(): an integer of hundreds of digits does not convert.

@@ -162,6 +162,25 @@ class Iperf3(Generator):
         stop_reason: StopReason = no_reason,
         signals: PathSignals | None = None,
     ) -> TrafficResult:
+        servers: dict[int, waiting.Server] = {}
+        try:
+            return self._run(ends, settings, mode, on_started, stop_reason, signals, servers)
+        except LabError as exc:
+            # A client fails when its server, the path or a tunnel daemon does: the error
+            # names what failed first (a killed server once read as its client's fault).
+            raise waiting.explained(exc, servers.values(), stop_reason) from None
+
+    def _run(
+        self,
+        ends: Ends,
+        settings: TrafficSettings,
+        mode: StreamMode,
+        on_started: Started,
+        stop_reason: StopReason,
+        signals: PathSignals | None,
+        servers: dict[int, waiting.Server],
+    ) -> TrafficResult:
+        """:meth:`run`, its servers put in ``servers`` as they start."""
         count = settings.streams if mode is StreamMode.PROCESSES else 1
         per_process = 1 if mode is StreamMode.PROCESSES else settings.streams
         auto = settings.warmup is None
@@ -170,7 +189,6 @@ class Iperf3(Generator):
         client_dir, server_dir = ends.files(CLIENT), ends.files(SERVER)
         target = ends.server_address(settings.family)
         ports = ends.free_ports(SERVER, PORTS, count)
-        servers = {}
         binary = ends.program(SERVER, "iperf3", "the load generator")
         for port in ports:
             log = server_dir / f"iperf3-server-{port}.log"

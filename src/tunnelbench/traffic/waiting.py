@@ -8,8 +8,10 @@ of this machine without starting a process, a real host over its connection (eac
 then takes that connection's round trip).
 """
 
+import signal
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,3 +184,37 @@ def wait_each_connected(
             raise LabError(f"{names}: connections not established within {limit:g} s")
         time.sleep(POLL_S)
     return connected
+
+
+def failure_cause(servers: Iterable[Server], stop_reason: StopReason) -> str | None:
+    """What failed beside a generator's client, for the error that a client's failure
+    raised to name it first: the trial's own reason (a tunnel daemon that died, a lab
+    namespace that vanished), else a server that a signal ended (a server's exit status
+    says nothing: it exits when its client does, so only a signal is its own). None when
+    nothing else is known to have failed."""
+    if (reason := stop_reason()) is not None:
+        return reason
+    for server in servers:
+        if (code := server.proc.poll()) is not None and code < 0:
+            return f"{server.label} (pid {server.proc.pid}) was ended by {_signal(-code)}"
+    return None
+
+
+def explained(error: LabError, servers: Iterable[Server], stop_reason: StopReason) -> LabError:
+    """``error`` (a client's failure, or a wait that ran out) with its cause first, when
+    something else is known to have failed; a reset connection without a known cause
+    says what was ruled out."""
+    text = str(error)
+    cause = failure_cause(servers, stop_reason)
+    if cause is not None and cause not in text:
+        return LabError(f"{cause}; then: {text}")
+    if cause is None and "Connection reset by peer" in text:
+        return LabError(f"{text} (the servers were still running)")
+    return error
+
+
+def _signal(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

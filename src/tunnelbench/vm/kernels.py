@@ -83,6 +83,42 @@ def locate(spec: str) -> Kernel:
         raise ValueError("the host's kernel is not booted in a VM")
     if spec.startswith("/"):
         return unpacked(Path(spec), spec)
+    package, version = _package(spec)
+    entry = cache_root() / entry_name(package, version)
+    _adopt_legacy_entry(cache_root() / f"{package}_{version}", entry)
+    if not (entry / COMPLETE).exists():
+        check_shareable(entry, spec)
+        _fetch(package, version, entry)
+    kernel = unpacked(entry, spec)
+    return Kernel(spec, kernel.release, kernel.image, kernel.modules, package, version)
+
+
+def check(spec: str) -> str | None:
+    """What :func:`locate` checks of ``spec`` before it downloads anything, without root
+    and without changing anything (``plan show``): :class:`UserError` with the message a
+    run would give (apt-cache missing too: `run` needs it); else None, or what only the
+    download can tell (a package not yet in the cache)."""
+    if spec == HOST_KERNEL:
+        return None
+    if spec.startswith("/"):
+        unpacked(Path(spec), spec)
+        return None
+    package, version = _package(spec)
+    entry = cache_root() / entry_name(package, version)
+    if (entry / COMPLETE).exists():
+        unpacked(entry, spec)
+        return None
+    if (cache_root() / f"{package}_{version}" / COMPLETE).exists():
+        return None  # an earlier tunnelbench's entry, which `run` renames and uses
+    check_shareable(entry, spec)
+    return (
+        f"lab.kernel {spec!r}: {package}={version} is in apt's sources but not downloaded"
+        " yet; whether it downloads is known when `run` fetches it"
+    )
+
+
+def _package(spec: str) -> tuple[str, str]:
+    """The Debian package and version ``spec`` names, from the configured apt sources."""
     pinned = None
     if spec == DEBIAN:
         package, pinned = _stock_package()
@@ -92,14 +128,7 @@ def locate(spec: str) -> Kernel:
         raise UserError(f"lab.kernel: {shown(spec)} is not a kernel package; {ALLOWED}")
     # The version the meta-package depends on is the one it installs: no second
     # `apt-cache show` (1.4 s of every run's start here).
-    version = pinned or _candidate(package)
-    entry = cache_root() / entry_name(package, version)
-    _adopt_legacy_entry(cache_root() / f"{package}_{version}", entry)
-    if not (entry / COMPLETE).exists():
-        check_shareable(entry, spec)
-        _fetch(package, version, entry)
-    kernel = unpacked(entry, spec)
-    return Kernel(spec, kernel.release, kernel.image, kernel.modules, package, version)
+    return package, pinned or _candidate(package)
 
 
 def entry_name(package: str, version: str) -> str:
