@@ -3,16 +3,18 @@
 Drops are advised on where they happened (:mod:`tunnelbench.analysis.drop_sites`): the
 WAN queue's discipline and limit are plan settings; the tunnel device's own queue
 overflows because its reader is slower than the traffic, which no WAN setting changes.
-A larger WAN queue is advised only from what the flows need of it (the bandwidth-delay
+A larger WAN queue is advised from what the flows need of it (the bandwidth-delay
 product over the square root of the flows, four segments a flow:
-:mod:`tunnelbench.analysis.queue_size`), or from this run's own measurement of a larger
-one that was significantly faster.
+:mod:`tunnelbench.analysis.queue_size`), from what the queue did (its drops are the
+verdict and it held the link well below its ceiling: too small, whatever the arithmetic
+says), or from this run's own measurement of a larger one that was significantly faster.
 """
 
 from tunnelbench.analysis import drop_sites
-from tunnelbench.analysis.diagnosis import Bound, Finding
+from tunnelbench.analysis.diagnosis import LINK_BOUND_PCT, Bound, Finding
 from tunnelbench.analysis.queue_size import wan_queue
 from tunnelbench.analysis.suggestion import Advice, Availability, Context
+from tunnelbench.analysis.verdicts import share_of_ceiling
 from tunnelbench.kinds import Queue
 from tunnelbench.model.plan import QUEUE_LIMIT_MAX
 from tunnelbench.units import human_rate
@@ -26,6 +28,15 @@ QUEUE_LIMIT_MIN = 2  # packets: the shortest queue advice proposes
 #: link-bound FIFO measured +0% (p = 0.0079) for a limit 16 times its own. The same as
 #: ``tunnelbench tune``'s default minimum gain.
 QUEUE_GAIN_PCT = 2.0
+#: A WAN FIFO whose drops are the verdict, that dropped at least this share (%) of what it
+#: was offered while the link ran below :data:`LINK_BOUND_PCT` of its ceiling, is too
+#: small whatever the bandwidth-delay arithmetic says: over a sub-millisecond round trip
+#: the product is a few packets, while the senders' bursts (GSO aggregates, a window
+#: released at once) are not. wireguard-go through a 3-packet FIFO at 100 Mbit/s, one
+#: flow: 49% dropped, 60% of the ceiling; 48 packets gave +82% (p = 0.0079).
+STARVED_DROP_PCT = 1.0
+#: What a starved queue's limit is multiplied by for the values to measure.
+STARVED_FACTORS = (4, 16)
 
 
 def _site(c: Context, finding: Finding) -> drop_sites.DropSite | None:
@@ -119,13 +130,15 @@ def fair_queue(c: Context) -> Advice | None:
 def larger_queue(c: Context) -> Advice | None:
     """A WAN FIFO that dropped packets and holds less than its flows need
     (:mod:`tunnelbench.analysis.queue_size`: the bandwidth-delay product over the square
-    root of the flows, four segments a flow), or whose larger limit this run measured
-    significantly faster. Nothing else: a queue that holds what its flows need drops
-    because loss-based TCP fills any queue, and a larger one only adds delay (a 50-packet
-    FIFO at 1.5 products and 98.8% of the ceiling: +0% for 1000). Not fq_codel's or
-    cake's drops either: they drop by design, to keep each flow's wait short, long before
-    their limit (in a Debian-kernel guest at 20 Mbit/s and a 20 ms round trip, 32-38
-    retransmits a run with 1000 packets allowed), so a higher limit changes nothing."""
+    root of the flows, four segments a flow); or whose drops are the verdict while it held
+    the link well below its ceiling (:func:`_starved`); or whose larger limit this run
+    measured significantly faster. Nothing else: a queue that holds what its flows need
+    and keeps the link at its ceiling drops because loss-based TCP fills any queue, and a
+    larger one only adds delay (a 50-packet FIFO at 1.5 products and 98.8% of the ceiling:
+    +0% for 1000). Not fq_codel's or cake's drops either: they drop by design, to keep
+    each flow's wait short, long before their limit (in a Debian-kernel guest at 20
+    Mbit/s and a 20 ms round trip, 32-38 retransmits a run with 1000 packets allowed), so
+    a higher limit changes nothing."""
     finding = _queue_loss(c)
     s = c.subject
     wan = s.config.lab.wan
@@ -151,6 +164,22 @@ def larger_queue(c: Context) -> Advice | None:
                 if v > wan.queue_limit
             ),
         )
+    if (starved := _starved(c, finding)) is not None:
+        dropped, ceiling = starved
+        limits = tuple(sorted({min(wan.queue_limit * f, QUEUE_LIMIT_MAX) for f in STARVED_FACTORS}))
+        limits = tuple(v for v in limits if v > wan.queue_limit)
+        if limits:
+            return Advice(
+                "lab.wan.queue_limit",
+                f"raise the queue to {limits[0]:,} packets or more: it dropped"
+                f" {dropped:.0f}% of what it was offered and the link ran at {ceiling:.0f}%"
+                f" of its ceiling, though {held} hold what the arithmetic says its flows"
+                f" need ({queue.need_bytes / 1000:,.1f} kB: {queue.need_reason}); the"
+                " senders' bursts are larger than that",
+                finding.summary,
+                measured,
+                candidates=limits,
+            )
     if measured is None or measured.outcome != "gain" or measured.in_noise:
         return None
     if measured.change_pct < QUEUE_GAIN_PCT:
@@ -164,6 +193,24 @@ def larger_queue(c: Context) -> Advice | None:
         measured,
         candidates=(measured.value,),
     )
+
+
+def _starved(c: Context, finding: Finding) -> tuple[float, float] | None:
+    """Whether a WAN FIFO that holds what the arithmetic says its flows need is too small
+    all the same, by what it did: its drops are the verdict (no core, no link limit came
+    first), it dropped at least :data:`STARVED_DROP_PCT` of what it was offered, and the
+    link ran below :data:`LINK_BOUND_PCT` of its ceiling. The WAN queue's drop share (%)
+    and the share of the ceiling (%) when it is; None otherwise (the measured gain then
+    decides, and a refuted one proposes nothing)."""
+    if finding != c.diagnosis.verdict or finding.bound is not Bound.QUEUE_DROPS:
+        return None
+    ceiling = share_of_ceiling(c.subject)
+    if ceiling is None or ceiling >= LINK_BOUND_PCT:
+        return None
+    site = _site(c, finding)
+    if site is None or site.share_pct < STARVED_DROP_PCT:
+        return None
+    return site.share_pct, ceiling
 
 
 def queue_for_bdp(c: Context) -> Advice | None:
