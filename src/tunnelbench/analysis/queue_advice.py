@@ -164,34 +164,42 @@ def larger_queue(c: Context) -> Advice | None:
                 if v > wan.queue_limit
             ),
         )
-    if (starved := _starved(c, finding)) is not None:
-        dropped, ceiling = starved
-        limits = tuple(sorted({min(wan.queue_limit * f, QUEUE_LIMIT_MAX) for f in STARVED_FACTORS}))
-        limits = tuple(v for v in limits if v > wan.queue_limit)
-        if limits:
-            return Advice(
-                "lab.wan.queue_limit",
-                f"raise the queue to {limits[0]:,} packets or more: it dropped"
-                f" {dropped:.0f}% of what it was offered and the link ran at {ceiling:.0f}%"
-                f" of its ceiling, though {held} hold what the arithmetic says its flows"
-                f" need ({queue.need_bytes / 1000:,.1f} kB: {queue.need_reason}); the"
-                " senders' bursts are larger than that",
-                finding.summary,
-                measured,
-                candidates=limits,
-            )
-    if measured is None or measured.outcome != "gain" or measured.in_noise:
+    if (
+        measured is not None
+        and measured.outcome == "gain"
+        and not measured.in_noise
+        and measured.change_pct >= QUEUE_GAIN_PCT
+    ):
+        return Advice(
+            "lab.wan.queue_limit",
+            f"raise the queue limit: this run measured {measured.value:,} packets faster"
+            f" ({measured.change_pct:+.0f}%), though {held} hold what its flows need"
+            f" ({queue.need_bytes / 1000:,.1f} kB)",
+            finding.summary,
+            measured,
+            candidates=(measured.value,),
+        )
+    starved = _starved(c, finding)
+    limits = tuple(
+        v
+        for v in sorted({min(wan.queue_limit * f, QUEUE_LIMIT_MAX) for f in STARVED_FACTORS})
+        if v > wan.queue_limit
+    )
+    if starved is None or not limits:
         return None
-    if measured.change_pct < QUEUE_GAIN_PCT:
-        return None
+    dropped, ceiling = starved
+    # A larger limit this run measured and found no faster refutes this advice (tune
+    # then tries none of it).
     return Advice(
         "lab.wan.queue_limit",
-        f"raise the queue limit: this run measured {measured.value:,} packets faster"
-        f" ({measured.change_pct:+.0f}%), though {held} hold what its flows need"
-        f" ({queue.need_bytes / 1000:,.1f} kB)",
+        f"raise the queue to {limits[0]:,} packets or more: it dropped {dropped:.0f}% of"
+        f" what it was offered and the link ran at {ceiling:.0f}% of its ceiling, though"
+        f" {held} hold what the arithmetic says its flows need"
+        f" ({queue.need_bytes / 1000:,.1f} kB: {queue.need_reason}); the senders' bursts"
+        " are larger than that",
         finding.summary,
         measured,
-        candidates=(measured.value,),
+        candidates=limits,
     )
 
 
