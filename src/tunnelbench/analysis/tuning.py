@@ -112,12 +112,15 @@ def for_diagnosis(trials: Sequence[TrialRecord]) -> tuple[list[TrialRecord], lis
 
 
 def start_measured(trials: Sequence[TrialRecord], need: int, most: int) -> bool:
-    """Whether the start configuration has its runs: ``need`` that nothing disturbed (a
-    disturbed run is measured again), or ``most`` runs in all (a machine busy
-    throughout)."""
+    """Whether the start configuration has its runs: ``need`` in all, of which
+    :data:`CLEAN_RUNS_MIN` nothing disturbed (a disturbed run is measured again, so that
+    the diagnosis has its clean runs); or, on a machine disturbed throughout, twice
+    ``need`` (at most ``most``) in all, whatever they are."""
     ok = [t for t in trials if t.status is TrialStatus.OK]
     clean = [t for t in ok if not disturbed(t.metrics)]
-    return len(clean) >= need or len(ok) >= max(most, need)
+    if len(ok) >= need and len(clean) >= min(CLEAN_RUNS_MIN, need):
+        return True
+    return len(ok) >= max(need, min(most, 2 * need))
 
 
 def values(runs: Runs, name: str) -> list[float]:
