@@ -349,3 +349,23 @@ def test_a_latency_gain_that_costs_goodput_is_not_kept():
     c = judged(best, starved, target=Target.LATENCY)
     assert c.outcome is Outcome.LOST_THROUGHPUT
     assert c.note.startswith("goodput 95 → 60 Mbit/s (p = ")
+
+
+def test_a_machine_busy_throughout_is_diagnosed_on_every_run_after_twice_the_runs(
+    tmp_path: Path,
+):
+    """timeline.db: wireguard-go's three runs all had outside processes at 52-79% of a
+    core. No clean run is left to diagnose on, so every run is (the verdict then names
+    the load), and the start stops being measured again at twice its runs."""
+    store = recorded("timeline", tmp_path)
+    run = store.run("latest")
+    wireguard = [t for t in store.trials(run.id) if t.config["tunnel"]["kind"] == "wireguard"]
+    assert [tuning.disturbed(t.metrics) for t in wireguard] == [
+        ("outside processes 52% of a core",),
+        ("outside processes 71% of a core",),
+        ("outside processes 79% of a core",),
+    ]
+    assert tuning.for_diagnosis(wireguard) == (wireguard, [])
+    assert not tuning.start_measured(wireguard * 2, 4, 10)  # 6 runs
+    assert tuning.start_measured(wireguard * 3, 4, 10)  # 9: twice the 4 it needs
+    assert tuning.start_measured(wireguard * 2, 4, 5)  # 6: more than --max-runs 5
