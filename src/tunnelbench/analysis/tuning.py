@@ -25,17 +25,23 @@ The best configuration is diagnosed (its advice gives the next step's candidates
 the runs that nothing outside the lab disturbed (:func:`for_diagnosis`): one run with
 outside load made the verdict "outside load", whose advice names no setting, and ended
 sessions with "nothing to improve". The start is measured until it has enough such runs
-(:func:`start_measured`).
+(:func:`start_measured`). On a machine disturbed in every run, the candidates come from
+the configuration's own findings, the disturbance told after them (:func:`own_advice`).
 """
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import median
+from typing import Any
 
 from tunnelbench.analysis import noise
-from tunnelbench.analysis.advice import Advice
+from tunnelbench.analysis.advice import Advice, advise
+from tunnelbench.analysis.diagnosis import Diagnosis, Subject
+from tunnelbench.analysis.disturbance import DISTURBANCES
 from tunnelbench.analysis.significance import ALPHA, compare, format_p, repetitions_needed
 from tunnelbench.analysis.steadiness import unsteady
+from tunnelbench.analysis.summary import ConfigSummary, where
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import flatten
 from tunnelbench.model.records import TrialRecord, TrialStatus
 from tunnelbench.model.tuning import LOADED_P95, Candidate, End, Outcome, Step, Target, show
@@ -121,6 +127,39 @@ def start_measured(trials: Sequence[TrialRecord], need: int, most: int) -> bool:
     if len(ok) >= need and len(clean) >= min(CLEAN_RUNS_MIN, need):
         return True
     return len(ok) >= max(need, min(most, 2 * need))
+
+
+def own_advice(summary: ConfigSummary, environment: dict[str, Any]) -> tuple[str, list[Advice]]:
+    """The verdict a step names and the advice its candidates come from, for one
+    configuration diagnosed alone (``summary``, of the runs :func:`for_diagnosis` chose).
+
+    Where a disturbance of the machine (outside load, steal) is the verdict, its runs were
+    disturbed throughout (else the clean ones would have been diagnosed), and its advice
+    names no setting: the session would end with nothing to try on a busy machine. The
+    configuration's own findings still hold (a queue that dropped half of what it was
+    offered, a saturated daemon), and a step measures their candidates interleaved with
+    the configuration, under the same load: so the advice is theirs, with the disturbance
+    told after them. Otherwise the summary's own."""
+    diagnosis = summary.diagnosis
+    if diagnosis is None or summary.goodput is None:
+        return "", summary.advice
+    own = [f for f in diagnosis.findings if f.bound not in DISTURBANCES]
+    if diagnosis.verdict.bound not in DISTURBANCES or not own:
+        return diagnosis.verdict.summary, summary.advice
+    machine = [f for f in diagnosis.findings if f.bound in DISTURBANCES]
+    runs = [t for t in summary.trials if t.status is TrialStatus.OK]
+    subject = Subject(
+        summary.config,
+        summary.resolved,
+        summary.metrics | {metric.GOODPUT.name: summary.goodput.median},
+        summary.ceiling.goodput_bps if summary.ceiling else None,
+        where(summary.config, environment),
+        runs=tuple(t.metrics for t in runs),
+        noise_pct=summary.noise_pct,
+    )
+    advice = advise(subject, Diagnosis(own[0], (*own[1:], *machine)), [])
+    told = "; ".join(f.summary for f in machine)
+    return f"{own[0].summary} (every run disturbed: {told})", advice
 
 
 def values(runs: Runs, name: str) -> list[float]:

@@ -292,13 +292,14 @@ class Session:
         runs = [t for t in self._step_trials(step).get(best.key(), []) if t.seq >= step.first_seq]
         diagnosed, left_out = tuning.for_diagnosis(runs)
         (summary,) = summarize_run(diagnosed, self.environment)
-        proposals = tuning.proposals(summary.advice, flatten(best.to_dict()), record.target)
+        verdict, advice = tuning.own_advice(summary, self.environment)
+        proposals = tuning.proposals(advice, flatten(best.to_dict()), record.target)
         following = Step(
             step.number + 1,
             best.key(),
             plain(best),
             first_seq=max(t.seq for t in self.store.trials(self.run_id)) + 1,
-            diagnosis=summary.diagnosis.verdict.summary if summary.diagnosis else "",
+            diagnosis=verdict,
             left_out=left_out,
         )
         measured = record.measured_keys()
