@@ -503,7 +503,10 @@ def test_a_machine_busy_in_every_run_still_gives_the_configurations_candidates(
     assert before == [("tunnel.implementation", "kernel")]
     verdict, found = _step_proposals("tune-wireguard-go-busy", tmp_path)
     assert verdict.startswith("cpu0 at 100%")
-    assert "(every run disturbed: outside load: processes outside the lab used up to" in verdict
+    assert (
+        "(too few undisturbed runs to leave the load out: outside load: processes outside"
+        in verdict
+    )
     assert found == [
         ("tunnel.implementation", "kernel"),
         ("traffic.streams", 2),

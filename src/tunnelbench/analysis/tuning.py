@@ -133,8 +133,8 @@ def own_advice(summary: ConfigSummary, environment: dict[str, Any]) -> tuple[str
     """The verdict a step names and the advice its candidates come from, for one
     configuration diagnosed alone (``summary``, of the runs :func:`for_diagnosis` chose).
 
-    Where a disturbance of the machine (outside load, steal) is the verdict, its runs were
-    disturbed throughout (else the clean ones would have been diagnosed), and its advice
+    Where a disturbance of the machine (outside load, steal) is the verdict, too few of
+    its runs were clean to be diagnosed alone (:data:`CLEAN_RUNS_MIN`), and its advice
     names no setting: the session would end with nothing to try on a busy machine. The
     configuration's own findings still hold (a queue that dropped half of what it was
     offered, a saturated daemon), and a step measures their candidates interleaved with
@@ -159,7 +159,7 @@ def own_advice(summary: ConfigSummary, environment: dict[str, Any]) -> tuple[str
     )
     advice = advise(subject, Diagnosis(own[0], (*own[1:], *machine)), [])
     told = "; ".join(f.summary for f in machine)
-    return f"{own[0].summary} (every run disturbed: {told})", advice
+    return f"{own[0].summary} (too few undisturbed runs to leave the load out: {told})", advice
 
 
 def values(runs: Runs, name: str) -> list[float]:
