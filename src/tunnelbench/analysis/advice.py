@@ -44,7 +44,7 @@ from tunnelbench.analysis.diagnosis import (
 )
 from tunnelbench.analysis.dut_advice import dut_crypto_driver, dut_receive_spread
 from tunnelbench.analysis.generator_advice import generator_processes, several_flows
-from tunnelbench.analysis.path_advice import reordered_packets
+from tunnelbench.analysis.path_advice import reordered_packets, tunnel_mtu
 from tunnelbench.analysis.queue_advice import (
     fair_queue,
     larger_queue,
@@ -61,6 +61,8 @@ from tunnelbench.analysis.suggestion import availability as availability
 
 RULES: tuple[AdviceRule, ...] = (
     lab_offloads,
+    # Before the CPU's advice: a small MTU multiplies the packets every core handles.
+    tunnel_mtu,
     kernel_data_path,
     faster_userspace,
     raise_cpu_budget,

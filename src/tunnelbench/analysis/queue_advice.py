@@ -3,10 +3,11 @@
 Drops are advised on where they happened (:mod:`tunnelbench.analysis.drop_sites`): the
 WAN queue's discipline and limit are plan settings; the tunnel device's own queue
 overflows because its reader is slower than the traffic, which no WAN setting changes.
-A larger WAN queue is advised only from what the flows need of it (the bandwidth-delay
+A larger WAN queue is advised from what the flows need of it (the bandwidth-delay
 product over the square root of the flows, four segments a flow:
-:mod:`tunnelbench.analysis.queue_size`), or from this run's own measurement of a larger
-one that was significantly faster.
+:mod:`tunnelbench.analysis.queue_size`), from what the queue did (its drops are the
+verdict and it held the link well below its ceiling: too small, whatever the arithmetic
+says), or from this run's own measurement of a larger one that was significantly faster.
 
 Advice across a run's rows must not contradict itself: a larger queue is advised only
 where the drops hold the link below its ceiling, a shorter one only where the link is at
@@ -37,6 +38,15 @@ QUEUE_LIMIT_MIN = 2  # packets: the shortest queue advice proposes
 #: link-bound FIFO measured +0% (p = 0.0079) for a limit 16 times its own. The same as
 #: ``tunnelbench tune``'s default minimum gain.
 QUEUE_GAIN_PCT = 2.0
+#: A WAN FIFO whose drops are the verdict, that dropped at least this share (%) of what it
+#: was offered while the link ran below its link-bound share of the ceiling, is too
+#: small whatever the bandwidth-delay arithmetic says: over a sub-millisecond round trip
+#: the product is a few packets, while the senders' bursts (GSO aggregates, a window
+#: released at once) are not. wireguard-go through a 3-packet FIFO at 100 Mbit/s, one
+#: flow: 49% dropped, 60% of the ceiling; 48 packets gave +82% (p = 0.0079).
+STARVED_DROP_PCT = 1.0
+#: What a starved queue's limit is multiplied by for the values to measure.
+STARVED_FACTORS = (4, 16)
 
 
 def _at_ceiling(c: Context) -> bool | None:
@@ -137,13 +147,15 @@ def fair_queue(c: Context) -> Advice | None:
 def larger_queue(c: Context) -> Advice | None:
     """A WAN FIFO that dropped packets and holds less than its flows need
     (:mod:`tunnelbench.analysis.queue_size`: the bandwidth-delay product over the square
-    root of the flows, four segments a flow), or whose larger limit this run measured
-    significantly faster. Nothing else: a queue that holds what its flows need drops
-    because loss-based TCP fills any queue, and a larger one only adds delay (a 50-packet
-    FIFO at 1.5 products and 98.8% of the ceiling: +0% for 1000). Not fq_codel's or
-    cake's drops either: they drop by design, to keep each flow's wait short, long before
-    their limit (in a Debian-kernel guest at 20 Mbit/s and a 20 ms round trip, 32-38
-    retransmits a run with 1000 packets allowed), so a higher limit changes nothing."""
+    root of the flows, four segments a flow); or whose drops are the verdict while it held
+    the link well below its ceiling (:func:`_starved`); or whose larger limit this run
+    measured significantly faster. Nothing else: a queue that holds what its flows need
+    and keeps the link at its ceiling drops because loss-based TCP fills any queue, and a
+    larger one only adds delay (a 50-packet FIFO at 1.5 products and 98.8% of the ceiling:
+    +0% for 1000). Not fq_codel's or cake's drops either: they drop by design, to keep
+    each flow's wait short, long before their limit (in a Debian-kernel guest at 20
+    Mbit/s and a 20 ms round trip, 32-38 retransmits a run with 1000 packets allowed), so
+    a higher limit changes nothing."""
     finding = _queue_loss(c)
     s = c.subject
     wan = s.config.lab.wan
@@ -172,17 +184,57 @@ def larger_queue(c: Context) -> Advice | None:
                 if v > wan.queue_limit
             ),
         )
-    if gain is None:
+    if gain is not None:
+        return Advice(
+            "lab.wan.queue_limit",
+            f"raise the queue limit: this run measured {gain.value:,} packets faster"
+            f" ({gain.change_pct:+.0f}%), though {held} hold what its flows need"
+            f" ({queue.need_bytes / 1000:,.1f} kB)",
+            finding.summary,
+            gain,
+            candidates=(gain.value,),
+        )
+    starved = _starved(c, finding)
+    limits = tuple(
+        v
+        for v in sorted({min(wan.queue_limit * f, QUEUE_LIMIT_MAX) for f in STARVED_FACTORS})
+        if v > wan.queue_limit
+    )
+    # A larger limit this run measured and found no faster (by the gain a change must
+    # give) refutes it: advising it anyway would contradict the run's own row.
+    if starved is None or not limits or measured is not None:
         return None
+    dropped, ceiling = starved
     return Advice(
         "lab.wan.queue_limit",
-        f"raise the queue limit: this run measured {gain.value:,} packets faster"
-        f" ({gain.change_pct:+.0f}%), though {held} hold what its flows need"
-        f" ({queue.need_bytes / 1000:,.1f} kB)",
+        f"raise the queue to {limits[0]:,} packets or more: it dropped {dropped:.0f}% of"
+        f" what it was offered and the link ran at {ceiling:.0f}% of its ceiling, though"
+        f" {held} hold what the arithmetic says its flows need"
+        f" ({queue.need_bytes / 1000:,.1f} kB: {queue.need_reason}); the senders' bursts"
+        " are larger than that",
         finding.summary,
-        gain,
-        candidates=(gain.value,),
+        measured,
+        candidates=limits,
     )
+
+
+def _starved(c: Context, finding: Finding) -> tuple[float, float] | None:
+    """Whether a WAN FIFO that holds what the arithmetic says its flows need is too small
+    all the same, by what it did: its drops are the verdict (no core, no link limit came
+    first), it dropped at least :data:`STARVED_DROP_PCT` of what it was offered, and the
+    link ran below its link-bound share of its ceiling
+    (:func:`~tunnelbench.analysis.verdicts.link_bound_pct`). The WAN queue's drop share (%)
+    and the share of the ceiling (%) when it is; None otherwise (the measured gain then
+    decides, and a refuted one proposes nothing)."""
+    if finding != c.diagnosis.verdict or finding.bound is not Bound.QUEUE_DROPS:
+        return None
+    ceiling = share_of_ceiling(c.subject)
+    if ceiling is None or ceiling >= link_bound_pct(c.subject):
+        return None
+    site = _site(c, finding)
+    if site is None or site.share_pct < STARVED_DROP_PCT:
+        return None
+    return site.share_pct, ceiling
 
 
 def queue_for_bdp(c: Context) -> Advice | None:

@@ -12,24 +12,46 @@ trying four changes does not find a "gain" one time in five by chance). A change
   longer (else **raised latency**);
 - **too small** when it is significantly better by less than the minimum gain;
 - **worse** when it is significantly worse;
-- **no difference** when the interval lies within ± the minimum gain (equivalent), or
-  when both sides reached the most runs without a verdict;
+- **no difference** when the interval lies within ± the minimum gain (equivalent);
+- **not decided** when both sides reached the most runs and the evidence shows neither
+  a difference nor equivalence (an interval reaching past the minimum gain is not
+  "equal"), or when a guarded gain's other metric was not measured;
 - **undecided** otherwise: more runs are needed.
 
 No verdict is given on fewer runs a side than the rank test needs to reach the step's
 level at all (:func:`~.significance.repetitions_needed`).
+
+The best configuration is diagnosed (its advice gives the next step's candidates) on
+the runs that nothing outside the lab disturbed (:func:`for_diagnosis`): one run with
+outside load made the verdict "outside load", whose advice names no setting, and ended
+sessions with "nothing to improve". The start is measured until it has enough such runs
+(:func:`start_measured`). On a machine disturbed in every run, the candidates come from
+the configuration's own findings, the disturbance told after them (:func:`own_advice`).
 """
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import median
+from typing import Any
 
-from tunnelbench.analysis.advice import Advice
+from tunnelbench.analysis import noise
+from tunnelbench.analysis.advice import Advice, advise
+from tunnelbench.analysis.diagnosis import Diagnosis, Subject
+from tunnelbench.analysis.disturbance import DISTURBANCES
 from tunnelbench.analysis.significance import ALPHA, compare, format_p, repetitions_needed
+from tunnelbench.analysis.steadiness import unsteady
+from tunnelbench.analysis.summary import ConfigSummary, where
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import flatten
+from tunnelbench.model.records import TrialRecord, TrialStatus
 from tunnelbench.model.tuning import LOADED_P95, Candidate, End, Outcome, Step, Target, show
 
 Runs = Sequence[dict[str, float]]
+
+#: The fewest undisturbed runs a configuration is diagnosed on; with fewer the machine
+#: was busy throughout, and every run is diagnosed (its verdict then says so). 3: fewer
+#: give no usable spread (:data:`~.noise.MIN_RUNS`).
+CLEAN_RUNS_MIN = noise.MIN_RUNS
 
 
 def step_level(candidates: int) -> float:
@@ -71,6 +93,73 @@ def proposals(
             seen.add(mark)
             found.append(Proposal(item.setting, value, item.suggestion))
     return found
+
+
+def disturbed(metrics: dict[str, float]) -> tuple[str, ...]:
+    """What outside the lab took CPU from one run's measured window (outside processes,
+    the hypervisor's steal, the VM host's load), in words; empty for a clean run. A
+    window that was not yet steady is no disturbance of the machine's: it is left to the
+    diagnosis."""
+    moving = set(unsteady(metrics))
+    return tuple(what for what in noise.disturbances(metrics) if what not in moving)
+
+
+def for_diagnosis(trials: Sequence[TrialRecord]) -> tuple[list[TrialRecord], list[str]]:
+    """The successful runs to diagnose a configuration on, and each run left out with
+    why (``trial 3: outside processes 16% of a core``): the undisturbed ones when there
+    are at least :data:`CLEAN_RUNS_MIN`, else all of them."""
+    ok = [t for t in trials if t.status is TrialStatus.OK]
+    clean = [t for t in ok if not disturbed(t.metrics)]
+    if len(clean) == len(ok) or len(clean) < CLEAN_RUNS_MIN:
+        return ok, []
+    kept = {t.seq for t in clean}
+    left = [f"trial {t.seq}: {', '.join(disturbed(t.metrics))}" for t in ok if t.seq not in kept]
+    return clean, left
+
+
+def start_measured(trials: Sequence[TrialRecord], need: int, most: int) -> bool:
+    """Whether the start configuration has its runs: ``need`` in all, of which
+    :data:`CLEAN_RUNS_MIN` nothing disturbed (a disturbed run is measured again, so that
+    the diagnosis has its clean runs); or, on a machine disturbed throughout, twice
+    ``need`` (at most ``most``) in all, whatever they are."""
+    ok = [t for t in trials if t.status is TrialStatus.OK]
+    clean = [t for t in ok if not disturbed(t.metrics)]
+    if len(ok) >= need and len(clean) >= min(CLEAN_RUNS_MIN, need):
+        return True
+    return len(ok) >= max(need, min(most, 2 * need))
+
+
+def own_advice(summary: ConfigSummary, environment: dict[str, Any]) -> tuple[str, list[Advice]]:
+    """The verdict a step names and the advice its candidates come from, for one
+    configuration diagnosed alone (``summary``, of the runs :func:`for_diagnosis` chose).
+
+    Where a disturbance of the machine (outside load, steal) is the verdict, too few of
+    its runs were clean to be diagnosed alone (:data:`CLEAN_RUNS_MIN`), and its advice
+    names no setting: the session would end with nothing to try on a busy machine. The
+    configuration's own findings still hold (a queue that dropped half of what it was
+    offered, a saturated daemon), and a step measures their candidates interleaved with
+    the configuration, under the same load: so the advice is theirs, with the disturbance
+    told after them. Otherwise the summary's own."""
+    diagnosis = summary.diagnosis
+    if diagnosis is None or summary.goodput is None:
+        return "", summary.advice
+    own = [f for f in diagnosis.findings if f.bound not in DISTURBANCES]
+    if diagnosis.verdict.bound not in DISTURBANCES or not own:
+        return diagnosis.verdict.summary, summary.advice
+    machine = [f for f in diagnosis.findings if f.bound in DISTURBANCES]
+    runs = [t for t in summary.trials if t.status is TrialStatus.OK]
+    subject = Subject(
+        summary.config,
+        summary.resolved,
+        summary.metrics | {metric.GOODPUT.name: summary.goodput.median},
+        summary.ceiling.goodput_bps if summary.ceiling else None,
+        where(summary.config, environment),
+        runs=tuple(t.metrics for t in runs),
+        noise_pct=summary.noise_pct,
+    )
+    advice = advise(subject, Diagnosis(own[0], (*own[1:], *machine)), [])
+    told = "; ".join(f.summary for f in machine)
+    return f"{own[0].summary} (too few undisturbed runs to leave the load out: {told})", advice
 
 
 def values(runs: Runs, name: str) -> list[float]:
@@ -121,8 +210,11 @@ def judge(
         outcome = Outcome.NO_DIFFERENCE
         note = f"95% CI within ±{min_gain_pct:g}%"
     elif min(len(a), len(b)) >= max_runs:
-        outcome = Outcome.NO_DIFFERENCE
-        note = f"no verdict after {max_runs} runs each ({format_p(c.p)}, level {alpha:.3g})"
+        outcome = Outcome.NOT_DECIDED
+        note = (
+            f"neither a difference nor equivalence within ±{min_gain_pct:g}% shown after"
+            f" {max_runs} runs each ({format_p(c.p)}, level {alpha:.3g})"
+        )
     candidate.outcome, candidate.note = outcome, note
     return candidate
 
@@ -137,7 +229,7 @@ def _guarded(
     latency = guard == LOADED_P95
     if min(len(a), len(b)) < need:
         missing = "loaded round trip" if latency else "goodput"
-        return Outcome.NO_DIFFERENCE, f"better, but its {missing} was not measured"
+        return Outcome.NOT_DECIDED, f"better, but its {missing} was not measured"
     c = compare(a, b)
     ratio, ci = c.ratio or 1.0, c.ratio_ci
     if latency and c.p < alpha and ci is not None and ci[0] > 1 and ratio > gain:

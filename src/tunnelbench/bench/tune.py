@@ -13,7 +13,11 @@ best runs, they are if anything high, which makes a later gain harder to show, n
 easier). After each round every candidate is judged on these runs and its own
 (:func:`tunnelbench.analysis.tuning.judge`); decided ones leave the rounds.
 Candidates come only from the advice, and only those this machine can run (a candidate
-that a run would skip is listed with the reason, never measured).
+that a run would skip is listed with the reason, never measured). The advice is the
+best configuration's diagnosis on its runs that nothing outside the lab disturbed, and
+the start is measured until it has enough of them
+(:func:`tunnelbench.analysis.tuning.for_diagnosis`): a disturbed run does not end a
+session.
 
 The session is a run in the store: its trials as any run's, and its path (the
 :class:`~tunnelbench.model.tuning.TuneRecord`) rewritten after every trial, so that
@@ -180,7 +184,8 @@ class Session:
             best = groups.get(step.best_key, [])
             _give_up_if_failing(step, best)
             if step.number == 0:
-                if len(_ok(best)) >= step.runs_needed:
+                most = max(self.record.max_runs, step.runs_needed)
+                if tuning.start_measured(best, step.runs_needed, most):
                     break
                 round_ = [TrialConfig.from_dict(step.best_config)]
             else:
@@ -285,14 +290,17 @@ class Session:
             self._save()
             return
         runs = [t for t in self._step_trials(step).get(best.key(), []) if t.seq >= step.first_seq]
-        (summary,) = summarize_run(_ok(runs), self.environment)
-        proposals = tuning.proposals(summary.advice, flatten(best.to_dict()), record.target)
+        diagnosed, left_out = tuning.for_diagnosis(runs)
+        (summary,) = summarize_run(diagnosed, self.environment)
+        verdict, advice = tuning.own_advice(summary, self.environment)
+        proposals = tuning.proposals(advice, flatten(best.to_dict()), record.target)
         following = Step(
             step.number + 1,
             best.key(),
             plain(best),
             first_seq=max(t.seq for t in self.store.trials(self.run_id)) + 1,
-            diagnosis=summary.diagnosis.verdict.summary if summary.diagnosis else "",
+            diagnosis=verdict,
+            left_out=left_out,
         )
         measured = record.measured_keys()
         for proposal in proposals:

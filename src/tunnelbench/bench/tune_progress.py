@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from tunnelbench.analysis.tuning import describe, figure
+from tunnelbench.analysis.tuning import describe, disturbed, figure
 from tunnelbench.bench.planfile import trial_seconds
 from tunnelbench.bench.progress import describe as label
 from tunnelbench.bench.progress import format_duration
@@ -76,6 +76,8 @@ class TuneLines(TuneProgress):
         self._say(f"step {step.number}: {label(TrialConfig.from_dict(step.best_config))}")
         if step.diagnosis:
             self._say(f"  diagnosis: {step.diagnosis}")
+        if step.left_out:
+            self._say(f"  diagnosed without the disturbed runs: {'; '.join(step.left_out)}")
         for excluded in step.excluded:
             self._say(
                 f"  not tried: {excluded.setting} = {show(excluded.value)}: {excluded.reason}"
@@ -110,7 +112,10 @@ class TuneLines(TuneProgress):
             return
         value = outcome.metrics.get(record.target.metric)
         spent = f"{format_duration(record.spent_s)} of {format_duration(record.budget_s)}"
-        self._say(f" {figure(value, record.target)}  ({spent})")
+        # A disturbed start run is measured again (tuning.start_measured): say why.
+        what = disturbed(outcome.metrics)
+        note = f"; disturbed: {', '.join(what)}" if what else ""
+        self._say(f" {figure(value, record.target)}  ({spent}{note})")
 
     def step_decided(self, step: Step, target: Target) -> None:
         for candidate in step.candidates:
@@ -140,6 +145,7 @@ class TuneJson(TuneProgress):
             "step_started",
             step=step.number,
             diagnosis=step.diagnosis,
+            left_out=step.left_out,
             candidates=[{"setting": c.setting, "value": c.value} for c in step.candidates],
             excluded=[
                 {"setting": e.setting, "value": e.value, "reason": e.reason} for e in step.excluded

@@ -54,7 +54,11 @@ class Outcome(StrEnum):
     UNDECIDED = "undecided"  # not yet, or the budget ended first
     BETTER = "better"
     WORSE = "worse"
+    #: Equivalent: the interval of the ratio lies within ± the minimum gain.
     NO_DIFFERENCE = "no difference"
+    #: The most runs a side were taken and the evidence shows neither a difference nor
+    #: equivalence (-10%, 95% CI -17..+1%, p = 0.029 at a level of 0.0125): not "equal".
+    NOT_DECIDED = "not decided"
     TOO_SMALL = "too small"  # significant, but a smaller gain than asked for
     LATENCY = "raised latency"  # faster, but its loaded round trip is significantly longer
     LOST_THROUGHPUT = "lost throughput"  # a shorter round trip, but significantly less goodput
@@ -114,6 +118,8 @@ class Step:
     best_config: dict[str, Any]
     first_seq: int  # the step's trials are those from this sequence number on
     diagnosis: str = ""  # the best configuration's verdict, which gave the candidates
+    #: The best configuration's runs the diagnosis left out, with what disturbed each.
+    left_out: list[str] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     excluded: list[Excluded] = field(default_factory=list)
     alpha: float = 0.05  # per comparison: the level divided among the candidates

@@ -70,6 +70,8 @@ def step_lines(record: TuneRecord) -> list[list[str]]:
         lines = [head]
         if step.diagnosis:
             lines.append(f"diagnosis: {step.diagnosis}")
+        if step.left_out:
+            lines.append(f"diagnosed without the disturbed runs: {'; '.join(step.left_out)}")
         # The candidates come from the advice of every finding, not only the diagnosis's
         # headline: say which advice each was, so the two are read together.
         advice = list(dict.fromkeys(c.suggestion for c in step.candidates if c.suggestion))
