@@ -12,6 +12,7 @@ from types import FrameType
 from typing import Any, TextIO, cast
 
 from tunnelbench import __version__
+from tunnelbench.bench.store import database_from_variable
 from tunnelbench.cli import (
     ceiling,
     compare,
@@ -25,7 +26,7 @@ from tunnelbench.cli import (
     runs,
     tune,
 )
-from tunnelbench.cli.parsing import CappedParser
+from tunnelbench.cli.parsing import CappedParser, db_from_variable
 from tunnelbench.echo import capped
 from tunnelbench.errors import LabError, SystemFault, UserError
 
@@ -54,6 +55,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    database_from_variable(db_from_variable(args))
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(name)s: %(message)s",
