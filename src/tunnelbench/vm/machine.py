@@ -29,7 +29,7 @@ from typing import Any
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.model.plan import VmSettings
 from tunnelbench.model.records import KVM, TCG
-from tunnelbench.system import programs
+from tunnelbench.system import interrupts, programs
 from tunnelbench.system.command import run
 from tunnelbench.vm.kernels import Kernel, cache_root
 
@@ -237,7 +237,7 @@ class Guest:
                 )
             # Often: an event's delay here bounds how well the guest's windows map to
             # the host's clock (probes.vmhost.Clock).
-            time.sleep(POLL_S)
+            interrupts.sleep(POLL_S)
 
     def exit_code(self) -> int | None:
         try:
