@@ -37,8 +37,22 @@ class Interrupted(KeyboardInterrupt):
     place of the generic "interrupted")."""
 
 
+#: Seconds a signal may stay unanswered before another one ends the process at once
+#: (the system's own action): a process stuck where nothing checks (a write to a pipe
+#: nobody reads) can still be stopped, and a quick second Ctrl-C still tears down.
+FORCE_AFTER_S = 5.0
+_since: list[float] = []  # when the oldest unanswered signal came
+
+
 def _note(signum: int, frame: FrameType | None) -> None:
-    # Only appends: nothing here can fail or be lost where the main thread was.
+    # Only notes: nothing here can fail or be lost where the main thread was.
+    now = time.monotonic()
+    if _pending and _since and now - _since[0] > FORCE_AFTER_S:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    if not _pending:
+        _since[:] = [now]
     _pending.append(signum)
     _received.append(signum)
 
