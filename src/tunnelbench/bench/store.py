@@ -620,6 +620,25 @@ class Store:
                 "UPDATE runs SET environment = ? WHERE id = ?", (json.dumps(environment), run_id)
             )
 
+    def add_concurrent(self, owner: dict[str, int], others: list[dict[str, Any]]) -> None:
+        """Record under ``measurement_lock.beside`` of the environment of each run this
+        ``owner`` (a process) started or resumed which measurements ran beside it
+        (:meth:`tunnelbench.bench.measurement_lock.MeasurementLock.beside`)."""
+        with self._transaction() as db:
+            rows = db.execute(
+                "SELECT id, environment FROM runs WHERE owner = ?", (json.dumps(owner),)
+            ).fetchall()
+            for run_id, text in rows:
+                environment = json.loads(text) if text else {}
+                lock = environment.setdefault("measurement_lock", {})
+                known = {(r.get("pid"), r.get("since")) for r in lock.get("beside", [])}
+                new = [r for r in others if (r.get("pid"), r.get("since")) not in known]
+                lock["beside"] = [*lock.get("beside", []), *new]
+                db.execute(
+                    "UPDATE runs SET environment = ? WHERE id = ?",
+                    (json.dumps(environment), run_id),
+                )
+
     def set_tune(self, run_id: int, record: dict[str, Any]) -> None:
         """Record where a tuning session stands (its path so far and how it ended)."""
         with self._transaction() as db:
