@@ -155,6 +155,7 @@ def spawn(
         proc.kill()
         proc.wait()
         held.deliver()
+        interrupts.check()  # the handler only noted it: raised here, as it was
     return proc
 
 
@@ -175,4 +176,5 @@ def side_by_side(calls: Sequence[Callable[[], T]]) -> list[T]:
         wait(futures)
     pool.shutdown()
     held.deliver()
+    interrupts.check()
     return [future.result() for future in futures]
