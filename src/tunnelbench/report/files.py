@@ -46,12 +46,18 @@ def holds_database(path: Path) -> bool:
     """Whether ``path`` (followed) is a regular file that starts as an SQLite database,
     journal or write-ahead log does."""
     try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return False
-            head = f.read(16)
+        # Non-blocking: opening a FIFO to read waits for a writer, possibly for ever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError:
         return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.read(fd, 16)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     return any(head.startswith(magic) for magic in DATABASE_HEADS)
 
 
