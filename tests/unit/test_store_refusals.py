@@ -79,6 +79,23 @@ def _tunnelbench(args: list[str], cwd: Path, db: str | None) -> subprocess.Compl
     )  # fmt: skip
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="run needs root")
+def test_run_on_a_newer_database_exits_2_and_leaves_it_byte_for_byte(tmp_path):
+    path = tmp_path / "newer.db"
+    _newer(path)
+    before = _digest(path)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TUNNELBENCH_LOCK": str(tmp_path / "m.lock")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tunnelbench", "run", "--quick", "--tunnels", "none",
+         "--streams", "1", "--db", str(path)],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "newer than this tunnelbench understands" in done.stderr
+    assert _digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.lock", "newer.db"]
+
+
 def test_a_loop_of_links_is_named_as_one(tmp_path):
     (tmp_path / "a.db").symlink_to(tmp_path / "b.db")
     (tmp_path / "b.db").symlink_to(tmp_path / "a.db")

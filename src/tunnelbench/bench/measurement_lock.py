@@ -143,6 +143,8 @@ def _read_beside(path: Path) -> list[dict[str, Any]]:
 
 def _prune_beside(path: Path) -> None:
     """Keep only the records of runs still alive (taken with the lock exclusive)."""
+    if not path.exists():
+        return
     alive = [
         r for r in _read_beside(path)
         if process_start_time(int(r.get("pid", 0))) == r.get("start_time")
