@@ -45,3 +45,25 @@ def test_a_report_on_a_full_file_system_fails_cleanly(fmt, tmp_path):
         " No space left on device\n"
     )
     assert list(Path(small).iterdir()) == []  # the host never saw the tmpfs
+
+
+def test_a_report_written_over_on_a_full_file_system_keeps_the_old_one(tmp_path):
+    """A report is replaced whole or not at all: the disk fills while the new one is
+    written, and the old one is still there, as it was."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    db = tmp_path / "runs.db"
+    shutil.copy(FIXTURES / "runs" / "queue-comparison.db", db)
+    small = tmp_path / "small"
+    small.mkdir()
+    old = small / "r.html"
+    report = [sys.executable, "-m", "tunnelbench", "report", "--db", str(db)]
+    report += ["--format", "html", "-o", str(old)]
+    # The old report is put on the small file system before the new one is written.
+    keep = ["sh", "-c", 'printf "old report" > "$0" && exec "$@"', str(old), *report]
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", SCRIPT + 'cat "$MOUNTED/r.html"', "sh", str(small), *keep],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "MOUNTED": str(small)},
+    )  # fmt: skip
+    assert done.stdout.splitlines() == ["rc=1", "r.html", "old report"], done.stderr
+    assert "No space left on device" in done.stderr

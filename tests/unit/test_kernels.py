@@ -31,6 +31,7 @@ from tunnelbench.bench.planfile import (
 from tunnelbench.bench.store import Store
 from tunnelbench.cli.guest import EventSink
 from tunnelbench.errors import LabError, UserError
+from tunnelbench.lab import state as lab_state
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.kernelspec import parse_spec
 from tunnelbench.model.plan import WARMUP_AUTO_ESTIMATE, TrialConfig, VmSettings
@@ -215,6 +216,7 @@ def test_a_guest_that_cannot_boot_leaves_no_exchange_directory(tmp_path, monkeyp
     where no ``with`` block will remove what it made."""
     monkeypatch.setattr(machine, "EXCHANGE_ROOT", tmp_path / "exchange")
     monkeypatch.setattr(machine, "BYTECODE_DIR", tmp_path / "bytecode")
+    monkeypatch.setattr(lab_state, "STATE_ROOT", tmp_path / "labs")
     real_python = sys.executable
     monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python3"))
     with pytest.raises(UserError, match="virtme-ng"):
@@ -225,6 +227,7 @@ def test_a_guest_that_cannot_boot_leaves_no_exchange_directory(tmp_path, monkeyp
     with pytest.raises(LabError, match="compiling tunnelbench for the guest failed"):
         machine.Guest(KERNEL, VmSettings(), {}, machine.Accel(TCG))
     assert list((tmp_path / "exchange").iterdir()) == []
+    assert list((tmp_path / "labs").iterdir()) == []  # nor a record of it
 
 
 def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):

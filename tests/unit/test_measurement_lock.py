@@ -58,3 +58,30 @@ def test_a_dead_holders_record_is_not_named(tmp_path):
         assert "pid 1" not in str(refused.value)
     finally:
         shared.release()
+
+
+def test_the_holder_learns_who_ran_beside_it_and_records_it(tmp_path):
+    from tunnelbench.bench import runner
+    from tunnelbench.bench.store import Store
+
+    path = tmp_path / "m.lock"
+    holder = acquire(allow_concurrent=False, path=path)
+    try:
+        assert holder.beside() == []
+        beside = acquire(allow_concurrent=True, path=path)
+        assert beside.mode == "none"
+        (other,) = holder.beside()
+        assert other["pid"] == os.getpid() and "command" in other
+        assert beside.beside() == []  # its own record is not another run
+    finally:
+        holder.release()
+    store = Store(tmp_path / "r.db")
+    run_id = store.start_run("x", {}, {"measurement_lock": holder.record()}, runner.owner())
+    store.add_concurrent(runner.owner(), [other])
+    store.add_concurrent(runner.owner(), [other])  # said twice, kept once
+    lock = store.run(str(run_id)).environment["measurement_lock"]
+    assert lock["mode"] == "exclusive" and lock["beside"] == [other]
+    store.close()
+    # The next exclusive holder keeps only the records of runs still alive.
+    acquire(allow_concurrent=False, path=path).release()
+    assert len((tmp_path / "m.lock.beside").read_text().splitlines()) == 1  # this process

@@ -41,6 +41,7 @@ from tunnelbench.model.plan import TrafficSettings, TrialConfig
 from tunnelbench.model.wan import longest_queue_wait_s, most_delay_s
 from tunnelbench.probes import qdisc
 from tunnelbench.probes.trial import read_each
+from tunnelbench.system import interrupts
 from tunnelbench.tunnels.base import TunnelSpec
 
 log = logging.getLogger("tunnelbench.bench.labpool")
@@ -245,7 +246,7 @@ def wait_drained(standing: Standing) -> None:
                 f"lab {lab.lab_id}: queues still hold packets {bound:.1f} s after the last"
                 f" trial ({', '.join(f'{r}: {n}' for r, n in sorted(held.items()))})"
             )
-        time.sleep(0.02)
+        interrupts.sleep(0.02)
 
 
 def _backlog(text: str) -> int:

@@ -9,12 +9,16 @@ not inherited by the lab's processes, so an orphaned daemon does not hold it eit
 
 ``--allow-concurrent`` runs anyway. Such a run takes the lock shared when it can (so that
 a normal run started later still refuses), records in its environment what it found,
-and every trial's outside-load probe records the CPU the other measurement used.
+and every trial's outside-load probe records the CPU the other measurement used. It also
+appends its own record to :func:`beside_path`, which every run reads when it ends
+(:meth:`MeasurementLock.beside`): so the run that held the lock records in its own
+environment which runs measured beside it, not only the run that came second.
 """
 
 import fcntl
 import json
 import os
+import secrets
 import shlex
 import sys
 import time
@@ -35,6 +39,21 @@ class MeasurementLock:
     mode: str  # "exclusive", "shared" (--allow-concurrent) or "none" (another run holds it)
     other: dict[str, Any] | None  # the exclusive holder this run found, when it found one
     _file: IO[str] | None = None
+    path: Path | None = None
+    me: dict[str, Any] | None = None  # this run's record (with a token of its own)
+
+    def beside(self) -> list[dict[str, Any]]:
+        """The concurrent runs that started while this one held the lock (their records
+        in :func:`beside_path`), without this one."""
+        if self.path is None or self.me is None:
+            return []
+        found = []
+        for record in _read_beside(beside_path(self.path)):
+            if record.get("token") == self.me["token"]:
+                continue
+            if float(record.get("since", 0)) >= float(self.me["since"]):
+                found.append({k: v for k, v in record.items() if k != "token"})
+        return found
 
     def record(self) -> dict[str, Any]:
         """What the run's environment stores about it."""
@@ -55,24 +74,27 @@ def acquire(*, allow_concurrent: bool, path: Path | None = None) -> MeasurementL
     path = path or LOCK_PATH
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = path.open("a+")
+    me = _me()
     try:
         if allow_concurrent:
+            _append_beside(beside_path(path), me)
             try:
                 fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 other = _holder(handle)
                 handle.close()
-                return MeasurementLock("none", other)
-            return MeasurementLock("shared", None, handle)
+                return MeasurementLock("none", other, path=path, me=me)
+            return MeasurementLock("shared", None, handle, path=path, me=me)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise UserError(_refusal(_holder(handle), path)) from None
         handle.seek(0)
         handle.truncate()
-        json.dump(_me(), handle)
+        json.dump({k: v for k, v in me.items() if k != "token"}, handle)
         handle.flush()
-        return MeasurementLock("exclusive", None, handle)
+        _prune_beside(beside_path(path))
+        return MeasurementLock("exclusive", None, handle, path=path, me=me)
     except BaseException:
         handle.close()
         raise
@@ -85,7 +107,54 @@ def _me() -> dict[str, Any]:
         "start_time": process_start_time(pid),
         "since": time.time(),
         "command": shlex.join(sys.argv),
+        "token": secrets.token_hex(8),
     }
+
+
+def beside_path(lock: Path) -> Path:
+    """Where concurrent runs append their records: beside the lock file."""
+    return lock.with_name(f"{lock.name}.beside")
+
+
+def _append_beside(path: Path, record: dict[str, Any]) -> None:
+    # One write of one line, O_APPEND: lines of runs starting together do not mix.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(record) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def _read_beside(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    records = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short
+        if isinstance(record, dict) and "since" in record:
+            records.append(record)
+    return records
+
+
+def _prune_beside(path: Path) -> None:
+    """Keep only the records of runs still alive (taken with the lock exclusive)."""
+    if not path.exists():
+        return
+    alive = [
+        r for r in _read_beside(path)
+        if process_start_time(int(r.get("pid", 0))) == r.get("start_time")
+    ]  # fmt: skip
+    tmp = path.with_name(f"{path.name}.tmp")
+    try:
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in alive))
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def _holder(handle: IO[str]) -> dict[str, Any] | None:

@@ -42,7 +42,7 @@ from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.probes.rtt import RttProbe
 from tunnelbench.probes.sampler import ProbeResult, Sampler
 from tunnelbench.probes.trial import ProbeContext, ProbeReadings
-from tunnelbench.system import programs
+from tunnelbench.system import interrupts, programs
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.traffic import TrafficResult
 from tunnelbench.traffic.base import WindowClosed
@@ -144,6 +144,7 @@ def check(trials: list[Trial]) -> tuple[dict[str, Resolution], dict[str, str]]:
     resolutions: dict[str, Resolution] = {}
     skipped: dict[str, str] = {}
     for trial in trials:
+        interrupts.check()  # between trials: a signal stops the run before the next
         key = trial.config.key()
         if key in resolutions or key in skipped:
             continue
@@ -269,6 +270,9 @@ def guarded(
     interrupted (Ctrl-C) or failed; ``ended`` is told before the exception goes on."""
     try:
         body()
+        # A signal that came while the last trial was stored (or in a finalizer, where
+        # nothing checked) stops the run here, rather than marking it complete.
+        interrupts.check()
     except KeyboardInterrupt:
         store.finish_run(run_id, RunStatus.INTERRUPTED)
         ended(RunStatus.INTERRUPTED)

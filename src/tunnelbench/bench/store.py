@@ -20,6 +20,7 @@ a run writes: each commit holds the database for milliseconds, within ``busy_tim
 
 import array
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -56,6 +57,23 @@ RESERVE_BYTES = 256 * 1024
 DEFAULT_DB = Path("tunnelbench.db")
 #: The environment variable that names the results database where ``--db`` is not given.
 DB_VARIABLE = "TUNNELBENCH_DB"
+
+
+#: How errors name the database's path: the option, or the variable it came from.
+_source = "--db"
+
+
+def database_from_variable(yes: bool) -> None:
+    """Say where the database's path came from: ``--db`` (the default), or
+    ``$TUNNELBENCH_DB`` when ``--db`` was not given (the command line calls this once it
+    is parsed), so that an error names what the user set."""
+    global _source
+    _source = f"${DB_VARIABLE}" if yes else "--db"
+
+
+def db_source() -> str:
+    """``--db`` or ``$TUNNELBENCH_DB``: what named the database (for messages)."""
+    return _source
 
 
 def default_db() -> Path:
@@ -233,30 +251,81 @@ def _check_path(path: Path, *, must_exist: bool) -> bool:
     creates a file); return whether the file exists. A :class:`UserError` names it."""
     name = capped(repr(str(path)), 300)
     try:
+        os.stat(path)
+    except OSError as exc:
+        # pathlib's checks below read a loop of symbolic links as "not there"; SQLite
+        # then fails to open it, which read as a permissions problem.
+        if exc.errno == errno.ELOOP:
+            raise UserError(
+                f"{_source}: {name} is a loop of symbolic links (or too many links deep);"
+                " name the database file itself"
+            ) from None
+    try:
         is_dir, exists, is_file = path.is_dir(), path.exists(), path.is_file()
         parent_ok = path.parent.is_dir()
     except OSError as exc:  # e.g. a name longer than the file system allows
         if must_exist:
-            raise UserError(f"--db: no results database at {name}") from None
-        raise UserError(f"--db: {name}: {exc.strerror}") from None
+            raise UserError(f"{_source}: no results database at {name}") from None
+        raise UserError(f"{_source}: {name}: {exc.strerror}") from None
     if is_dir:
-        raise UserError(f"--db: {name} is a directory; give a database file")
+        raise UserError(f"{_source}: {name} is a directory; give a database file")
     if not exists:
         if must_exist:
-            raise UserError(f"--db: no results database at {name}")
+            raise UserError(f"{_source}: no results database at {name}")
         if not parent_ok:
-            raise UserError(f"--db: directory {capped(repr(str(path.parent)), 300)} does not exist")
+            parent = capped(repr(str(path.parent)), 300)
+            raise UserError(f"{_source}: directory {parent} does not exist")
         return False
     if not is_file:
-        raise UserError(f"--db: {name} is not a regular file")
+        raise UserError(f"{_source}: {name} is not a regular file")
     try:
         with path.open("rb") as f:
             head = f.read(len(SQLITE_MAGIC))
     except OSError as exc:
-        raise UserError(f"--db: cannot read {name}: {exc.strerror}") from None
+        raise UserError(f"{_source}: cannot read {name}: {exc.strerror}") from None
     if head and head != SQLITE_MAGIC:
-        raise UserError(f"--db: {name} is not a tunnelbench results database")
+        raise UserError(f"{_source}: {name} is not a tunnelbench results database")
     return True
+
+
+def _refuse_unowned(path: Path) -> None:
+    """Refuse an existing database a run may not write to, reading it through a
+    read-only connection that changes nothing and creates no file (as the reading verbs
+    do): another program's, one without a schema version, one of a newer schema. An
+    empty database (no table yet) is a new one."""
+    uri = f"file:{quote(str(path.absolute()))}?mode=ro"
+    try:
+        db = _connect_read_only(uri, path)
+    except sqlite3.Error as exc:
+        raise StorageError(fault(path, exc)) from None
+    try:
+        db.execute("PRAGMA busy_timeout = 5000")
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        if not tables:
+            return
+        if "meta" not in tables:
+            raise UserError(f"{_source}: {str(path)!r} is not a tunnelbench results database")
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.Error as exc:
+        raise StorageError(fault(path, exc)) from None
+    finally:
+        db.close()
+    if row is None:
+        raise UserError(
+            f"{_source}: {str(path)!r} has no schema version: not a database this"
+            " tunnelbench wrote (or one cut short); give another file"
+        )
+    _check_version_value(path, row[0])
+
+
+def _check_version_value(path: Path, value: object) -> int:
+    """The stored schema version as a number; a newer (or unreadable) one is refused."""
+    if not str(value).isdecimal() or int(str(value)) > SCHEMA_VERSION:
+        raise UserError(
+            f"{_source}: {str(path)!r} has schema version {value}, newer than this "
+            f"tunnelbench understands ({SCHEMA_VERSION})"
+        )
+    return int(str(value))
 
 
 class Store:
@@ -269,6 +338,10 @@ class Store:
         self.path = path
         self.read_only = False
         existed = _check_path(path, must_exist=False)
+        if existed:
+            # Before anything writes to it: a database this version cannot own (a newer
+            # schema, no version at all, another program's) is refused unchanged.
+            _refuse_unowned(path)
         # Side files no one had open: ours to remove if this open fails.
         side = [Path(f"{path}{suffix}") for suffix in SIDE_FILES]
         new_side = [f for f in side if not f.exists()]
@@ -335,14 +408,14 @@ class Store:
         try:
             store.db = _connect_read_only(uri, path)
         except sqlite3.Error as exc:
-            raise UserError(f"--db: cannot read {fault(path, exc)}") from None
+            raise UserError(f"{_source}: cannot read {fault(path, exc)}") from None
         try:
             store._configure()
             store._check_version(store.db)
             columns = {r[1] for r in store.db.execute("PRAGMA table_info(runs)")}
         except sqlite3.Error as exc:
             store.db.close()
-            raise UserError(f"--db: cannot read {fault(path, exc)}") from None
+            raise UserError(f"{_source}: cannot read {fault(path, exc)}") from None
         except BaseException:
             store.db.close()
             raise
@@ -380,7 +453,7 @@ class Store:
         """Never add tunnelbench's tables to another program's database."""
         tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
         if tables and "meta" not in tables:
-            raise UserError(f"--db: {str(self.path)!r} is not a tunnelbench results database")
+            raise UserError(f"{_source}: {str(self.path)!r} is not a tunnelbench results database")
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
@@ -416,29 +489,32 @@ class Store:
         except sqlite3.OperationalError:
             if self.read_only:
                 raise UserError(
-                    f"--db: {str(self.path)!r} is not a tunnelbench results database"
+                    f"{_source}: {str(self.path)!r} is not a tunnelbench results database"
                 ) from None
             raise
         if row is None:
             if self.read_only:
-                raise UserError(f"--db: {str(self.path)!r} has no schema version")
+                raise UserError(f"{_source}: {str(self.path)!r} has no schema version")
             return None
-        if not str(row[0]).isdecimal() or int(row[0]) > SCHEMA_VERSION:
-            raise UserError(
-                f"--db: {str(self.path)!r} has schema version {row[0]}, newer than this "
-                f"tunnelbench understands ({SCHEMA_VERSION})"
-            )
-        return int(row[0])
+        return _check_version_value(self.path, row[0])
 
     def _migrate(self) -> None:
-        # Every statement is CREATE ... IF NOT EXISTS: safe to repeat, and executescript
-        # cannot run inside an explicit transaction.
-        self.db.executescript(SCHEMA)
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
+        version = self._check_version(self.db) if "meta" in tables else None
+        # Every statement is CREATE ... IF NOT EXISTS: safe to repeat. A new database
+        # gets its tables and its version in one transaction, so that no database of
+        # tables without a version (which a later run refuses) is ever left.
+        stamp = (
+            f"INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');"
+            if version is None
+            else ""
+        )
+        self.db.executescript(f"BEGIN IMMEDIATE; {SCHEMA} {stamp} COMMIT;")
+        if version is None:
+            return
         with self._transaction() as db:
             version = self._check_version(db)
-            if version is None:
-                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-                return
+            assert version is not None  # stamped above or before
             # Columns are added in version order, so every database has them in the
             # order of SCHEMA.
             columns = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
@@ -543,6 +619,25 @@ class Store:
             db.execute(
                 "UPDATE runs SET environment = ? WHERE id = ?", (json.dumps(environment), run_id)
             )
+
+    def add_concurrent(self, owner: dict[str, int], others: list[dict[str, Any]]) -> None:
+        """Record under ``measurement_lock.beside`` of the environment of each run this
+        ``owner`` (a process) started or resumed which measurements ran beside it
+        (:meth:`tunnelbench.bench.measurement_lock.MeasurementLock.beside`)."""
+        with self._transaction() as db:
+            rows = db.execute(
+                "SELECT id, environment FROM runs WHERE owner = ?", (json.dumps(owner),)
+            ).fetchall()
+            for run_id, text in rows:
+                environment = json.loads(text) if text else {}
+                lock = environment.setdefault("measurement_lock", {})
+                known = {(r.get("pid"), r.get("since")) for r in lock.get("beside", [])}
+                new = [r for r in others if (r.get("pid"), r.get("since")) not in known]
+                lock["beside"] = [*lock.get("beside", []), *new]
+                db.execute(
+                    "UPDATE runs SET environment = ? WHERE id = ?",
+                    (json.dumps(environment), run_id),
+                )
 
     def set_tune(self, run_id: int, record: dict[str, Any]) -> None:
         """Record where a tuning session stands (its path so far and how it ended)."""

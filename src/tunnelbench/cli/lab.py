@@ -95,6 +95,8 @@ def labs_status() -> list[dict[str, Any]]:
         except PermissionError:
             # Labs are root's: show what anyone may see, the namespaces that exist.
             entry["error"] = "its state is readable by root only"
+        except lab_state.UntrustedState as exc:
+            entry["error"] = str(exc)
         except (OSError, ValueError, TypeError, KeyError) as exc:
             entry["error"] = f"unreadable state file {lab_state.STATE_ROOT / lab_id}: {exc}"
         else:
@@ -181,6 +183,9 @@ def clean(args: argparse.Namespace) -> int:
     if args.hosts is not None:
         return _clean_hosts(Path(args.hosts))
     require_root("tunnelbench lab clean")
+    # Every state is checked before anything is acted on: one that another user could
+    # have written stops the whole clean (exit 2), naming it.
+    lab_state.check_private(lab_state.STATE_ROOT)
     labs, unreadable = [], 0
     for lab_id in lab_state.known_labs():
         try:

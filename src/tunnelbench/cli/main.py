@@ -4,14 +4,13 @@ the one place where every error a verb raises becomes a message and an exit code
 import argparse
 import logging
 import os
-import signal
 import sys
 import traceback
 from collections.abc import Sequence
-from types import FrameType
 from typing import Any, TextIO, cast
 
 from tunnelbench import __version__
+from tunnelbench.bench.store import database_from_variable
 from tunnelbench.cli import (
     ceiling,
     compare,
@@ -25,9 +24,10 @@ from tunnelbench.cli import (
     runs,
     tune,
 )
-from tunnelbench.cli.parsing import CappedParser
+from tunnelbench.cli.parsing import CappedParser, db_from_variable
 from tunnelbench.echo import capped
 from tunnelbench.errors import LabError, SystemFault, UserError
+from tunnelbench.system import interrupts
 
 #: Every verb, in the order ``--help`` lists them; each module registers its own parser.
 VERBS = (run, tune, plan, doctor, ceiling, report, compare, runs, lab, hosts, completion)
@@ -48,22 +48,20 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    database_from_variable(db_from_variable(args))
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(name)s: %(message)s",
     )
-    # SIGTERM gets the same orderly teardown as Ctrl-C.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
     stdout = sys.stdout
     sys.stdout = cast(TextIO, _NamedStdout(stdout))
     try:
-        return _call(args)
+        # SIGTERM gets the same orderly teardown as Ctrl-C; both are answered where the
+        # code checks for them, never lost (system.interrupts).
+        with interrupts.installed():
+            return _call(args)
     finally:
         sys.stdout = stdout
 
@@ -72,6 +70,10 @@ def _call(args: argparse.Namespace) -> int:
     """Run the verb; every failure becomes one line on standard error and an exit code."""
     try:
         code: int = args.func(args)
+        if interrupts.requested():
+            # A signal no check answered: the verb had done its work when it came.
+            print("\ntunnelbench: interrupted after the work was done", file=sys.stderr)
+            return 130
         # Write out standard output now, so that a full disk behind `> file` is reported
         # here instead of by the interpreter at exit.
         sys.stdout.flush()
@@ -86,6 +88,9 @@ def _call(args: argparse.Namespace) -> int:
     except LabError as exc:
         print(f"tunnelbench: lab error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except interrupts.Interrupted as exc:
+        print(f"\ntunnelbench: {exc}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         torn = "; the lab was torn down" if args.verb in ("run", "tune", "lab") else ""
         if getattr(args, "hosts", None) and args.verb == "run":

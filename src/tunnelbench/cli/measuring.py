@@ -2,16 +2,18 @@
 measurement lock and the store they hold while they measure, and how they end."""
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tunnelbench.bench import measurement_lock
+from tunnelbench.bench import measurement_lock, runner
 from tunnelbench.bench.store import Store
 from tunnelbench.cli.parsing import add_db_argument
 from tunnelbench.cli.report import write_reports
+from tunnelbench.errors import StorageError
 from tunnelbench.report import fit, terminal
 from tunnelbench.report.view import RunView
 
@@ -76,6 +78,11 @@ def holding(args: argparse.Namespace, *, existing: bool) -> Iterator[tuple[Store
         try:
             yield store, lock.record()
         finally:
+            # Runs that measured beside this one (they said so when they started):
+            # recorded with this run too, not only with theirs.
+            if others := lock.beside():
+                with contextlib.suppress(StorageError):
+                    store.add_concurrent(runner.owner(), others)
             store.close()
     finally:
         lock.release()

@@ -50,6 +50,17 @@ def option_name(action: argparse.Action) -> str:
     return str(action.metavar or action.dest)
 
 
+class FromVariable(str):
+    """The value of ``--db`` when ``$TUNNELBENCH_DB`` gave it (argparse keeps a default
+    as it is, so the type says where the path came from: see :func:`db_from_variable`)."""
+
+
+def db_from_variable(args: argparse.Namespace) -> bool:
+    """Whether the verb's database is the one ``$TUNNELBENCH_DB`` names (``--db`` not
+    given), so that its errors name the variable, not an option the user did not type."""
+    return isinstance(getattr(args, "db", None), FromVariable)
+
+
 def add_db_argument(parser: argparse.ArgumentParser, what: str = "results database") -> None:
     """``--db``, which defaults to ``$TUNNELBENCH_DB`` or ``./tunnelbench.db``; the help
     says which, and the value in force when the variable is set."""
@@ -57,7 +68,7 @@ def add_db_argument(parser: argparse.ArgumentParser, what: str = "results databa
     here = f"; here {shown(str(db))}" if db != DEFAULT_DB else ""
     parser.add_argument(
         "--db",
-        default=str(db),
+        default=FromVariable(str(db)) if db != DEFAULT_DB else str(db),
         metavar="PATH",
         help=f"{what} (default: ${DB_VARIABLE} or ./{DEFAULT_DB}{here})".replace("%", "%%"),
     )

@@ -18,6 +18,7 @@ from tunnelbench.report import (
     compare,
     compare_page,
     csv_report,
+    files,
     fit,
     forum,
     html,
@@ -27,7 +28,7 @@ from tunnelbench.report import (
     view,
 )
 from tunnelbench.report.view import RunView
-from tunnelbench.system import ownership
+from tunnelbench.system import interrupts, ownership
 
 REPORT_FORMATS = ("table", "md", "bbcode", "md-full", "html", "json", "csv")
 #: The formats whose tables are fitted to ``--width``: the forum post, in either markup.
@@ -83,6 +84,10 @@ def output_path(
     except OSError as exc:  # e.g. a name too long to look up
         raise UserError(f"-o: {_quoted(text)}: {exc.strerror}") from None
     _refuse_database(path, text, databases)
+    if fmt == "md":
+        # The image written beside the post is a file of the report as much as -o is.
+        image = forum.summary_path(path)
+        _refuse_database(image, str(image), databases, beside=text)
     return path
 
 
@@ -93,17 +98,27 @@ def databases_read(db: Path, sides: Sequence[str], where: Sequence[str]) -> list
     return [db, *(compare.SideRef.parse(text, db, name).run.db for text, name in named)]
 
 
-def _refuse_database(path: Path, text: str, databases: Sequence[Path]) -> None:
+def _refuse_database(
+    path: Path, text: str, databases: Sequence[Path], *, beside: str | None = None
+) -> None:
     """A report written over a results database, or over its ``-wal``, ``-shm`` or
     ``-journal``, would replace every run stored there (it once did): refused, whatever
-    the spelling (a symbolic link, ``..``, a hard link)."""
+    the spelling (a symbolic link, ``..``, a hard link). ``beside``: the ``-o`` path
+    when ``path`` is a file the report writes next to it (the forum post's image).
+    (A path that names a database only once one is open, ``/proc/self/fd/N``, is
+    refused when it is written: :func:`tunnelbench.report.files.replace`.)"""
     for db in databases:
         for suffix in ("", *SIDE_FILES, RESERVE_SUFFIX):
             named = [Path(f"{db}{suffix}"), Path(f"{os.path.realpath(db)}{suffix}")]
             if any(_same_file(path, other) for other in named):
                 what = "the results database" if not suffix else f"the {suffix} file of"
+                which = (
+                    f"{_quoted(text)} is"
+                    if beside is None
+                    else (f"{_quoted(beside)} writes its image as {_quoted(text)}, which is")
+                )
                 raise UserError(
-                    f"-o: {_quoted(text)} is {what} {_quoted(db)}; a report there would"
+                    f"-o: {which} {what} {_quoted(db)}; a report there would"
                     " replace the runs stored in it: give another file name"
                 )
 
@@ -120,17 +135,15 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _write_file(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``. A FIFO is written only if a reader waits on it
-    (opening it would otherwise block until one comes, possibly for ever)."""
+    """Write ``text`` to ``path`` whole or not at all (:func:`files.replace`). A FIFO is
+    written only if a reader waits on it (opening it would otherwise block until one
+    comes, possibly for ever)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o666)
+        files.replace(path, text)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise UserError(f"-o: {_quoted(path)} is a FIFO that nothing reads") from None
         raise
-    os.set_blocking(fd, True)
-    with open(fd, "w", encoding="utf-8") as file:
-        file.write(text)
 
 
 @contextmanager
@@ -317,19 +330,33 @@ def _compare(args: argparse.Namespace, output: Path | None) -> int:
 def write_reports(loaded: RunView, *, as_json: bool) -> bool:
     """Write the HTML and Markdown reports of a finished run next to its database and
     print their paths (except in JSON mode). A report that cannot be written leaves the
-    stored results intact: say so and how to write it later, and return False."""
+    stored results intact: say so and how to write it later, and return False.
+
+    Each file is written whole (:mod:`tunnelbench.report.files`), the Markdown after its
+    image; an interrupt between them removes what this call wrote, so that no report is
+    left that links an image never written, and says so."""
     run_id, database = loaded.run.id, loaded.database
     stem = f"{database.stem}-run{run_id}"
     page, text = database.with_name(f"{stem}.html"), database.with_name(f"{stem}.md")
     image = forum.summary_path(text)
+    planned = [page, image, text]
+    existed = {path for path in planned if os.path.lexists(path)}
+    later = f"`tunnelbench report {run_id} --db {database} --format html -o PATH`"
     try:
         with ownership.created(page, text, image):  # theirs under sudo
+            interrupts.check()
             html.write(loaded, page)
+            interrupts.check()
             written = forum.write(loaded, text)
-    except OSError as exc:
+    except KeyboardInterrupt:
+        files.remove_new(planned, existed)
+        raise interrupts.Interrupted(
+            f"interrupted while the reports were written: run {run_id} is stored"
+            f" ({loaded.run.status}) and no report of it was written; {later} writes one"
+        ) from None
+    except (OSError, files.WouldReplaceDatabase) as exc:
         print(
-            f"tunnelbench: could not write the reports ({exc}); the results are stored: "
-            f"`tunnelbench report {run_id} --db {database} --format html -o PATH`",
+            f"tunnelbench: could not write the reports ({exc}); the results are stored: {later}",
             file=sys.stderr,
         )
         return False

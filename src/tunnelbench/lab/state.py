@@ -16,6 +16,11 @@ through a pidfd, which cannot hit a reused PID. That also ends daemons that fork
 from their recorded parent. The namespace is the marker: no wrapper, no environment
 variable, no cgroup that must be made before each spawn.
 
+State is acted on only when no other user could have written it (:func:`check_private`):
+``lab clean`` ends the processes and deletes the namespaces and files a state names, so a
+state directory another user can write (``TUNNELBENCH_STATE_DIR`` pointed at a shared
+directory) would let that user have root end any process and delete any file.
+
 The state also records its owner (the PID and start time of the tunnelbench process
 that built the lab), so ``lab clean`` can tell a lab left behind by a dead process from
 one a live run is measuring in.
@@ -28,12 +33,15 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
+import stat
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from tunnelbench.errors import UserError
 from tunnelbench.system.netns_files import NETNS_DIR
 
 log = logging.getLogger("tunnelbench.lab")
@@ -41,11 +49,59 @@ log = logging.getLogger("tunnelbench.lab")
 STATE_ROOT = Path(os.environ.get("TUNNELBENCH_STATE_DIR", "/run/tunnelbench/labs"))
 
 
+class UntrustedState(UserError):
+    """A lab state that another user than this one could have written."""
+
+
+def check_private(path: Path) -> None:
+    """Refuse ``path`` (the state directory, a lab's directory or its state file) unless
+    this user (root) owns it and no group or other user may write it, and unless no
+    directory above it lets another user replace it (writable by them, without the
+    sticky bit). Raises :class:`UntrustedState` naming the path and why."""
+    euid = os.geteuid()
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    why = None
+    if stat.S_ISLNK(info.st_mode):
+        why = "is a symbolic link"
+    elif info.st_uid != euid:
+        why = f"is owned by uid {info.st_uid}, not by uid {euid} (this user)"
+    elif info.st_mode & 0o022:
+        why = f"is writable by its group or by others (mode {stat.S_IMODE(info.st_mode):o})"
+    if why is None and path == STATE_ROOT:
+        for above in path.absolute().parents:
+            mode = os.stat(above).st_mode
+            if mode & 0o022 and not mode & stat.S_ISVTX:
+                why = (
+                    f"is in {str(above)!r}, which its group or others may write"
+                    f" (mode {stat.S_IMODE(mode):o}, no sticky bit)"
+                )
+                break
+    if why is not None:
+        raise UntrustedState(
+            f"lab state {str(path)!r} {why}: another user could have written what it"
+            " names, so it is not acted on (is TUNNELBENCH_STATE_DIR a shared directory?)"
+        )
+
+
 @dataclass
 class ProcessRecord:
     pid: int
     start_time: int  # field 22 of /proc/PID/stat: identifies this process, not just its PID
     argv: list[str]
+
+
+@dataclass
+class GuestRecord:
+    """A VM guest (:mod:`tunnelbench.vm.machine`): the exchange directory it shares with
+    the host, recorded before it is made, and the process group of virtme-ng and QEMU
+    (its leader's PID and start time), recorded before virtme-ng is let start."""
+
+    exchange: str
+    pid: int = 0
+    start_time: int = 0
 
 
 @dataclass
@@ -114,6 +170,8 @@ class LabState:
     # The process that built the lab, {"pid", "start_time"} (absent from state files
     # written before owners were recorded: such a lab counts as having a dead owner).
     owner: dict[str, int] | None = None
+    # VM guests: a state of their own records each (see GuestRecord).
+    guests: list[GuestRecord] = field(default_factory=list)
 
     @property
     def directory(self) -> Path:
@@ -132,9 +190,13 @@ class LabState:
     @classmethod
     def load(cls, lab_id: str) -> "LabState":
         """The recorded state of a lab; :class:`PermissionError` when this user may not
-        read it (labs are built by root and their directories are private)."""
+        read it (labs are built by root and their directories are private), and
+        :class:`UntrustedState` when another user could have written it."""
+        for path in (STATE_ROOT, STATE_ROOT / lab_id, STATE_ROOT / lab_id / "state.json"):
+            check_private(path)
         data = json.loads((STATE_ROOT / lab_id / "state.json").read_text())
         data["processes"] = [ProcessRecord(**p) for p in data["processes"]]
+        data["guests"] = [GuestRecord(**g) for g in data.get("guests", [])]
         data["facts"] = LabFacts.from_dict(data.pop("facts", None) or data.pop("info", {}))
         return cls(**data)
 
@@ -265,6 +327,8 @@ NEWCOMER_ROUNDS = 2
 
 def _remove_all(state: LabState, swept: list[str], warn: bool) -> list[str]:
     problems: list[str] = []
+    for guest in state.guests:
+        problems += end_guest(guest)
     for record in reversed(state.processes):
         try:
             stop_process(record)
@@ -317,6 +381,60 @@ def _remove_all(state: LabState, swept: list[str], warn: bool) -> list[str]:
         with contextlib.suppress(FileNotFoundError, OSError):
             state.directory.rmdir()
     return problems
+
+
+#: What a guest's exchange directory is called (vm.machine makes them), the one kind of
+#: directory a guest record may have removed with what it holds.
+GUEST_EXCHANGE_PREFIX = "guest-"
+
+
+def end_guest(guest: GuestRecord, grace: float = 5.0) -> list[str]:
+    """End a recorded guest's process group (virtme-ng, QEMU and what they started) and
+    remove its exchange directory; return the problems met.
+
+    The group is found by its leader's PID, checked against the recorded start time
+    while the leader lives. With the leader gone, its group's other members are the
+    processes of that process group and session that started no earlier than it did (the
+    kernel does not hand out a PID that is still a live group's id)."""
+    problems: list[str] = []
+    if guest.pid > 0:
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            members = _group_members(guest)
+            if not members:
+                break
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+            deadline = time.monotonic() + grace
+            while _group_members(guest) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        if left := _group_members(guest):
+            problems.append(f"guest {guest.pid}: processes still running: {left}")
+    exchange = Path(guest.exchange)
+    if exchange.name.startswith(GUEST_EXCHANGE_PREFIX) and not exchange.is_symlink():
+        shutil.rmtree(exchange, ignore_errors=True)
+        if exchange.exists():
+            problems.append(f"guest exchange directory {exchange}: could not be removed")
+    return problems
+
+
+def _group_members(guest: GuestRecord) -> list[int]:
+    """The live processes of a recorded guest's process group (see :func:`end_guest`)."""
+    leader = process_start_time(guest.pid)
+    if leader is not None and leader != guest.start_time:
+        return []  # the PID is another process's now: the group is gone
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields_ = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        state, group, started = fields_[0], (int(fields_[2]), int(fields_[3])), int(fields_[19])
+        if group == (guest.pid, guest.pid) and state != "Z" and started >= guest.start_time:
+            members.append(int(entry.name))
+    return members
 
 
 def remove_cgroup(path: Path, wait: float = 2.0) -> str | None:

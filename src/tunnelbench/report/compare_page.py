@@ -13,7 +13,7 @@ from pathlib import Path
 from tunnelbench.analysis import significance
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.records import TrialRecord
-from tunnelbench.report import compare, compare_markdown, figures, html
+from tunnelbench.report import compare, compare_markdown, figures, files, html
 from tunnelbench.report.charts import Chart, Reference, Series, ms_axis, spans_decades, spread
 from tunnelbench.report.compare import Comparison
 from tunnelbench.report.markdown import ChartFile, chart_lines, charts_dir
@@ -182,7 +182,7 @@ def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
     text = compare_markdown.render(comparison)
     if linked:
         text += "\n".join(chart_lines(linked)) + "\n"
-    path.write_text(text)
+    files.replace(path, text)  # last, and whole: it links only charts written
     return [path, *(f for _, f in drawn)]
 
 

@@ -19,6 +19,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from tunnelbench.report import files
 from tunnelbench.report.charts import Chart, Reference, Series
 from tunnelbench.report.timeline import Timeline
 
@@ -489,8 +490,11 @@ def write_timelines(found: Sequence[Timeline], directory: Path) -> list[Path]:
 
 
 def png(fig: "Figure", path: Path) -> None:
-    """The figure as a PNG file (no software name in it: the same chart, the same bytes)."""
-    fig.savefig(path, metadata={"Software": None})
+    """The figure as a PNG file (no software name in it: the same chart, the same bytes),
+    written whole or not at all (:func:`tunnelbench.report.files.replace`)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    files.replace(path, buffer.getvalue())
 
 
 @contextmanager

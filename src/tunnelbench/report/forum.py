@@ -22,7 +22,7 @@ from urllib.parse import quote
 from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.plan import Experiment
-from tunnelbench.report import figures, findings, markdown, precision, tune
+from tunnelbench.report import figures, files, findings, markdown, precision, tune
 from tunnelbench.report.charts import config_labels, label_axes, setting_parts, summary_charts
 from tunnelbench.report.markdown import escape
 from tunnelbench.report.table import (
@@ -234,14 +234,12 @@ def render(view: RunView, width: int = WIDTH) -> str:
 
 
 def write(view: RunView, path: Path, width: int = WIDTH) -> list[Path]:
-    """Write the report to ``path`` and then its image beside it (:func:`summary_path`),
-    where the run measured something to draw; return the paths written, the report
-    first."""
+    """Write the report's image (:func:`summary_path`), where the run measured something
+    to draw, and then the report to ``path``, each whole (:mod:`tunnelbench.report.files`):
+    a report cut short never links an image that was not written. Return the paths
+    written, the report first."""
     image = summary_path(path)
     panels = summary_charts(view.summaries, config_labels(view.summaries))
-    drawn = any(figures.drawable(c) for c in panels)
-    path.write_text(document(view, image.name if drawn else None, width))
-    if not drawn:
-        return [path]
-    figures.write_summary(view_title(view), panels, image)
-    return [path, image]
+    drawn = figures.write_summary(view_title(view), panels, image)
+    files.replace(path, document(view, image.name if drawn else None, width))
+    return [path, image] if drawn else [path]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.model.records import GUESTS, RunRecord, TrialRecord
-from tunnelbench.report import figures, findings, software, table, timeline, tune
+from tunnelbench.report import figures, files, findings, software, table, timeline, tune
 from tunnelbench.report.charts import charts_for_run, config_labels
 from tunnelbench.report.markdown import guest_line
 from tunnelbench.report.view import RunView
@@ -326,5 +326,5 @@ def render(view: RunView) -> str:
 
 def write(view: RunView, path: Path) -> Path:
     """Write the page for a run to ``path`` and return the path."""
-    path.write_text(render(view), encoding="utf-8")
+    files.replace(path, render(view))
     return path

@@ -20,7 +20,7 @@ from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
 from tunnelbench.model.records import GUESTS, TCG, Resolved, RunRecord, TrialRecord
 from tunnelbench.model.tuning import TuneRecord
 from tunnelbench.model.wan import format_pct, format_us
-from tunnelbench.report import figures, findings, precision, software, timeline, tune
+from tunnelbench.report import figures, files, findings, precision, software, timeline, tune
 from tunnelbench.report.charts import Chart, charts_for_run
 from tunnelbench.report.json_report import planned_trials
 from tunnelbench.report.runs import trials_cell, utc
@@ -483,16 +483,16 @@ def write(view: RunView, path: Path) -> list[Path]:
     """Write the report to ``path`` and its charts as PNG files into ``charts_dir(path)``;
     return the paths written, the report first."""
     directory = charts_dir(path)
-    files = figures.write_charts(charts(view), directory)
-    linked = [ChartFile(c, f"{directory.name}/{f.name}") for c, f in files]
+    drawn = figures.write_charts(charts(view), directory)
+    linked = [ChartFile(c, f"{directory.name}/{f.name}") for c, f in drawn]
     found = timeline.timelines(view.summaries, view.artifact)
     seconds = figures.write_timelines(found, directory)
     text = document(view, linked)
     if seconds:
         text += "\n".join(timeline_lines(found, [f"{directory.name}/{f.name}" for f in seconds]))
         text += "\n"
-    path.write_text(text)
-    return [path, *(f for _, f in files), *seconds]
+    files.replace(path, text)  # last, and whole: it links only charts written
+    return [path, *(f for _, f in drawn), *seconds]
 
 
 def timeline_lines(found: Sequence[timeline.Timeline], links: Sequence[str]) -> list[str]:

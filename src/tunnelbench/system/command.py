@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from tunnelbench.errors import LabError, UserError
+from tunnelbench.system import interrupts
 
 log = logging.getLogger("tunnelbench.system.command")
 
@@ -127,6 +128,7 @@ def run(
     held.deliver()  # a Ctrl-C while it started: raised now that it has finished
     if interrupted:
         raise KeyboardInterrupt
+    interrupts.check()  # a signal noted while it ran: answered now that it has finished
     done = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
     if check and done.returncode != 0:
         raise CommandError(args, done.returncode, done.stderr)
@@ -153,6 +155,7 @@ def spawn(
         proc.kill()
         proc.wait()
         held.deliver()
+        interrupts.check()  # the handler only noted it: raised here, as it was
     return proc
 
 
@@ -173,4 +176,5 @@ def side_by_side(calls: Sequence[Callable[[], T]]) -> list[T]:
         wait(futures)
     pool.shutdown()
     held.deliver()
+    interrupts.check()
     return [future.result() for future in futures]

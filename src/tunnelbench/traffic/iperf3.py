@@ -15,7 +15,7 @@ from tunnelbench.kinds import Direction, Protocol, StreamMode
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.lab.host import Host
 from tunnelbench.model.plan import TrafficSettings
-from tunnelbench.system import programs, versions
+from tunnelbench.system import interrupts, programs, versions
 from tunnelbench.traffic import iperf3_json, waiting, warmup
 from tunnelbench.traffic.base import (
     CLIENT,
@@ -365,7 +365,7 @@ def _stop_after(
     while (left := at - time.monotonic()) > 0:
         if (reason := stop_reason() or _ended(clients)) is not None:
             raise LabError(reason)
-        time.sleep(min(left, 0.1))
+        interrupts.sleep(min(left, 0.1))
     while not closed(0.05):
         if (reason := stop_reason() or _ended(clients)) is not None:
             raise LabError(reason)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
+from tunnelbench.system import interrupts
 from tunnelbench.traffic.base import StopReason
 
 POLL_S = 0.01
@@ -47,7 +48,7 @@ def wait_listening(servers: list[Server], limit: float = LISTEN_LIMIT_S) -> None
             elif server.proc.poll() is not None:
                 said = read_or_empty(server.host, server.log).strip()
                 raise LabError(f"{server.label} exited: {said}")
-        time.sleep(0.005)
+        interrupts.sleep(0.005)
     if pending:
         names = ", ".join(server.label for server in pending)
         raise LabError(f"{names} did not listen within {limit:g} s")
@@ -129,7 +130,7 @@ def wait_connected(
             raise LabError(
                 f"{server.label}: {found} of {count} connection(s) established within {limit:g} s"
             )
-        time.sleep(POLL_S)
+        interrupts.sleep(POLL_S)
 
 
 def wait_exited(
@@ -151,7 +152,7 @@ def wait_exited(
         if now > deadline:
             late = next(label for (label, _), t in zip(procs, ended, strict=True) if t is None)
             raise LabError(f"{late} did not finish within {limit:g} s")
-        time.sleep(POLL_S)
+        interrupts.sleep(POLL_S)
 
 
 def wait_each_connected(
@@ -182,7 +183,7 @@ def wait_each_connected(
         if now > deadline:
             names = ", ".join(server.label for server, _ in pending)
             raise LabError(f"{names}: connections not established within {limit:g} s")
-        time.sleep(POLL_S)
+        interrupts.sleep(POLL_S)
     return connected
 
 

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from tunnelbench.analysis.steadiness import judged, settled
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
+from tunnelbench.system import interrupts
 from tunnelbench.traffic.base import PathSignals, StopReason, WarmupEnd
 
 #: How often the watch samples.
@@ -94,7 +95,7 @@ def watch(
     while True:
         # Every POLL_S, a read's own time included (over SSH it takes a round trip).
         tick += POLL_S
-        time.sleep(max(0.0, tick - time.monotonic()))
+        interrupts.sleep(max(0.0, tick - time.monotonic()))
         if (reason := stop_reason() or running()) is not None:
             raise LabError(reason)
         now_bytes, now = _read(server)

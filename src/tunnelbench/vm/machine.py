@@ -6,19 +6,27 @@ writes the job, the guest appends its events (one JSON object a line) and its ex
 Nothing else is relied on: virtme-ng's own console and exit status depend on the host
 having udev, and this machine has none.
 
+A guest is a resource its run owns, recorded as labs are (:mod:`tunnelbench.lab.state`,
+a state of its own per guest): its exchange directory before it is made, virtme-ng's
+process group before virtme-ng starts (a shell that waits for a line on its standard
+input is spawned, recorded, and only then let ``exec`` virtme-ng, so that no instant
+exists where a VM runs unrecorded). A run killed while its guest boots leaves a record
+from which ``lab clean`` ends QEMU, virtme-ng and virtme and removes the directory.
+
 Hardware virtualisation is used when it works, which is found out by booting once and
 remembered per host kernel and QEMU (``/dev/kvm`` can exist and a guest still fail);
 otherwise QEMU emulates the CPU (TCG), about fifteen times slower.
 """
 
+import contextlib
 import json
 import os
+import secrets
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -27,9 +35,10 @@ from types import TracebackType
 from typing import Any
 
 from tunnelbench.errors import LabError, UserError
+from tunnelbench.lab import state as lab_state
 from tunnelbench.model.plan import VmSettings
 from tunnelbench.model.records import KVM, TCG
-from tunnelbench.system import programs
+from tunnelbench.system import interrupts, programs
 from tunnelbench.system.command import run
 from tunnelbench.vm.kernels import Kernel, cache_root
 
@@ -135,7 +144,20 @@ class Guest:
         # Compiled before the exchange directory exists: a failed compile leaves nothing.
         prefix = bytecode() if command is None else None
         EXCHANGE_ROOT.mkdir(parents=True, exist_ok=True)
-        self.exchange = Path(tempfile.mkdtemp(prefix="guest-", dir=EXCHANGE_ROOT))
+        token = secrets.token_hex(4)
+        self.exchange = EXCHANGE_ROOT / f"{lab_state.GUEST_EXCHANGE_PREFIX}{token}"
+        # Recorded before it is made (see the module's docstring).
+        self.record = lab_state.GuestRecord(exchange=str(self.exchange))
+        self.state = lab_state.LabState(
+            lab_id=f"vm{token}", topology="vm guest", owner=lab_state.current_owner(),
+            guests=[self.record],
+        )  # fmt: skip
+        self.state.save()
+        try:
+            self.exchange.mkdir(mode=0o700)
+        except BaseException:
+            _forget(self.state)
+            raise
         try:
             (self.exchange / JOB).write_text(json.dumps(job))
             argv = command or [
@@ -148,21 +170,32 @@ class Guest:
             )  # fmt: skip
         except BaseException:
             shutil.rmtree(self.exchange, ignore_errors=True)
+            _forget(self.state)
             raise
         self._proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> "Guest":
         env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
         console = (self.exchange / "console.log").open("wb")
-        self._proc = subprocess.Popen(
-            self._argv,
-            stdin=subprocess.DEVNULL,
-            stdout=console,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # Ctrl-C reaches tunnelbench, which stops the VM
-        )
-        console.close()
+        try:
+            # A shell that starts virtme-ng (exec: the same PID) once it reads a line,
+            # and exits without starting it when its input ends unread (we died first).
+            self._proc = subprocess.Popen(
+                ["sh", "-c", 'read -r _ && exec "$@" </dev/null', "sh", *self._argv],
+                stdin=subprocess.PIPE,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # Ctrl-C reaches tunnelbench, which stops the VM
+            )
+        finally:
+            console.close()
+        assert self._proc.stdin is not None
+        self.record.pid = self._proc.pid
+        self.record.start_time = lab_state.process_start_time(self._proc.pid) or 0
+        self.state.save()
+        self._proc.stdin.write(b"go\n")
+        self._proc.stdin.close()
         return self
 
     def __exit__(
@@ -173,6 +206,7 @@ class Guest:
     ) -> None:
         self.stop()
         shutil.rmtree(self.exchange, ignore_errors=True)
+        _forget(self.state)
 
     @property
     def running(self) -> bool:
@@ -237,7 +271,7 @@ class Guest:
                 )
             # Often: an event's delay here bounds how well the guest's windows map to
             # the host's clock (probes.vmhost.Clock).
-            time.sleep(POLL_S)
+            interrupts.sleep(POLL_S)
 
     def exit_code(self) -> int | None:
         try:
@@ -256,6 +290,13 @@ class Guest:
         text = self.output().strip() or _read(self.exchange / "console.log").strip()
         tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
         return " / ".join(tail) or "no output"
+
+
+def _forget(state: lab_state.LabState) -> None:
+    """Remove a guest's record once what it names is gone."""
+    state.path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        state.directory.rmdir()
 
 
 def bytecode() -> Path:
