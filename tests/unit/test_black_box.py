@@ -208,6 +208,11 @@ def test_a_stale_agent_is_not_a_route_that_bypassed_the_router():
     # the agent's byte counts, short of two instruments, are left out; its packets stay
     assert not any(n.startswith("link.gw.") and n.endswith("_bytes") for n in metrics)
     assert metrics["link.gw.ether2.tx_packets"] == 1.1e6
+    # refreshes the agent discarded: their interface's bytes are already out, the rest kept
+    found = {k: v for k, v in AT_30G.items() if k != "link.gw.ether2.tx_bytes"}
+    found["snmp.gw.discarded_refreshes"] = 3.0
+    remote_trial._check_counters(black_box_session(), found, 12)
+    assert found["link.gw.ether1.tx_bytes"] == 0.8e9
 
 
 @pytest.mark.parametrize(
