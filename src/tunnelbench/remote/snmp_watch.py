@@ -74,7 +74,9 @@ def _interfaces(snapshot: snmp.Snapshot) -> object:
 
 
 def _cpu(snapshot: snmp.Snapshot) -> object:
-    return snapshot.cpu
+    # net-snmp serves every ssCpuRaw* as 0 until its first load, 5 s after it starts;
+    # the next values are since boot: a span from those zeros is the host's uptime.
+    return snapshot.cpu if any(snapshot.cpu.values()) else {}
 
 
 def refreshes(polls: Sequence[Poll], part: Callable[[snmp.Snapshot], object]) -> list[Seen]:
