@@ -12,6 +12,7 @@ from tunnelbench.bench.store import Store
 from tunnelbench.cli import runs as runs_verb
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.model.plan import Experiment, TrialConfig
+from tunnelbench.model.records import RunStatus
 from tunnelbench.report import runs
 
 
@@ -34,7 +35,7 @@ def test_a_running_run_whose_process_is_gone_reads_killed(tmp_path: Path):
         gone = store.start_run("tunnelbench run --hosts h.toml", plan, {}, killed_process())
         reused = store.start_run("tunnelbench run", plan, {}, mine | {"start_time": 1})
         done = store.start_run("tunnelbench run", plan, {}, killed_process())
-        store.finish_run(done, runs.RunStatus.COMPLETE)
+        store.finish_run(done, RunStatus.COMPLETE)
         shown = {run.id: runs.status(run) for run in store.runs()}
         assert shown == {alive: "running", gone: "killed", reused: "killed", done: "complete"}
         listed = {

@@ -232,7 +232,8 @@ def test_the_probe_of_a_kernel_link_runs_only_where_its_module_is_found_nowhere(
     """Its link is made in a namespace of its own (``unshare -n``), by iproute2's ip."""
     script = software.SCRIPT
     assert 'if [ "$probing" = yes ] && [ "$km_ip_gre" = none ]; then' in script
-    assert "unshare -n ip link add tbprobe0 type gretap remote 198.18.0.2 local 198.18.0.1" in script
+    probe = "unshare -n ip link add tbprobe0 type gretap remote 198.18.0.2 local 198.18.0.1"
+    assert probe in script
     assert "*iproute2*) command -v unshare" in script
 
 
@@ -267,7 +268,8 @@ def test_the_programs_of_the_esp_around_a_tunnel_are_checked_before_any_trial():
 def test_a_kind_the_kernel_refused_is_a_problem_before_any_trial():
     gre = ROAD.replace('kind = "vxlan"', 'kind = "gre"')
     hosts = hostsfile.parse(gre, Path("/tmp/hosts.toml"))
-    lines = [*FACTS_IPROUTE2, "kmodule ip_gre none", "klink gre refused Error: Unknown device type."]
+    refused = "klink gre refused Error: Unknown device type."
+    lines = [*FACTS_IPROUTE2, "kmodule ip_gre none", refused]
     facts = {r: facts_with({"ip": "/sbin/ip", "iperf3": "/usr/bin/iperf3"}, lines) for r in ROLES}
     assert session.missing(hosts, facts) == [
         f"{role}: cannot build gre: module ip_gre not found; the kernel refused a link of type"
