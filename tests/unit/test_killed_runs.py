@@ -8,12 +8,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import tunnelbench.cli.runs as runs_verb
+import tunnelbench.report.runs as runs
 from tunnelbench.bench.store import Store
-from tunnelbench.cli import runs as runs_verb
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.model.records import RunStatus
-from tunnelbench.report import runs
 
 
 def killed_process() -> dict[str, int]:
