@@ -91,10 +91,10 @@ def refreshes(polls: Sequence[Poll], part: Callable[[snmp.Snapshot], object]) ->
 
 def interval(seen: Sequence[Seen]) -> float | None:
     """The agent's refresh interval: the median time between refreshes seen one after
-    the other (None with fewer than three seen: one gap may span a refresh without
-    change)."""
+    the other while the traffic ran (every refresh then changes the counters); None with
+    fewer than two seen."""
     gaps = [b.at - a.at for a, b in pairwise(seen)]
-    return round(statistics.median(gaps), 2) if len(gaps) >= 2 else None
+    return round(statistics.median(gaps), 2) if gaps else None
 
 
 def closed(polls: Sequence[Poll], ended: float) -> Seen | None:
