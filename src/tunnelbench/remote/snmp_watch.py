@@ -183,10 +183,11 @@ def figures(
     if lost:
         out.metrics[key(metric.SNMP_DISCARDED)] = float(sum(lost.values()))
     out.metrics |= links
-    cpu, why = _cpu_span(role, device, seen_cpu, traffic_from, begin, end)
-    out.metrics |= cpu
-    if why:
-        out.notes.append(why)
+    if device.cpu_counters:  # else `hosts check` says it serves none
+        cpu, why = _cpu_span(role, device, seen_cpu, traffic_from, begin, end)
+        out.metrics |= cpu
+        if why:
+            out.notes.append(why)
     out.metrics[key(metric.SNMP_WINDOW)] = round(end - begin, 3)
     return out
 
