@@ -144,7 +144,11 @@ def test_a_black_box_at_the_labs_full_rate_is_read_over_snmp_through_its_agents_
     (summary,) = run.summaries
     assert summary.diagnosis is not None
     verdict = summary.diagnosis.verdict
-    assert "the DUT gw is a black box (no login)" in verdict.summary, verdict
+    if m["snmp.gw.cpu_busy_pct"] >= 90:  # the lab's router shares 2 cores with iperf3
+        said = f"the DUT gw (read over SNMP, no login) was {m['snmp.gw.cpu_busy_pct']:.0f}% busy"
+        assert verdict.summary.startswith(said), verdict
+    else:
+        assert "the DUT gw is a black box (no login)" in verdict.summary, verdict
     report = " ".join((work / "r-run1.md").read_text().split())  # its lines wrap
     assert COMMUNITY not in report
     assert f"gw = DUT (a black box, no login: its SNMP agent `{boxed.agent.agent}`)" in report
