@@ -17,7 +17,6 @@ from tests.snmpd import Snmpd
 from tests.sshd import SshdHosts
 from tunnelbench.lab import netns
 from tunnelbench.model.plan import LabSettings
-from tunnelbench.remote import snmp
 
 COMMUNITY = "tb-read-7f3a"
 
@@ -97,71 +96,59 @@ def test_a_wrong_community_is_one_clear_message(boxed):
     assert time.monotonic() - started < 20
 
 
-def test_a_black_box_run_reads_its_interfaces_over_snmp_and_says_what_it_cannot_see(boxed):
+def test_a_black_box_at_the_labs_full_rate_is_read_over_snmp_through_its_agents_delays(boxed):
+    """Unshaped, at the lab's full rate (tens of Gbit/s on a quiet machine): no false
+    failure. The agent is polled through the trial, its refresh intervals measured; the
+    closing counts come from its first refresh after the traffic; its byte count of the
+    router's server-side port lies between what iperf3 says arrived and what the router's
+    kernel counted, unless the agent discarded refreshes (net-snmp's 32-bit wrap check
+    drops an update of more than 4 GiB), which is then counted and that byte count left
+    out; the CPU share is every core's between two refreshes within the traffic, its
+    span close to the window's."""
     work = boxed.work / "run"
     work.mkdir()
     devices = {peer: boxed.lab.link_device("gw", peer) for peer in ("client", "server")}
     kernel_before = {p: kernel_counter(boxed.lab, d, "tx_bytes") for p, d in devices.items()}
-    began = time.monotonic()
     done = tunnelbench(
-        "run", "--hosts", str(boxed.file("run.toml", boxed.snmp_router())), "--duration", "2",
-        "--runs", "1", "--streams", "1", "--db", str(work / "r.db"), "-q", cwd=work,
+        "run", "--hosts", str(boxed.file("run.toml", boxed.snmp_router())), "--duration", "10",
+        "--runs", "1", "--streams", "1", "--db", str(work / "r.db"), "-q",
+        cwd=work,
     )  # fmt: skip
-    took = time.monotonic() - began
     kernel_after = {p: kernel_counter(boxed.lab, d, "tx_bytes") for p, d in devices.items()}
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = latest(work / "r.db")
     (trial,) = run.trials
     m = trial.metrics
-    delivered = m["goodput_bps"] * 2 / 8
-    # The agent's count of the router's server-side port: at least what iperf3 says
-    # arrived, at most what the router's kernel counted over the whole command.
-    towards_server = m[f"link.gw.{devices['server']}.tx_bytes"]
+    rate = f"{m['goodput_bps'] / 1e9:.1f} Gbit/s"
+    delivered = m["goodput_bps"] * 10 / 8
     kernel = kernel_after["server"] - kernel_before["server"]
-    assert delivered <= towards_server <= kernel, (delivered, towards_server, kernel)
-    # and the acknowledgements back towards the client, far fewer bytes
-    assert 0 < m[f"link.gw.{devices['client']}.tx_bytes"] < towards_server / 10
-    # nothing of the router's cores is claimed; a 2 s window is too short for its
-    # agent's CPU counters (refreshed every 5 s): their span is recorded, no share
-    assert not any(n.startswith("cpu") for n in m)
-    assert "snmp.gw.cpu_busy_pct" not in m
+    # the agent's refreshes, measured: its interface table and its CPU counters
+    refresh, cpu_refresh = m["snmp.gw.if_refresh_s"], m["snmp.gw.cpu_refresh_s"]
+    assert 0.5 <= refresh <= 20 and 0.5 <= cpu_refresh <= 20, (m, rate)
+    assert 0 <= m["snmp.gw.close_delay_s"] <= refresh + 1, (m, rate)
+    towards_server = f"link.gw.{devices['server']}.tx_bytes"
+    if m.get("snmp.gw.discarded_refreshes"):
+        assert towards_server not in m, (m, rate)
+        assert "discarded" in done.stderr and "did not cross" not in done.stderr
+    else:
+        assert delivered <= m[towards_server] <= kernel, (delivered, m, kernel, rate)
+    assert m[f"link.gw.{devices['server']}.tx_packets"] > 0
+    # the whole box's CPU over the window: a span of the agent's own clock close to it
+    window, covered = m["snmp.gw.window_s"], m["snmp.gw.cpu_covered_s"]
+    assert window - 1.5 * cpu_refresh - 1 <= covered <= window + cpu_refresh / 2 + 1, (m, rate)
+    assert 0 < m["snmp.gw.cpu_busy_pct"] <= 100
     seen = remote(trial)
     assert seen.dut_view == "snmp" and seen.dut_snmp is not None
     assert list(seen.dut_snmp.interfaces) == sorted(devices.values())
+    assert not any(n.startswith("cpu") for n in m)  # nothing of its cores one by one
     (summary,) = run.summaries
     assert summary.diagnosis is not None
     verdict = summary.diagnosis.verdict
-    assert "the DUT gw is a black box (no login)" in verdict.summary, verdict
-    # the last read waited out the agent's cache (5 s) after the traffic
-    assert took >= 2 + 5
+    if m["snmp.gw.cpu_busy_pct"] >= 90:  # the lab's router shares 2 cores with iperf3
+        said = f"the DUT gw (read over SNMP, no login) was {m['snmp.gw.cpu_busy_pct']:.0f}% busy"
+        assert verdict.summary.startswith(said), verdict
+    else:
+        assert "the DUT gw is a black box (no login)" in verdict.summary, verdict
     report = " ".join((work / "r-run1.md").read_text().split())  # its lines wrap
     assert COMMUNITY not in report
     assert f"gw = DUT (a black box, no login: its SNMP agent `{boxed.agent.agent}`)" in report
-
-
-def test_the_agents_cpu_counters_give_the_whole_box_over_a_long_enough_span(boxed):
-    """Two reads of the real agent 15.5 s apart while a core spins, the first once the
-    agent's 5 s cache cannot predate the spinner: its counters cover about the span, and
-    the whole box is at least the spinner's core busy (one of its cores, in every core's
-    time together). A share is claimed only for a span of twice the cache or more."""
-    private = boxed.work / "cpu-reader"
-    private.mkdir(mode=0o700)
-    reader = snmp.Reader(snmp.Agent.parse(boxed.agent.agent), COMMUNITY, private, "gw.snmp")
-    device = reader.discover()
-    assert device.cpu_counters and device.cores
-    spinner = subprocess.Popen(["python3", "-c", "while True: pass"])
-    try:
-        time.sleep(5.5)
-        first = reader.snapshot(device)
-        time.sleep(15.5)
-        last = reader.snapshot(device)
-    finally:
-        spinner.kill()
-        spinner.wait()
-    found = snmp.cpu_metrics("gw", device, first, last, cache=5.0)
-    covered = found["snmp.gw.cpu_covered_s"]
-    assert 10.5 <= covered <= 20.5, found  # 15.5 s, each end up to 5 s early
-    assert found["snmp.gw.cpu_busy_pct"] >= 0.9 * 100 / device.cores, found
-    # with a cache longer than half the span, no share is claimed
-    longer = covered / 2 + 0.1
-    assert "snmp.gw.cpu_busy_pct" not in snmp.cpu_metrics("gw", device, first, last, longer)

@@ -426,6 +426,9 @@ def test_lab_clean_ends_the_ssh_masters_and_logins_a_killed_run_left(hosts):
     finally:
         run.kill()  # SIGKILL: nothing of the run's own cleanup runs
         run.wait()
+    # stored as running, its process gone: `runs` reads it as killed
+    listed = tunnelbench("runs", "--db", str(db), "--json")
+    assert [r["status"] for r in json.loads(listed.stdout)] == ["killed"], listed.stderr
     assert [m.role for m in session.masters] == list(ROLES)
     assert all(masters.is_master(m) for m in session.masters)  # left running
     for role in ROLES:

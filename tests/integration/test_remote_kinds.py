@@ -294,8 +294,9 @@ time.sleep(120)
 
 
 def test_a_kind_the_host_cannot_create_is_one_message_naming_the_host(farm):
-    """This kernel has no GRE (or, elsewhere, whichever kind it lacks first): the run
-    stops with the host's refusal, nothing left behind."""
+    """This kernel has no GRE (or, elsewhere, whichever kind it lacks first): the run is
+    refused by the ends' kernels before any trial (its link probed in a namespace of its
+    own), nothing left behind and no trial stored."""
     lacking = None
     found = capabilities.probe()
     for kind in KINDS:
@@ -314,8 +315,10 @@ def test_a_kind_the_host_cannot_create_is_one_message_naming_the_host(farm):
         "--tunnels", lacking, "--db", str(work / "r.db"), cwd=work,
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.startswith(f"tunnelbench: error: could not build {lacking}: client: `ip ")
+    assert done.stderr.startswith(f"tunnelbench: error: client: cannot build {lacking}: ")
+    assert f"the kernel refused a link of type {lacking}: " in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (work / "r.db").exists()  # refused before the database was made
     assert state(farm.lab) == before
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
 
@@ -349,7 +352,8 @@ def test_hosts_check_says_per_host_which_kinds_it_can_build_and_why(farm):
     found = capabilities.probe()
     gre = TrialConfig.from_dict({"tunnel": {"kind": "gre"}})
     if skips.unmet(gre, found):
-        assert "    gre: perhaps (module ip_gre not found)" in client
+        refused = "    gre: no (module ip_gre not found; the kernel refused a link of type gre:"
+        assert refused in client
     server = [line for line in blocks[1].splitlines() if line.startswith("    ")]
     assert (
         "    vxlan: no (module vxlan loaded or built in; ip is not iproute2's (busybox's"

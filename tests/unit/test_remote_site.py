@@ -11,7 +11,7 @@ from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.lab.topology import Underlay
 from tunnelbench.model.plan import TunnelSettings
-from tunnelbench.remote import hostsfile, session
+from tunnelbench.remote import hostsfile, session, software
 from tunnelbench.remote.probes import Facts
 from tunnelbench.remote.session import Session
 from tunnelbench.remote.site import HostsSite, shared_prefix, undo_of
@@ -179,6 +179,13 @@ IPROUTE2_HELP = (
          " create vxlan links)"),
         (["kmodule geneve loaded", "iplinks TYPE := { vxlan | gre }", "ipversion iproute2-5.4"],
          "geneve", False, "module geneve loaded or built in; this ip cannot create geneve links"),
+        # found nowhere: the probe in a throwaway namespace answers (this machine's lines)
+        (["kmodule ip_gre none", f"iplinks {IPROUTE2_HELP}", IPROUTE2,
+          "klink gre refused Error: Unknown device type."],
+         "gre", False, "module ip_gre not found; the kernel refused a link of type gre: Error:"
+         " Unknown device type."),
+        (["kmodule ipip none", f"iplinks {IPROUTE2_HELP}", IPROUTE2, "klink ipip ok"],
+         "ipip", True, "module ipip not found; built in (a probe made a link of type ipip)"),
     ],
 )  # fmt: skip
 def test_a_host_says_which_kinds_it_can_build_and_why(lines, kind, able, why):
@@ -219,3 +226,56 @@ def test_a_kind_whose_end_runs_the_kernels_or_a_daemon_says_which_per_host():
         " (strongswan-swanctl) is not installed; unshare (util-linux) is not installed;"
         " mount is not installed",
     )
+
+
+def test_the_probe_of_a_kernel_link_runs_only_where_its_module_is_found_nowhere():
+    """Its link is made in a namespace of its own (``unshare -n``), by iproute2's ip."""
+    script = software.SCRIPT
+    assert 'if [ "$probing" = yes ] && [ "$km_ip_gre" = none ]; then' in script
+    probe = "unshare -n ip link add tbprobe0 type gretap remote 198.18.0.2 local 198.18.0.1"
+    assert probe in script
+    assert "*iproute2*) command -v unshare" in script
+
+
+FACTS_IPROUTE2 = ["kmodule vxlan loaded", f"iplinks {IPROUTE2_HELP}", IPROUTE2]
+
+
+def facts_with(programs: dict[str, str], lines: list[str]) -> Facts:
+    facts = Facts(programs=dict(programs))
+    for line in lines:
+        key, _, rest = line.partition(" ")
+        assert facts.software.parse_line(key, rest)
+    return facts
+
+
+def test_the_programs_of_the_esp_around_a_tunnel_are_checked_before_any_trial():
+    """VXLAN in IPsec on a router without strongSwan: refused by the run's checks and
+    `hosts check`, as plain ipsec is, not after a no-tunnel trial."""
+    wrapped = ROAD.replace('via = "10.0.20.1"', 'via = "10.0.20.1"\nprotection = "ipsec"')
+    hosts = hostsfile.parse(wrapped, Path("/tmp/hosts.toml"))
+    tools = {p: f"/usr/bin/{p}" for p in ("ip", "iperf3", "unshare", "mount")}
+    facts = {role: facts_with(tools, FACTS_IPROUTE2) for role in ("client", "gw", "server")}
+    problems = session.missing(hosts, facts)
+    assert problems == [
+        f"{role}: {tool} is not installed; it sets up the tunnel or its ipsec"
+        for role in ("client", "gw")
+        for tool in ("/usr/lib/ipsec/charon (strongswan-charon)", "swanctl (strongswan-swanctl)")
+    ]
+    # without the protection the same hosts build VXLAN
+    assert session.missing(hostsfile.parse(ROAD, Path("/tmp/hosts.toml")), facts) == []
+
+
+def test_a_kind_the_kernel_refused_is_a_problem_before_any_trial():
+    gre = ROAD.replace('kind = "vxlan"', 'kind = "gre"')
+    hosts = hostsfile.parse(gre, Path("/tmp/hosts.toml"))
+    refused = "klink gre refused Error: Unknown device type."
+    lines = [*FACTS_IPROUTE2, "kmodule ip_gre none", refused]
+    facts = {r: facts_with({"ip": "/sbin/ip", "iperf3": "/usr/bin/iperf3"}, lines) for r in ROLES}
+    assert session.missing(hosts, facts) == [
+        f"{role}: cannot build gre: module ip_gre not found; the kernel refused a link of type"
+        " gre: Error: Unknown device type."
+        for role in ("client", "gw")
+    ]
+
+
+ROLES = ("client", "gw", "server")

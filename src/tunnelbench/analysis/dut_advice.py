@@ -25,6 +25,8 @@ def dut_receive_spread(c: Context) -> Advice | None:
     owner = dut(s)
     if owner is None or (c.finding(Bound.SINGLE_QUEUE) or c.finding(Bound.CPU)) is None:
         return None
+    if not s.cores:  # a black box: its agent's CPU is every core together
+        return None
     hot = max(s.cores, key=s.busy)
     softirq = s.metrics.get(metric.cpu(hot, "softirq"), 0.0)
     spare = [

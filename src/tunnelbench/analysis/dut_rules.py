@@ -88,6 +88,10 @@ def unseen(s: Subject) -> tuple[str, list[Evidence]]:
         )
     elif view(s) == SNMP:
         clause += "; its SNMP agent gave no CPU figure for the window"
+        every = s.metrics.get(metric.snmp(owner, metric.SNMP_CPU_REFRESH))
+        if every is not None:  # stored with the trial's reason (a warning while it ran)
+            clause += f" (its CPU counters refresh every {every:g} s: two refreshes within"
+            clause += " the traffic are needed, their span checked against the window's)"
     else:
         clause += "; give its SNMP agent (snmp, community) to read its counters"
     return clause, evidence

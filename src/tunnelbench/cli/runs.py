@@ -34,7 +34,7 @@ def to_json(store: Store, run: RunRecord) -> dict[str, Any]:
         "ended_at": run.ended_at,
         "duration_s": None if run.ended_at is None else run.ended_at - run.started_at,
         "plan": experiment.name,
-        "status": run.status.value,
+        "status": run_list.status(run),
         "label": run.label,
         "notes": run.notes,
         "trials": {

@@ -128,11 +128,18 @@ def link(role: str, link_name: str, field: str) -> str:
 
 #: A black-box router's figures read over SNMP (tunnelbench.remote.snmp): every core's
 #: busy share together and softirq's over the window, the seconds the agent's CPU
-#: counters covered (they refresh on its own clock), the seconds between its answers.
+#: counters covered (they refresh on its own clock), the measured window's seconds; the
+#: agent's refresh intervals as measured (interfaces, CPU), how long after the traffic
+#: the refresh the closing counts came from was seen, and how many refreshes the agent
+#: discarded (:mod:`tunnelbench.remote.snmp_watch`).
 SNMP_CPU_BUSY: Final = "cpu_busy_pct"
 SNMP_CPU_SOFTIRQ: Final = "cpu_softirq_pct"
 SNMP_CPU_COVERED: Final = "cpu_covered_s"
 SNMP_WINDOW: Final = "window_s"
+SNMP_IF_REFRESH: Final = "if_refresh_s"
+SNMP_CPU_REFRESH: Final = "cpu_refresh_s"
+SNMP_CLOSE_DELAY: Final = "close_delay_s"
+SNMP_DISCARDED: Final = "discarded_refreshes"
 
 
 def remote(role: str, field: str) -> str:

@@ -40,7 +40,9 @@ CONNECT_TIMEOUT_S = 10.0
 TOP_KEYS = {"layout", "ssh_config", "connect_timeout", "tunnel", "dut"}
 HOST_KEYS = {"ssh", "address", "address6", "snmp", "community", "snmp_cache"}
 #: How old a counter an SNMP agent serves may be (s): agents answer from a cache they
-#: refresh on their own clock (net-snmp: interfaces every 3 s, CPU every 5 s).
+#: refresh on their own clock. A trial measures the refresh interval itself
+#: (:mod:`tunnelbench.remote.snmp_watch`); this is the least it waits after the traffic
+#: for a refresh, where it has measured no longer one.
 SNMP_CACHE_S = 5.0
 SNMP_CACHE_MAX_S = 60.0
 TUNNEL_KEYS = {

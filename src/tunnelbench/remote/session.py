@@ -181,15 +181,19 @@ def clean(hosts: HostsFile) -> tuple[list[str], bool]:
     return said, whole
 
 
-def lacking_programs(kind: str, facts: probes.Facts) -> list[str]:
-    """What a host lacks of the programs a tunnel end of ``kind`` runs, each with its
-    Debian package where the kind names one."""
-    tunnel = TUNNELS.get(TunnelKind(kind))
-    return [
-        f"{p}{f' ({tunnel.packages[p]})' if p in tunnel.packages else ''}"
-        for p in tunnel.end_programs()
-        if p not in facts.programs
-    ]
+def lacking_programs(kind: str, facts: probes.Facts, protection: str = "none") -> list[str]:
+    """What a host lacks of the programs a tunnel end of ``kind`` runs (and, with
+    ``protection`` "ipsec", the programs of the ESP around it), each with its Debian
+    package where the kind names one."""
+    kinds = [TunnelKind(kind)]
+    if protection == "ipsec" and kind != "ipsec":
+        kinds.append(TunnelKind.IPSEC)
+    lacking: dict[str, None] = {}
+    for tunnel in (TUNNELS.get(k) for k in kinds):
+        for p in tunnel.end_programs():
+            if p not in facts.programs:
+                lacking[f"{p}{f' ({tunnel.packages[p]})' if p in tunnel.packages else ''}"] = None
+    return list(lacking)
 
 
 def can_build(kind: str, facts: probes.Facts) -> tuple[bool | None, str]:
@@ -231,18 +235,20 @@ def missing(
         ]
     kind = hosts.tunnel.kind
     if hosts.tunnel.mode == "build":
+        protection = hosts.tunnel.protection
         for role in hosts.tunnel.ends:
-            lacking = lacking_programs(kind, facts[role])
-            problems += [
-                f"{role}: {tool} is not installed; it sets up the tunnel" for tool in lacking
-            ]
+            lacking = lacking_programs(kind, facts[role], protection)
+            what = "the tunnel" if protection == "none" else f"the tunnel or its {protection}"
+            problems += [f"{role}: {tool} is not installed; it sets up {what}" for tool in lacking]
             if not lacking and kind in software.BUILT_KINDS:
                 able, reason = facts[role].software.can_build(kind)
                 if able is False:
-                    problems.append(
-                        f"{role}: cannot build {kind}: {reason} (iproute2's ip, or ip-full on"
-                        " OpenWrt, creates it)"
+                    how = (
+                        ""
+                        if facts[role].software.kernel_refused(kind)
+                        else " (iproute2's ip, or ip-full on OpenWrt, creates it)"
                     )
+                    problems.append(f"{role}: cannot build {kind}: {reason}{how}")
     for role in hosts.roles[1:-1]:
         if role in facts and facts[role].forwarding is False:  # a black box's is unknown
             problems.append(

@@ -17,10 +17,9 @@ What SNMP can tell, and what it cannot:
 - the whole box's CPU time (UCD-SNMP-MIB ``ssCpuRaw*``, net-snmp's agent on Linux and
   OpenWrt), summed over every core: a box at 90% or more is CPU-bound, but one core
   saturated on a 4-core box reads 25% and cannot be told from four at 25% each.
-- every figure is as old as the agent's cache (the hosts file's ``snmp_cache``; net-snmp
-  refreshes interfaces every 3 s, the CPU every 5 s): a trial's last read waits that long
-  after the traffic, and the CPU is given only for a window long enough that most of the
-  span its counters covered lies inside it (:func:`cpu_metrics`).
+- every figure is as old as the agent's last refresh of it: a trial polls the agent and
+  places its refreshes (:mod:`tunnelbench.remote.snmp_watch`), waits for one after the
+  traffic before its closing reading, and gives the CPU only between two refreshes.
 - nothing of queues, processes, clocks or temperatures: the verdict says so.
 """
 
@@ -240,18 +239,12 @@ def link_metrics(role: str, device: Device, first: Snapshot, last: Snapshot) -> 
     return metrics
 
 
-def cpu_metrics(
-    role: str, device: Device, first: Snapshot, last: Snapshot, cache: float
-) -> dict[str, float]:
+def cpu_metrics(role: str, device: Device, first: Snapshot, last: Snapshot) -> dict[str, float]:
     """The whole box's busy share between two snapshots (``snmp.<role>.cpu_busy_pct``),
-    softirq's, and the seconds the agent's counters covered (``cpu_covered_s``).
-
-    The agent answers from a cache up to ``cache`` seconds old, so the span its counters
-    covered starts and ends up to that much before the snapshots: at least
-    ``covered - cache`` of it lies inside the window. The busy share is given only where
-    that is at least half the span (``covered >= 2 * cache``); otherwise the span may be
-    mostly idle time before the window, and only its length is recorded. Without the
-    number of cores the span's length is unknown, and the share is not given."""
+    softirq's, and the seconds the agent's counters covered (``cpu_covered_s``): the
+    span between the two refreshes that gave them, whatever the moments they were read
+    at (:mod:`tunnelbench.remote.snmp_watch` chooses the refreshes and checks the span).
+    Without the number of cores the span's length is unknown, and nothing is given."""
     metrics: dict[str, float] = {}
     spent = {
         part: last.cpu[part] - first.cpu[part]
@@ -263,8 +256,6 @@ def cpu_metrics(
         return metrics
     covered = round(total / TICKS_PER_S / device.cores, 2)
     metrics[metric.snmp(role, metric.SNMP_CPU_COVERED)] = covered
-    if covered < 2 * cache:
-        return metrics
     idle = spent["idle"] + spent.get("wait", 0)
     metrics[metric.snmp(role, metric.SNMP_CPU_BUSY)] = round(100.0 * (1 - idle / total), 2)
     if "softirq" in spent:

@@ -10,6 +10,8 @@ its path; and whether the kernel has WireGuard. All read-only, with busybox's to
 
 from dataclasses import dataclass, field
 
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.system.probing import PROBE_DEVICE
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.wireguard import USERSPACE
@@ -73,20 +75,53 @@ BUILT_KINDS: dict[str, tuple[str, str]] = {
     and (probe := TUNNELS.get(kind).link_probe()) is not None
 }
 
+#: kind -> what ``ip link add DEVICE type ...`` is given to probe its kernel link.
+LINK_PROBES: dict[str, tuple[str, ...]] = {
+    kind: (probe[0], *probe[1])
+    for kind in BUILT_KINDS
+    if (probe := TUNNELS.get(TunnelKind(kind)).link_probe()) is not None
+}
+
+
+def _variable(module: str) -> str:
+    return "km_" + module.replace("-", "_")
+
+
 #: Lines ``kmodule <module> loaded|available|none`` for those kinds' modules, ``iplinks
 #: <ip link help>`` (iproute2 lists the link types it can create; busybox's ``ip`` none)
-#: and ``ipversion <ip -V>`` (iproute2 names itself; busybox's ``ip`` refuses -V).
+#: and ``ipversion <ip -V>`` (iproute2 names itself; busybox's ``ip`` refuses -V). Where
+#: a kind's module is found nowhere (built in, or absent: /sys/module lists a built-in
+#: module only when it has parameters), ``klink <kind> ok|refused <ip's words>``: its
+#: link made by iproute2's ``ip`` in a network namespace of its own (``unshare -n``),
+#: which ends with the command and so takes the link with it; nothing can be loaded, as
+#: there is no module file.
 SCRIPT += (
     f"for m in {' '.join(sorted({m for m, _ in BUILT_KINDS.values()}))}; do\n"
-    + r"""  if [ -d "/sys/module/$m" ]; then echo "kmodule $m loaded"
+    + r"""  if [ -d "/sys/module/$m" ]; then s=loaded
   elif [ -n "$(find "/lib/modules/$(uname -r)" -name "$m.ko*" 2>/dev/null | head -n 1)" ]
-  then echo "kmodule $m available"
-  else echo "kmodule $m none"; fi
+  then s=available
+  else s=none; fi
+  echo "kmodule $m $s"; eval "km_$(echo "$m" | tr - _)=$s"
 done
 echo "iplinks $(ip link help 2>&1 | tr '\n' ' ')"
 echo "ipversion $(ip -V 2>&1 | head -n 1)"
+probing=no
+case "$(ip -V 2>&1)" in
+  *iproute2*) command -v unshare >/dev/null 2>&1 && unshare -n true 2>/dev/null && probing=yes;;
+esac
 """
+    + "".join(
+        f'if [ "$probing" = yes ] && [ "${_variable(BUILT_KINDS[kind][0])}" = none ]; then\n'
+        f"  if r=$(unshare -n ip link add {PROBE_DEVICE} type {' '.join(argv)} 2>&1); then"
+        f' echo "klink {kind} ok"\n'
+        f'  else echo "klink {kind} refused $(echo "$r" | head -n 1)"; fi\n'
+        "fi\n"
+        for kind, argv in LINK_PROBES.items()
+    )
 )
+
+#: The words a ``klink`` line begins with.
+LINK_VERDICTS = ("ok", "refused")
 
 #: What a tunnelbench-built binary's ``.version`` file completes ("built from ...").
 BUILT_FROM = {d.program: d.built_from for d in USERSPACE.values() if d.built_from}
@@ -127,6 +162,9 @@ class Software:
     #: The link types the host's ``ip`` lists (None: it lists none it could be asked for).
     ip_link_types: frozenset[str] | None = None
     ip_version: str = ""
+    #: kind -> None where a probe made its kernel link, else the kernel's refusal (only
+    #: the kinds whose module is found nowhere are probed).
+    links: dict[str, str | None] = field(default_factory=dict)
 
     def parse_line(self, key: str, rest: str) -> bool:
         """Take one line of :data:`SCRIPT`'s output; whether it was one."""
@@ -144,6 +182,9 @@ class Software:
             self.ip_link_types = link_types(rest)
         elif key == "ipversion":
             self.ip_version = rest.strip()
+        elif key == "klink" and name in BUILT_KINDS and value.partition(" ")[0] in LINK_VERDICTS:
+            verdict, _, why = value.partition(" ")
+            self.links[name] = None if verdict == "ok" else why.strip() or "refused"
         else:
             return False
         return True
@@ -168,7 +209,15 @@ class Software:
             return False, f"{words}; this ip cannot create {link_type} links"
         if state in ("loaded", "available"):
             return True, words
+        if kind in self.links:
+            if (refusal := self.links[kind]) is None:
+                return True, f"{words}; built in (a probe made a link of type {link_type})"
+            return False, f"{words}; the kernel refused a link of type {link_type}: {refusal}"
         return None, words
+
+    def kernel_refused(self, kind: str) -> bool:
+        """Whether a probe found the kernel refusing ``kind``'s link."""
+        return self.links.get(kind, None) is not None
 
     def module(self, name: str) -> str | None:
         """Kernel module ``name``'s state: ``loaded`` (or built in), ``available``,

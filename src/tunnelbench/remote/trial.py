@@ -30,7 +30,7 @@ from tunnelbench.probes.devices import TUNNEL, WAN, DeviceNames
 from tunnelbench.probes.qdisc import QdiscProbe
 from tunnelbench.probes.rtt import RttProbe
 from tunnelbench.probes.trial import ProbeContext, ProbeSet
-from tunnelbench.remote import probes, snmp
+from tunnelbench.remote import probes, snmp_watch
 from tunnelbench.remote.host import SshHost
 from tunnelbench.remote.session import Session, SessionRoles
 from tunnelbench.remote.tunnel import RemoteTunnel
@@ -49,6 +49,9 @@ CLOSE_WAIT_S = 5.0
 #: The ends' processes are read this long before the window's end: the generator's test
 #: ends with the window, and its processes exit with it (their CPU is read from /proc).
 PROCESS_LEAD_S = 0.3
+#: The most bytes one counted packet can carry: Linux's largest GSO/GRO aggregate (BIG
+#: TCP's 512 KiB), so a packet count times this bounds the bytes it can stand for.
+LARGEST_PACKET = 512 * 1024
 #: The generators as a host's PATH names them (iperf2's program is ``iperf``).
 IPERF3, IPERF2 = "iperf3", "iperf"
 
@@ -129,10 +132,18 @@ def measure(
     as the lab names its own."""
     ends = HostsEnds(session, tunnel.kind != "none")
     probe_set = new_probe_set()
+    box = session.black_boxes.get(session.file.dut)
+    agent = box.agent() if box is not None else None  # (reader, device) of a box's SNMP
+    # Polled from before the traffic to a refresh after it (snmp_watch).
+    watch = snmp_watch.Watch(*agent) if agent else None
     try:
-        return _measured(session, ends, tunnel, config, mode, seq, wan_devices or {}, probe_set)
+        return _measured(
+            session, ends, tunnel, config, mode, seq, wan_devices or {}, probe_set, watch
+        )
     finally:
         probe_set.abandon()  # a trial that failed first leaves no ping running
+        if watch is not None:
+            watch.stop()
 
 
 def _measured(
@@ -144,6 +155,7 @@ def _measured(
     seq: int,
     wan_devices: dict[str, str],
     probe_set: ProbeSet,
+    watch: snmp_watch.Watch | None,
 ) -> RemoteOutcome:
     traffic = config.traffic
     generator = GENERATORS.get(traffic.generator)
@@ -165,26 +177,19 @@ def _measured(
         for role, host in session.hosts.items()
     }
     dut_host = session.hosts.get(dut)  # None: a black box
-    box = session.black_boxes.get(dut)
-    agent = box.agent() if box is not None else None  # (reader, device) of a box's SNMP
-    snmp_before = agent[0].snapshot(agent[1]) if agent else None
     marks: dict[str, tuple[float, probes.Processes]] = {}
-    snmp_marks: dict[str, snmp.Snapshot] = {}
     tcp_marks: dict[str, dict[str, str]] = {}
     own_marks: dict[str, dict[str, tuple[float, probes.Processes]]] = {"begin": {}, "last": {}}
 
     def snapshot(name: str) -> None:
         """The window's edge: the endpoints' TCP counters and their generator processes,
-        the DUT's processes (or its SNMP counters), read side by side: one after the
-        other, each read over SSH on a loaded machine moved the window's edge by a tenth
-        of a second or more."""
+        the DUT's processes, read side by side: one after the other, each read over SSH
+        on a loaded machine moved the window's edge by a tenth of a second or more."""
 
         def dut_read() -> str:  # keeps its figures itself; "" for side_by_side's one type
             if dut_host is not None:
                 text = dut_host.run(["sh", "-c", probes.PROCESSES]).stdout
                 marks[name] = (time.monotonic(), probes.parse_processes(text))
-            elif agent is not None:
-                snmp_marks[name] = agent[0].snapshot(agent[1])
             return ""
 
         def tcp_read(role: str) -> Callable[[], str]:
@@ -260,9 +265,12 @@ def _measured(
         return closed.wait
 
     try:
+        if watch is not None:
+            watch.start()
         probe_set.before(ends, context)
         pings = [p for p in probe_set.probes if isinstance(p, RttProbe)]
         signals = pings[0].signals() if pings else None
+        traffic_from = time.monotonic()
         result = generator.run(ends, traffic, mode, on_started, no_reason, signals)
         # A generator that ran its own time may end as the window does: its closing
         # readings are still taken.
@@ -284,20 +292,22 @@ def _measured(
     metrics |= _generator_metrics(own_marks, traffic.generator)
     if "begin" in tcp_marks and "end" in tcp_marks:
         metrics |= tcp.window_metrics(tcp_marks["begin"], tcp_marks["end"])
-    if agent is not None and snmp_before is not None:
-        # The interfaces over the whole trial, as a host's over SSH, read once the agent's
-        # cache cannot still hold a value from before the traffic ended; the CPU over the
-        # window, where its counters covered enough of it.
-        reader, device = agent
-        cache = session.file.hosts[dut].snmp_cache
-        time.sleep(max(0.0, ended + cache - time.monotonic()))
-        metrics |= snmp.link_metrics(dut, device, snmp_before, reader.snapshot(device))
-        if {"begin", "end"} <= snmp_marks.keys():
-            opened, shut = snmp_marks["begin"], snmp_marks["end"]
-            metrics |= snmp.cpu_metrics(dut, device, opened, shut, cache)
-            metrics[metric.snmp(dut, metric.SNMP_WINDOW)] = round(shut.at - opened.at, 3)
+    agent_record: dict[str, Any] = {}
+    if watch is not None:
+        # The interfaces over the whole trial, as a host's over SSH, up to the agent's
+        # first refresh after the traffic; the CPU between refreshes within the traffic.
+        watch.close(ended, session.file.hosts[dut].snmp_cache)
+        found = snmp_watch.figures(
+            dut, watch.device, watch.polls, traffic_from=traffic_from, begin=window_begin,
+            end=window_end, ended=ended,
+        )  # fmt: skip
+        metrics |= found.metrics
+        for note in found.notes:
+            log.warning("trial %d: %s", seq, note)
+        agent_record = {"snmp": found.record | {"notes": found.notes}}
     _check_counters(session, metrics, traffic.duration)
     artifacts = traffic_artifacts(traffic, result) | {"probe_readings": readings.raw()}
+    artifacts |= agent_record
     queues = next(p for p in probe_set.probes if isinstance(p, QdiscProbe))
     qdiscs = {dev: q.kind for dev, q in sorted(queues.roots.get(dut, {}).items())}
     return RemoteOutcome(
@@ -375,11 +385,14 @@ def _host_metrics(
 
 def _check_counters(session: Session, metrics: dict[str, float], duration: int) -> None:
     """The second instrument (:func:`tunnelbench.probes.links.check_forwarded`): the DUT
-    forwarded at least what the generator says arrived. A black box whose counters were
-    not read (no SNMP) is checked from outside: the receiving ends' interfaces received
-    at least what the generator says arrived there."""
+    forwarded at least what the generator says arrived. A black box is checked from
+    outside first (the receiving ends' interfaces received at least what the generator
+    reports arrived there), then by its SNMP agent where one was read. Each refusal names
+    the instruments that disagree; an agent whose byte count alone falls short, while its
+    packets show the traffic crossed the box, fails nothing: its byte counts are dropped
+    from ``metrics`` and a warning says so."""
     dut = session.file.dut
-    if dut not in session.black_boxes or links.busiest(metrics, dut, "tx_bytes") is not None:
+    if dut not in session.black_boxes:
         links.check_forwarded(metrics, [dut], duration)
         return
     for receiver, name in (("server", metric.UPLOAD.name), ("client", metric.DOWNLOAD.name)):
@@ -387,6 +400,34 @@ def _check_counters(session: Session, metrics: dict[str, float], duration: int) 
         received = links.busiest(metrics, receiver, "rx_bytes") or 0
         if arrived and received < arrived:
             raise LabError(
-                f"the {receiver} received {received:,.0f} bytes on its busiest"
+                f"the {receiver}'s kernel counted {received:,.0f} bytes received on its busiest"
                 f" interface, fewer than the {arrived:,.0f} the generator reports arrived there"
             )
+    packets = links.busiest(metrics, dut, "tx_packets")
+    if packets is None:  # its agent's counters were not read
+        return
+    arrived = links.arrived_bytes(metrics, duration)
+    sent = links.busiest(metrics, dut, "tx_bytes")
+    # Refreshes it discarded: the bytes of those interfaces are already left out.
+    discarded = bool(metrics.get(metric.snmp(dut, metric.SNMP_DISCARDED)))
+    if sent is not None and sent >= arrived and not discarded:
+        return
+    agent = f"{dut}'s SNMP agent"
+    if packets * LARGEST_PACKET < arrived:
+        raise LabError(
+            f"{agent} counted {packets:,.0f} packets out of {dut}'s busiest interface, too few"
+            f" for the {arrived:,.0f} bytes the generator reports arrived (and the ends'"
+            f" kernels received) even as {LARGEST_PACKET // 1024} KiB aggregates: the"
+            f" traffic did not cross {dut}, or its agent miscounts (check the route from the"
+            " client to the server's address)"
+        )
+    if discarded:  # said with the agent's figures (snmp_watch)
+        return
+    for name in [n for n in metrics if n.startswith(f"link.{dut}.") and n.endswith("_bytes")]:
+        del metrics[name]
+    log.warning(
+        "%s counted %s bytes out of %s's busiest interface, fewer than the %s the generator"
+        " reports arrived (and the ends' kernels received), while its packets show the"
+        " traffic crossed: the agent's byte counts are not stored",
+        agent, f"{sent or 0:,.0f}", dut, f"{arrived:,.0f}",
+    )  # fmt: skip

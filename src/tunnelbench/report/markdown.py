@@ -278,6 +278,7 @@ def header_lines(
         ),
         *[f"- **VM guest:** {guest_line(spec, facts)}" for spec, facts in guests(env).items()],
         f"- **Software:** {software.line(run, trials) or 'not recorded'}",
+        *[f"- **Warning:** {escape(w)}" for w in software.mismatched_ends(trials)],
     ]
 
 

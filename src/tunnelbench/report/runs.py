@@ -5,8 +5,9 @@ import time
 
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.bench.store import Store
+from tunnelbench.lab.state import process_start_time
 from tunnelbench.model.plan import Experiment
-from tunnelbench.model.records import RunRecord
+from tunnelbench.model.records import RunRecord, RunStatus
 from tunnelbench.report.fit import aligned
 from tunnelbench.report.json_report import planned_trials
 
@@ -17,6 +18,21 @@ NUMERIC = {0, 2}
 def utc(timestamp: float) -> str:
     """A time as reports show it: to the minute, in UTC (readers may be anywhere)."""
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(timestamp))
+
+
+def status(run: RunRecord) -> str:
+    """The run's status; ``killed`` for a run stored as running whose process is gone
+    (its recorded PID no longer that process, by its start time): a run ended by SIGKILL
+    or a crash, in the lab or on hosts, marks nothing itself. ``--resume`` takes it."""
+    owner = run.owner or {}
+    running = run.status is RunStatus.RUNNING and "pid" in owner
+    if running and process_start_time(int(owner["pid"])) != owner.get("start_time"):
+        return KILLED
+    return run.status.value
+
+
+#: What :func:`status` calls a running run whose process is gone.
+KILLED = "killed"
 
 
 def trials_cell(counts: dict[str, int], planned: int) -> str:
@@ -37,7 +53,7 @@ def row(store: Store, run: RunRecord) -> list[str]:
         took,
         experiment.name or "-",
         trials_cell(store.trial_counts(run.id), planned_trials(experiment)),
-        run.status,
+        status(run),
     ]
 
 

@@ -51,3 +51,30 @@ def tunnel_line(run: RunRecord, trials: Sequence[TrialRecord]) -> str:
     without their paths (the terminal's line); empty for a run without a tunnel."""
     tunnels = [(n.split("/", 1)[1], _PATH.sub("", v)) for n, v in entries(run, trials) if "/" in n]
     return "; ".join(f"{name}: {version}" for name, version in dict.fromkeys(tunnels))
+
+
+def mismatched_ends(trials: Sequence[TrialRecord]) -> list[str]:
+    """One line per tunnel whose two ends ran different implementations or versions (a
+    run on real hosts: Debian's old wireguard-go at one end and a pinned build at the
+    other read 618 Mbit/s where the lab read 2,256): the slower end may bound every
+    figure of that tunnel, so the reports say it before the results."""
+    lines = []
+    for trial in trials:
+        remote = trial.resolved.remote
+        if remote is None or len(remote.tunnel_ends) < 2:
+            continue
+        ends = {role: (end.implementation, _PATH.sub("", end.version)) for role, end in
+                remote.tunnel_ends.items()}  # fmt: skip
+        if len(set(ends.values())) < 2:
+            continue
+        kind = (trial.config.get("tunnel") or {}).get("kind", "tunnel")
+        said = "; ".join(
+            f"{role} {version}" if version.startswith(implementation) else
+            f"{role} {implementation} {version}"
+            for role, (implementation, version) in ends.items()
+        )  # fmt: skip
+        lines.append(
+            f"the {kind} tunnel's ends ran different software ({said}): the slower end may"
+            " bound every figure through it"
+        )
+    return list(dict.fromkeys(lines))

@@ -44,6 +44,7 @@ def render(
     named = f" «{run.label}»" if run.label else ""
     heading = f"run {run.id}{named} ({run.status}): {run.command_line}"
     lines = [] if after_run else [heading]
+    lines += [f"warning: {w}" for w in software.mismatched_ends(trials)]
     lines += table.render(view.summaries, width).splitlines()
     if after_run:
         failed = [t for t in trials if t.status is TrialStatus.FAILED]
