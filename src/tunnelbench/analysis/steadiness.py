@@ -14,7 +14,25 @@ figures, rather than averaged in silence. A fall is not: a queue that drains aft
 first overflow, or a flow that lost its first packets, is the steady state's own cycle.
 """
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
 from tunnelbench.model import metrics as metric
+
+
+@dataclass(frozen=True)
+class QueueReading:
+    """One reading of a queue: when (monotonic s), what it held, and its drops so far."""
+
+    at: float
+    backlog_bytes: int
+    backlog_packets: int
+    drops: int  # a counter: its rise since the first reading is what counts
+
+
+#: Queue (``role.link``) -> its readings, the first taken before the traffic began.
+QueueSeries = Mapping[str, Sequence[QueueReading]]
+
 
 #: The round trip's rise over the window that marks a queue still filling: % and ms.
 RTT_RISE_PCT = 25.0
@@ -149,18 +167,28 @@ def judged(
     now: float,
     since: float,
     duration_s: float,
+    queues: QueueSeries | None = None,
 ) -> tuple[bool, str] | None:
     """Whether the path was in steady state over the last :func:`settle_seconds` before
-    ``now`` (traffic watched from ``since``), and why: (True, why) when neither the
-    loaded round trip nor the delivered rate rises over it, (False, what rises) when one
-    does; None while there is not yet the evidence: the stretch has not passed since
-    ``since``, or either series holds fewer than :data:`SETTLE_SAMPLES` samples in it.
-    Both are judged up to the latest reply where the pings lag the clock by up to
-    :data:`READ_LAG_S`."""
+    ``now`` (traffic watched from ``since``), and why. Where the bottleneck's queue is
+    read (``queues``) and holds a queue, its own evidence decides
+    (:func:`queue_judged`): still filling with no drop yet, or full. Otherwise: (True,
+    why) when neither the loaded round trip nor the delivered rate rises over it, (False,
+    what rises) when one does; None while there is not yet the evidence: the stretch has
+    not passed since ``since``, or either series holds fewer than
+    :data:`SETTLE_SAMPLES` samples in it. Both are judged up to the latest reply where
+    the pings lag the clock by up to :data:`READ_LAG_S`."""
+    clock = now
     if rtt_ms and now - READ_LAG_S <= rtt_ms[-1][0] < now:
         now = rtt_ms[-1][0]
     latest = [v for _, v in recent(rtt_ms, now, SETTLE_S)]
     stretch = settle_seconds(sorted(latest)[len(latest) // 2] if latest else None)
+    if clock - since < stretch:
+        return None
+    if queues and (
+        found := queue_judged(queues, now=clock, stretch=stretch, duration_s=duration_s)
+    ):
+        return found
     if now - since < stretch:
         return None
     rtts, rates = _judged(rtt_ms, now, stretch, since), _judged(rate_bps, now, stretch, since)
@@ -180,11 +208,96 @@ def settled(
     now: float,
     since: float,
     duration_s: float,
+    queues: QueueSeries | None = None,
 ) -> str | None:
     """Why the path is in steady state at ``now`` (traffic running since ``since``), or
     None while it is not or the evidence is not yet there (:func:`judged` over the
     stretch before ``now``)."""
-    found = judged(rtt_ms, rate_bps, now=now, since=since, duration_s=duration_s)
+    found = judged(rtt_ms, rate_bps, now=now, since=since, duration_s=duration_s, queues=queues)
     if found is None or not found[0]:
         return None
     return found[1].replace(" over ", " over the last ", 1)
+
+
+# --- the bottleneck queue's own evidence (tunnelbench.probes.backlog) ---
+
+#: A queue's backlog rises when it would grow by more than this (and by more than
+#: :data:`TREND_PCT` of its level) over the measured duration: ten full frames, so that
+#: an almost empty queue's bursts of a few aggregates are not read as a queue filling.
+BACKLOG_FLOOR_BYTES = 15_140
+
+
+def first_drop(readings: Sequence[QueueReading]) -> float | None:
+    """When the queue was first seen to have dropped since its first reading (the time of
+    the reading that shows it); None when it has not."""
+    if not readings:
+        return None
+    base = readings[0].drops
+    return next((r.at for r in readings if r.drops > base), None)
+
+
+def _kb(value: float) -> str:
+    return f"{value / 1000:,.0f} kB" if value >= 10_000 else f"{value / 1000:,.1f} kB"
+
+
+def queue_judged(
+    queues: QueueSeries, *, now: float, stretch: float, duration_s: float
+) -> tuple[bool, str] | None:
+    """What the queues' own readings over the ``stretch`` seconds before ``now`` say:
+    (False, why) when one still fills (its backlog rises, :func:`rising`, and it has
+    dropped nothing since the traffic began); (True, why) when one holds a standing queue
+    (not empty at any reading of the stretch) that has overflowed or no longer grows;
+    None when none holds one (the bottleneck is elsewhere, or nothing is queued: the
+    round trip and the rate judge) or the stretch holds fewer than
+    :data:`SETTLE_SAMPLES` readings."""
+    standing: list[str] = []
+    for name, readings in sorted(queues.items()):
+        inside = [r for r in readings if now - stretch <= r.at <= now]
+        if len(inside) < SETTLE_SAMPLES:
+            continue
+        backlog = [(r.at, float(r.backlog_bytes)) for r in inside]
+        dropped = inside[-1].drops - readings[0].drops
+        if not dropped and rising(backlog, duration_s, BACKLOG_FLOOR_BYTES):
+            return False, (
+                f"the {name} queue still filled over {stretch:.1f} s"
+                f" ({_kb(backlog[0][1])} → {_kb(backlog[-1][1])}, no drop yet)"
+            )
+        if all(r.backlog_bytes > 0 for r in inside):
+            held = sum(v for _, v in backlog) / len(backlog)
+            standing.append(
+                f"the {name} queue overflowed ({dropped:,} drops), holding {_kb(held)}"
+                if dropped
+                else f"the {name} queue held {_kb(held)}, not growing, over {stretch:.1f} s"
+            )
+    return (True, "; ".join(standing)) if standing else None
+
+
+@dataclass(frozen=True)
+class QueueWindow:
+    """One queue over the measured window: its mean backlog over the window's first and
+    last third, whether it held a standing queue throughout (the bottleneck's), and
+    whether it was still filling: its backlog rose (:func:`rising`) over the part of the
+    window before its first drop since the traffic began."""
+
+    first_bytes: float
+    last_bytes: float
+    standing: bool
+    filling: bool
+
+
+def queue_window(
+    readings: Sequence[QueueReading], window: tuple[float, float], duration_s: float
+) -> QueueWindow | None:
+    """One queue's :class:`QueueWindow`; None with fewer than three readings in it."""
+    begin, end = window
+    inside = [r for r in readings if begin <= r.at <= end]
+    pair = thirds([float(r.backlog_bytes) for r in inside])
+    if pair is None:
+        return None
+    dropped_at = first_drop(readings)
+    before = [
+        (r.at, float(r.backlog_bytes)) for r in inside if dropped_at is None or r.at <= dropped_at
+    ]
+    filling = len(before) >= SETTLE_SAMPLES and rising(before, duration_s, BACKLOG_FLOOR_BYTES)
+    standing = all(r.backlog_bytes > 0 for r in inside)
+    return QueueWindow(pair[0], pair[1], standing, filling)

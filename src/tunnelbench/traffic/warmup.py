@@ -100,9 +100,9 @@ def watch(
         now_bytes, now = _read(server)
         rates.append((now, 8 * (now_bytes - last_bytes) / (now - last_at)))
         last_bytes, last_at = now_bytes, now
-        rtt = signals.loaded_rtt()
+        rtt, queues = signals.loaded_rtt(), signals.queues()
         if begin is not None:
-            found = judged(rtt, rates, now=now, since=begin, duration_s=duration_s)
+            found = judged(rtt, rates, now=now, since=begin, duration_s=duration_s, queues=queues)
             if found is not None and found[0]:
                 return WarmupEnd(begin, begin - t0, True, f"{found[1]} from the window's start")
             if found is not None or now - begin >= duration_s:
@@ -113,7 +113,9 @@ def watch(
         elif not dropped and now - t0 >= LEAD_S:
             begin = now
             open_window(begin)
-        elif dropped and (why := settled(rtt, rates, now=now, since=t0, duration_s=duration_s)):
+        elif dropped and (
+            why := settled(rtt, rates, now=now, since=t0, duration_s=duration_s, queues=queues)
+        ):
             open_window(now)
             return WarmupEnd(now, now - t0, True, dropped + why)
         if now - t0 >= bound_s:
