@@ -59,13 +59,49 @@ def goodput_thirds(intervals_bps: list[float]) -> dict[str, float]:
 
 def unsteady(metrics: dict[str, float]) -> tuple[str, ...]:
     """What still moved across one trial's measured window, in words; empty when it was
-    in steady state (or the trial was recorded before these metrics were)."""
+    in steady state (or the trial was recorded before these metrics were): a warm-up
+    that reached its bound, and :func:`window_rising`."""
     found = []
     if metrics.get(metric.WARMUP_STEADY.name) == 0:
         found.append(
             f"not steady: the warm-up reached its bound ({metrics.get(metric.WARMUP_S.name, 0):.1f}"
-            " s) with the RTT or goodput still moving (raise traffic.warmup_max)"
+            " s) before the path settled (raise traffic.warmup_max)"
         )
+    return (*found, *window_rising(metrics))
+
+
+def queue_windows(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
+    """``role.link`` -> its ``window_*`` figures (:func:`tunnelbench.probes.qdisc.window_metrics`)
+    of every watched queue."""
+    found: dict[str, dict[str, float]] = {}
+    for name, value in metrics.items():
+        parsed = metric.parse_device(name, "qdisc")
+        if parsed is not None and parsed[1].startswith("window_"):
+            found.setdefault(parsed[0], {})[parsed[1]] = value
+    return found
+
+
+def window_rising(metrics: dict[str, float]) -> tuple[str, ...]:
+    """What rose across the measured window, in words: the window's own verdict, stored
+    with the trial as ``window.steady``.
+
+    Where a WAN queue was watched its evidence decides: one still filling (its backlog
+    rose, with no drop since the traffic began) is named with its figures; one that held
+    a standing queue and was not filling is the bottleneck in steady state, whose
+    round trip rises and falls with the loss cycle (after each drop a cubic sender
+    regrows its window over seconds), and nothing else is judged. Without either, the
+    loaded round trip and the goodput are."""
+    queues = queue_windows(metrics)
+    filling = [
+        f"not steady: the {name} queue still filled across the window"
+        f" ({_kb(q.get('window_first_bytes', 0))} → {_kb(q.get('window_last_bytes', 0))},"
+        " no drop yet; lengthen traffic.warmup)"
+        for name, q in sorted(queues.items())
+        if q.get("window_filling") == 1
+    ]
+    if filling or any(q.get("window_standing") == 1 for q in queues.values()):
+        return tuple(filling)
+    found = []
     first, last = metrics.get(metric.RTT_FIRST.name), metrics.get(metric.RTT_LAST.name)
     if first is not None and last is not None:
         rise = last - first

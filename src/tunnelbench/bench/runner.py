@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tunnelbench.analysis import precision
-from tunnelbench.analysis.steadiness import goodput_thirds
+from tunnelbench.analysis.steadiness import goodput_thirds, window_rising
 from tunnelbench.bench import capabilities, congestion, environment, guest_trials, skips
 from tunnelbench.bench.labpool import KEEP, LabPool
 from tunnelbench.bench.progress import Progress
@@ -587,9 +587,12 @@ def trial_metrics(
 ) -> dict[str, float]:
     """The numbers stored for one trial; names are stable, reports read them by name."""
     metrics = traffic_metrics(traffic) | readings.metrics
-    if probes is None:
-        return metrics
-    return metrics | probe_metrics(probes)
+    if probes is not None:
+        metrics |= probe_metrics(probes)
+    # The window's own verdict, stored: no trial is kept as steady that its window calls
+    # rising.
+    metrics[metric.WINDOW_STEADY.name] = 0.0 if window_rising(metrics) else 1.0
+    return metrics
 
 
 def traffic_metrics(traffic: TrafficResult) -> dict[str, float]:

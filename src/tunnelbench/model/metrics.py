@@ -69,6 +69,9 @@ GOODPUT_LAST: Final = Metric("goodput.last_bps", "bit/s")
 # settled (1) or its bound ended it (0).
 WARMUP_S: Final = Metric("warmup.s", "s")
 WARMUP_STEADY: Final = Metric("warmup.steady", "1 settled, 0 bound reached")
+# The measured window's own verdict (tunnelbench.analysis.steadiness.window_rising): 1
+# nothing rose across it, 0 something did (a queue still filling, the RTT or goodput).
+WINDOW_STEADY: Final = Metric("window.steady", "1 steady, 0 rising")
 
 #: The parts of a core's time the sampler records (each in % of that core); steal is
 #: time the hypervisor gave to another guest while this core had work.
