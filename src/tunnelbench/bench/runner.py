@@ -529,9 +529,9 @@ def _measure(
             resolved.congestion = traffic.congestion or settings.congestion
             requested = settings.congestion
             if None not in (traffic.congestion, requested) and traffic.congestion != requested:
+                named = "traffic.congestion" if config.traffic.congestion else "the lab's default"
                 raise LabError(
-                    f"traffic.congestion: {requested!r} was set, but the senders used"
-                    f" {traffic.congestion!r}"
+                    f"{named}: {requested!r} was set, but the senders used {traffic.congestion!r}"
                 )
             measured = True
             return traffic, probes, readings
