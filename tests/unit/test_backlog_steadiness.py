@@ -25,7 +25,7 @@ from tunnelbench.analysis.steadiness import (
 from tunnelbench.probes.backlog import from_raw
 from tunnelbench.probes.qdisc import window_metrics
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "backlog"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "steadiness"
 DURATION = 3
 
 

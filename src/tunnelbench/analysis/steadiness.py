@@ -39,6 +39,10 @@ RTT_RISE_PCT = 25.0
 RTT_RISE_MS = 1.0
 #: The goodput's rise over the window that marks a sender still ramping up.
 GOODPUT_RISE_PCT = 15.0
+#: The bound of a stored trend's t statistic (a noiseless series' is infinite).
+TREND_T_CAP = 1000.0
+#: A full TCP segment with timestamps on a 1500-byte path: the unit a window grows by.
+SEGMENT_BYTES = 1448
 
 
 def thirds(series: list[float]) -> tuple[float, float] | None:
@@ -55,6 +59,32 @@ def goodput_thirds(intervals_bps: list[float]) -> dict[str, float]:
     if pair is None:
         return {}
     return {metric.GOODPUT_FIRST.name: pair[0], metric.GOODPUT_LAST.name: pair[1]}
+
+
+def trend_t(samples: list[tuple[float, float]]) -> float | None:
+    """The t statistic of a series' least-squares slope (:func:`slope`), held within
+    ±:data:`TREND_T_CAP` (a noiseless series' is infinite); None without a slope."""
+    fit = slope(samples)
+    if fit is None:
+        return None
+    return round(max(-TREND_T_CAP, min(TREND_T_CAP, fit[1])), 2)
+
+
+def goodput_trend(fine_bps: list[float], step_s: float = 0.1) -> dict[str, float]:
+    """``goodput.trend_t`` of the receivers' 0.1 s intervals over the window."""
+    found = trend_t([(k * step_s, v) for k, v in enumerate(fine_bps)])
+    return {} if found is None else {metric.GOODPUT_TREND.name: found}
+
+
+def ramp_seconds(metrics: dict[str, float]) -> float | None:
+    """How long a sender growing its window by one segment a round trip (as a loss-based
+    sender at least does) takes to fill the path at the trial's goodput and idle round
+    trip: the segments in flight times the round trip. None without the figures."""
+    goodput, idle = metrics.get(metric.GOODPUT.name), metrics.get(metric.RTT_IDLE.name)
+    if goodput is None or idle is None:
+        return None
+    rtt_s = idle / 1000
+    return goodput * rtt_s / (8 * SEGMENT_BYTES) * rtt_s
 
 
 def unsteady(metrics: dict[str, float]) -> tuple[str, ...]:
@@ -81,6 +111,13 @@ def queue_windows(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
     return found
 
 
+def _trend(metrics: dict[str, float], trend: metric.Metric) -> bool:
+    """Whether the window's series rose significantly (:data:`TREND_T`); True for a trial
+    stored before its trend was (its thirds alone judge it)."""
+    found = metrics.get(trend.name)
+    return found is None or found >= TREND_T
+
+
 def window_rising(metrics: dict[str, float]) -> tuple[str, ...]:
     """What rose across the measured window, in words: the window's own verdict, stored
     with the trial as ``window.steady``.
@@ -103,7 +140,7 @@ def window_rising(metrics: dict[str, float]) -> tuple[str, ...]:
         return tuple(filling)
     found = []
     first, last = metrics.get(metric.RTT_FIRST.name), metrics.get(metric.RTT_LAST.name)
-    if first is not None and last is not None:
+    if first is not None and last is not None and _trend(metrics, metric.RTT_TREND):
         rise = last - first
         if rise >= RTT_RISE_MS and rise >= first * RTT_RISE_PCT / 100:
             found.append(
@@ -111,9 +148,11 @@ def window_rising(metrics: dict[str, float]) -> tuple[str, ...]:
                 " (a queue still filling; lengthen traffic.warmup)"
             )
     first, last = metrics.get(metric.GOODPUT_FIRST.name), metrics.get(metric.GOODPUT_LAST.name)
-    if first is not None and last is not None and first > 0:
+    ramp, window = ramp_seconds(metrics), metrics.get(metric.GOODPUT_WINDOW.name)
+    ramps = ramp is None or window is None or ramp >= window / 3
+    if first is not None and last is not None and first > 0 and ramps:
         rise_pct = 100 * (last - first) / first
-        if rise_pct >= GOODPUT_RISE_PCT:
+        if rise_pct >= GOODPUT_RISE_PCT and _trend(metrics, metric.GOODPUT_TREND):
             found.append(
                 f"not steady: goodput rose {rise_pct:.0f}% across the window"
                 f" ({first / 1e6:,.1f} → {last / 1e6:,.1f} Mbit/s; lengthen traffic.warmup)"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tunnelbench.analysis import precision
-from tunnelbench.analysis.steadiness import goodput_thirds, window_rising
+from tunnelbench.analysis.steadiness import goodput_thirds, goodput_trend, window_rising
 from tunnelbench.bench import capabilities, congestion, environment, guest_trials, skips
 from tunnelbench.bench.labpool import KEEP, LabPool
 from tunnelbench.bench.progress import Progress
@@ -599,7 +599,7 @@ def traffic_metrics(traffic: TrafficResult) -> dict[str, float]:
     """What the generator measured, under the names every trial stores (a real hosts'
     trial too)."""
     metrics: dict[str, float] = {metric.GOODPUT.name: traffic.goodput_bps}
-    metrics |= goodput_thirds(traffic.intervals_bps)
+    metrics |= goodput_thirds(traffic.intervals_bps) | goodput_trend(traffic.fine_bps)
     if traffic.warmup is not None:
         metrics[metric.WARMUP_S.name] = round(traffic.warmup.seconds, 3)
         metrics[metric.WARMUP_STEADY.name] = 1.0 if traffic.warmup.steady else 0.0

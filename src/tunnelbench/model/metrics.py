@@ -65,6 +65,10 @@ RTT_FIRST: Final = Metric("rtt.loaded_first_ms", "ms")
 RTT_LAST: Final = Metric("rtt.loaded_last_ms", "ms")
 GOODPUT_FIRST: Final = Metric("goodput.first_bps", "bit/s")
 GOODPUT_LAST: Final = Metric("goodput.last_bps", "bit/s")
+# The t statistic of the least-squares slope of the loaded round trips and of the 0.1 s
+# goodput over the measured window (a rise is judged only where it is significant).
+RTT_TREND: Final = Metric("rtt.loaded_trend_t", "t")
+GOODPUT_TREND: Final = Metric("goodput.trend_t", "t")
 # An "auto" warm-up (tunnelbench.traffic.warmup): how long it took, and whether the path
 # settled (1) or its bound ended it (0).
 WARMUP_S: Final = Metric("warmup.s", "s")

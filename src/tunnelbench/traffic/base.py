@@ -123,6 +123,9 @@ class TrafficResult:
     #: The receivers' intervals the goodput counts, in seconds (the shortest of its
     #: directions and processes).
     window_s: float | None = None
+    #: Goodput in each 0.1 s of the window, all directions and processes summed, where
+    #: the receivers reported that often; empty otherwise (steadiness: its trend).
+    fine_bps: list[float] = field(default_factory=list)
     #: How an "auto" warm-up ended (None: a fixed one).
     warmup: WarmupEnd | None = None
 
