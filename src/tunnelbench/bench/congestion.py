@@ -1,6 +1,6 @@
 """The lab's TCP congestion control: cubic, unless the plan names one.
 
-Users' endpoints run cubic (Linux's default, and Windows' and macOS's since 2017); this
+Users' endpoints run cubic (Linux's default, and Windows' and macOS's); this
 machine's default is bbr, and a namespace inherits the default of the namespace that
 created it, so a lab that kept it would measure bbr, which fills a FIFO differently
 (it paces to its estimate of the bottleneck and keeps the queue short), and no queue
