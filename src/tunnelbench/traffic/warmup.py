@@ -19,8 +19,12 @@ a trial is flagged (:func:`~tunnelbench.analysis.steadiness.unsteady`). Watching
 whole window and dropping it on any rise was tried: the watch's own 0.1 s samples saw
 rises that were not there, and the default run took longer than with the old rule.
 
-The watch samples two things every :data:`POLL_S`, each read without starting a process:
+The watch samples three things every :data:`POLL_S`, each read without starting a process:
 
+- the WAN queues' backlog and drops, where the lab shapes its WAN
+  (:class:`PathSignals.queues`, :mod:`tunnelbench.probes.backlog`): a queue that holds
+  a backlog decides, still filling while it grows with no drop yet, steady once it
+  dropped or stopped growing; only where none holds one do the next two judge;
 - the loaded round trip, from the trial's ping (:class:`PathSignals.loaded_rtt`);
 - the rate the server's host carries, from its ``/proc/net/dev`` (its links' received
   plus sent bytes, so upload, download and both alike): in a namespace of this machine
