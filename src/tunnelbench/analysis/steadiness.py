@@ -14,13 +14,35 @@ figures, rather than averaged in silence. A fall is not: a queue that drains aft
 first overflow, or a flow that lost its first packets, is the steady state's own cycle.
 """
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
 from tunnelbench.model import metrics as metric
+
+
+@dataclass(frozen=True)
+class QueueReading:
+    """One reading of a queue: when (monotonic s), what it held, and its drops so far."""
+
+    at: float
+    backlog_bytes: int
+    backlog_packets: int
+    drops: int  # a counter: its rise since the first reading is what counts
+
+
+#: Queue (``role.link``) -> its readings, the first taken before the traffic began.
+QueueSeries = Mapping[str, Sequence[QueueReading]]
+
 
 #: The round trip's rise over the window that marks a queue still filling: % and ms.
 RTT_RISE_PCT = 25.0
 RTT_RISE_MS = 1.0
 #: The goodput's rise over the window that marks a sender still ramping up.
 GOODPUT_RISE_PCT = 15.0
+#: The bound of a stored trend's t statistic (a noiseless series' is infinite).
+TREND_T_CAP = 1000.0
+#: A full TCP segment with timestamps on a 1500-byte path: the unit a window grows by.
+SEGMENT_BYTES = 1448
 
 
 def thirds(series: list[float]) -> tuple[float, float] | None:
@@ -39,17 +61,86 @@ def goodput_thirds(intervals_bps: list[float]) -> dict[str, float]:
     return {metric.GOODPUT_FIRST.name: pair[0], metric.GOODPUT_LAST.name: pair[1]}
 
 
+def trend_t(samples: list[tuple[float, float]]) -> float | None:
+    """The t statistic of a series' least-squares slope (:func:`slope`), held within
+    ±:data:`TREND_T_CAP` (a noiseless series' is infinite); None without a slope."""
+    fit = slope(samples)
+    if fit is None:
+        return None
+    return round(max(-TREND_T_CAP, min(TREND_T_CAP, fit[1])), 2)
+
+
+def goodput_trend(fine_bps: list[float], step_s: float = 0.1) -> dict[str, float]:
+    """``goodput.trend_t`` of the receivers' 0.1 s intervals over the window."""
+    found = trend_t([(k * step_s, v) for k, v in enumerate(fine_bps)])
+    return {} if found is None else {metric.GOODPUT_TREND.name: found}
+
+
+def ramp_seconds(metrics: dict[str, float]) -> float | None:
+    """How long a sender growing its window by one segment a round trip (as a loss-based
+    sender at least does) takes to fill the path at the trial's goodput and idle round
+    trip: the segments in flight times the round trip. None without the figures."""
+    goodput, idle = metrics.get(metric.GOODPUT.name), metrics.get(metric.RTT_IDLE.name)
+    if goodput is None or idle is None:
+        return None
+    rtt_s = idle / 1000
+    return goodput * rtt_s / (8 * SEGMENT_BYTES) * rtt_s
+
+
 def unsteady(metrics: dict[str, float]) -> tuple[str, ...]:
     """What still moved across one trial's measured window, in words; empty when it was
-    in steady state (or the trial was recorded before these metrics were)."""
+    in steady state (or the trial was recorded before these metrics were): a warm-up
+    that reached its bound, and :func:`window_rising`."""
     found = []
     if metrics.get(metric.WARMUP_STEADY.name) == 0:
         found.append(
             f"not steady: the warm-up reached its bound ({metrics.get(metric.WARMUP_S.name, 0):.1f}"
-            " s) with the RTT or goodput still moving (raise traffic.warmup_max)"
+            " s) before the path settled (raise traffic.warmup_max)"
         )
+    return (*found, *window_rising(metrics))
+
+
+def queue_windows(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
+    """``role.link`` -> its ``window_*`` figures (:func:`tunnelbench.probes.qdisc.window_metrics`)
+    of every watched queue."""
+    found: dict[str, dict[str, float]] = {}
+    for name, value in metrics.items():
+        parsed = metric.parse_device(name, "qdisc")
+        if parsed is not None and parsed[1].startswith("window_"):
+            found.setdefault(parsed[0], {})[parsed[1]] = value
+    return found
+
+
+def _trend(metrics: dict[str, float], trend: metric.Metric) -> bool:
+    """Whether the window's series rose significantly (:data:`TREND_T`); True for a trial
+    stored before its trend was (its thirds alone judge it)."""
+    found = metrics.get(trend.name)
+    return found is None or found >= TREND_T
+
+
+def window_rising(metrics: dict[str, float]) -> tuple[str, ...]:
+    """What rose across the measured window, in words: the window's own verdict, stored
+    with the trial as ``window.steady``.
+
+    Where a WAN queue was watched its evidence decides: one still filling (its backlog
+    rose, with no drop since the traffic began) is named with its figures; one that held
+    a standing queue and was not filling is the bottleneck in steady state, whose
+    round trip rises and falls with the loss cycle (after each drop a cubic sender
+    regrows its window over seconds), and nothing else is judged. Without either, the
+    loaded round trip and the goodput are."""
+    queues = queue_windows(metrics)
+    filling = [
+        f"not steady: the {name} queue still filled across the window"
+        f" ({_kb(q.get('window_first_bytes', 0))} → {_kb(q.get('window_last_bytes', 0))},"
+        " no drop yet; lengthen traffic.warmup)"
+        for name, q in sorted(queues.items())
+        if q.get("window_filling") == 1
+    ]
+    if filling or any(q.get("window_standing") == 1 for q in queues.values()):
+        return tuple(filling)
+    found = []
     first, last = metrics.get(metric.RTT_FIRST.name), metrics.get(metric.RTT_LAST.name)
-    if first is not None and last is not None:
+    if first is not None and last is not None and _trend(metrics, metric.RTT_TREND):
         rise = last - first
         if rise >= RTT_RISE_MS and rise >= first * RTT_RISE_PCT / 100:
             found.append(
@@ -57,9 +148,11 @@ def unsteady(metrics: dict[str, float]) -> tuple[str, ...]:
                 " (a queue still filling; lengthen traffic.warmup)"
             )
     first, last = metrics.get(metric.GOODPUT_FIRST.name), metrics.get(metric.GOODPUT_LAST.name)
-    if first is not None and last is not None and first > 0:
+    ramp, window = ramp_seconds(metrics), metrics.get(metric.GOODPUT_WINDOW.name)
+    ramps = ramp is None or window is None or ramp >= window / 3
+    if first is not None and last is not None and first > 0 and ramps:
         rise_pct = 100 * (last - first) / first
-        if rise_pct >= GOODPUT_RISE_PCT:
+        if rise_pct >= GOODPUT_RISE_PCT and _trend(metrics, metric.GOODPUT_TREND):
             found.append(
                 f"not steady: goodput rose {rise_pct:.0f}% across the window"
                 f" ({first / 1e6:,.1f} → {last / 1e6:,.1f} Mbit/s; lengthen traffic.warmup)"
@@ -149,18 +242,28 @@ def judged(
     now: float,
     since: float,
     duration_s: float,
+    queues: QueueSeries | None = None,
 ) -> tuple[bool, str] | None:
     """Whether the path was in steady state over the last :func:`settle_seconds` before
-    ``now`` (traffic watched from ``since``), and why: (True, why) when neither the
-    loaded round trip nor the delivered rate rises over it, (False, what rises) when one
-    does; None while there is not yet the evidence: the stretch has not passed since
-    ``since``, or either series holds fewer than :data:`SETTLE_SAMPLES` samples in it.
-    Both are judged up to the latest reply where the pings lag the clock by up to
-    :data:`READ_LAG_S`."""
+    ``now`` (traffic watched from ``since``), and why. Where the bottleneck's queue is
+    read (``queues``) and holds a queue, its own evidence decides
+    (:func:`queue_judged`): still filling with no drop yet, or full. Otherwise: (True,
+    why) when neither the loaded round trip nor the delivered rate rises over it, (False,
+    what rises) when one does; None while there is not yet the evidence: the stretch has
+    not passed since ``since``, or either series holds fewer than
+    :data:`SETTLE_SAMPLES` samples in it. Both are judged up to the latest reply where
+    the pings lag the clock by up to :data:`READ_LAG_S`."""
+    clock = now
     if rtt_ms and now - READ_LAG_S <= rtt_ms[-1][0] < now:
         now = rtt_ms[-1][0]
     latest = [v for _, v in recent(rtt_ms, now, SETTLE_S)]
     stretch = settle_seconds(sorted(latest)[len(latest) // 2] if latest else None)
+    if clock - since < stretch:
+        return None
+    if queues and (
+        found := queue_judged(queues, now=clock, stretch=stretch, duration_s=duration_s)
+    ):
+        return found
     if now - since < stretch:
         return None
     rtts, rates = _judged(rtt_ms, now, stretch, since), _judged(rate_bps, now, stretch, since)
@@ -180,11 +283,105 @@ def settled(
     now: float,
     since: float,
     duration_s: float,
+    queues: QueueSeries | None = None,
 ) -> str | None:
     """Why the path is in steady state at ``now`` (traffic running since ``since``), or
     None while it is not or the evidence is not yet there (:func:`judged` over the
     stretch before ``now``)."""
-    found = judged(rtt_ms, rate_bps, now=now, since=since, duration_s=duration_s)
+    found = judged(rtt_ms, rate_bps, now=now, since=since, duration_s=duration_s, queues=queues)
     if found is None or not found[0]:
         return None
     return found[1].replace(" over ", " over the last ", 1)
+
+
+# --- the bottleneck queue's own evidence (tunnelbench.probes.backlog) ---
+
+#: A queue's backlog rises when it would grow by more than this (and by more than
+#: :data:`TREND_PCT` of its level) over the measured duration: ten full frames, so that
+#: an almost empty queue's bursts of a few aggregates are not read as a queue filling.
+BACKLOG_FLOOR_BYTES = 15_140
+
+
+def first_drop(readings: Sequence[QueueReading]) -> float | None:
+    """When the queue was first seen to have dropped since its first reading (the time of
+    the reading that shows it); None when it has not."""
+    if not readings:
+        return None
+    base = readings[0].drops
+    return next((r.at for r in readings if r.drops > base), None)
+
+
+def _kb(value: float) -> str:
+    return f"{value / 1000:,.0f} kB" if value >= 10_000 else f"{value / 1000:,.1f} kB"
+
+
+def queue_judged(
+    queues: QueueSeries, *, now: float, stretch: float, duration_s: float
+) -> tuple[bool, str] | None:
+    """What the queues' own readings over the ``stretch`` seconds before ``now`` say:
+    (False, why) when one still fills (its backlog rises, :func:`rising`, and it has
+    dropped nothing since the traffic began); (True, why) when one holds a standing queue
+    (not empty at any reading of the stretch) that has overflowed or no longer grows;
+    None when none holds one (the bottleneck is elsewhere, or nothing is queued: the
+    round trip and the rate judge) or the stretch holds fewer than
+    :data:`SETTLE_SAMPLES` readings."""
+    standing: list[str] = []
+    for name, readings in sorted(queues.items()):
+        inside = [r for r in readings if now - stretch <= r.at <= now]
+        if len(inside) < SETTLE_SAMPLES:
+            continue
+        backlog = [(r.at, float(r.backlog_bytes)) for r in inside]
+        dropped = inside[-1].drops - readings[0].drops
+        if not dropped and rising(backlog, duration_s, BACKLOG_FLOOR_BYTES):
+            return False, (
+                f"the {name} queue still filled over {stretch:.1f} s"
+                f" ({_kb(backlog[0][1])} → {_kb(backlog[-1][1])}, no drop yet)"
+            )
+        if all(r.backlog_bytes > 0 for r in inside):
+            held = sum(v for _, v in backlog) / len(backlog)
+            standing.append(
+                f"the {name} queue overflowed ({dropped:,} drops), holding {_kb(held)}"
+                if dropped
+                else f"the {name} queue held {_kb(held)}, not growing, over {stretch:.1f} s"
+            )
+    return (True, "; ".join(standing)) if standing else None
+
+
+@dataclass(frozen=True)
+class QueueWindow:
+    """One queue over the measured window: its mean backlog over the window's first and
+    last third, whether it held a standing queue throughout (the bottleneck's), and
+    whether it was still filling: its backlog rose (:func:`rising`) over the part of the
+    window before its first drop since the traffic began, and its last third held at
+    least :data:`RTT_RISE_PCT` more than its first (as a round trip must rise to be
+    flagged). Four senders' queue on this machine's 1 Gbit/s link, bounded by their
+    sockets at 11-14 aggregates, stepped once from 749 to 886 kB (1 ms at the link's
+    rate) and stayed there: a significant slope, 21% more in the last third than in
+    the first, no drop, and no queue filling."""
+
+    first_bytes: float
+    last_bytes: float
+    standing: bool
+    filling: bool
+
+
+def queue_window(
+    readings: Sequence[QueueReading], window: tuple[float, float], duration_s: float
+) -> QueueWindow | None:
+    """One queue's :class:`QueueWindow`; None with fewer than three readings in it."""
+    begin, end = window
+    inside = [r for r in readings if begin <= r.at <= end]
+    pair = thirds([float(r.backlog_bytes) for r in inside])
+    if pair is None:
+        return None
+    dropped_at = first_drop(readings)
+    before = [
+        (r.at, float(r.backlog_bytes)) for r in inside if dropped_at is None or r.at <= dropped_at
+    ]
+    filling = (
+        len(before) >= SETTLE_SAMPLES
+        and rising(before, duration_s, BACKLOG_FLOOR_BYTES)
+        and pair[1] - pair[0] >= max(pair[0] * RTT_RISE_PCT / 100, BACKLOG_FLOOR_BYTES)
+    )
+    standing = all(r.backlog_bytes > 0 for r in inside)
+    return QueueWindow(pair[0], pair[1], standing, filling)

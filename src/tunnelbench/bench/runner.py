@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tunnelbench.analysis import precision
-from tunnelbench.analysis.steadiness import goodput_thirds
-from tunnelbench.bench import capabilities, environment, guest_trials, skips
+from tunnelbench.analysis.steadiness import goodput_thirds, goodput_trend, window_rising
+from tunnelbench.bench import capabilities, congestion, environment, guest_trials, skips
 from tunnelbench.bench.labpool import KEEP, LabPool, lab_key
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.sink import TrialSink, store_trial
@@ -39,13 +39,14 @@ from tunnelbench.model.plan import (
 from tunnelbench.model.records import NO_VM, Resolved, RunRecord, RunStatus, TrialStatus, Where
 from tunnelbench.probes import links, load, new_probe_set
 from tunnelbench.probes.devices import DeviceNames
+from tunnelbench.probes.qdisc import QdiscProbe
 from tunnelbench.probes.rtt import RttProbe
 from tunnelbench.probes.sampler import ProbeResult, Sampler
-from tunnelbench.probes.trial import ProbeContext, ProbeReadings
-from tunnelbench.system import interrupts, programs
+from tunnelbench.probes.trial import ProbeContext, ProbeReadings, ProbeSet
+from tunnelbench.system import interrupts, probing, programs
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.traffic import TrafficResult
-from tunnelbench.traffic.base import WindowClosed
+from tunnelbench.traffic.base import PathSignals, WindowClosed
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec
 from tunnelbench.vm import machine
@@ -516,14 +517,15 @@ def _measure(
                 handle.devices, config.traffic, lab.settings.wan, names, lab.cgroups
             )
             probe_set.before(lab, context)
-            pings = [p for p in probe_set.probes if isinstance(p, RttProbe)]
+            # cubic unless the plan names one (bench.congestion: why, and why per socket).
+            settings = congestion.lab_traffic(config.traffic, probing.congestion().available)
             traffic = generator.run(
                 lab,
-                config.traffic,
+                settings,
                 resolution.stream_mode,
                 on_started,
                 dead_daemon,
-                pings[0].signals() if pings else None,
+                path_signals(probe_set),
             )
             probes = sampler.result()
             if (reason := dead_daemon()) is not None:
@@ -534,14 +536,15 @@ def _measure(
             seconds = config.traffic.duration
             links.check_forwarded(traffic_metrics(traffic) | readings.metrics, routers, seconds)
             resolved.processes = traffic.processes
-            if traffic.congestion is not None:
-                resolved.congestion = traffic.congestion
-                requested = config.traffic.congestion
-                if requested is not None and traffic.congestion != requested:
-                    raise LabError(
-                        f"traffic.congestion: {requested!r} was set, but the senders used"
-                        f" {traffic.congestion!r}"
-                    )
+            # What the senders reported (iperf3), else what they were given (iperf2
+            # reports none).
+            resolved.congestion = traffic.congestion or settings.congestion
+            requested = settings.congestion
+            if None not in (traffic.congestion, requested) and traffic.congestion != requested:
+                named = "traffic.congestion" if config.traffic.congestion else "the lab's default"
+                raise LabError(
+                    f"{named}: {requested!r} was set, but the senders used {traffic.congestion!r}"
+                )
             measured = True
             return traffic, probes, readings
     finally:
@@ -575,6 +578,21 @@ def _comm(pid: int, fallback: str) -> str:
         return fallback
 
 
+def path_signals(probe_set: ProbeSet) -> PathSignals | None:
+    """What an "auto" warm-up watches (:mod:`tunnelbench.traffic.warmup`): the trial's
+    loaded pings, and the WAN queues' backlog where the queue probe reads it."""
+    pings = [p.signals() for p in probe_set.probes if isinstance(p, RttProbe)]
+    queues = [p for p in probe_set.probes if isinstance(p, QdiscProbe)]
+    rtt = pings[0] if pings else None
+    if not queues:
+        return rtt
+    return PathSignals(rtt.loaded_rtt if rtt else no_pings, queues[0].queue_readings)
+
+
+def no_pings() -> list[tuple[float, float]]:
+    return []
+
+
 def warmup_fallback(settings: TrafficSettings, traffic: TrafficResult) -> dict[str, float]:
     """An "auto" warm-up the generator could not end on evidence: its fixed fallback."""
     if settings.warmup is None and traffic.warmup is None:
@@ -604,16 +622,19 @@ def trial_metrics(
 ) -> dict[str, float]:
     """The numbers stored for one trial; names are stable, reports read them by name."""
     metrics = traffic_metrics(traffic) | readings.metrics
-    if probes is None:
-        return metrics
-    return metrics | probe_metrics(probes)
+    if probes is not None:
+        metrics |= probe_metrics(probes)
+    # The window's own verdict, stored: no trial is kept as steady that its window calls
+    # rising.
+    metrics[metric.WINDOW_STEADY.name] = 0.0 if window_rising(metrics) else 1.0
+    return metrics
 
 
 def traffic_metrics(traffic: TrafficResult) -> dict[str, float]:
     """What the generator measured, under the names every trial stores (a real hosts'
     trial too)."""
     metrics: dict[str, float] = {metric.GOODPUT.name: traffic.goodput_bps}
-    metrics |= goodput_thirds(traffic.intervals_bps)
+    metrics |= goodput_thirds(traffic.intervals_bps) | goodput_trend(traffic.fine_bps)
     if traffic.warmup is not None:
         metrics[metric.WARMUP_S.name] = round(traffic.warmup.seconds, 3)
         metrics[metric.WARMUP_STEADY.name] = 1.0 if traffic.warmup.steady else 0.0

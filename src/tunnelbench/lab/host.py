@@ -72,6 +72,10 @@ class Host(ABC):
 
     #: How this host is named in messages: a namespace, an SSH destination.
     name: str
+    #: Whether :meth:`qdiscs` and :meth:`read_net` are answered in this process, without
+    #: starting one (a namespace's, over rtnetlink and its /proc/net): cheap enough to
+    #: read ten times a second through a trial (:mod:`tunnelbench.probes.backlog`).
+    reads_in_process: bool = False
 
     @abstractmethod
     def run(
@@ -162,6 +166,8 @@ class NetnsHost(Host):
     ``cgroup``: the role's CPU budget (:func:`tunnelbench.lab.cgroup.limit_roles`), which
     every process it starts enters before it executes.
     """
+
+    reads_in_process = True
 
     def __init__(
         self,

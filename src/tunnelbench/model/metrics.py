@@ -65,10 +65,17 @@ RTT_FIRST: Final = Metric("rtt.loaded_first_ms", "ms")
 RTT_LAST: Final = Metric("rtt.loaded_last_ms", "ms")
 GOODPUT_FIRST: Final = Metric("goodput.first_bps", "bit/s")
 GOODPUT_LAST: Final = Metric("goodput.last_bps", "bit/s")
+# The t statistic of the least-squares slope of the loaded round trips and of the 0.1 s
+# goodput over the measured window (a rise is judged only where it is significant).
+RTT_TREND: Final = Metric("rtt.loaded_trend_t", "t")
+GOODPUT_TREND: Final = Metric("goodput.trend_t", "t")
 # An "auto" warm-up (tunnelbench.traffic.warmup): how long it took, and whether the path
 # settled (1) or its bound ended it (0).
 WARMUP_S: Final = Metric("warmup.s", "s")
 WARMUP_STEADY: Final = Metric("warmup.steady", "1 settled, 0 bound reached")
+# The measured window's own verdict (tunnelbench.analysis.steadiness.window_rising): 1
+# nothing rose across it, 0 something did (a queue still filling, the RTT or goodput).
+WINDOW_STEADY: Final = Metric("window.steady", "1 steady, 0 rising")
 
 #: The parts of a core's time the sampler records (each in % of that core); steal is
 #: time the hypervisor gave to another guest while this core had work.

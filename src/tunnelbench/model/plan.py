@@ -239,7 +239,8 @@ WARMUP_SHAPED_ESTIMATE = 1.5
 @dataclass(frozen=True)
 class TrafficSettings:
     """``udp_rate`` is the target rate per stream (bit/s), required for UDP.
-    ``congestion`` None keeps the kernel's default TCP congestion control."""
+    ``congestion`` None: cubic in the lab (:mod:`tunnelbench.bench.congestion`), the
+    kernel's default on real hosts."""
 
     generator: Generator = Generator.IPERF3
     protocol: Protocol = Protocol.TCP

@@ -31,15 +31,18 @@ the root alone what overflows its direct queue, and a leaf such as fq_codel or c
 (which this kernel lacks, so it is unverified here) drops inside the leaf at dequeue.
 """
 
+import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tunnelbench.analysis.steadiness import QueueSeries, queue_window
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
 from tunnelbench.model import metrics as metric
-from tunnelbench.probes.devices import DeviceNames
+from tunnelbench.probes import backlog
+from tunnelbench.probes.devices import PPP, WAN, DeviceNames
 from tunnelbench.probes.trial import (
     Machines,
     ProbeContext,
@@ -149,26 +152,104 @@ def read(host: Host) -> str:
 
 
 class QdiscProbe(TrialProbe):
+    """The root qdiscs' counters before and after the traffic, and the WAN queues'
+    backlog read through it (:mod:`tunnelbench.probes.backlog`): the warm-up's evidence
+    while it runs (:meth:`queue_readings`), the window's afterwards
+    (``qdisc.<role>.<link>.window_*``, :func:`window_metrics`)."""
+
     kind = ProbeKind.QDISC
 
     def before(self, machines: Machines, context: ProbeContext) -> None:
         self.machines = machines
         self.names = context.names
+        self.duration = context.traffic.duration
         # A machine without tc (busybox) has its queues read by no one.
         self.roles = [role for role in machines.roles if machines.has(role, "tc")]
         self.before_text = read_each(self.roles, lambda role: read(machines.host(role)))
         #: role -> device -> its root qdisc after the traffic.
         self.roots: dict[str, dict[str, RootQdisc]] = {}
+        self.window: tuple[float, float] | None = None
+        self.watch = _watch(machines, self.names, self.before_text)
+        if self.watch is not None:
+            self.watch.start()
+
+    def started(self, begin: float) -> None:
+        self.window = (begin, begin + self.duration)
+
+    def queue_readings(self) -> QueueSeries:
+        """The WAN queues' readings so far; none where they are not watched."""
+        return {} if self.watch is None else self.watch.readings()
 
     def after(self) -> ProbeReading:
+        series = self.watch.stop() if self.watch is not None else {}
         after_text = read_each(self.roles, lambda role: read(self.machines.host(role)))
         metrics: dict[str, float] = {}
         for role in self.roles:
             before, after = parse_qdiscs(self.before_text[role]), parse_qdiscs(after_text[role])
             metrics |= qdisc_metrics(role, self.names, before, after)
             self.roots[role] = after
-        raw = {
+        raw: dict[str, Any] = {
             "before": {r: json.loads(t) for r, t in self.before_text.items()},
             "after": {r: json.loads(t) for r, t in after_text.items()},
         }
+        if series:
+            raw["backlog"] = backlog.raw(series, self.window)
+            if self.window is not None:
+                metrics |= window_metrics(series, self.window, self.duration)
         return ProbeReading(metrics, raw)
+
+    def abandon(self) -> None:
+        if self.watch is not None:
+            with contextlib.suppress(LabError):
+                self.watch.stop()
+
+
+def wan_queues(names: DeviceNames, role: str, roots: Mapping[str, RootQdisc]) -> dict[str, str]:
+    """``role.link`` -> device of the WAN's queues among one role's root qdiscs: the
+    queues the lab shapes (its veth ends and, over PPPoE, its ppp devices)."""
+    found = {}
+    for device in sorted(roots):
+        link = names.name(role, device)
+        if link in (WAN, PPP):
+            found[f"{role}.{link}"] = device
+    return found
+
+
+def _watch(
+    machines: Machines, names: DeviceNames, before: Mapping[str, str]
+) -> backlog.BacklogWatch | None:
+    """A watch of the WAN's queues (as ``before``, each role's qdiscs before the traffic,
+    shows them) on the roles read in this process; None where there is none."""
+    queues: dict[str, tuple[str, str]] = {}
+    for role, text in before.items():
+        if machines.host(role).reads_in_process:
+            found = wan_queues(names, role, parse_qdiscs(text))
+            queues |= {name: (role, device) for name, device in found.items()}
+    if not queues:
+        return None
+
+    def read_role(role: str) -> dict[str, dict[str, int]]:
+        return {dev: q.values for dev, q in parse_qdiscs(read(machines.host(role))).items()}
+
+    return backlog.BacklogWatch(queues, read_role)
+
+
+def window_metrics(
+    series: QueueSeries, window: tuple[float, float], duration_s: float
+) -> dict[str, float]:
+    """Per watched queue over the measured window (:func:`queue_window`):
+    ``window_first_bytes`` and ``window_last_bytes``, its mean backlog over the
+    window's first and last third; ``window_standing``, 1 when it was never empty (the
+    bottleneck held a queue); ``window_filling``, 1 when its backlog still rose with no
+    drop since the traffic began."""
+    metrics: dict[str, float] = {}
+    for name, readings in series.items():
+        found = queue_window(readings, window, duration_s)
+        if found is None:
+            continue
+        role, link = name.split(".", 1)
+        metrics[metric.qdisc(role, link, "window_first_bytes")] = round(found.first_bytes)
+        metrics[metric.qdisc(role, link, "window_last_bytes")] = round(found.last_bytes)
+        metrics[metric.qdisc(role, link, "window_standing")] = float(found.standing)
+        metrics[metric.qdisc(role, link, "window_filling")] = float(found.filling)
+    return metrics

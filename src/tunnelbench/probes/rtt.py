@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tunnelbench.analysis.steadiness import trend_t
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
 from tunnelbench.model import metrics as metric
@@ -217,6 +218,9 @@ def loaded_metrics(
     if first and last:
         metrics[metric.RTT_FIRST.name] = statistics.median(first)
         metrics[metric.RTT_LAST.name] = statistics.median(last)
+    # Whether the rise is a trend or the noise of a CPU-bound path (steadiness).
+    if (t := trend_t([(r.at, r.rtt_ms) for r in in_window(output, window)])) is not None:
+        metrics[metric.RTT_TREND.name] = t
     return metrics
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final, Protocol
 
+from tunnelbench.analysis.steadiness import QueueSeries
 from tunnelbench.kinds import Generator as GeneratorKind
 from tunnelbench.kinds import StreamMode
 from tunnelbench.lab.host import Host
@@ -75,12 +76,19 @@ def closed_already(timeout_s: float) -> bool:
     return True
 
 
+def no_queues() -> QueueSeries:
+    """The :attr:`PathSignals.queues` of a path whose queues are not read."""
+    return {}
+
+
 @dataclass(frozen=True)
 class PathSignals:
     """What the warm-up's watch reads besides the generator's processes: the trial's
-    loaded pings so far, as (monotonic s of arrival, ms)."""
+    loaded pings so far, as (monotonic s of arrival, ms), and the bottleneck queues'
+    readings so far (:mod:`tunnelbench.probes.backlog`; none where they are not read)."""
 
     loaded_rtt: Callable[[], list[tuple[float, float]]]
+    queues: Callable[[], QueueSeries] = no_queues
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,9 @@ class TrafficResult:
     #: The receivers' intervals the goodput counts, in seconds (the shortest of its
     #: directions and processes).
     window_s: float | None = None
+    #: Goodput in each 0.1 s of the window, all directions and processes summed, where
+    #: the receivers reported that often; empty otherwise (steadiness: its trend).
+    fine_bps: list[float] = field(default_factory=list)
     #: How an "auto" warm-up ended (None: a fixed one).
     warmup: WarmupEnd | None = None
 

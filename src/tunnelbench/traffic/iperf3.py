@@ -312,6 +312,7 @@ def combine(
         jitter_ms=sum(r.jitter_ms for r in udp) / len(udp) if udp else None,
         congestion=",".join(senders) or None,
         window_s=min((m.window_s for m in measured if m.window_s is not None), default=None),
+        fine_bps=[sum(values) for values in zip(*(m.fine_bps for m in measured), strict=False)],
     )
 
 

@@ -47,6 +47,9 @@ class ProcessMeasurement:
     udp: list[UdpReceived] = field(default_factory=list)  # one per direction; empty for TCP
     congestion: str | None = None  # the TCP sender's congestion control
     window_s: float | None = None  # the receivers' intervals counted, shortest direction
+    #: Goodput in each 0.1 s of the window, where the receivers reported that often (a
+    #: common window's ``-i 0.1``); empty otherwise.
+    fine_bps: list[float] = field(default_factory=list)
 
 
 def protocol(doc: dict[str, Any]) -> str:
@@ -241,4 +244,5 @@ def parse(doc: dict[str, Any], duration: int) -> ProcessMeasurement:
         udp=udp_received(doc) if udp else [],
         congestion=end_summary.get("sender_tcp_congestion"),
         window_s=min(counted),
+        fine_bps=series(doc, duration, FINE_S) if interval_s(doc) == FINE_S else [],
     )

@@ -19,8 +19,12 @@ a trial is flagged (:func:`~tunnelbench.analysis.steadiness.unsteady`). Watching
 whole window and dropping it on any rise was tried: the watch's own 0.1 s samples saw
 rises that were not there, and the default run took longer than with the old rule.
 
-The watch samples two things every :data:`POLL_S`, each read without starting a process:
+The watch samples three things every :data:`POLL_S`, each read without starting a process:
 
+- the WAN queues' backlog and drops, where the lab shapes its WAN
+  (:class:`PathSignals.queues`, :mod:`tunnelbench.probes.backlog`): a queue that holds
+  a backlog decides, still filling while it grows with no drop yet, steady once it
+  dropped or stopped growing; only where none holds one do the next two judge;
 - the loaded round trip, from the trial's ping (:class:`PathSignals.loaded_rtt`);
 - the rate the server's host carries, from its ``/proc/net/dev`` (its links' received
   plus sent bytes, so upload, download and both alike): in a namespace of this machine
@@ -101,9 +105,9 @@ def watch(
         now_bytes, now = _read(server)
         rates.append((now, 8 * (now_bytes - last_bytes) / (now - last_at)))
         last_bytes, last_at = now_bytes, now
-        rtt = signals.loaded_rtt()
+        rtt, queues = signals.loaded_rtt(), signals.queues()
         if begin is not None:
-            found = judged(rtt, rates, now=now, since=begin, duration_s=duration_s)
+            found = judged(rtt, rates, now=now, since=begin, duration_s=duration_s, queues=queues)
             if found is not None and found[0]:
                 return WarmupEnd(begin, begin - t0, True, f"{found[1]} from the window's start")
             if found is not None or now - begin >= duration_s:
@@ -114,7 +118,9 @@ def watch(
         elif not dropped and now - t0 >= LEAD_S:
             begin = now
             open_window(begin)
-        elif dropped and (why := settled(rtt, rates, now=now, since=t0, duration_s=duration_s)):
+        elif dropped and (
+            why := settled(rtt, rates, now=now, since=t0, duration_s=duration_s, queues=queues)
+        ):
             open_window(now)
             return WarmupEnd(now, now - t0, True, dropped + why)
         if now - t0 >= bound_s:

@@ -1,0 +1,37 @@
+"""The lab's TCP congestion control: cubic, unless the plan names one.
+
+Users' endpoints run cubic (Linux's default, and Windows' and macOS's); this
+machine's default is bbr, and a namespace inherits the default of the namespace that
+created it, so a lab that kept it would measure bbr, which fills a FIFO differently
+(it paces to its estimate of the bottleneck and keeps the queue short), and no queue
+comparison would show what a user's cubic meets. So the lab's TCP senders use
+:data:`LAB_DEFAULT` when ``traffic.congestion`` is not set; a plan's value is kept.
+
+It is set per socket, by the generator (iperf3 ``-C``, iperf2 ``-Z``, on both ends), not
+as the namespaces' default: the sysctl ``net.ipv4.tcp_congestion_control`` is per
+namespace on this kernel (6.18), but a namespace other than the host's may only make an
+algorithm of ``tcp_allowed_congestion_control`` its default (here ``reno bbr``: writing
+``cubic`` is refused with EPERM), a list only the host's namespace can change, and the
+lab changes nothing there. A socket of a root process may take any algorithm the kernel
+has. Real hosts keep their own default (they are the user's endpoints).
+"""
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from tunnelbench.kinds import Protocol
+from tunnelbench.model.plan import TrafficSettings
+
+#: What the lab's senders use when the plan names none.
+LAB_DEFAULT = "cubic"
+
+
+def lab_traffic(settings: TrafficSettings, available: Sequence[str]) -> TrafficSettings:
+    """``settings`` as the lab's generator runs them: TCP with no congestion control
+    named gets :data:`LAB_DEFAULT` where the kernel has it (``available``: its
+    ``tcp_available_congestion_control``); otherwise unchanged."""
+    if settings.protocol is not Protocol.TCP or settings.congestion is not None:
+        return settings
+    if LAB_DEFAULT not in available:
+        return settings
+    return replace(settings, congestion=LAB_DEFAULT)
