@@ -423,8 +423,10 @@ def _check_counters(session: Session, metrics: dict[str, float], duration: int) 
         )
     if discarded:  # said with the agent's figures (snmp_watch)
         return
-    for name in [n for n in metrics if n.startswith(f"link.{dut}.") and n.endswith("_bytes")]:
-        del metrics[name]
+    for name in list(metrics):
+        device = metric.parse_device(name, "link")
+        if device is not None and device[0].startswith(f"{dut}.") and device[1].endswith("_bytes"):
+            del metrics[name]
     log.warning(
         "%s counted %s bytes out of %s's busiest interface, fewer than the %s the generator"
         " reports arrived (and the ends' kernels received), while its packets show the"
