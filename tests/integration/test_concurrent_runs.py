@@ -54,7 +54,7 @@ def test_a_second_run_is_refused_and_a_concurrent_one_is_recorded(tmp_path: Path
     finally:
         out, err = first.communicate(timeout=120)
     assert first.returncode == 0, out + err
-    assert Store(first_db).run("latest").environment["measurement_lock"] == {
-        "mode": "exclusive",
-        "concurrent_with": None,
-    }
+    held = Store(first_db).run("latest").environment["measurement_lock"]
+    assert (held["mode"], held["concurrent_with"]) == ("exclusive", None)
+    # The run that held the lock records who measured beside it.
+    assert [str(third_db) in b["command"] for b in held["beside"]] == [True]

@@ -70,7 +70,7 @@ def test_state_another_user_could_have_written_is_refused(states, victim, tmp_pa
     else:
         path = states / "abc123" / "state.json"
         os.chown(path, 65534, 65534)
-        why = "is owned by uid 65534, not by uid 0 (this user)"
+        why = "is owned by uid 65534, neither root nor uid 0 (this user)"
     done = _clean(states)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"tunnelbench: error: lab state '{path}' {why}: another user")

@@ -19,7 +19,7 @@ has. Real hosts keep their own default (they are the user's endpoints).
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tunnelbench.kinds import Protocol
+from tunnelbench.kinds import Direction, Generator, Protocol
 from tunnelbench.model.plan import TrafficSettings
 
 #: What the lab's senders use when the plan names none.
@@ -32,6 +32,8 @@ def lab_traffic(settings: TrafficSettings, available: Sequence[str]) -> TrafficS
     ``tcp_available_congestion_control``); otherwise unchanged."""
     if settings.protocol is not Protocol.TCP or settings.congestion is not None:
         return settings
+    if settings.generator is Generator.IPERF2 and settings.direction is Direction.BIDIR:
+        return settings  # 2.1.8 takes -Z at neither end of a full-duplex test (iperf2.py)
     if LAB_DEFAULT not in available:
         return settings
     return replace(settings, congestion=LAB_DEFAULT)

@@ -55,7 +55,8 @@ class UntrustedState(UserError):
 
 def check_private(path: Path) -> None:
     """Refuse ``path`` (the state directory, a lab's directory or its state file) unless
-    this user (root) owns it and no group or other user may write it, and unless no
+    this user or root owns it (a user reads root's labs with ``lab status``; root's own
+    state is root's) and no group or other user may write it, and unless no
     directory above it lets another user replace it (writable by them, without the
     sticky bit). Raises :class:`UntrustedState` naming the path and why."""
     euid = os.geteuid()
@@ -66,8 +67,8 @@ def check_private(path: Path) -> None:
     why = None
     if stat.S_ISLNK(info.st_mode):
         why = "is a symbolic link"
-    elif info.st_uid != euid:
-        why = f"is owned by uid {info.st_uid}, not by uid {euid} (this user)"
+    elif info.st_uid not in (euid, 0):
+        why = f"is owned by uid {info.st_uid}, neither root nor uid {euid} (this user)"
     elif info.st_mode & 0o022:
         why = f"is writable by its group or by others (mode {stat.S_IMODE(info.st_mode):o})"
     if why is None and path == STATE_ROOT:

@@ -18,8 +18,10 @@ other wait is bounded too. In 2.1.8:
   "dual test", would open a second set of connections from the server back to the
   client, and prints text headers into the CSV);
 - IPv6 needs ``-V`` on both ends: without it the server listens on IPv4 only;
-- ``-Z`` sets the congestion control per socket, given to both ends since the server
-  sends in download and bidir tests. 2.1.8 reports neither the algorithm in use nor a
+- ``-Z`` sets the congestion control per socket, given to the end that sends: the
+  client in upload tests, the server in download tests (2.1.8 refuses it beside
+  ``--reverse``); in bidir tests (both send) neither takes it, and the namespaces'
+  default applies. 2.1.8 reports neither the algorithm in use nor a
   failure other than by a warning on standard error; any error output fails the trial;
 - UDP: ``-u -b RATE`` is the rate of each stream (iperf2, like iperf3, applies ``-b`` per
   thread). Datagrams are sized as iperf3 sizes its own (the TCP MSS of the path: 1368
@@ -121,7 +123,12 @@ def _protocol_flags(
     settings: TrafficSettings, udp_length: int | None, *, client: bool = False
 ) -> list[str]:
     if settings.protocol is Protocol.TCP:
-        return ["-Z", settings.congestion] if settings.congestion else []
+        # Only to the end that sends: 2.1.8 refuses -Z with --reverse on the client and
+        # warns (which fails the trial) where the end also receives.
+        sends = Direction.UPLOAD if client else Direction.DOWNLOAD
+        if settings.congestion and settings.direction is sends:
+            return ["-Z", settings.congestion]
+        return []
     if settings.udp_rate is None or udp_length is None:
         raise ValueError("a UDP test needs traffic.udp_rate and a datagram length")
     # Both ends get the length: the server reads (and in reverse tests sends) with it.
