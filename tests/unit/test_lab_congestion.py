@@ -1,6 +1,6 @@
-"""The lab's senders use cubic unless the plan names a congestion control: this
-machine's default (bbr) is not what users' endpoints run, and a lab namespace would
-inherit it."""
+"""The lab's senders use the kernel's default unless the plan names a congestion
+control; a lab default (cubic, what users' endpoints run) is built, not yet switched on
+(bench/congestion.py says why)."""
 
 from dataclasses import replace
 
@@ -12,17 +12,18 @@ from tunnelbench.model.plan import TrafficSettings
 HERE = ("reno", "bbr", "cubic")
 
 
-def test_tcp_without_a_named_one_gets_cubic():
-    assert LAB_DEFAULT == "cubic"
-    assert lab_traffic(TrafficSettings(), HERE).congestion == "cubic"
+def test_tcp_without_a_named_one_keeps_the_kernels_default_or_gets_the_labs():
+    assert LAB_DEFAULT is None
+    assert lab_traffic(TrafficSettings(), HERE).congestion is None
+    assert lab_traffic(TrafficSettings(), HERE, "cubic").congestion == "cubic"
 
 
 def test_the_plans_choice_is_kept():
-    assert lab_traffic(TrafficSettings(congestion="bbr"), HERE).congestion == "bbr"
-    assert lab_traffic(TrafficSettings(congestion="reno"), HERE).congestion == "reno"
+    assert lab_traffic(TrafficSettings(congestion="bbr"), HERE, "cubic").congestion == "bbr"
+    assert lab_traffic(TrafficSettings(congestion="reno"), HERE, "cubic").congestion == "reno"
 
 
 def test_udp_and_a_kernel_without_cubic_are_left_alone():
     udp = replace(TrafficSettings(), protocol=Protocol.UDP, udp_rate=10**8)
-    assert lab_traffic(udp, HERE) == udp
-    assert lab_traffic(TrafficSettings(), ("reno", "bbr")).congestion is None
+    assert lab_traffic(udp, HERE, "cubic") == udp
+    assert lab_traffic(TrafficSettings(), ("reno", "bbr"), "cubic").congestion is None
