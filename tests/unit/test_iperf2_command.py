@@ -35,12 +35,20 @@ def test_client_runs_warmup_plus_duration_with_interval_reports(direction, flags
     ]  # fmt: skip
 
 
-def test_ipv6_and_congestion_control_go_to_both_ends():
+def test_ipv6_goes_to_both_ends_and_congestion_control_to_the_sender():
+    """2.1.8 refuses -Z beside --reverse ("tcp congestion control -Z and --reverse cannot
+    be applied together") and warns where the end also receives, which fails a trial."""
     settings = TrafficSettings(family=6, congestion="bbr", direction=Direction.DOWNLOAD)
     server = server_argv("iperf", 5001, settings, 1, None)
     client = client_argv("iperf", "2001:2:0:1::2", 5001, settings, 1, None)
     assert server[-3:] == ["-V", "-Z", "bbr"]
-    assert client[-4:] == ["-V", "-R", "-Z", "bbr"]
+    assert client[-2:] == ["-V", "-R"] and "-Z" not in client
+    upload = TrafficSettings(congestion="bbr")
+    assert "-Z" not in server_argv("iperf", 5001, upload, 1, None)
+    assert client_argv("iperf", "198.18.1.2", 5001, upload, 1, None)[-2:] == ["-Z", "bbr"]
+    both = TrafficSettings(congestion="bbr", direction=Direction.BIDIR)
+    assert "-Z" not in server_argv("iperf", 5001, both, 1, None)
+    assert "-Z" not in client_argv("iperf", "198.18.1.2", 5001, both, 1, None)
 
 
 def test_udp_rate_is_per_stream_and_both_ends_use_the_datagram_length():
