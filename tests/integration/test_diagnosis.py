@@ -55,16 +55,44 @@ def _settings(summary: ConfigSummary) -> set[str | None]:
     return {advice.setting for advice in summary.advice}
 
 
+def _undisturbed(
+    tmp_path: Path, verdict: Bound, *args: str, attempts: int = 3
+) -> dict[str, ConfigSummary]:
+    """:func:`_summaries` of the first of up to ``attempts`` runs whose every verdict is
+    ``verdict`` or in which the tool found no disturbance of the machine (hypervisor
+    steal, outside load). Steal on one vCPU stalls the pipeline's work on the other, so
+    a CPU-bound verdict cannot be expected of a disturbed run (seen in CI: cpu0 4.7%
+    stolen in 3 of 3 runs, the busiest core 88.5% busy, "no limit identified"); an
+    undisturbed run gets no second chance. When every attempt was disturbed the last one
+    is returned, and the caller's assertions judge it."""
+    disturbances = {Bound.STEAL, Bound.OUTSIDE_LOAD}
+    for attempt in range(attempts):
+        run_dir = tmp_path / f"attempt-{attempt}"
+        run_dir.mkdir()
+        by_kind = _summaries(run_dir, *args)
+        diagnoses = [s.diagnosis for s in by_kind.values() if s.diagnosis is not None]
+        if all(d.verdict.bound is verdict for d in diagnoses):
+            return by_kind
+        found = [f.summary for d in diagnoses for f in d.findings if f.bound in disturbances]
+        if not found:
+            return by_kind
+        print(f"attempt {attempt + 1} of {attempts} was disturbed: {'; '.join(found)}")
+    return by_kind
+
+
 def test_a_shaped_wan_is_the_limit_with_and_without_a_tunnel(tmp_path):
+    # 500 Mbit/s, not 1 Gbit/s: one wireguard-go flow carries about 1.1 Gbit/s unshaped
+    # here, so a 1 Gbit/s link (916 Mbit/s of goodput) left it 18% of headroom, and a
+    # CI run with steal reached 90.6% of the ceiling with no limit identified.
     by_kind = _summaries(
-        tmp_path, "--tunnels", "none,wireguard", "--streams", "1", "--rate", "1gbit",
+        tmp_path, "--tunnels", "none,wireguard", "--streams", "1", "--rate", "500mbit",
         *SHORT,
     )  # fmt: skip
     # What tbf counts per full-sized segment is the L3 packet + the 14-byte Ethernet header:
     # none: TCP payload 1500 - 20 IP - 20 TCP - 12 timestamps = 1448 of 1500 + 14 = 1514;
     # WireGuard (MTU 1420): payload 1420 - 52 = 1368, and the outer packet is
     # 1420 + 16 header + 16 tag + 8 UDP + 20 IP = 1480, so 1368 of 1480 + 14 = 1494.
-    expected = {"none": 1448 / 1514 * 1e9, "wireguard": 1368 / 1494 * 1e9}
+    expected = {"none": 1448 / 1514 * 500e6, "wireguard": 1368 / 1494 * 500e6}
     for kind, ceiling_bps in expected.items():
         summary = by_kind[kind]
         assert summary.ceiling is not None and summary.diagnosis is not None
@@ -79,7 +107,7 @@ def test_unshaped_userspace_wireguard_is_held_by_its_daemon(tmp_path):
     # run sat at 89.4% once in CI (below the 90% a saturated core needs; five others
     # here read 91.7-94.0%), and one run called it "no limit identified".
     runs = ["--runs", "3", "--duration", "2", "--warmup", "1"]
-    by_kind = _summaries(tmp_path, "--tunnels", "wireguard", "--streams", "1", *runs)
+    by_kind = _undisturbed(tmp_path, Bound.CPU, "--tunnels", "wireguard", "--streams", "1", *runs)
     wireguard = by_kind["wireguard"]
     assert wireguard.diagnosis is not None
     verdict = wireguard.diagnosis.verdict
