@@ -1,6 +1,7 @@
 """``--json`` of ``runs``, ``plan show`` and ``lab status``: plain values in the shape the
-README's Conventions document, checked against a recorded database read by the project's
-own Store, a real plan file, and a lab state file written by the project's LabState."""
+Conventions of docs/reference.md document, checked against a recorded database read by
+the project's own Store, a real plan file, and a lab state file written by the project's
+LabState."""
 
 import json
 import os
