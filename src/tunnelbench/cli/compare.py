@@ -54,7 +54,8 @@ def register(verbs: Verbs) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        help="write to this file instead of standard output" + side_files_help(known, "comparison"),
+        metavar="PATH",
+        help="write to PATH instead of standard output" + side_files_help(known, "comparison"),
     )
     parser.add_argument(
         "--fail-if-slower",
