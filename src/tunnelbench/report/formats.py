@@ -9,10 +9,11 @@ run's report, :mod:`.tune`) and, if it can, for a comparison; for each, whether 
 writes files beside the report (an image, a directory of charts) and where; its file
 suffix; whether its tables fit ``--width``; and whether it can go to standard output.
 
-Adding a format: a module in ``report/`` rendering a :class:`~.view.RunView` (and, if it
-compares, a :class:`~.compare.Comparison`) to text, a member of :class:`FormatName`, and
-one :class:`ReportFormat` registered at the end of this module. A test may register a
-format of its own under a name from its own ``StrEnum``.
+Adding a format (step by step: ``docs/report-formats.md``): a module in ``report/``
+rendering a :class:`~.view.RunView` (and, if it compares, a :class:`~.compare.Comparison`)
+to text, a member of :class:`FormatName`, and one :class:`ReportFormat` registered at the
+end of this module. A test may register a format of its own under a name from its own
+``StrEnum``.
 """
 
 import sys
