@@ -19,7 +19,7 @@ from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, TunnelKind
 from tunnelbench.model.plan import TrafficSettings, TrialConfig, TunnelSettings
 from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
-from tunnelbench.report import compare, compare_markdown, compare_page
+from tunnelbench.report import compare, compare_markdown, formats
 from tunnelbench.report.compare import RunRef, SideRef
 from tunnelbench.report.selector import Filter, Selector
 
@@ -264,9 +264,10 @@ def test_selector_values_are_parsed_like_plan_files():
     assert [f.value for f in parsed.filters] == [None, False, ("client", "gw"), 0.25, "download"]
 
 
-def test_only_table_markdown_json_and_html(l2):
+def test_only_table_markdown_json_and_html():
+    assert formats.names(formats.comparing()) == ["table", "md", "html", "json"]
     with pytest.raises(UserError, match="'csv' is not available for a comparison"):
-        compare_page.build_and_render("1", "1", l2, "csv")
+        formats.for_comparison("csv")
 
 
 @pytest.mark.parametrize("width", [80, 120])

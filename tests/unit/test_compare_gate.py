@@ -180,6 +180,6 @@ def test_a_misspelt_format_gets_the_closest_one(lab):
     done = tunnelbench("compare", ONE, FOUR, "--format", "htm", cwd=lab)
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "tunnelbench: error: --format: 'htm' is not available for a comparison;"
-        " allowed: table, md, json, html; did you mean 'html'?"
+        "tunnelbench: error: --format: unknown value 'htm'; allowed: table, md, html, json;"
+        " did you mean 'html'?"
     ]

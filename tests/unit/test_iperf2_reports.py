@@ -22,7 +22,7 @@ from tunnelbench.analysis.diagnosis import (
 )
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.kinds import Protocol
-from tunnelbench.report import charts, compare_page, html, markdown, table, view
+from tunnelbench.report import charts, compare, html, markdown, table, view
 from tunnelbench.report.table import GENERATOR_MARK, NOT_MEASURED, retransmits_cell
 
 NAME = "iperf2-vs-iperf3"
@@ -83,8 +83,8 @@ def test_html_and_compare_say_not_measured(tmp_path):
     assert '<td class="num">not measured</td>' in page
     assert "Retransmits not measured: the load generator (iperf2)" in page
     path = tmp_path / f"{NAME}.db"
-    text = compare_page.build_and_render(
-        f"{path}@traffic.generator=iperf3", f"{path}@traffic.generator=iperf2", path, "table"
+    text = compare.render_table(
+        compare.build(f"{path}@traffic.generator=iperf3", f"{path}@traffic.generator=iperf2", path)
     )
     assert text.count("not measured") == 5  # B retrans of every pair, and the note
     assert "Retransmits not measured: the load generator (iperf2)" in text

@@ -19,8 +19,15 @@ from pathlib import Path
 
 from tunnelbench.cli.options import parse_milliseconds, parse_percent
 from tunnelbench.cli.parsing import Verbs, add_db_argument
-from tunnelbench.cli.report import databases_read, emit, emit_markdown, output_path
-from tunnelbench.report import compare, compare_page, fit
+from tunnelbench.cli.report import (
+    check_stdout,
+    databases_read,
+    output_path,
+    side_files_help,
+    write_report,
+)
+from tunnelbench.report import compare, formats
+from tunnelbench.report.formats import FormatName, Where
 
 SIDE_HELP = (
     "RUN, latest, DATABASE (its latest run) or DATABASE:RUN, optionally followed by "
@@ -37,14 +44,18 @@ def register(verbs: Verbs) -> None:
     parser.add_argument("a", metavar="A", help=SIDE_HELP)
     parser.add_argument("b", metavar="B", help="as A")
     add_db_argument(parser, "results database for RUN")
+    known = formats.comparing()
     parser.add_argument(
-        "--format", default="table", help="table | md | json | html (default table)"
+        "--format",
+        default=FormatName.TABLE.value,
+        choices=formats.names(known),
+        help=f"{' | '.join(formats.names(known))} (default {FormatName.TABLE})",
     )
     parser.add_argument(
         "-o",
         "--output",
-        help="write to this file instead of standard output (md: with its charts as PNG"
-        " files beside it)",
+        metavar="PATH",
+        help="write to PATH instead of standard output" + side_files_help(known, "comparison"),
     )
     parser.add_argument(
         "--fail-if-slower",
@@ -79,7 +90,7 @@ class Gate:
 
 
 def handle(args: argparse.Namespace) -> int:
-    compare.check_format(args.format)
+    fmt, rendering = formats.for_comparison(args.format)
     limits = Gate(
         slower_pct=None
         if args.fail_if_slower is None
@@ -92,13 +103,10 @@ def handle(args: argparse.Namespace) -> int:
         else parse_milliseconds("--fail-if-latency-above", args.fail_if_latency_above),
     )
     read = databases_read(Path(args.db), (args.a, args.b), ("A", "B"))
-    output = output_path(args.output, args.format, read)
+    output = output_path(args.output, read, fmt, rendering.side_files)
+    check_stdout(fmt, output)
     comparison = compare.build(args.a, args.b, Path(args.db))
-    if output is not None and args.format == "md":
-        emit_markdown(output, lambda path: compare_page.write_markdown(comparison, path))
-    else:
-        width = fit.width() if output is None else None  # a file has every column
-        emit(compare_page.render(comparison, args.format, width), output)
+    write_report(comparison, rendering, Where(stdout=output is None), output)
     if limits == Gate(None, None, None):
         return 0
     failed = [

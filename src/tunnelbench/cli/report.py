@@ -8,34 +8,19 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Literal, TypeVar
 
 from tunnelbench.bench.store import RESERVE_SUFFIX, SIDE_FILES, Store
 from tunnelbench.cli.parsing import Verbs, add_db_argument
-from tunnelbench.echo import capped, shown, unknown_value
+from tunnelbench.echo import capped, shown
 from tunnelbench.errors import SystemFault, UserError
-from tunnelbench.report import (
-    bbcode,
-    compare,
-    compare_page,
-    csv_report,
-    files,
-    fit,
-    forum,
-    html,
-    json_report,
-    markdown,
-    terminal,
-    view,
-)
+from tunnelbench.report import compare, files, formats, forum, html, view
+from tunnelbench.report.formats import FormatName, Rendering, ReportFormat, SideFiles, Where
+from tunnelbench.report.markdown import plural
 from tunnelbench.report.view import RunView
 from tunnelbench.system import interrupts, ownership
 
-REPORT_FORMATS = ("table", "md", "bbcode", "md-full", "html", "json", "csv")
-#: The formats whose tables are fitted to ``--width``: the forum post, in either markup.
-WIDTH_FORMATS = ("md", "bbcode")
-#: The formats written as a file with others beside it (an image, a charts directory).
-MARKDOWN = ("md", "md-full")
-
+T = TypeVar("T")
 
 #: What the user can fix by naming another output path (exit 2); any other error while
 #: writing (a full disk, an I/O error) is a fault of the machine (exit 1).
@@ -56,12 +41,16 @@ def _quoted(path: Path | str) -> str:
 
 
 def output_path(
-    text: str | None, fmt: str = "table", databases: Sequence[Path] = ()
+    text: str | None,
+    databases: Sequence[Path] = (),
+    fmt: ReportFormat | None = None,
+    side: SideFiles[Any] | None = None,
 ) -> Path | None:
-    """The ``-o`` path, checked before anything is read or written. A Markdown report
-    writes its charts into a directory beside it, so it needs a file's name, not a
-    device's (``-o /dev/null`` would create ``/dev/null-charts/``). It must not be one
-    of the results ``databases`` the verb reads, nor one of their side files."""
+    """The ``-o`` path, checked before anything is read or written. A report that
+    writes files beside it (``side``: a Markdown report's charts) needs a file's name,
+    not a device's (``-o /dev/null`` would create ``/dev/null-charts/``). It must not be
+    one of the results ``databases`` the verb reads, nor one of their side files, nor
+    may the image ``side`` writes beside it be."""
     if text is None:
         return None
     if not text.strip():
@@ -76,17 +65,18 @@ def output_path(
             if path.parent.exists():
                 raise UserError(f"-o: {_quoted(path.parent)} is not a directory")
             raise UserError(f"-o: directory {_quoted(path.parent)} does not exist")
-        if fmt in MARKDOWN and path.exists() and not path.is_file():
+        if side is not None and path.exists() and not path.is_file():
+            title = "" if fmt is None else f" {fmt.title}"
             raise UserError(
-                f"-o: {_quoted(text)} is not a regular file; a Markdown report writes its"
+                f"-o: {_quoted(text)} is not a regular file; a{title} report writes its"
                 " charts beside it: give a file name, or leave out -o for standard output"
             )
     except OSError as exc:  # e.g. a name too long to look up
         raise UserError(f"-o: {_quoted(text)}: {exc.strerror}") from None
     _refuse_database(path, text, databases)
-    if fmt == "md":
+    if side is not None and not side.directory:
         # The image written beside the post is a file of the report as much as -o is.
-        image = forum.summary_path(path)
+        image = side.path(path)
         _refuse_database(image, str(image), databases, beside=text)
     return path
 
@@ -185,22 +175,32 @@ def emit(text: str, output: Path | None) -> None:
         print(f"wrote {output}")
 
 
-def emit_markdown(output: Path, write: Callable[[Path], list[Path]]) -> None:
-    """Markdown at ``output`` with its charts beside it (``write`` returns the paths it
-    wrote, the Markdown first), with the same care as :func:`emit`; says what it wrote."""
-    directory = markdown.charts_dir(output)
-    with _writing(output, charts=directory), ownership.created(output, directory):
+def emit_beside(
+    output: Path, side: Path, directory: bool, write: Callable[[Path], list[Path]]
+) -> None:
+    """A report at ``output`` with files beside it at ``side``: a directory of charts, or
+    one image (``write`` returns the paths it wrote, the report first), with the same
+    care as :func:`emit`; says what it wrote."""
+    with _writing(output, charts=side), ownership.created(output, side):
         written = write(output)
-    charts = f" and {markdown.plural(len(written) - 1, 'chart')} in {directory}/"
-    print(f"wrote {output}{charts if len(written) > 1 else ''}")
+    if len(written) == 1:
+        print(f"wrote {output}")
+    elif directory:
+        print(f"wrote {output} and {plural(len(written) - 1, 'chart')} in {side}/")
+    else:
+        print(f"wrote {output} and {side}")
 
 
-def emit_forum(output: Path, write: Callable[[Path], list[Path]]) -> None:
-    """The forum Markdown at ``output`` and its image beside it, as :func:`emit_markdown`."""
-    image = forum.summary_path(output)
-    with _writing(output, charts=image), ownership.created(output, image):
-        written = write(output)
-    print(f"wrote {output}{f' and {image}' if len(written) > 1 else ''}")
+def write_report(subject: T, rendering: Rendering[T], where: Where, output: Path | None) -> None:
+    """``subject`` (a run, a comparison) as ``rendering`` makes it, to ``output`` (None:
+    standard output), with the files it writes beside it."""
+    side = rendering.side_files
+    if output is not None and side is not None:
+        emit_beside(
+            output, side.path(output), side.directory, lambda path: side.write(subject, path, where)
+        )
+    else:
+        emit(rendering.text(subject, where), output)
 
 
 def register(verbs: Verbs) -> None:
@@ -208,19 +208,19 @@ def register(verbs: Verbs) -> None:
         "report", help="a stored run as a table, Markdown, HTML, JSON or CSV; or two compared"
     )
     report.add_argument("run", nargs="?", help="run id or 'latest' (default latest)")
+    known = formats.all_formats()
     report.add_argument(
         "--format",
-        default="table",
-        choices=REPORT_FORMATS,
-        help="(default table); md: the results to paste into a forum post, a short table"
-        " and one image; bbcode: the same post for phpBB forums (MikroTik's), its table"
-        " in [code]; md-full: every column, finding and chart; JSON follows"
-        " docs/report-schema.json, CSV has one row per trial",
+        default=FormatName.TABLE.value,
+        choices=formats.names(known),
+        help=f"(default {FormatName.TABLE}); "
+        + "; ".join(f"{fmt.name}: {fmt.help}" for fmt in known),
     )
+    fitted = formats.names([fmt for fmt in known if fmt.fits_width])
     report.add_argument(
         "--width",
         metavar="COLUMNS",
-        help=f"md, bbcode: the widest table line (default {forum.WIDTH};"
+        help=f"{', '.join(fitted)}: the widest table line (default {forum.WIDTH};"
         f" {forum.WIDTHS.start}-{forum.WIDTHS.stop - 1}); tables split by setting and"
         " shorten their cells to fit it; prose is one line a paragraph",
     )
@@ -228,48 +228,72 @@ def register(verbs: Verbs) -> None:
         "-o",
         "--output",
         metavar="PATH",
-        help="write to PATH instead of standard output; md also writes its image as"
-        " PATH's name without its suffix + '-summary.png', md-full its charts as PNG files"
-        " into PATH's name without its suffix + '-charts/'",
+        help="write to PATH instead of standard output" + side_files_help(known, "run"),
     )
     report.add_argument(
         "--compare",
         nargs=2,
         metavar=("A", "B"),
-        help="the same as `tunnelbench compare A B` (format table, md or json)",
+        help="the same as `tunnelbench compare A B`"
+        f" (format {formats.either(formats.names(formats.comparing()))})",
     )
     add_db_argument(report)
     report.set_defaults(func=handle)
 
 
+def side_files_help(known: Sequence[ReportFormat], subject: Literal["run", "comparison"]) -> str:
+    """``; md also writes its image as ...``: what ``-o`` writes beside the report, by
+    format, for a run or a comparison."""
+    phrases = []
+    for fmt in known:
+        rendering = fmt.run if subject == "run" else fmt.comparison
+        if rendering is not None and rendering.side_files is not None:
+            phrases.append(f"{fmt.name} also writes {rendering.side_files.help}")
+    return "".join(f"; {phrase}" for phrase in phrases)
+
+
 def handle(args: argparse.Namespace) -> int:
-    if args.format not in REPORT_FORMATS:
-        raise UserError(f"--format: {unknown_value(args.format, REPORT_FORMATS)}")
-    width = _width(args.width, args.format)
+    fmt = formats.named(args.format)
+    width = _width(args.width, fmt)
     sides = args.compare or ()
     read = databases_read(Path(args.db), sides, ("--compare",) * len(sides))
-    output = output_path(args.output, "table" if args.compare else args.format, read)
     if args.compare is not None:
-        return _compare(args, output)
+        return _compare(args, read)
+    output = output_path(args.output, read, fmt, fmt.run.side_files)
+    check_stdout(fmt, output)
     ref = args.run or "latest"
     if not (ref == "latest" or (ref.isascii() and ref.isdigit())):  # before opening the store
         raise UserError(f"run: {shown(ref)} is not a run id or 'latest'")
     store = Store.read(Path(args.db))
     try:
         # An unknown run is an error before any output.
-        _report(view.load(store, ref), args.format, output, args.db, width)
+        loaded = view.load(store, ref)
+        where = Where(stdout=output is None, width=width, db=args.db)
+        write_report(loaded, fmt.run, where, output)
     finally:
         store.close()
     return 0
 
 
-def _width(text: str | None, fmt: str) -> int:
+def check_stdout(fmt: ReportFormat, output: Path | None) -> None:
+    """A format only a file can hold (an image) needs ``-o``."""
+    if output is None and not fmt.stdout:
+        raise UserError(
+            f"--format: a {fmt.title} report ({fmt.name}) cannot go to standard output;"
+            " give -o PATH"
+        )
+
+
+def _width(text: str | None, fmt: ReportFormat) -> int:
     """``--width``, checked before anything is read: only the forum post has tables to
     fit."""
     if text is None:
         return forum.WIDTH
-    if fmt not in WIDTH_FORMATS:
-        raise UserError(f"--width: only --format md or bbcode has a line width, not {fmt}")
+    if not fmt.fits_width:
+        fitted = formats.names([f for f in formats.all_formats() if f.fits_width])
+        raise UserError(
+            f"--width: only --format {formats.either(fitted)} has a line width, not {fmt.name}"
+        )
     if not (text.isascii() and text.isdigit()) or int(text) not in forum.WIDTHS:
         raise UserError(
             f"--width: {shown(text)} is not a whole number of columns from"
@@ -278,52 +302,18 @@ def _width(text: str | None, fmt: str) -> int:
     return int(text)
 
 
-def _report(loaded: RunView, fmt: str, output: Path | None, db: str, width: int) -> None:
-    if fmt == "md" and output is not None:
-        emit_forum(output, lambda path: forum.write(loaded, path, width))
-    elif fmt == "md":
-        emit(forum.render(loaded, width), None)
-    elif fmt == "bbcode":
-        emit(bbcode.render(loaded, width), output)
-    elif fmt == "md-full" and output is not None:
-        emit_markdown(output, lambda path: markdown.write(loaded, path))
-    elif fmt == "md-full":
-        emit(markdown.render(loaded), None)
-    elif fmt == "html":
-        emit(html.render(loaded), output)
-    elif fmt == "json":
-        emit(json_report.render(loaded), output)
-    elif fmt == "csv":
-        emit(csv_report.render(loaded), output)
-    else:
-        # On the terminal: its width and (where wanted) colour; into a file: every column.
-        shown_here = output is None
-        text = terminal.render(
-            loaded,
-            after_run=False,
-            width=fit.width() if shown_here else None,
-            colour=shown_here and fit.colour_wanted(sys.stdout),
-            db=db,
-        )
-        emit(text, output)
-
-
-def _compare(args: argparse.Namespace, output: Path | None) -> int:
+def _compare(args: argparse.Namespace, read: Sequence[Path]) -> int:
     """``report --compare A B``: an alias of ``tunnelbench compare A B``, same output."""
+    fmt, rendering = formats.for_comparison(args.format)
+    output = output_path(args.output, read, fmt, rendering.side_files)
+    check_stdout(fmt, output)
     if args.run is not None:
         raise UserError(
             f"--compare: name both runs after --compare, not {shown(args.run)} before it"
         )
     a, b = args.compare
-    text = compare_page.build_and_render(
-        a,
-        b,
-        Path(args.db),
-        args.format,
-        where=("--compare",) * 2,
-        width=fit.width() if output is None else None,  # a file has every column
-    )
-    emit(text, output)
+    comparison = compare.build(a, b, Path(args.db), where=("--compare",) * 2)
+    write_report(comparison, rendering, Where(stdout=output is None), output)
     return 0
 
 
@@ -337,11 +327,13 @@ def write_reports(loaded: RunView, *, as_json: bool) -> bool:
     left that links an image never written, and says so."""
     run_id, database = loaded.run.id, loaded.database
     stem = f"{database.stem}-run{run_id}"
-    page, text = database.with_name(f"{stem}.html"), database.with_name(f"{stem}.md")
+    page_format, text_format = (formats.REGISTRY.get(n) for n in (FormatName.HTML, FormatName.MD))
+    page = database.with_name(f"{stem}{page_format.suffix}")
+    text = database.with_name(f"{stem}{text_format.suffix}")
     image = forum.summary_path(text)
     planned = [page, image, text]
     existed = {path for path in planned if os.path.lexists(path)}
-    later = f"`tunnelbench report {run_id} --db {database} --format html -o PATH`"
+    later = f"`tunnelbench report {run_id} --db {database} --format {page_format.name} -o PATH`"
     try:
         with ownership.created(page, text, image):  # theirs under sudo
             interrupts.check()

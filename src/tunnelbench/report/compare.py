@@ -29,7 +29,7 @@ from typing import Any
 from tunnelbench.analysis import noise, significance
 from tunnelbench.analysis.summary import ConfigSummary, varying_axes
 from tunnelbench.bench.store import Store
-from tunnelbench.echo import capped, did_you_mean, shown
+from tunnelbench.echo import capped
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import ROLES, Experiment, flatten
 from tunnelbench.model.records import NO_VM, TCG, RunRecord
@@ -46,7 +46,6 @@ from tunnelbench.report.table import (
 )
 from tunnelbench.units import mbit
 
-FORMATS = ("table", "md", "json", "html")
 #: A longer round trip by less than this fails no gate, whatever its share: a veth
 #: path's 0.04 -> 0.07 ms is +66% at p = 0.048, and no user waits for it.
 LATENCY_FLOOR_MS = 0.1
@@ -654,14 +653,6 @@ def build(a: str, b: str, db: Path, *, where: tuple[str, str] = ("A", "B")) -> C
         load(ref.run, ref.selector, name) for ref, name in zip(refs, where, strict=True)
     )
     return compare(side_a, side_b)
-
-
-def check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise UserError(
-            f"--format: {shown(fmt)} is not available for a comparison;"
-            f" allowed: {', '.join(FORMATS)}{did_you_mean(fmt, FORMATS)}"
-        )
 
 
 # --- the regression gate ---

@@ -1,6 +1,6 @@
 """Two runs side by side as pictures: the comparison's charts (both sides on one scale),
-its HTML page, and its Markdown written with the charts beside it; and the one entry
-that renders a comparison in any format (``tunnelbench compare``, ``report --compare``).
+its HTML page, and its Markdown written with the charts beside it. Which format renders
+a comparison how is :mod:`.formats`'s registry.
 
 The table, its verdicts and the JSON are :mod:`.compare`'s; this module adds the charts
 and the page around them, so every format says the same thing.
@@ -161,18 +161,6 @@ def page(comparison: Comparison) -> str:
     )
 
 
-def render(comparison: Comparison, fmt: str, width: int | None = None) -> str:
-    """The comparison in ``fmt`` (one of :data:`compare.FORMATS`); ``width``: the
-    terminal's, where the table is shown on it."""
-    if fmt == "json":
-        return compare.render_json(comparison)
-    if fmt == "html":
-        return page(comparison)
-    if fmt == "table":
-        return compare.render_table(comparison, width)
-    return compare_markdown.render(comparison)
-
-
 def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
     """The Markdown at ``path`` with its charts as PNG files in ``charts_dir(path)``;
     the paths written, the Markdown first."""
@@ -184,17 +172,3 @@ def write_markdown(comparison: Comparison, path: Path) -> list[Path]:
         text += "\n".join(chart_lines(linked)) + "\n"
     files.replace(path, text)  # last, and whole: it links only charts written
     return [path, *(f for _, f in drawn)]
-
-
-def build_and_render(
-    a: str,
-    b: str,
-    db: Path,
-    fmt: str,
-    *,
-    where: tuple[str, str] = ("A", "B"),
-    width: int | None = None,
-) -> str:
-    """``a`` against ``b`` in ``fmt``: what ``report --compare`` prints."""
-    compare.check_format(fmt)
-    return render(compare.build(a, b, db, where=where), fmt, width)
