@@ -115,9 +115,6 @@ class Subject:
     #: The configuration's runs that failed: the rules judge what is left, and say so.
     failed: int = 0
 
-    def names(self, prefix: str, suffix: str = "") -> list[str]:
-        return sorted(n for n in self.metrics if n.startswith(prefix) and n.endswith(suffix))
-
     @property
     def goodput_bps(self) -> float:
         return self.metrics.get(metric.GOODPUT.name, 0.0)
