@@ -324,7 +324,7 @@ def compare(a: Side, b: Side) -> Comparison:
     rows = [Row(x, y) for x, y in pairs]
     for row in rows:
         _refuse_emulated(row)
-    env_a, env_b = flatten(a.run.environment), flatten(b.run.environment)
+    env_a, env_b = flatten(a.run.environment.to_dict()), flatten(b.run.environment.to_dict())
     changes = [
         (key, env_a.get(key), env_b.get(key))
         for key in dict.fromkeys([*env_a, *env_b])

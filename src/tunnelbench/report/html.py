@@ -128,15 +128,15 @@ def _environment(run: RunRecord, trials: Sequence[TrialRecord]) -> str:
         "cpu_model": "CPU", "cores": "cores", "cpu_governor": "frequency governor",
         "kernel": "kernel", "kernel_build": "kernel build", "machine": "architecture",
     }  # fmt: skip
-    for key, value in run.environment.items():
+    for key, value in run.environment.to_dict().items():
         if key == "versions" and isinstance(value, dict):
             rows += [(str(tool), str(version)) for tool, version in value.items()]
             # Every implementation that ran, a guest's and the hosts' too (not only
             # what this machine resolved), each with its version.
             ran = software.entries(run, trials)
             rows += [(n, v) for n, v in ran if "/" in n and value.get(n) != v]
-        elif key == GUESTS and isinstance(value, dict):
-            for spec, facts in value.items():
+        elif key == GUESTS:
+            for spec, facts in (run.environment.guests or {}).items():
                 rows.append(("VM guest", guest_line(spec, facts)))
         elif isinstance(value, list | tuple):  # cpu_flags: a list, not its Python repr
             rows.append((names.get(key, key), ", ".join(map(str, value)) or "-"))

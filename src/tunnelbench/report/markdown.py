@@ -16,8 +16,9 @@ from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, varying_axe
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.kinds import Generator, StreamMode
 from tunnelbench.model import metrics as metric
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
-from tunnelbench.model.records import GUESTS, TCG, Resolved, RunRecord, TrialRecord
+from tunnelbench.model.records import TCG, Resolved, RunRecord, TrialRecord
 from tunnelbench.model.tuning import TuneRecord
 from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.report import figures, files, findings, precision, software, timeline, tune
@@ -251,7 +252,7 @@ def header_lines(
     if experiment.seed is not None:
         order += f" (seed {experiment.seed})"
     env = run.environment
-    governor = env.get("cpu_governor") or "not exposed"
+    governor = env.cpu_governor or "not exposed"
     counts = {status: sum(1 for t in trials if t.status == status) for status in STATUSES}
     design = f"{repetitions_phrase(experiment)} of each configuration, {order} order"
     planned = planned_trials(experiment)
@@ -269,11 +270,11 @@ def header_lines(
         f"- **Experiment:** {design}",
         f"- **Common settings:** {common_settings(summaries) or 'none'}",
         *(
-            [f"- **Hosts:** {hosts_line(env['remote'])}"]
-            if env.get("remote")
+            [f"- **Hosts:** {hosts_line(env.remote)}"]
+            if env.remote
             else [
-                f"- **Machine:** {env.get('cpu_model', '?')}, {env.get('cores', '?')} cores; "
-                f"kernel {env.get('kernel', '?')}; CPU frequency governor: {governor}"
+                f"- **Machine:** {_known(env.cpu_model)}, {_known(env.cores)} cores; "
+                f"kernel {_known(env.kernel)}; CPU frequency governor: {governor}"
             ]
         ),
         *[f"- **VM guest:** {guest_line(spec, facts)}" for spec, facts in guests(env).items()],
@@ -309,19 +310,23 @@ def hosts_line(remote: dict[str, Any]) -> str:
     return f"{'; '.join(parts)}; tunnel: {tunnel} (the lab settings do not apply to real hosts)"
 
 
-def guests(env: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def guests(env: Environment) -> dict[str, Environment]:
     """The VM guests the run's trials on other kernels ran in, by ``lab.kernel``."""
-    found: dict[str, dict[str, Any]] = env.get(GUESTS) or {}
-    return found
+    return env.guests or {}
 
 
-def guest_line(spec: str, facts: dict[str, Any]) -> str:
+def _known(value: object) -> str:
+    """A recorded fact as the header shows it; ``?`` where it was not recorded."""
+    return "?" if value is None else str(value)
+
+
+def guest_line(spec: str, facts: Environment) -> str:
     """``lab.kernel = debian``: the guest's kernel, how its CPU ran and its size."""
-    mode = facts.get("virtualization", "?")
+    mode = _known(facts.virtualization)
     line = (
-        f"lab.kernel {spec}: kernel {facts.get('kernel', '?')}"
-        f" ({facts.get('kernel_package', 'unpacked')}), {mode}, {facts.get('vm_cpus', '?')}"
-        f" vCPUs, {facts.get('vm_memory_mib', '?')} MiB"
+        f"lab.kernel {spec}: kernel {_known(facts.kernel)}"
+        f" ({facts.kernel_package or 'unpacked'}), {mode}, {_known(facts.vm_cpus)}"
+        f" vCPUs, {_known(facts.vm_memory_mib)} MiB"
     )
     if mode == TCG:
         line += "; QEMU emulates its CPU: CPU-bound figures measure the emulator"

@@ -23,7 +23,7 @@ def entries(run: RunRecord, trials: Sequence[TrialRecord]) -> list[tuple[str, st
     generators, iproute2 and tunnelbench. The baseline's "none/kernel" is no
     implementation and is left out."""
     env = run.environment
-    recorded = [(str(k), str(v)) for k, v in (env.get("versions") or {}).items()]
+    recorded = [(str(k), str(v)) for k, v in (env.versions or {}).items()]
     tunnels = [(k, v) for k, v in recorded if "/" in k and not k.startswith("none/")]
     for trial in trials:
         resolved, kind = trial.resolved, (trial.config.get("tunnel") or {}).get("kind")
@@ -35,9 +35,9 @@ def entries(run: RunRecord, trials: Sequence[TrialRecord]) -> list[tuple[str, st
             tunnels.append((f"esp/{resolved.esp_implementation}", resolved.esp_version))
     out = list(dict.fromkeys(tunnels))
     out += [(k, v) for k, v in recorded if "/" not in k]
-    for key in ("iproute2", "tunnelbench"):
-        if env.get(key):
-            out.append((key, str(env[key])))
+    for key, version in (("iproute2", env.iproute2), ("tunnelbench", env.tunnelbench)):
+        if version:
+            out.append((key, version))
     return out
 
 
