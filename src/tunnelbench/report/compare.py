@@ -31,6 +31,7 @@ from tunnelbench.analysis.summary import ConfigSummary, varying_axes
 from tunnelbench.bench.store import Store
 from tunnelbench.echo import capped, did_you_mean, shown
 from tunnelbench.errors import UserError
+from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.plan import ROLES, Experiment, flatten
 from tunnelbench.model.records import NO_VM, TCG, RunRecord
 from tunnelbench.report import pairing, view
@@ -131,7 +132,7 @@ class Side:
 
     @property
     def only_baselines(self) -> bool:
-        return all(s.config.tunnel.kind.value == "none" for s in self.summaries)
+        return all(s.config.tunnel.kind is TunnelKind.NONE for s in self.summaries)
 
 
 @dataclass(frozen=True)

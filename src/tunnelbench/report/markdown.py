@@ -14,7 +14,14 @@ from tunnelbench.analysis.precision import repetitions_phrase
 from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, varying_axes
 from tunnelbench.bench.progress import format_duration
-from tunnelbench.kinds import Generator, StreamMode
+from tunnelbench.kinds import (
+    Generator,
+    Protection,
+    Protocol,
+    StreamMode,
+    TunnelKind,
+    WanEncapsulation,
+)
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
@@ -150,7 +157,7 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
     left at their default (the kernel's, the device's) are left out."""
     lab, tunnel, traffic = c.lab, c.tunnel, c.traffic
     out = [("lab.topology", f"{lab.topology.value} topology")]
-    if traffic.protocol.value == "udp":
+    if traffic.protocol is Protocol.UDP:
         rate = f" at {mbit(traffic.udp_rate):g} Mbit/s per stream" if traffic.udp_rate else ""
         out.append(("traffic.protocol", f"UDP{rate}"))
     else:
@@ -193,13 +200,13 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
         out.append((f"lab.offloads.{name}", f"{name.upper()} {'on' if value else 'off'} ({roles})"))
     if lab.rps_cpus:
         out.append(("lab.rps_cpus", f"RPS CPUs {lab.rps_cpus}"))
-    if lab.wan.encapsulation.value == "pppoe":
+    if lab.wan.encapsulation is WanEncapsulation.PPPOE:
         out.append(("lab.wan.encapsulation", "WAN over PPPoE"))
     if lab.queues is not None:
         out.append(("lab.queues", f"{lab.queues} queue{'s' if lab.queues > 1 else ''} per link"))
     for role, budget in lab.budget.given().items():
         out.append((f"lab.budget.{role}", f"{role} at {budget:.0%} of a core"))
-    if tunnel.kind.value != "none":
+    if tunnel.kind is not TunnelKind.NONE:
         if tunnel.implementation != "auto":
             out.append(("tunnel.implementation", f"implementation {tunnel.implementation}"))
         if tunnel.mtu is not None:
@@ -208,7 +215,7 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
             out.append(("tunnel.cpu_budget", f"tunnel CPU budget {tunnel.cpu_budget:.0%}"))
         if cipher := resolved.tunnel_cipher:
             out.append(("tunnel.cipher", f"cipher {cipher}"))
-        if tunnel.protection.value != "none":
+        if tunnel.protection is not Protection.NONE:
             out.append(("tunnel.protection", f"protected by {tunnel.protection.value}"))
             out.append(("tunnel.esp_mode", f"ESP {tunnel.esp_mode.value} mode"))
     out.append(("traffic.duration", f"{traffic.duration} s measured"))
@@ -233,7 +240,7 @@ def common_settings(summaries: list[ConfigSummary]) -> str:
     if not summaries:
         return ""
     varying = set(varying_axes(summaries))
-    tunnels = [s for s in summaries if s.config.tunnel.kind.value != "none"]
+    tunnels = [s for s in summaries if s.config.tunnel.kind is not TunnelKind.NONE]
     varying |= {p for p in varying_paths(s.config for s in tunnels) if p.startswith("tunnel.")}
     first = tunnels[0] if tunnels else summaries[0]
     phrases = _setting_phrases(first.config, first.resolved)
