@@ -32,8 +32,18 @@ def test_an_undeclared_key_is_kept_and_a_guest_is_a_record_of_its_own() -> None:
     assert env.to_dict() == data
 
 
-def test_every_key_names_its_owner_and_a_new_record_stores_them_in_declared_order() -> None:
+def test_every_key_names_its_owner_and_a_record_stores_keys_as_written() -> None:
     assert all(k.owners and k.doc for k in KEYS)
     env = Environment(versions={"iperf3": "3.16"}, kernel="k", cpu_flags=("aes",))
     assert list(env.to_dict()) == ["kernel", "cpu_flags", "versions"]
     assert env.to_dict()["cpu_flags"] == ["aes"]
+    # A writer's keys keep its order, and an unknown value stays a null (the report
+    # schema documents a null governor), unlike a key nobody wrote.
+    written = Environment().with_keys(kernel="k", cores=None, cpu_governor=None)
+    written = written.with_keys(versions={}, kernel="k2")
+    assert written.to_dict() == {
+        "kernel": "k2",
+        "cores": None,
+        "cpu_governor": None,
+        "versions": {},
+    }

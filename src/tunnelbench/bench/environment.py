@@ -9,7 +9,6 @@ machine cannot do, and a report written later on another machine still knows.
 import os
 import platform
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +68,7 @@ def capability_record(caps: Capabilities) -> dict[str, Any]:
 def machine(cpuinfo: str | None = None) -> Environment:
     """What :func:`describe` records of the machine itself: its kernel, CPU and cores
     (``cpuinfo``: ``/proc/cpuinfo``'s text, read here if not given)."""
-    return Environment(
+    return Environment().with_keys(
         kernel=platform.release(),
         cpu_model=cpu_model(_read("/proc/cpuinfo") or "" if cpuinfo is None else cpuinfo),
         cores=os.cpu_count(),
@@ -82,8 +81,7 @@ def describe(versions: dict[str, str], caps: Capabilities | None = None) -> Envi
     ip = programs.find("ip") or "ip"
     ip_version = ask([ip, "-V"], check=False).stdout.strip()
     cpuinfo = _read("/proc/cpuinfo") or ""
-    return replace(
-        machine(cpuinfo),
+    return machine(cpuinfo).with_keys(
         kernel_build=platform.version(),
         machine=platform.machine(),
         cpu_flags=tuple(cpu_flags(cpuinfo)),

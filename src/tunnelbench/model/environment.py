@@ -4,7 +4,8 @@ with its type, unit and owner, and :class:`Environment`, the record read as fiel
 As pyperf declares each metadata key of a benchmark run, every key is declared here
 and nowhere else: a field of :class:`Environment` whose metadata names its unit, the
 testbed or module that writes it (its owner) and what it means. Writers build an
-:class:`Environment` and store :meth:`Environment.to_dict`; readers get the record
+:class:`Environment` (:meth:`Environment.with_keys`, in the order they write the keys)
+and store :meth:`Environment.to_dict`; readers get the record
 from :meth:`Environment.from_dict` (the store does it) and read its fields, never a
 string key. The stored JSON keeps the shape older runs have: a record read back writes
 the same keys in the same order, and keys this version does not declare are kept as
@@ -24,8 +25,6 @@ RUN: Final = "run"  # the run itself: its lock, its guests (bench.runner, bench.
 
 #: The key of the environments of the run's VM guests, by ``lab.kernel``.
 GUESTS: Final = "guests"
-#: The key of :func:`tunnelbench.bench.environment.capability_record`.
-CAPABILITIES: Final = "capabilities"
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class Key:
     doc: str
 
 
-def _key(doc: str, *owners: str, unit: str = "") -> dict[str, Any]:
+def _key(doc: str, *owners: str, unit: str = "") -> dict[str, object]:
     """A declared key's metadata on its :class:`Environment` field (unset, None, unless
     an owner wrote it)."""
     return {"doc": doc, "owners": owners, "unit": unit}
@@ -181,9 +180,12 @@ class Environment:
         """The environment of the VM guest of ``lab.kernel = spec``; None where none ran."""
         return (self.guests or {}).get(spec)
 
-    def with_lock(self, lock: dict[str, Any] | None) -> "Environment":
-        """This record with how the run holds the measurement lock (when it does)."""
-        return self if lock is None else replace(self, measurement_lock=lock)
+    def with_keys(self, **values: Any) -> "Environment":
+        """This record with ``values`` written, after its keys in the order given: a
+        key written stays in the stored JSON even where its value is unknown (null), as
+        the report schema documents ``cores`` and ``cpu_governor``."""
+        added = tuple(k for k in values if k not in self.order)
+        return replace(self, **values, order=self.order + added)
 
     def same_machine(self, other: "Environment") -> bool:
         """Whether both records describe one machine: its kernel, CPU model and cores."""

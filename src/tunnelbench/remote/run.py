@@ -140,7 +140,7 @@ def environment(session: Session) -> dict[str, Any]:
     client = session.facts["client"]
     found: Environment
     if (dut := session.facts.get(session.file.dut)) is not None:
-        found = Environment(
+        found = Environment().with_keys(
             kernel=dut.kernel,
             machine=dut.machine,
             cores=dut.cores,
@@ -149,14 +149,14 @@ def environment(session: Session) -> dict[str, Any]:
     else:
         box = session.black_boxes[session.file.dut]
         device = box.device
-        found = Environment(
+        found = Environment().with_keys(
             dut="a black box (no ssh)",
             system=device.description if device else "unknown (no SNMP agent given)",
             cores=device.cores if device else None,
         )
-    return dataclasses.replace(
-        found,
-        capabilities=capabilities.dut_record(session),
+    if (record := capabilities.dut_record(session)) is not None:
+        found = found.with_keys(capabilities=record)
+    return found.with_keys(
         tunnelbench=__version__,
         versions={"iperf3": client.iperf3 or "?"},
         remote={
