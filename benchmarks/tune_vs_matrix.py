@@ -20,6 +20,7 @@ from tunnelbench.bench import planfile, runner
 from tunnelbench.bench import tune as tuning
 from tunnelbench.bench.store import Store
 from tunnelbench.bench.tune_progress import TuneProgress
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, flatten
 from tunnelbench.model.tuning import TuneRecord
 from tunnelbench.report import tune as tune_report
@@ -108,7 +109,7 @@ def _run_matrix(configs: list[TrialConfig], repetitions: int, db: Path) -> tuple
     runner.execute(prepared, store, run_id)
     wall = time.monotonic() - began
     stored = store.trials(run_id)
-    summaries = [s for s in summarize_run(stored, {}) if s.goodput]
+    summaries = [s for s in summarize_run(stored, Environment()) if s.goodput]
     fastest = max(summaries, key=lambda s: s.goodput.median if s.goodput else 0.0)
     store.close()
     return wall, fastest.key, len(stored)

@@ -49,12 +49,12 @@ def test_a_second_run_is_refused_and_a_concurrent_one_is_recorded(tmp_path: Path
         )  # fmt: skip
         assert beside.returncode == 0, beside.stderr
         environment = Store(third_db).run("latest").environment
-        assert environment["measurement_lock"]["mode"] == "none"
-        assert environment["measurement_lock"]["concurrent_with"]["pid"] == first.pid
+        assert (environment.measurement_lock or {})["mode"] == "none"
+        assert (environment.measurement_lock or {})["concurrent_with"]["pid"] == first.pid
     finally:
         out, err = first.communicate(timeout=120)
     assert first.returncode == 0, out + err
-    held = Store(first_db).run("latest").environment["measurement_lock"]
+    held = Store(first_db).run("latest").environment.measurement_lock or {}
     assert (held["mode"], held["concurrent_with"]) == ("exclusive", None)
     # The run that held the lock records who measured beside it.
     assert [str(third_db) in b["command"] for b in held["beside"]] == [True]

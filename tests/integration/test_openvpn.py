@@ -92,7 +92,7 @@ def test_both_ciphers_carry_traffic_through_the_tunnel_and_are_recorded(tmp_path
         assert trial.metrics["tunnel.gw.rx_packets"] <= trial.metrics["link.gw.wan.rx_packets"]
         # Both daemons were sampled.
         assert trial.metrics["proc.openvpn@client"] > 0 and trial.metrics["proc.openvpn@gw"] > 0
-    versions = store.run("latest").environment["versions"]
+    versions = store.run("latest").environment.versions or {}
     assert versions["openvpn/openvpn"].startswith("OpenVPN 2.6.")
     report = tunnelbench("report", "latest", "--db", str(db))
     assert "aes-256-gcm" in report.stdout and "chacha20-poly1305" in report.stdout

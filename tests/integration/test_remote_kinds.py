@@ -236,7 +236,7 @@ def test_ipsec_is_built_on_real_hosts_beside_a_hosts_own_ike_daemon(farm):
         trials = run.trials
         assert sorted(t.config["tunnel"]["kind"] for t in trials) == sorted(2 * ["none", "ipsec"])
         # what the DUT's kernel says of the kernel's ESP, asked there (for advice)
-        record = run.run.environment["capabilities"]
+        record = run.run.environment.capabilities or {}
         assert record["where"] == "gw's kernel"
         gcm = record["esp"]["rfc4106(gcm(aes))"]
         assert gcm["ok"] is (probing.esp("rfc4106(gcm(aes))").ok is not False)

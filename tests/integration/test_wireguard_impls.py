@@ -113,7 +113,7 @@ def test_a_plan_compares_every_implementation_and_records_each_version(tmp_path)
         assert trial.resolved.to_dict()["tunnel_implementation"] == implementation
         for part in expected_version(implementation):
             assert part in version, (implementation, version)
-        assert run.environment["versions"][f"wireguard/{implementation}"] == version
+        assert (run.environment.versions or {})[f"wireguard/{implementation}"] == version
         # The traffic crossed the tunnel: the sender's tunnel device took in, and the
         # receiver's gave out, at least every byte iperf3 counted.
         metrics, got = trial.metrics, received_bytes(store, trial)

@@ -22,6 +22,7 @@ from tunnelbench.analysis.cpu_advice import encrypting
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.kinds import Cipher, Protection, TunnelKind
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.kindfacts import OpenVpnFound, SetupFound, TunnelFacts
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.report import findings
@@ -34,7 +35,7 @@ def run_of(name: str, tmp: Path) -> tuple[list[ConfigSummary], dict[str, Any]]:
     run = store.run("latest")
     summaries = summarize_run(store.trials(run.id), run.environment)
     store.close()
-    return summaries, run.environment
+    return summaries, run.environment.to_dict()
 
 
 def pick(summaries: list[ConfigSummary], kind: str, streams: int) -> ConfigSummary:
@@ -140,7 +141,7 @@ def kernel_advice(s: ConfigSummary, env: dict[str, Any]) -> Advice:
         s.resolved,
         s.metrics | {"goodput_bps": median(s)},
         None,
-        env,
+        Environment.from_dict(env),
         runs=tuple(t.metrics for t in s.trials),
     )
     (found,) = [
@@ -186,7 +187,7 @@ def test_a_run_without_the_record_says_availability_not_recorded(tmp_path):
 
 def test_not_probed_names_why():
     env = {"capabilities": {"links": {"wireguard": {"ok": None, "detail": "unshare refused"}}}}
-    found = availability(env, "links", "wireguard", "kernel WireGuard")
+    found = availability(Environment.from_dict(env), "links", "wireguard", "kernel WireGuard")
     assert found.state == "not probed"
     assert found.phrase("x") == "x (kernel WireGuard: availability not probed: unshare refused)"
 
@@ -196,7 +197,7 @@ def test_a_remote_runs_record_names_the_duts_kernel():
     whose kernel lacks the path it suggests."""
     esp = {"rfc4106(gcm(aes))": {"ok": False, "detail": "Requested AEAD algorithm not found"}}
     env = {"capabilities": {"where": "gw's kernel", "links": {}, "esp": esp}}
-    found = availability(env, "esp", "rfc4106(gcm(aes))", "the kernel's ESP")
+    found = availability(Environment.from_dict(env), "esp", "rfc4106(gcm(aes))", "the kernel's ESP")
     assert found.phrase("use it") == (
         "the kernel's ESP is not available on gw's kernel (Requested AEAD algorithm not"
         " found); on a kernel with it: use it"
@@ -204,7 +205,7 @@ def test_a_remote_runs_record_names_the_duts_kernel():
     # a lab run's record names no kernel: its own
     del env["capabilities"]["where"]
     assert "not available on this kernel" in availability(
-        env, "esp", "rfc4106(gcm(aes))", "x"
+        Environment.from_dict(env), "esp", "rfc4106(gcm(aes))", "x"
     ).phrase("y")
 
 
@@ -219,7 +220,9 @@ def test_fair_queue_advice_names_the_kernels_refusal_of_fq_codel_and_cake(tmp_pa
         t.metrics | {"qdisc.client.wan.drops": 400.0, "qdisc.client.wan.sent_packets": 1e5}
         for t in s.trials
     )
-    subject = Subject(shaped, s.resolved, medians(runs), None, env, runs=runs)
+    subject = Subject(
+        shaped, s.resolved, medians(runs), None, Environment.from_dict(env), runs=runs
+    )
     diagnosis = diagnose(subject)
     assert Bound.QUEUE_DROPS in {f.bound for f in diagnosis.findings}
     queue = by_setting(advise(subject, diagnosis, []), "lab.wan.queue")
@@ -231,7 +234,7 @@ def test_fair_queue_advice_names_the_kernels_refusal_of_fq_codel_and_cake(tmp_pa
     )
     qdiscs = env["capabilities"]["qdiscs"] | {"cake": {"ok": True, "detail": ""}}
     with_cake = env | {"capabilities": env["capabilities"] | {"qdiscs": qdiscs}}
-    subject = replace(subject, environment=with_cake)
+    subject = replace(subject, environment=Environment.from_dict(with_cake))
     queue = by_setting(advise(subject, diagnosis, []), "lab.wan.queue")
     assert queue.phrased == "replace the FIFO with a fair, delay-managing queue (cake)"
 
@@ -252,7 +255,12 @@ def test_a_larger_limit_is_advised_for_a_fifo_that_dropped_not_for_an_aqm(tmp_pa
         for t in s.trials
     )
     subject = Subject(
-        TrialConfig.from_dict(config), s.resolved, medians(runs), None, env, runs=runs
+        TrialConfig.from_dict(config),
+        s.resolved,
+        medians(runs),
+        None,
+        Environment.from_dict(env),
+        runs=runs,
     )
     settings = {a.setting for a in advise(subject, diagnose(subject), [])}
     assert ("lab.wan.queue_limit" in settings) is advised
@@ -284,7 +292,9 @@ def test_crypto_advice_fires_for_every_encrypting_tunnel(tmp_path, kind, protect
     s, env = wireguard_cpu_bound(tmp_path)
     config = relabelled(s, kind, protection)
     resolved = resolved_for(config, s.resolved.to_dict(facts=False) | {"tunnel_cipher": cipher})
-    subject = Subject(config, resolved, s.metrics | {"goodput_bps": median(s)}, None, env)
+    subject = Subject(
+        config, resolved, s.metrics | {"goodput_bps": median(s)}, None, Environment.from_dict(env)
+    )
     diagnosis = diagnose(subject)
     assert diagnosis.verdict.bound is Bound.CPU
     crypto = [a for a in advise(subject, diagnosis, []) if "crypto" in a.suggestion]
@@ -322,7 +332,9 @@ def test_libipsec_cpu_bound_is_told_about_kernel_esp_and_its_availability(tmp_pa
         },
     )
     assert resolved.tunnel is not None and resolved.tunnel.userspace
-    subject = Subject(config, resolved, s.metrics | {"goodput_bps": median(s)}, None, env)
+    subject = Subject(
+        config, resolved, s.metrics | {"goodput_bps": median(s)}, None, Environment.from_dict(env)
+    )
     esp = [a for a in advise(subject, diagnose(subject), []) if "kernel's ESP" in a.suggestion]
     (advice,) = esp
     assert advice.setting == "tunnel.implementation" and advice.available == "no"
@@ -337,7 +349,9 @@ def test_openvpn_without_dco_names_dco_and_why_this_kernel_lacks_it(tmp_path):
     config = relabelled(s, TunnelKind.OPENVPN, Protection.NONE)
     changes = {"tunnel_implementation": "openvpn", "openvpn_dco": False}
     resolved = resolved_for(config, s.resolved.to_dict(facts=False) | changes)
-    subject = Subject(config, resolved, s.metrics | {"goodput_bps": median(s)}, None, env)
+    subject = Subject(
+        config, resolved, s.metrics | {"goodput_bps": median(s)}, None, Environment.from_dict(env)
+    )
     (dco,) = [a for a in advise(subject, diagnose(subject), []) if "ovpn-dco" in a.suggestion]
     assert dco.available == "no"
     assert dco.phrased.startswith(
@@ -350,7 +364,11 @@ def test_siblings_without_their_runs_are_too_few_to_tell(tmp_path):
     summaries, env = run_of("streams-5-runs", tmp_path)
     one, four = pick(summaries, "none", 1), pick(summaries, "none", 4)
     subject = Subject(
-        one.config, one.resolved, one.metrics | {"goodput_bps": median(one)}, None, env
+        one.config,
+        one.resolved,
+        one.metrics | {"goodput_bps": median(one)},
+        None,
+        Environment.from_dict(env),
     )
     advice = advise(subject, diagnose(subject), [Sibling(four.config, median(four))])
     measured = by_setting(advice, "traffic.streams").measured
@@ -364,7 +382,11 @@ def test_a_cpu_without_the_ciphers_instructions_expects_slow_crypto(tmp_path):
     for cipher, slow in (("aes-256-gcm", True), ("chacha20-poly1305", False)):
         resolved = resolved_for(config, s.resolved.to_dict(facts=False) | {"tunnel_cipher": cipher})
         subject = Subject(
-            config, resolved, s.metrics | {"goodput_bps": median(s)}, None, without_aes
+            config,
+            resolved,
+            s.metrics | {"goodput_bps": median(s)},
+            None,
+            Environment.from_dict(without_aes),
         )
         (crypto,) = [a for a in advise(subject, diagnose(subject), []) if "crypto" in a.suggestion]
         assert crypto.suggestion.startswith("expect slow crypto") is slow

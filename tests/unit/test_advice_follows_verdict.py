@@ -24,11 +24,12 @@ from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.queue_size import TCP_WMEM_MAX_BYTES
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.kinds import StreamMode, TunnelKind
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.report import markdown, table, terminal, view
 
 
-def run_of(name: str, tmp: Path, failed: int = 0) -> tuple[list[ConfigSummary], dict[str, Any]]:
+def run_of(name: str, tmp: Path, failed: int = 0) -> tuple[list[ConfigSummary], Environment]:
     """The recorded run's summaries; with ``failed``, its first ``failed`` trials of every
     configuration stored as failed (iperf3's error of the issue's guest)."""
     store = recorded(name, tmp)
@@ -57,7 +58,7 @@ def changed(config: TrialConfig, section: str, **values: Any) -> TrialConfig:
 
 def as_subject(
     s: ConfigSummary,
-    env: dict[str, Any],
+    env: Environment,
     runs: list[dict[str, float]] | None = None,
     config: TrialConfig | None = None,
 ) -> Subject:
@@ -199,7 +200,7 @@ def test_one_flow_with_no_busy_core_is_not_told_about_cores(tmp_path):
 # --- 2. reordering is named, run by run ---
 
 
-def esp_runs(tmp: Path) -> tuple[ConfigSummary, dict[str, Any], TrialConfig]:
+def esp_runs(tmp: Path) -> tuple[ConfigSummary, Environment, TrialConfig]:
     """The recorded 4-stream wireguard-go runs of streams-5-runs as kernel ESP under
     gretap, with a core to spare (so that the CPU is not the verdict)."""
     summaries, env = run_of("streams-5-runs", tmp)

@@ -12,6 +12,7 @@ from tests.report_fixtures import resolved_for
 from tunnelbench.analysis.advice import advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose
 from tunnelbench.errors import LabError, UserError
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.remote import hostsfile, snmp
 from tunnelbench.remote import trial as remote_trial
@@ -123,7 +124,7 @@ def box(metrics: dict[str, float], remote: dict[str, Any]) -> Subject:
     config = TrialConfig()
     resolved = resolved_for(config, {"remote": {"dut": "gw"} | remote})
     found = {"goodput_bps": 4.1e8} | metrics
-    return Subject(config, resolved, found, 9.4e8, {}, runs=(found,))
+    return Subject(config, resolved, found, 9.4e8, Environment(), runs=(found,))
 
 
 SNMP_VIEW = {"dut_view": "snmp", "dut_snmp": {"cores": 4, "cache_s": 5.0}}

@@ -26,6 +26,7 @@ from tunnelbench.analysis.advice import Advice, Sibling, advise
 from tunnelbench.analysis.diagnosis import Bound, Diagnosis, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.kinds import Protection, Queue, TunnelKind
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.kindfacts import OpenVpnFound, SetupFound, TunnelFacts
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import TCG
@@ -34,7 +35,7 @@ from tunnelbench.tunnels import REGISTRY
 from tunnelbench.tunnels.base import TunnelSpec
 
 
-def run_of(name: str, tmp: Path) -> tuple[list[ConfigSummary], dict[str, Any]]:
+def run_of(name: str, tmp: Path) -> tuple[list[ConfigSummary], Environment]:
     store = recorded(name, tmp)
     run = store.run("latest")
     summaries = summarize_run(store.trials(run.id), run.environment)
@@ -48,7 +49,7 @@ def ok_runs(s: ConfigSummary) -> list[dict[str, float]]:
 
 def subject(
     s: ConfigSummary,
-    env: dict[str, Any],
+    env: Environment,
     runs: list[dict[str, float]] | None = None,
     *,
     config: TrialConfig | None = None,
@@ -74,7 +75,7 @@ def settings(advice: list[Advice]) -> set[str | None]:
     return {a.setting for a in advice}
 
 
-def wireguard_go_cpu_bound(tmp: Path) -> tuple[ConfigSummary, dict[str, Any]]:
+def wireguard_go_cpu_bound(tmp: Path) -> tuple[ConfigSummary, Environment]:
     """streams-5-runs.db: wireguard-go, 4 streams, 5 runs, both cores at 90% or more."""
     summaries, env = run_of("streams-5-runs", tmp)
     (s,) = [
@@ -173,7 +174,7 @@ def test_a_recorded_tun_overflow_is_named_as_the_tunnels(tmp_path):
 BDP_RTT_MS = 4.04
 
 
-def one_and_a_half_bdp(tmp: Path) -> tuple[Subject, ConfigSummary, dict[str, Any]]:
+def one_and_a_half_bdp(tmp: Path) -> tuple[Subject, ConfigSummary, Environment]:
     """The issue's link-bound row: 4 flows at 98.8% of the ceiling through a 50-packet
     FIFO of 1.5 bandwidth-delay products, whose drops the runs show (the recorded
     4-stream runs of tune-tiny-fifo's 64-packet FIFO, with this path's figures)."""
@@ -310,7 +311,7 @@ def test_a_packet_limit_holds_the_bytes_its_device_was_handed():
 # --- 3. under TCG, only a busy core makes the emulator the verdict ---
 
 
-def guest(tmp: Path, busiest_idle: float) -> tuple[Subject, ConfigSummary, dict[str, Any]]:
+def guest(tmp: Path, busiest_idle: float) -> tuple[Subject, ConfigSummary, Environment]:
     """One flow under fq_codel at a 40 ms round trip, 20 Mbit/s, in a TCG guest, at
     70% of the ceiling: the recorded shaped runs of queue-comparison with the guest's
     busiest core ``100 - busiest_idle`` % busy and fq_codel's few drops (0.05%)."""

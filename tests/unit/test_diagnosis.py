@@ -11,6 +11,7 @@ from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.analysis.verdicts import above_ceiling_pct, link_bound_pct
 from tunnelbench.kinds import Shaper
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import LabSettings, LinkSettings, TrafficSettings, TrialConfig
 from tunnelbench.model.records import Resolved
 from tunnelbench.model.wan import AGGREGATE_MAX_BYTES, burst_bytes, shaper_lead_bytes
@@ -22,7 +23,7 @@ SHAPED_NONE_CEILING = 1448 / 1514 * 1e9  # 956.4 Mbit/s
 SHAPED_WG_CEILING = 1368 / 1494 * 1e9  # 915.7 Mbit/s
 
 
-def recorded(name: str, tmp: Path) -> tuple[list[ConfigSummary], dict]:
+def recorded(name: str, tmp: Path) -> tuple[list[ConfigSummary], Environment]:
     store = recorded_copy(name, tmp)
     run = store.run("latest")
     summaries = summarize_run(store.trials(run.id))
@@ -30,7 +31,7 @@ def recorded(name: str, tmp: Path) -> tuple[list[ConfigSummary], dict]:
     return summaries, run.environment
 
 
-def subject(s: ConfigSummary, env: dict, ceiling: float | None = None) -> Subject:
+def subject(s: ConfigSummary, env: Environment, ceiling: float | None = None) -> Subject:
     ok = [t.metrics for t in s.trials if t.status == "ok"]
     return Subject(s.config, s.resolved, medians(ok), ceiling, env, runs=tuple(ok))
 
@@ -166,7 +167,7 @@ def test_runs_below_the_links_limit_with_loss_are_link_bound_lossy(tmp_path):
 # --- B.6: busy cores are attributed to the lab's work or to outside processes ---
 
 
-def loaded(s: ConfigSummary, env: dict, lab: float, outside: float) -> Subject:
+def loaded(s: ConfigSummary, env: Environment, lab: float, outside: float) -> Subject:
     """The recorded runs with the load probes' two figures, as a run with them stores."""
     runs = tuple(
         t.metrics | {"load.lab_pct": lab, "load.outside_pct": outside}

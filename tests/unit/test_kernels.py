@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -32,6 +31,7 @@ from tunnelbench.bench.store import Store
 from tunnelbench.cli.guest import EventSink
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.lab import state as lab_state
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.kernelspec import parse_spec
 from tunnelbench.model.plan import WARMUP_AUTO_ESTIMATE, TrialConfig, VmSettings
@@ -266,14 +266,14 @@ def test_a_guest_environment_lands_under_the_runs_guests(tmp_path):
     run_id = store.start_run("t", {}, {"kernel": "host-k"})
     store.add_guest_environment(run_id, "debian", {"kernel": "6.1.0-9-amd64"})
     run = store.run(str(run_id))
-    assert run.environment == {
+    assert run.environment.to_dict() == {
         "kernel": "host-k",
         "guests": {"debian": {"kernel": "6.1.0-9-amd64"}},
     }
     store.close()
 
 
-def _recorded(name: str, tmp: Path) -> tuple[list[ConfigSummary], dict[str, Any]]:
+def _recorded(name: str, tmp: Path) -> tuple[list[ConfigSummary], Environment]:
     store = recorded_copy(name, tmp)
     run = store.run("latest")
     summaries = summarize_run(store.trials(run.id))
@@ -281,7 +281,7 @@ def _recorded(name: str, tmp: Path) -> tuple[list[ConfigSummary], dict[str, Any]
     return summaries, run.environment
 
 
-def _subject(s: ConfigSummary, env: dict[str, Any], ceiling: float | None = None) -> Subject:
+def _subject(s: ConfigSummary, env: Environment, ceiling: float | None = None) -> Subject:
     ok = [t.metrics for t in s.trials if t.status == "ok"]
     return Subject(s.config, s.resolved, medians(ok), ceiling, env, runs=tuple(ok))
 
@@ -330,23 +330,27 @@ def test_compare_refuses_an_emulated_figure_against_a_real_cpus(tmp_path):
 
 
 def test_advice_reads_the_capabilities_of_the_kernel_the_configuration_ran_on():
-    host = {"kernel": "host-k", "guests": {"debian": {"kernel": "6.1.0-9-amd64"}}}
+    host = Environment.from_dict(
+        {"kernel": "host-k", "guests": {"debian": {"kernel": "6.1.0-9-amd64"}}}
+    )
     on_host = TrialConfig()
     in_guest = TrialConfig.from_settings({"lab": {"kernel": "debian"}})
     assert where(on_host, host) is host
-    assert where(in_guest, host) == {"kernel": "6.1.0-9-amd64"}
+    assert where(in_guest, host) == Environment(kernel="6.1.0-9-amd64")
 
 
 def test_the_report_names_each_guest_and_says_when_its_cpu_is_emulated():
     line = guest_line(
         "debian",
-        {
-            "kernel": "6.1.0-9-amd64",
-            "kernel_package": "linux-image-6.1.0-9-amd64=6.1.1-1",
-            "virtualization": TCG,
-            "vm_cpus": 1,
-            "vm_memory_mib": 512,
-        },
+        Environment.from_dict(
+            {
+                "kernel": "6.1.0-9-amd64",
+                "kernel_package": "linux-image-6.1.0-9-amd64=6.1.1-1",
+                "virtualization": TCG,
+                "vm_cpus": 1,
+                "vm_memory_mib": 512,
+            }
+        ),
     )
     assert line == (
         "lab.kernel debian: kernel 6.1.0-9-amd64 (linux-image-6.1.0-9-amd64=6.1.1-1), tcg,"

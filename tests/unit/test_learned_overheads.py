@@ -50,7 +50,7 @@ def store_run(
 
 @pytest.fixture
 def here() -> dict:
-    return environment.machine() | {"versions": {}}
+    return environment.machine().to_dict() | {"versions": {}}
 
 
 def test_the_medians_of_this_machines_trials_replace_the_reference(tmp_path: Path, here):

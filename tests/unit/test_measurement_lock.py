@@ -79,7 +79,7 @@ def test_the_holder_learns_who_ran_beside_it_and_records_it(tmp_path):
     run_id = store.start_run("x", {}, {"measurement_lock": holder.record()}, runner.owner())
     store.add_concurrent(runner.owner(), [other])
     store.add_concurrent(runner.owner(), [other])  # said twice, kept once
-    lock = store.run(str(run_id)).environment["measurement_lock"]
+    lock = store.run(str(run_id)).environment.measurement_lock or {}
     assert lock["mode"] == "exclusive" and lock["beside"] == [other]
     store.close()
     # The next exclusive holder keeps only the records of runs still alive.

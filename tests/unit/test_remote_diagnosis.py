@@ -9,6 +9,7 @@ from tests.report_fixtures import resolved_for
 from tunnelbench.analysis.advice import advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose
 from tunnelbench.kinds import TunnelKind
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import TrialConfig, TunnelSettings
 
 REMOTE = {"dut": "gw", "max_mhz": {"0": 1800.0, "1": 1800.0}, "trips_c": {"thermal_zone0": 85.0}}
@@ -29,7 +30,9 @@ def dut(
             "cpu0.idle": 1.0, "cpu1.user": 2.0, "cpu1.system": 3.0, "cpu1.softirq": 5.0,
             "cpu1.idle": 90.0}  # fmt: skip
     metrics = base | metrics
-    return Subject(config, resolved, metrics, None, {"cpu_governor": "ondemand"}, runs=(metrics,))
+    return Subject(
+        config, resolved, metrics, None, Environment(cpu_governor="ondemand"), runs=(metrics,)
+    )
 
 
 def test_the_duts_saturated_core_is_named_as_the_duts_with_its_clock():

@@ -5,6 +5,7 @@ trials record), and ESP around another tunnel."""
 from pathlib import Path
 
 from tunnelbench.bench.store import Store
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.report import software
 
@@ -21,7 +22,9 @@ DEBIAN = (
 
 def _run(versions: dict[str, str]) -> RunRecord:
     env = {"versions": versions, "iproute2": "iproute2-6.1.0", "tunnelbench": "0.1.0"}
-    return RunRecord(1, 0.0, 1.0, RunStatus.COMPLETE, "tunnelbench run", {}, env)
+    return RunRecord(
+        1, 0.0, 1.0, RunStatus.COMPLETE, "tunnelbench run", {}, Environment.from_dict(env)
+    )
 
 
 def _trial(

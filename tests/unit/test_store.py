@@ -7,6 +7,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tunnelbench.bench.store import SCHEMA_VERSION, Store
 from tunnelbench.errors import UserError
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.records import Resolved, RunStatus, TrialStatus
 
 
@@ -25,7 +26,7 @@ def test_round_trip(tmp_path):
     trial_id = _add(store, run_id, 1)
     store.finish_run(run_id, RunStatus.COMPLETE)
     run = store.run("latest")
-    assert (run.id, run.status, run.environment) == (run_id, "complete", {"kernel": "x"})
+    assert (run.id, run.status, run.environment) == (run_id, "complete", Environment(kernel="x"))
     (trial,) = store.trials(run_id)
     assert trial.metrics == {"goodput_bps": 1e9}
     assert trial.resolved.to_dict() == {"lab_id": "abc"}

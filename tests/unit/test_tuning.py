@@ -18,6 +18,7 @@ from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.bench import planfile
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Queue, StreamMode, TunnelKind
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import TrialConfig, flatten
 from tunnelbench.model.records import TrialRecord
 from tunnelbench.model.tuning import (
@@ -375,7 +376,7 @@ def test_a_machine_busy_throughout_is_diagnosed_on_every_run_after_twice_the_run
     assert tuning.start_measured(wireguard * 2, 4, 5)  # 6: more than --max-runs 5
 
 
-def _start(name: str, tmp_path: Path) -> tuple[list[TrialRecord], dict[str, object]]:
+def _start(name: str, tmp_path: Path) -> tuple[list[TrialRecord], Environment]:
     """A recorded session's start runs (its first configuration's, in step 0) and the
     run's environment."""
     store = recorded(name, tmp_path)

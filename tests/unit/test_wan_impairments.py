@@ -34,6 +34,7 @@ from tunnelbench.lab.shaping import (
 )
 from tunnelbench.lab.topology import CHAINS
 from tunnelbench.model import wan as wan_figures
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import (
     LEGACY,
@@ -345,7 +346,7 @@ def subject(config: TrialConfig = DELAYED, /, **metrics: float) -> Subject:
     }
     found = base | metrics
     runs = tuple(found | {"goodput_bps": g} for g in RUNS)
-    return Subject(config, Resolved(), found, CEILING, {}, runs=runs)
+    return Subject(config, Resolved(), found, CEILING, Environment(), runs=runs)
 
 
 def test_a_queue_below_one_bdp_is_the_verdict_with_its_figures():
@@ -437,7 +438,7 @@ MATHIS_RUN = {
 
 def _mathis_subject(config: TrialConfig = MATHIS, **metrics: float) -> Subject:
     found = MATHIS_RUN | metrics
-    return Subject(config, Resolved(), found, 18.9e6, {}, runs=(found,) * 5)
+    return Subject(config, Resolved(), found, 18.9e6, Environment(), runs=(found,) * 5)
 
 
 def test_loss_below_one_percent_is_the_cause_where_mathis_rate_accounts_for_the_goodput():
@@ -463,7 +464,7 @@ def test_loss_below_one_percent_is_the_cause_where_mathis_rate_accounts_for_the_
         ("no loss asked for", lambda: _mathis_subject(replace(MATHIS, lab=LabSettings(
             wan=replace(MATHIS.lab.wan, loss=None))))),
         ("no loaded RTT", lambda: Subject(MATHIS, Resolved(), {
-            k: v for k, v in MATHIS_RUN.items() if k != "rtt.loaded_ms"}, 18.9e6, {})),
+            k: v for k, v in MATHIS_RUN.items() if k != "rtt.loaded_ms"}, 18.9e6, Environment())),
     ],
 )  # fmt: skip
 def test_mathis_rate_names_loss_only_where_its_premise_and_figures_hold(case, subject_):

@@ -22,6 +22,7 @@ from tunnelbench.cli.main import parser
 from tunnelbench.cli.options import build_experiment
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
+from tunnelbench.model.environment import Environment
 from tunnelbench.system import probing, programs
 from tunnelbench.system.probing import Program
 from tunnelbench.tunnels import REGISTRY
@@ -330,7 +331,7 @@ def test_install_boringtun_without_cargo_says_so_and_lets_set_up_go_on(tmp_path)
 # --stream-mode single --runs 2 --duration 2` on the 2-core development VM.
 
 
-def recorded_run(tmp_path: Path) -> tuple[list[ConfigSummary], dict]:
+def recorded_run(tmp_path: Path) -> tuple[list[ConfigSummary], Environment]:
     store = recorded("wireguard-implementations", tmp_path)
     run = store.run("latest")
     summaries = summarize_run(store.trials(run.id))
@@ -338,7 +339,7 @@ def recorded_run(tmp_path: Path) -> tuple[list[ConfigSummary], dict]:
     return summaries, run.environment
 
 
-def saturated(s: ConfigSummary, env: dict) -> Subject:
+def saturated(s: ConfigSummary, env: Environment) -> Subject:
     """The configuration's medians with its busiest core driven to saturation, so that
     it is CPU-bound whatever this recording's verdict was."""
     subject = Subject(s.config, s.resolved, medians([t.metrics for t in s.trials]), None, env)
@@ -352,10 +353,10 @@ def test_the_recorded_run_stored_each_implementation_and_its_version(tmp_path):
     assert [(s.label, s.config.traffic.streams) for s in wireguard] == [
         (f"wireguard ({name})", streams) for name in USERSPACE for streams in (1, 4)
     ]
-    assert env["versions"]["wireguard/wireguard-go-debian"].startswith(
+    assert (env.versions or {})["wireguard/wireguard-go-debian"].startswith(
         "wireguard-go v0.0.20220316, Debian package wireguard-go 0.0.20220316-1+b4"
     )
-    assert env["versions"]["wireguard/boringtun"].startswith(
+    assert (env.versions or {})["wireguard/boringtun"].startswith(
         "boringtun 0.7.1, built from crates.io boringtun-cli 0.7.1"
     )
 

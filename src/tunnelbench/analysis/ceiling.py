@@ -170,46 +170,15 @@ def ceiling(
     below IP in every frame (a PPPoE session: 8), with ``link_mtu`` the IP MTU above them.
     Impossible input raises :class:`CeilingInputError`.
     """
-    encapsulation = _member("encapsulation", encapsulation, Encapsulation)
-    framing = _member("framing", framing, Framing)
-    if protection is not None:
-        protection = _member("protection", protection, Encapsulation)
-        _check_protection(encapsulation, protection)
+    encapsulation, framing, protection = _members(encapsulation, framing, protection)
     _check(
         rate_bps, link_mtu, encapsulation, inner_family, outer_family, options, directions,
         protection,
     )  # fmt: skip
-    if encapsulation is Encapsulation.NONE:
-        if tunnel_mtu is not None:
-            raise CeilingInputError(
-                "tunnel_mtu", f"{tunnel_mtu}: none has no tunnel; its packets follow the link MTU"
-            )
-        device_mtu = link_mtu
-    elif tunnel_mtu is None:
-        device_mtu = default_tunnel_mtu(
-            encapsulation,
-            link_mtu,
-            inner_family=inner_family,
-            outer_family=outer_family,
-            options=options,
-            protection=protection,
-        )
-        if device_mtu < _min_mtu(inner_family):
-            raise CeilingInputError(
-                "link_mtu",
-                f"{link_mtu} leaves a {encapsulation.value} tunnel MTU of {device_mtu}, below "
-                f"IPv{inner_family}'s minimum of {_min_mtu(inner_family)}",
-            )
-    else:
-        device_mtu = tunnel_mtu
-        _check_inner_mtu("tunnel_mtu", tunnel_mtu, inner_family)
-    inner = device_mtu if inner_mtu is None else inner_mtu
-    if inner_mtu is not None:
-        _check_inner_mtu("inner_mtu", inner_mtu, inner_family)
-        if inner_mtu > device_mtu:
-            raise CeilingInputError(
-                "inner_mtu", f"{inner_mtu} exceeds the tunnel/link MTU {device_mtu}"
-            )
+    device_mtu = _device_mtu(
+        encapsulation, link_mtu, tunnel_mtu, inner_family, outer_family, options, protection
+    )
+    inner = _inner_mtu(inner_mtu, device_mtu, inner_family)
     payload = inner - IP_HEADER[inner_family] - TCP_HEADER - (TCP_TIMESTAMPS if timestamps else 0)
     packed = layout(
         encapsulation,
@@ -220,12 +189,7 @@ def ceiling(
         options=options,
         protection=protection,
     )
-    if packed.outer_packet > IP_MAX_PACKET:
-        raise CeilingInputError(
-            "tunnel_mtu",
-            f"{device_mtu}: the encapsulated packet would be {packed.outer_packet} bytes, "
-            f"above IP's limit of {IP_MAX_PACKET}",
-        )
+    _check_outer_packet(packed.outer_packet, device_mtu)
     sizes = fragment_sizes(packed.outer_packet, link_mtu, outer_family)
     counted = sum(counted_bytes(size + link_header, framing) for size in sizes)
     efficiency = payload / counted
@@ -254,6 +218,81 @@ def ceiling(
         protection=protection,
         link_header=link_header,
     )
+
+
+def _device_mtu(
+    encapsulation: Encapsulation,
+    link_mtu: int,
+    tunnel_mtu: int | None,
+    inner_family: int,
+    outer_family: int,
+    options: EncapOptions,
+    protection: Encapsulation | None,
+) -> int:
+    """The MTU of the device the traffic enters: the link's without a tunnel, else the
+    tunnel's as given or its default; impossible ones raise :class:`CeilingInputError`."""
+    if encapsulation is Encapsulation.NONE:
+        if tunnel_mtu is not None:
+            raise CeilingInputError(
+                "tunnel_mtu", f"{tunnel_mtu}: none has no tunnel; its packets follow the link MTU"
+            )
+        return link_mtu
+    if tunnel_mtu is not None:
+        _check_inner_mtu("tunnel_mtu", tunnel_mtu, inner_family)
+        return tunnel_mtu
+    device_mtu = default_tunnel_mtu(
+        encapsulation,
+        link_mtu,
+        inner_family=inner_family,
+        outer_family=outer_family,
+        options=options,
+        protection=protection,
+    )
+    if device_mtu < _min_mtu(inner_family):
+        raise CeilingInputError(
+            "link_mtu",
+            f"{link_mtu} leaves a {encapsulation.value} tunnel MTU of {device_mtu}, below "
+            f"IPv{inner_family}'s minimum of {_min_mtu(inner_family)}",
+        )
+    return device_mtu
+
+
+def _members(
+    encapsulation: Encapsulation | str,
+    framing: Framing | str,
+    protection: Encapsulation | str | None,
+) -> tuple[Encapsulation, Framing, Encapsulation | None]:
+    """The arguments given by name as members, ``protection`` checked against what it
+    protects (None: none)."""
+    encapsulated = _member("encapsulation", encapsulation, Encapsulation)
+    framed = _member("framing", framing, Framing)
+    if protection is None:
+        return encapsulated, framed, None
+    protected = _member("protection", protection, Encapsulation)
+    _check_protection(encapsulated, protected)
+    return encapsulated, framed, protected
+
+
+def _check_outer_packet(outer_packet: int, device_mtu: int) -> None:
+    if outer_packet > IP_MAX_PACKET:
+        raise CeilingInputError(
+            "tunnel_mtu",
+            f"{device_mtu}: the encapsulated packet would be {outer_packet} bytes, "
+            f"above IP's limit of {IP_MAX_PACKET}",
+        )
+
+
+def _inner_mtu(inner_mtu: int | None, device_mtu: int, inner_family: int) -> int:
+    """The MTU that sets the TCP segment: ``inner_mtu`` where given (at most the
+    device's), else the device's."""
+    if inner_mtu is None:
+        return device_mtu
+    _check_inner_mtu("inner_mtu", inner_mtu, inner_family)
+    if inner_mtu > device_mtu:
+        raise CeilingInputError(
+            "inner_mtu", f"{inner_mtu} exceeds the tunnel/link MTU {device_mtu}"
+        )
+    return inner_mtu
 
 
 def counted_bytes(l3_packet: int, framing: Framing) -> int:

@@ -198,7 +198,7 @@ def accelerated_crypto(c: Context) -> Advice | None:
     cpu = c.finding(Bound.CPU)
     if cpu is None or not encrypting(c.subject.resolved):
         return None
-    flags = c.subject.environment.get("cpu_flags")
+    flags = c.subject.environment.cpu_flags
     if flags is None:
         return None
     cipher = c.subject.resolved.tunnel_cipher
@@ -222,7 +222,7 @@ def accelerated_crypto(c: Context) -> Advice | None:
 
 def frequency_scaling(c: Context) -> Advice | None:
     cpu = c.finding(Bound.CPU) or c.finding(Bound.GENERATOR)
-    governor = c.subject.environment.get("cpu_governor")
+    governor = c.subject.environment.cpu_governor
     if cpu is None or governor in (None, "performance"):
         return None  # without cpufreq (most VMs) there is nothing to check
     return Advice(

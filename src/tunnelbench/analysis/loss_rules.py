@@ -298,7 +298,7 @@ def _emulated_loss(s: Subject, evidence: list[Evidence]) -> str:
     if not loss:
         return ""
     evidence.append(Evidence("lab.wan.loss", loss, "%"))
-    dropped = s.names("qdisc.", ".netem_drops")
+    dropped = metric.device_names(s.metrics, "qdisc", "netem_drops")
     counted = ""
     if dropped:
         total = sum(s.metrics[n] for n in dropped)

@@ -206,7 +206,7 @@ def queue_below_bdp(s: Subject) -> Finding | None:
     if traffic.protocol is not Protocol.TCP or traffic.streams != 1:
         return None
     pct = share_of_ceiling(s)
-    drops = sum(s.metrics[n] for n in s.names("qdisc.", ".wan.drops"))
+    drops = sum(s.metrics[n] for n in metric.device_names(s.metrics, "qdisc", "drops", link="wan"))
     if pct is None or pct >= LINK_BOUND_PCT or drops <= 0:
         return None
     held, bdp = queue.held_bytes, queue.bdp

@@ -23,6 +23,7 @@ from tunnelbench.analysis.significance import (
     format_p,
     repetitions_needed,
 )
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.metrics import GOODPUT as GOODPUT_METRIC
 from tunnelbench.model.plan import STREAMS_MAX, TrialConfig, flatten
 
@@ -148,10 +149,10 @@ class Availability:
         return f"{suggestion} ({self.what}: availability not recorded)"
 
 
-def availability(environment: dict[str, Any], section: str, name: str, what: str) -> Availability:
+def availability(environment: Environment, section: str, name: str, what: str) -> Availability:
     """``capabilities.<section>.<name>`` of the run's environment (``section`` "links",
     "qdiscs", "esp", or "openvpn_dco" with ``name`` empty)."""
-    record = environment.get("capabilities")
+    record = environment.capabilities
     if not isinstance(record, dict):
         return Availability(what, "not recorded")
     found = record.get(section)

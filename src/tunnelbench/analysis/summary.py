@@ -1,7 +1,6 @@
 """Groups a run's trials by configuration and compares each with its baseline."""
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from tunnelbench.analysis import noise
 from tunnelbench.analysis.advice import Advice, Sibling, advise
@@ -10,8 +9,9 @@ from tunnelbench.analysis.diagnosis import Diagnosis, Subject, diagnose, medians
 from tunnelbench.analysis.stats import Summary, summarize
 from tunnelbench.kinds import Protection, Protocol
 from tunnelbench.model import metrics as metric
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import TrialConfig, varying_paths
-from tunnelbench.model.records import GUESTS, Resolved, TrialRecord, TrialStatus
+from tunnelbench.model.records import Resolved, TrialRecord, TrialStatus
 
 
 @dataclass
@@ -155,7 +155,7 @@ def _busiest(metrics: dict[str, float]) -> BusiestCore | None:
 
 
 def summarize_run(
-    trials: list[TrialRecord], environment: dict[str, Any] | None = None
+    trials: list[TrialRecord], environment: Environment | None = None
 ) -> list[ConfigSummary]:
     """One summary per configuration, in first-run order, with % of baseline, % of the
     ceiling, the diagnosis and the advice filled in. ``environment`` (the run's) lets the
@@ -200,7 +200,7 @@ def summarize_run(
             summary.pct_of_baseline = 100.0 * summary.goodput.median / base.goodput.median
         elif summary.baseline_key is None and summary.goodput:
             summary.pct_of_baseline = 100.0
-    _assess(summaries, environment or {})
+    _assess(summaries, environment or Environment())
     return summaries
 
 
@@ -208,7 +208,7 @@ def _ok(summary: ConfigSummary) -> list[TrialRecord]:
     return [t for t in summary.trials if t.status is TrialStatus.OK]
 
 
-def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None:
+def _assess(summaries: list[ConfigSummary], environment: Environment) -> None:
     siblings = [
         Sibling(s.config, s.goodput.median, tuple(t.metrics[metric.GOODPUT.name] for t in _ok(s)))
         for s in summaries
@@ -236,12 +236,11 @@ def _assess(summaries: list[ConfigSummary], environment: dict[str, Any]) -> None
         summary.advice = advise(subject, summary.diagnosis, siblings)
 
 
-def where(config: TrialConfig, environment: dict[str, Any]) -> dict[str, Any]:
+def where(config: TrialConfig, environment: Environment) -> Environment:
     """The environment ``config``'s trials ran in: the run's, or for a lab on another
     kernel its VM guest's (what that kernel can do is what advice must cite)."""
     if config.lab.in_vm:
-        guest: dict[str, Any] = environment.get(GUESTS, {}).get(config.lab.kernel, {})
-        return guest
+        return environment.guest(config.lab.kernel) or Environment()
     return environment
 
 

@@ -32,7 +32,6 @@ the configuration's own findings, the disturbance told after them (:func:`own_ad
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import Any
 
 from tunnelbench.analysis import noise
 from tunnelbench.analysis.advice import Advice, advise
@@ -42,6 +41,7 @@ from tunnelbench.analysis.significance import ALPHA, compare, format_p, repetiti
 from tunnelbench.analysis.steadiness import unsteady
 from tunnelbench.analysis.summary import ConfigSummary, where
 from tunnelbench.model import metrics as metric
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import flatten
 from tunnelbench.model.records import TrialRecord, TrialStatus
 from tunnelbench.model.tuning import LOADED_P95, Candidate, End, Outcome, Step, Target, show
@@ -129,7 +129,7 @@ def start_measured(trials: Sequence[TrialRecord], need: int, most: int) -> bool:
     return len(ok) >= max(need, min(most, 2 * need))
 
 
-def own_advice(summary: ConfigSummary, environment: dict[str, Any]) -> tuple[str, list[Advice]]:
+def own_advice(summary: ConfigSummary, environment: Environment) -> tuple[str, list[Advice]]:
     """The verdict a step names and the advice its candidates come from, for one
     configuration diagnosed alone (``summary``, of the runs :func:`for_diagnosis` chose).
 

@@ -15,9 +15,9 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from tunnelbench.model import metrics as metric
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import Resolved
 from tunnelbench.model.wan import shaper_lead_bytes
@@ -104,7 +104,7 @@ class Subject:
     resolved: Resolved
     metrics: dict[str, float]  # medians over the successful trials
     ceiling_bps: float | None = None
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: Environment = field(default_factory=Environment)
     #: Every successful trial's own metrics, for what a median hides (spread, worst run).
     runs: tuple[dict[str, float], ...] = ()
     #: The processes outside the lab that used the most CPU in any run (name, % of a
@@ -114,9 +114,6 @@ class Subject:
     noise_pct: float | None = None
     #: The configuration's runs that failed: the rules judge what is left, and say so.
     failed: int = 0
-
-    def names(self, prefix: str, suffix: str = "") -> list[str]:
-        return sorted(n for n in self.metrics if n.startswith(prefix) and n.endswith(suffix))
 
     @property
     def goodput_bps(self) -> float:

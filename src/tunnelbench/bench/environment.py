@@ -14,12 +14,10 @@ from typing import Any
 
 from tunnelbench import __version__
 from tunnelbench.bench import capabilities
+from tunnelbench.model.environment import Environment
 from tunnelbench.system import programs
 from tunnelbench.system.probing import Capabilities, Check
 from tunnelbench.system.versions import ask
-
-#: The environment key holding :func:`capability_record`; runs stored before it lack it.
-CAPABILITIES = "capabilities"
 
 
 def cpu_model(cpuinfo: str) -> str:
@@ -67,31 +65,35 @@ def capability_record(caps: Capabilities) -> dict[str, Any]:
     }
 
 
-def machine(cpuinfo: str | None = None) -> dict[str, Any]:
-    """What :func:`collect` records of the machine itself: its kernel, CPU and cores
+def machine(cpuinfo: str | None = None) -> Environment:
+    """What :func:`describe` records of the machine itself: its kernel, CPU and cores
     (``cpuinfo``: ``/proc/cpuinfo``'s text, read here if not given)."""
-    return {
-        "kernel": platform.release(),
-        "cpu_model": cpu_model(_read("/proc/cpuinfo") or "" if cpuinfo is None else cpuinfo),
-        "cores": os.cpu_count(),
-    }
+    return Environment().with_keys(
+        kernel=platform.release(),
+        cpu_model=cpu_model(_read("/proc/cpuinfo") or "" if cpuinfo is None else cpuinfo),
+        cores=os.cpu_count(),
+    )
 
 
-def collect(versions: dict[str, str], caps: Capabilities | None = None) -> dict[str, Any]:
+def describe(versions: dict[str, str], caps: Capabilities | None = None) -> Environment:
     """Kernel, CPU and its flags, core count, frequency governor, versions of the tools,
     and what the kernel can do (``caps``, else probed: once per process)."""
     ip = programs.find("ip") or "ip"
     ip_version = ask([ip, "-V"], check=False).stdout.strip()
     cpuinfo = _read("/proc/cpuinfo") or ""
-    return {
-        **machine(cpuinfo),
-        "kernel_build": platform.version(),
-        "machine": platform.machine(),
-        "cpu_flags": cpu_flags(cpuinfo),
-        "cpu_governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
-        "python": sys.version.split()[0],
-        "tunnelbench": __version__,
-        "iproute2": ip_version,
-        "versions": versions,
-        CAPABILITIES: capability_record(caps or capabilities.probe()),
-    }
+    return machine(cpuinfo).with_keys(
+        kernel_build=platform.version(),
+        machine=platform.machine(),
+        cpu_flags=tuple(cpu_flags(cpuinfo)),
+        cpu_governor=_read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        python=sys.version.split()[0],
+        tunnelbench=__version__,
+        iproute2=ip_version,
+        versions=versions,
+        capabilities=capability_record(caps or capabilities.probe()),
+    )
+
+
+def collect(versions: dict[str, str], caps: Capabilities | None = None) -> dict[str, Any]:
+    """:func:`describe` as the store keeps it (JSON)."""
+    return describe(versions, caps).to_dict()

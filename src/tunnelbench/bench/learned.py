@@ -14,20 +14,17 @@ trials keeps the reference figure, and what was learned is said with the estimat
 """
 
 import statistics
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from tunnelbench.bench import environment
 from tunnelbench.bench.planfile import REFERENCE, RUN_START_S, Overheads
 from tunnelbench.bench.store import Store
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.records import RunRecord, TimedTrial
 
 RECENT = 300  # the newest trials read
 ENOUGH = 5  # trials (or boots) of a kind before their median replaces the reference
-#: What makes a stored run's machine this one (keys of the run's environment).
-MACHINE_KEYS = ("kernel", "cpu_model", "cores")
 
 
 def overheads(db: Path) -> Overheads:
@@ -54,9 +51,9 @@ def traffic_seconds(trial: TimedTrial) -> float:
     return trial.duration + warmup
 
 
-def learn(runs: list[RunRecord], timed: list[TimedTrial], machine: Mapping[str, Any]) -> Overheads:
+def learn(runs: list[RunRecord], timed: list[TimedTrial], machine: Environment) -> Overheads:
     """The medians of the trials of ``runs`` whose machine is ``machine``."""
-    here = {r.id: r for r in runs if all(r.environment.get(k) == machine[k] for k in MACHINE_KEYS)}
+    here = {r.id: r for r in runs if r.environment.same_machine(machine)}
     samples: dict[str, list[float]] = {}
     for trial in timed:
         if trial.run_id not in here or trial.lab_fresh is None:

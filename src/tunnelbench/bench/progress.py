@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from tunnelbench.analysis.precision import Precision
 from tunnelbench.bench.planfile import REFERENCE, Overheads, labs_built
-from tunnelbench.kinds import Generator
+from tunnelbench.kinds import Cipher, Generator, Protection, Protocol, Queue
 from tunnelbench.model.plan import Trial, TrialConfig
 from tunnelbench.model.records import RunStatus, TrialStatus
 from tunnelbench.model.wan import format_pct, format_us
@@ -33,11 +33,11 @@ def describe(config: TrialConfig) -> str:
     """A short label for a configuration: the tunnel and what differs from defaults."""
     c = config
     parts = [c.tunnel.kind.value]
-    if c.tunnel.protection.value != "none":
+    if c.tunnel.protection is not Protection.NONE:
         parts[0] += f"+{c.tunnel.protection.value}"
     if c.tunnel.implementation != "auto":
         parts.append(c.tunnel.implementation)
-    if c.tunnel.cipher.value != "auto":
+    if c.tunnel.cipher is not Cipher.AUTO:
         parts.append(c.tunnel.cipher.value)
     if c.tunnel.mtu:
         parts.append(f"mtu {c.tunnel.mtu}")
@@ -45,7 +45,7 @@ def describe(config: TrialConfig) -> str:
         parts.append(f"{c.tunnel.cpu_budget:.0%} core")
     parts.append(f"{c.traffic.streams} stream{'s' if c.traffic.streams > 1 else ''}")
     parts.append(c.traffic.direction.value)
-    if c.traffic.protocol.value != "tcp":
+    if c.traffic.protocol is not Protocol.TCP:
         parts.append(c.traffic.protocol.value)
     if c.traffic.generator is not Generator.IPERF3:  # the default goes unsaid
         parts.append(c.traffic.generator.value)
@@ -54,7 +54,7 @@ def describe(config: TrialConfig) -> str:
     if c.lab.wan.queue:
         # A byte FIFO's limit is its bytes (its packet limit is not used).
         held = c.lab.wan.queue_bytes
-        limit = f"{held:,} bytes" if c.lab.wan.queue.value == "bfifo" and held else None
+        limit = f"{held:,} bytes" if c.lab.wan.queue is Queue.BFIFO and held else None
         parts.append(f"{c.lab.wan.queue.value} {limit or c.lab.wan.queue_limit}")
     if c.lab.wan.delay:
         jitter = f"±{format_us(c.lab.wan.jitter)}" if c.lab.wan.jitter else ""

@@ -35,6 +35,7 @@ from urllib.parse import quote
 from tunnelbench.bench.backfill import backfill
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import StorageError, UserError
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.metrics import WARMUP_S
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import (
@@ -140,7 +141,8 @@ def _run_record(row: Any) -> RunRecord:
     return RunRecord(
         id=row[0], started_at=row[1], ended_at=row[2], status=RunStatus(row[3]),
         command_line=row[4],
-        experiment=json.loads(row[5]), environment=json.loads(row[6]),
+        experiment=json.loads(row[5]),
+        environment=Environment.from_dict(json.loads(row[6])),
         owner=json.loads(row[7]) if row[7] else None,
         precision=json.loads(row[8]) if row[8] else None,
         error=row[9],

@@ -18,6 +18,7 @@ from tunnelbench.bench import environment, runner
 from tunnelbench.bench.labpool import KEEP, LabPool
 from tunnelbench.bench.progress import Progress
 from tunnelbench.cli import doctor
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig
 from tunnelbench.model.records import Resolved, TrialStatus, Where
 from tunnelbench.system.command import run
@@ -75,7 +76,7 @@ def main(exchange: Path) -> int:
         sink = EventSink(stream)
         sink.emit("ready", release=os.uname().release, uptime_s=_uptime())
         if "trials" in job:
-            sink.emit("environment", facts=_environment(job))
+            sink.emit("environment", facts=_environment(job).to_dict())
         if job.get("doctor"):
             sink.emit("doctor", report=doctor.collect())
         else:
@@ -103,7 +104,7 @@ def _run_trials(job: dict[str, Any], sink: EventSink) -> None:
         )
 
 
-def _environment(job: dict[str, Any]) -> dict[str, Any]:
+def _environment(job: dict[str, Any]) -> Environment:
     """The guest's kernel, CPU and capabilities, as a run records its machine's."""
     versions = {}
     for item in job["trials"]:
@@ -111,7 +112,7 @@ def _environment(job: dict[str, Any]) -> dict[str, Any]:
         versions[config.traffic.generator.value] = GENERATORS.get(
             config.traffic.generator
         ).version()
-    return environment.collect(versions)
+    return environment.describe(versions)
 
 
 def _uptime() -> float:

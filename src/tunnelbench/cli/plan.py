@@ -27,7 +27,7 @@ from tunnelbench.bench.progress import format_duration
 from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order
-from tunnelbench.model.plan import Trial, TrialConfig, expand, flatten, varying_paths
+from tunnelbench.model.plan import Experiment, Trial, TrialConfig, expand, flatten, varying_paths
 from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.report import fit
 from tunnelbench.units import format_rate
@@ -146,6 +146,73 @@ def _source(overheads: Overheads, *fields: str) -> str:
     return f"medians of {what} stored here"
 
 
+def _vm_lines(
+    runnable: list[Trial],
+    experiment: Experiment,
+    overheads: Overheads,
+    span: Callable[[float, Callable[[float], str]], str],
+) -> list[str]:
+    """What the trials in a VM guest add to the estimate (none without them); ``span``
+    shows a duration, or its range for an adaptive plan."""
+    if not (boots := guests(runnable)):
+        return []
+    in_vm = sum(1 for t in runnable if t.config.lab.in_vm)
+    lines = [
+        f"in a VM: {in_vm} trials on another kernel, {boots} boot(s); counted at"
+        f" ~{overheads.vm_boot_s:g} s a boot and ~{overheads.vm_built_s:g} s a trial"
+        f" besides its traffic where its lab is built, ~{overheads.vm_kept_s:g} s in a"
+        f" kept one ({_source(overheads, 'vm_boot_s', 'vm_built_s', 'vm_kept_s')};"
+        " the reference machine's with an emulated CPU, TCG: less under KVM)"
+    ]
+    if not _VM_FIELDS & dict(overheads.learned).keys():
+        busy = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs, overheads=BUSY_VM)
+        lines.append(
+            f"  with other work on the machine, up to {span(busy, format_duration)}"
+            f" (~{BUSY_VM.vm_boot_s:g} s a boot, ~{BUSY_VM.vm_built_s:g} s and"
+            f" ~{BUSY_VM.vm_kept_s:g} s a trial: the reference machine on a busy day;"
+            " a run here teaches the estimate this machine's own)"
+        )
+    return lines
+
+
+def _skipped_lines(
+    trials: list[Trial], keys: dict[TrialConfig, str], skipped: dict[str, str]
+) -> list[str]:
+    """How many trials are skipped here, and why (none where nothing is)."""
+    if not skipped:
+        return []
+    counts = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
+    # A guest's programs are this machine's and its cores its vCPUs: what it lacks
+    # of those is known here (its kernel is probed when it boots).
+    guest = any(keys[c] in skipped and c.lab.in_vm for c in keys)
+    where = "on this machine or in its VM guests" if guest else "on this machine"
+    return [
+        "",
+        f"skipped {where}: {sum(counts.values())} trial(s)",
+        *(f"  {reason} ({count} trials)" for reason, count in counts.items()),
+    ]
+
+
+def _table(
+    flats: dict[TrialConfig, dict[str, Any]],
+    paths: list[str],
+    status: dict[TrialConfig, str],
+    runs: str,
+) -> list[str]:
+    """One row per configuration (in ``flats``' order): its number, kind, the settings
+    that vary (``paths``), its runs and what happens to it here."""
+    header = ["#", "tunnel", *paths, "runs", "here"]
+    rows = []
+    for number, (config, flat) in enumerate(flats.items(), start=1):
+        cells = [str(number), config.tunnel.kind.value, *(_cell(flat[p], p) for p in paths)]
+        rows.append([*cells, runs, status[config]])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+
+
 def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = None) -> str:
     """What the plan runs; with ``width``, the prose wrapped to it (the table of
     configurations is left whole: its rows are read across)."""
@@ -199,23 +266,7 @@ def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = Non
         f" where a kept lab serves it ({_source(overheads, 'built_s', 'kept_s')}); the"
         " reports at the end)"
     )
-    if boots := guests(runnable):
-        in_vm = sum(1 for t in runnable if t.config.lab.in_vm)
-        lines.append(
-            f"in a VM: {in_vm} trials on another kernel, {boots} boot(s); counted at"
-            f" ~{overheads.vm_boot_s:g} s a boot and ~{overheads.vm_built_s:g} s a trial"
-            f" besides its traffic where its lab is built, ~{overheads.vm_kept_s:g} s in a"
-            f" kept one ({_source(overheads, 'vm_boot_s', 'vm_built_s', 'vm_kept_s')};"
-            " the reference machine's with an emulated CPU, TCG: less under KVM)"
-        )
-        if not _VM_FIELDS & dict(overheads.learned).keys():
-            busy = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs, overheads=BUSY_VM)
-            lines.append(
-                f"  with other work on the machine, up to {span(busy, format_duration, ' to ')}"
-                f" (~{BUSY_VM.vm_boot_s:g} s a boot, ~{BUSY_VM.vm_built_s:g} s and"
-                f" ~{BUSY_VM.vm_kept_s:g} s a trial: the reference machine on a busy day;"
-                " a run here teaches the estimate this machine's own)"
-            )
+    lines += _vm_lines(runnable, experiment, overheads, partial(span, sep=" to "))
     # One row per configuration; the order says how its runs fall into trials.
     paths = [p for p in varying_paths(configs) if p != "tunnel.kind"]
     flats = {c: flatten(c.to_dict()) for c in configs}
@@ -223,28 +274,11 @@ def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = Non
         shown = ", ".join(f"{p} {_cell(v, p)}" for p, v in common.items())
         lines.append(f"every configuration: {shown}")
     lines.append("")
-    header = ["#", "tunnel", *paths, "runs", "here"]
-    rows = []
-    for number, config in enumerate(configs, start=1):
-        flat = flats[config]
-        status = "skip" if keys[config] in skipped else "vm" if config.lab.in_vm else "run"
-        cells = [str(number), config.tunnel.kind.value, *(_cell(flat[p], p) for p in paths)]
-        rows.append([*cells, count(experiment.repetitions), status])
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    head, lines = lines, []
-    for row in [header, *rows]:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    table, lines = lines, [""]
+    status = {c: "skip" if keys[c] in skipped else "vm" if c.lab.in_vm else "run" for c in configs}
+    head, table = lines, _table(flats, paths, status, count(experiment.repetitions))
+    lines = [""]
     lines.append(_order(experiment.order, len(configs)))
-    if skipped:
-        counts = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
-        # A guest's programs are this machine's and its cores its vCPUs: what it lacks
-        # of those is known here (its kernel is probed when it boots).
-        guest = any(keys[c] in skipped and c.lab.in_vm for c in configs)
-        where = "on this machine or in its VM guests" if guest else "on this machine"
-        lines.append("")
-        lines.append(f"skipped {where}: {sum(counts.values())} trial(s)")
-        lines += [f"  {reason} ({count} trials)" for reason, count in counts.items()]
+    lines += _skipped_lines(trials, keys, skipped)
     if skipped and not runnable:
         lines.append("nothing runs here: `run` refuses this plan on this machine")
     if unchecked:

@@ -333,6 +333,29 @@ def _wait_for_carrier(lab: Lab, timeout: float = 5.0) -> None:
             time.sleep(0.005)
 
 
+def _veth_pairs(lab: Lab) -> list[list[str]]:
+    """The commands that create the chain's links (a veth pair each), with each end
+    recorded in ``lab.interfaces``."""
+    chain, settings = lab.chain, lab.settings
+    pairs = []
+    for j, link in enumerate(chain.links):
+        left, right = chain.roles[j], chain.roles[j + 1]
+        mtu = settings.wan.mtu if link == "wan" else settings.lan_mtu
+        lab.interfaces[(left, right)] = Interface(left, lab.ifname(right), mtu)
+        lab.interfaces[(right, left)] = Interface(right, lab.ifname(left), mtu)
+        # Created inside the left namespace with its peer born in the right one: the
+        # pair never exists in the host namespace.
+        left_index, right_index = link_indexes(j)
+        pairs.append(
+            ["ip", "-n", lab.ns(left), "link", "add", lab.ifname(right), "mtu", str(mtu)]
+            + ["index", str(left_index), *queue_counts(settings)]
+            + ["type", "veth", "peer", "name", lab.ifname(left), "mtu", str(mtu)]
+            + ["index", str(right_index), *queue_counts(settings)]
+            + ["netns", lab.ns(right)]
+        )
+    return pairs
+
+
 def _create(lab: Lab, tunnel: bool) -> None:
     chain, settings = lab.chain, lab.settings
     if budgets := settings.budget.given():
@@ -355,23 +378,7 @@ def _create(lab: Lab, tunnel: bool) -> None:
     sysctls = {r: COMMON_SYSCTLS | (GATEWAY_SYSCTLS if r in gateways else {}) for r in chain.roles}
     for role in chain.roles:
         lab.host(role).set_sysctls(sysctls[role])
-    pairs = []
-    for j, link in enumerate(chain.links):
-        left, right = chain.roles[j], chain.roles[j + 1]
-        mtu = settings.wan.mtu if link == "wan" else settings.lan_mtu
-        lab.interfaces[(left, right)] = Interface(left, lab.ifname(right), mtu)
-        lab.interfaces[(right, left)] = Interface(right, lab.ifname(left), mtu)
-        # Created inside the left namespace with its peer born in the right one: the
-        # pair never exists in the host namespace.
-        left_index, right_index = link_indexes(j)
-        pairs.append(
-            ["ip", "-n", lab.ns(left), "link", "add", lab.ifname(right), "mtu", str(mtu)]
-            + ["index", str(left_index), *queue_counts(settings)]
-            + ["type", "veth", "peer", "name", lab.ifname(left), "mtu", str(mtu)]
-            + ["index", str(right_index), *queue_counts(settings)]
-            + ["netns", lab.ns(right)]
-        )
-    side_by_side([functools.partial(_build_step, argv) for argv in pairs])
+    side_by_side([functools.partial(_build_step, argv) for argv in _veth_pairs(lab)])
     pppoe = settings.wan.encapsulation is WanEncapsulation.PPPOE
     routes: dict[str, list[list[str]]] = {}
     batches: dict[str, list[list[str]]] = {}

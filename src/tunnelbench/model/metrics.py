@@ -178,8 +178,23 @@ def tunnel_device(role: str, field: str) -> str:
 
 def parse_device(name: str, family: str) -> tuple[str, str] | None:
     """(``<role>.<link>``, field) of a ``qdisc.`` or ``link.`` metric (``family``); None
-    for any other name."""
+    for any other name. For ``tunnel``, (role, field) of a tunnel device's counter."""
     head, dot, field = name.rpartition(".")
     if not dot or not head.startswith(family + "."):
         return None
     return head.removeprefix(family + "."), field
+
+
+def device_names(
+    names: Iterable[str], family: str, field: str, *, link: str | None = None
+) -> list[str]:
+    """The names among ``names`` of the ``family`` (``qdisc``, ``link``, ``tunnel``)
+    counters of ``field`` (of ``link`` alone when given; any role), in order."""
+    found = []
+    for name in names:
+        device = parse_device(name, family)
+        if device is None or device[1] != field:
+            continue
+        if link is None or device[0].partition(".")[2] == link:
+            found.append(name)
+    return sorted(found)

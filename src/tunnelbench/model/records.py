@@ -14,6 +14,8 @@ from enum import StrEnum
 from typing import Any
 
 from tunnelbench.kinds import StreamMode
+from tunnelbench.model.environment import GUESTS as GUESTS
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.kindfacts import (
     EspFound,
     GeneratorFacts,
@@ -41,8 +43,6 @@ class RunStatus(StrEnum):
 #: ``Resolved.virtualization``: this machine's own kernel, or a guest with hardware
 #: virtualisation, or one whose CPU QEMU emulates.
 NO_VM, KVM, TCG = "none", "kvm", "tcg"
-#: The run environment's key for the environments of its VM guests, by ``lab.kernel``.
-GUESTS = "guests"
 TUNNEL_FACTS_KEY = "tunnel_facts"
 GENERATOR_FACTS_KEY = "generator_facts"
 
@@ -302,7 +302,7 @@ class RunRecord:
     status: RunStatus
     command_line: str
     experiment: dict[str, Any]
-    environment: dict[str, Any]
+    environment: Environment
     owner: dict[str, int] | None = None
     # Adaptive runs: config key -> analysis.precision.Precision.to_dict(), as last decided.
     precision: dict[str, dict[str, Any]] | None = None

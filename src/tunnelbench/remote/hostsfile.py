@@ -173,66 +173,46 @@ def load(path: Path) -> HostsFile:
     return parse(text, path)
 
 
-def parse(text: str, path: Path) -> HostsFile:
-    source = capped(str(path), 300)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{source}: not valid TOML: {exc}") from None
-    problems: list[str] = []
-    layout = data.get("layout", "road-warrior")
-    if layout not in LAYOUTS:
-        problems.append(f"layout: {layout!r} is none of {', '.join(LAYOUTS)}")
-        layout = "road-warrior"
-    roles = LAYOUTS[layout]
-    for key in data:
-        if key not in TOP_KEYS and key not in roles:
-            problems.append(f"{key}: unknown key{did_you_mean(key, [*TOP_KEYS, *roles])}")
-    hosts: dict[str, RemoteHost] = {}
-    for role in roles:
-        table = data.get(role)
-        if not isinstance(table, dict):
-            problems.append(f'{role}: missing: a [{role}] table with ssh = "..."')
-            continue
-        for key in table:
-            if key not in HOST_KEYS:
-                problems.append(f"{role}.{key}: unknown key{did_you_mean(key, HOST_KEYS)}")
-        router = role not in ("client", "server")
-        destination = table.get("ssh")
-        if destination is None and router:
-            pass  # a router without a login: a black box (its SNMP agent, if any, is read)
-        elif not isinstance(destination, str) or not destination.strip():
-            problems.append(f"{role}.ssh: missing: the SSH destination (user@host or an alias)")
-            destination = ""
-        elif destination.startswith("-") or any(c.isspace() for c in destination):
-            problems.append(f"{role}.ssh: {destination!r} is not an SSH destination")
-        address = table.get("address")
-        if address is not None:
-            address = _address(problems, f"{role}.address", address)
-        address6 = table.get("address6")
-        if address6 is not None:
-            address6 = _address(problems, f"{role}.address6", address6, 6)
-        agent, community = _snmp(problems, role, table, router)
-        cache = table.get("snmp_cache", SNMP_CACHE_S)
-        if "snmp_cache" in table and agent is None:
-            problems.append(f"{role}.snmp_cache: applies to an SNMP agent ({role}.snmp) only")
-        elif isinstance(cache, bool) or not isinstance(cache, int | float):
-            problems.append(f"{role}.snmp_cache: {cache!r} is not a number of seconds")
-            cache = SNMP_CACHE_S
-        elif not 0 <= cache <= SNMP_CACHE_MAX_S:
-            problems.append(
-                f"{role}.snmp_cache: {cache!r} is out of range; allowed 0..{SNMP_CACHE_MAX_S:g} s"
-            )
-            cache = SNMP_CACHE_S
-        hosts[role] = RemoteHost(
-            role, destination, address, agent, community, float(cache), address6
+def _host(problems: list[str], role: str, table: dict[str, Any]) -> RemoteHost:
+    """A role's ``[role]`` table, each problem with it added to ``problems``."""
+    for key in table:
+        if key not in HOST_KEYS:
+            problems.append(f"{role}.{key}: unknown key{did_you_mean(key, HOST_KEYS)}")
+    router = role not in ("client", "server")
+    destination = table.get("ssh")
+    if destination is None and router:
+        pass  # a router without a login: a black box (its SNMP agent, if any, is read)
+    elif not isinstance(destination, str) or not destination.strip():
+        problems.append(f"{role}.ssh: missing: the SSH destination (user@host or an alias)")
+        destination = ""
+    elif destination.startswith("-") or any(c.isspace() for c in destination):
+        problems.append(f"{role}.ssh: {destination!r} is not an SSH destination")
+    address = table.get("address")
+    if address is not None:
+        address = _address(problems, f"{role}.address", address)
+    address6 = table.get("address6")
+    if address6 is not None:
+        address6 = _address(problems, f"{role}.address6", address6, 6)
+    agent, community = _snmp(problems, role, table, router)
+    cache = table.get("snmp_cache", SNMP_CACHE_S)
+    if "snmp_cache" in table and agent is None:
+        problems.append(f"{role}.snmp_cache: applies to an SNMP agent ({role}.snmp) only")
+    elif isinstance(cache, bool) or not isinstance(cache, int | float):
+        problems.append(f"{role}.snmp_cache: {cache!r} is not a number of seconds")
+        cache = SNMP_CACHE_S
+    elif not 0 <= cache <= SNMP_CACHE_MAX_S:
+        problems.append(
+            f"{role}.snmp_cache: {cache!r} is out of range; allowed 0..{SNMP_CACHE_MAX_S:g} s"
         )
-    if "server" in hosts and hosts["server"].address is None:
-        problems.append("server.address: missing: the address the client sends traffic to")
-    dut = data.get("dut", roles[1])
-    if dut not in roles[1:-1]:
-        problems.append(f"dut: {dut!r} is not a router of this layout ({', '.join(roles[1:-1])})")
-    tunnel = _tunnel(problems, data.get("tunnel", {}), roles)
+        cache = SNMP_CACHE_S
+    return RemoteHost(role, destination, address, agent, community, float(cache), address6)
+
+
+def _check_tunnel_ends(
+    problems: list[str], tunnel: TunnelPlan, hosts: dict[str, RemoteHost]
+) -> None:
+    """What a tunnel tunnelbench builds needs of the hosts at its ends and beside them:
+    a login at each end, the far end's address, and the addresses routed back into it."""
     near, far = tunnel.ends
     if tunnel.mode == "build":
         for end in tunnel.ends:
@@ -261,6 +241,37 @@ def parse(text: str, path: Path) -> HostsFile:
                 "tunnel.via6: missing: the server's IPv6 next hop towards the tunnel, for the"
                 " route back to the client's tunnel address (server.address6 is given)"
             )
+
+
+def parse(text: str, path: Path) -> HostsFile:
+    source = capped(str(path), 300)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{source}: not valid TOML: {exc}") from None
+    problems: list[str] = []
+    layout = data.get("layout", "road-warrior")
+    if layout not in LAYOUTS:
+        problems.append(f"layout: {layout!r} is none of {', '.join(LAYOUTS)}")
+        layout = "road-warrior"
+    roles = LAYOUTS[layout]
+    for key in data:
+        if key not in TOP_KEYS and key not in roles:
+            problems.append(f"{key}: unknown key{did_you_mean(key, [*TOP_KEYS, *roles])}")
+    hosts: dict[str, RemoteHost] = {}
+    for role in roles:
+        table = data.get(role)
+        if not isinstance(table, dict):
+            problems.append(f'{role}: missing: a [{role}] table with ssh = "..."')
+            continue
+        hosts[role] = _host(problems, role, table)
+    if "server" in hosts and hosts["server"].address is None:
+        problems.append("server.address: missing: the address the client sends traffic to")
+    dut = data.get("dut", roles[1])
+    if dut not in roles[1:-1]:
+        problems.append(f"dut: {dut!r} is not a router of this layout ({', '.join(roles[1:-1])})")
+    tunnel = _tunnel(problems, data.get("tunnel", {}), roles)
+    _check_tunnel_ends(problems, tunnel, hosts)
     ssh_config = None
     if (raw := data.get("ssh_config")) is not None:
         if not isinstance(raw, str):
@@ -320,6 +331,62 @@ def _address(problems: list[str], key: str, raw: Any, family: int = 4) -> str | 
     return str(address)
 
 
+def _existing(problems: list[str], table: dict[str, Any], kind: str) -> TunnelPlan:
+    """A tunnel the user already brought up: where the client reaches the server through
+    it, and the process that carries it (when one does)."""
+    address = None
+    if table.get("address") is None:
+        problems.append(
+            "tunnel.address: missing: where the client reaches the server through the tunnel"
+        )
+    else:
+        address = _address(problems, "tunnel.address", table["address"])
+    process = table.get("process")
+    if process is not None and (not isinstance(process, str) or "/" in process):
+        problems.append(f"tunnel.process: {process!r} is not a program name")
+        process = None
+    address6 = table.get("address6")
+    if address6 is not None:
+        address6 = _address(problems, "tunnel.address6", address6, 6)
+    return TunnelPlan("existing", kind, address=address, process=process, address6=address6)
+
+
+def _ends(problems: list[str], table: dict[str, Any], roles: tuple[str, ...]) -> list[Any]:
+    """The two roles a built tunnel joins, client side first (the first two roles where
+    they are not given or not valid)."""
+    ends = table.get("ends", [roles[0], roles[1]])
+    if not (
+        isinstance(ends, list)
+        and len(ends) == 2
+        and all(e in roles for e in ends)
+        and ends[0] != ends[1]
+    ):
+        problems.append(f"tunnel.ends: {ends!r} is not two roles of {', '.join(roles)}")
+        ends = [roles[0], roles[1]]
+    if ends[0] != "client" and ("server" in ends or roles.index(ends[0]) > roles.index(ends[1])):
+        problems.append(
+            f"tunnel.ends: {ends!r}: the client and one router, or two routers, client side first"
+        )
+    return ends
+
+
+def _address_pair(
+    problems: list[str], table: dict[str, Any], key: str, default: list[str], family: int
+) -> list[Any]:
+    """``tunnel.<key>``: the tunnel's two inner addresses of ``family`` (``default``
+    where not given or not valid)."""
+    raw = table.get(key, default)
+    pair = (
+        [_address(problems, f"tunnel.{key}", a, family) for a in raw]
+        if isinstance(raw, list)
+        else []
+    )
+    if len(pair) != 2 or None in pair:
+        problems.append(f"tunnel.{key}: {raw!r} is not two IPv{family} addresses")
+        return default
+    return pair
+
+
 def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPlan:
     if not isinstance(table, dict):
         problems.append("tunnel: must be a table")
@@ -340,21 +407,7 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
         )
         kind = "none"
     if mode == "existing":
-        address = None
-        if table.get("address") is None:
-            problems.append(
-                "tunnel.address: missing: where the client reaches the server through the tunnel"
-            )
-        else:
-            address = _address(problems, "tunnel.address", table["address"])
-        process = table.get("process")
-        if process is not None and (not isinstance(process, str) or "/" in process):
-            problems.append(f"tunnel.process: {process!r} is not a program name")
-            process = None
-        address6 = table.get("address6")
-        if address6 is not None:
-            address6 = _address(problems, "tunnel.address6", address6, 6)
-        return TunnelPlan("existing", kind, address=address, process=process, address6=address6)
+        return _existing(problems, table, kind)
     if kind not in BUILDABLE:
         problems.append(
             f"tunnel.kind: {kind!r}: tunnelbench builds {', '.join(BUILDABLE)} on real hosts"
@@ -373,37 +426,9 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
         problems.append(
             f"tunnel.protection: {kind} cannot be wrapped in ipsec; {', '.join(PROTECTABLE)} can"
         )
-    ends = table.get("ends", [roles[0], roles[1]])
-    if not (
-        isinstance(ends, list)
-        and len(ends) == 2
-        and all(e in roles for e in ends)
-        and ends[0] != ends[1]
-    ):
-        problems.append(f"tunnel.ends: {ends!r} is not two roles of {', '.join(roles)}")
-        ends = [roles[0], roles[1]]
-    if ends[0] != "client" and ("server" in ends or roles.index(ends[0]) > roles.index(ends[1])):
-        problems.append(
-            f"tunnel.ends: {ends!r}: the client and one router, or two routers, client side first"
-        )
-    inner_raw = table.get("inner", ["198.19.0.1", "198.19.0.2"])
-    inner = (
-        [_address(problems, "tunnel.inner", a) for a in inner_raw]
-        if isinstance(inner_raw, list)
-        else []
-    )
-    if len(inner) != 2 or None in inner:
-        problems.append(f"tunnel.inner: {inner_raw!r} is not two IPv4 addresses")
-        inner = ["198.19.0.1", "198.19.0.2"]
-    inner6_raw = table.get("inner6", list(INNER6))
-    inner6 = (
-        [_address(problems, "tunnel.inner6", a, 6) for a in inner6_raw]
-        if isinstance(inner6_raw, list)
-        else []
-    )
-    if len(inner6) != 2 or None in inner6:
-        problems.append(f"tunnel.inner6: {inner6_raw!r} is not two IPv6 addresses")
-        inner6 = list(INNER6)
+    ends = _ends(problems, table, roles)
+    inner = _address_pair(problems, table, "inner", ["198.19.0.1", "198.19.0.2"], 4)
+    inner6 = _address_pair(problems, table, "inner6", list(INNER6), 6)
     via6 = table.get("via6")
     if via6 is not None:
         via6 = _address(problems, "tunnel.via6", via6, 6)

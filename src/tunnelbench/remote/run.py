@@ -18,7 +18,6 @@ from typing import Any
 
 from tunnelbench import __version__
 from tunnelbench.bench import skips
-from tunnelbench.bench.environment import CAPABILITIES
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.runner import guarded
 from tunnelbench.bench.sink import store_trial
@@ -29,6 +28,7 @@ from tunnelbench.kinds import Protection, Topology, TunnelKind
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.model import metrics as metric
 from tunnelbench.model import remotefacts
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, LabSettings, Trial, expand
 from tunnelbench.model.records import Resolved, TrialStatus
 from tunnelbench.model.remotefacts import CryptoDriver, RemoteFacts, SnmpView
@@ -135,35 +135,36 @@ def _first_difference(given: dict[str, Any], default: dict[str, Any]) -> str | N
 def environment(session: Session) -> dict[str, Any]:
     """The run's environment: the DUT's (it is the machine measured; a black box's as its
     SNMP agent describes it, or unknown), every host's facts, and the machine that
-    controlled the run."""
+    controlled the run. Stored as :class:`~tunnelbench.model.environment.Environment`
+    declares it (the JSON the store keeps)."""
     client = session.facts["client"]
-    found: dict[str, Any]
+    found: Environment
     if (dut := session.facts.get(session.file.dut)) is not None:
-        found = {
-            "kernel": dut.kernel,
-            "machine": dut.machine,
-            "cores": dut.cores,
-            "cpu_governor": dut.governors.get(0),
-        }
+        found = Environment().with_keys(
+            kernel=dut.kernel,
+            machine=dut.machine,
+            cores=dut.cores,
+            cpu_governor=dut.governors.get(0),
+        )
     else:
         box = session.black_boxes[session.file.dut]
         device = box.device
-        found = {
-            "dut": "a black box (no ssh)",
-            "system": device.description if device else "unknown (no SNMP agent given)",
-            "cores": device.cores if device else None,
-        }
+        found = Environment().with_keys(
+            dut="a black box (no ssh)",
+            system=device.description if device else "unknown (no SNMP agent given)",
+            cores=device.cores if device else None,
+        )
     if (record := capabilities.dut_record(session)) is not None:
-        found[CAPABILITIES] = record
-    return found | {
-        "tunnelbench": __version__,
-        "versions": {"iperf3": client.iperf3 or "?"},
-        "remote": {
+        found = found.with_keys(capabilities=record)
+    return found.with_keys(
+        tunnelbench=__version__,
+        versions={"iperf3": client.iperf3 or "?"},
+        remote={
             "hosts": session.file.to_dict(),
             "facts": {role: f.to_dict() for role, f in session.facts.items()},
             "controller": {"kernel": platform.release(), "pid": os.getpid()},
         },
-    }
+    ).to_dict()
 
 
 def preflight(session: Session, trials: list[Trial]) -> list[Trial]:

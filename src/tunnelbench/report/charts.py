@@ -42,6 +42,7 @@ from tunnelbench.analysis.summary import (
     ConfigSummary,
     varying_axes,
 )
+from tunnelbench.model import metrics as metric_names
 from tunnelbench.model.metrics import GOODPUT, RTT_IDLE, RTT_LOADED_P95, UDP_LOST_PACKETS
 from tunnelbench.model.records import TrialRecord, TrialStatus
 from tunnelbench.probes.rtt import stored_window
@@ -416,28 +417,25 @@ def summary_charts(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -
 def cpu_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Chart | None:
     """Per-core CPU of each configuration, stacked user/system/softirq/irq (medians)."""
     rows: list[tuple[str, dict[str, float]]] = []
-    measured = [s for s in summaries if any("cpu0.idle" in t.metrics for t in _ok(s))]
+    measured = [s for s in summaries if any(metric_names.cores(t.metrics) for t in _ok(s))]
     if not measured:
         return None
     cores_total = max(
-        len({n.split(".")[0] for t in _ok(s) for n in t.metrics if n.endswith(".idle")})
-        for s in measured
+        len(metric_names.cores(n for t in _ok(s) for n in t.metrics)) for s in measured
     )
     per_config = max(1, min(cores_total, MAX_CPU_ROWS // len(measured)))
     for s in measured:
         ok = _ok(s)
-        names = sorted(
-            {n.split(".")[0] for t in ok for n in t.metrics if n.endswith(".idle")},
-            key=lambda c: int(c[3:]),
-        )
         cores = []
-        for name in names:
+        for core in metric_names.cores(n for t in ok for n in t.metrics):
             parts = {
-                p: _median([t.metrics[f"{name}.{p}"] for t in ok if f"{name}.{p}" in t.metrics])
+                p: _median(
+                    [t.metrics[n] for t in ok if (n := metric_names.cpu(core, p)) in t.metrics]
+                )
                 or 0.0
                 for p in ("user", "system", "softirq", "irq", "idle")
             }
-            cores.append((name, parts))
+            cores.append((f"cpu{core}", parts))
         if per_config < len(cores):
             busiest = sorted(cores, key=lambda c: c[1]["idle"])[:per_config]
             cores = [c for c in cores if c in busiest]
@@ -463,7 +461,9 @@ def cpu_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str]) -> Cha
 
 def _tunnel_drops(trial: TrialRecord) -> float | None:
     drops = [
-        v for n, v in trial.metrics.items() if n.startswith("tunnel.") and n.endswith("_dropped")
+        v
+        for n, v in trial.metrics.items()
+        if (device := metric_names.parse_device(n, "tunnel")) and device[1].endswith("_dropped")
     ]
     return sum(drops) if drops else None
 

@@ -31,6 +31,7 @@ from tunnelbench.analysis.summary import ConfigSummary, varying_axes
 from tunnelbench.bench.store import Store
 from tunnelbench.echo import capped
 from tunnelbench.errors import UserError
+from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.plan import ROLES, Experiment, flatten
 from tunnelbench.model.records import NO_VM, TCG, RunRecord
 from tunnelbench.report import pairing, view
@@ -130,7 +131,7 @@ class Side:
 
     @property
     def only_baselines(self) -> bool:
-        return all(s.config.tunnel.kind.value == "none" for s in self.summaries)
+        return all(s.config.tunnel.kind is TunnelKind.NONE for s in self.summaries)
 
 
 @dataclass(frozen=True)
@@ -323,7 +324,7 @@ def compare(a: Side, b: Side) -> Comparison:
     rows = [Row(x, y) for x, y in pairs]
     for row in rows:
         _refuse_emulated(row)
-    env_a, env_b = flatten(a.run.environment), flatten(b.run.environment)
+    env_a, env_b = flatten(a.run.environment.to_dict()), flatten(b.run.environment.to_dict())
     changes = [
         (key, env_a.get(key), env_b.get(key))
         for key in dict.fromkeys([*env_a, *env_b])

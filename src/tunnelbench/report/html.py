@@ -14,6 +14,7 @@ from html import escape
 from pathlib import Path
 
 from tunnelbench.analysis.summary import ConfigSummary
+from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.records import GUESTS, RunRecord, TrialRecord
 from tunnelbench.report import figures, files, findings, software, table, timeline, tune
 from tunnelbench.report.charts import charts_for_run, config_labels
@@ -86,15 +87,15 @@ def _range(low: float, high: float, fmt: str) -> str:
 def answer_sentences(summaries: Sequence[ConfigSummary]) -> list[str]:
     """The answer of the run in one plain-text sentence per tunnel kind."""
     labels = config_labels(summaries)
-    kinds: dict[str, list[ConfigSummary]] = {}
+    kinds: dict[TunnelKind, list[ConfigSummary]] = {}
     for s in summaries:
-        kinds.setdefault(s.config.tunnel.kind.value, []).append(s)
+        kinds.setdefault(s.config.tunnel.kind, []).append(s)
     out = []
     for kind, group in kinds.items():
         measured = [s for s in group if s.goodput is not None]
         skipped = [s for s in group if s.skipped is not None]
         name = measured[0].label if measured else group[0].label
-        name = "No tunnel (the baseline)" if kind == "none" else name
+        name = "No tunnel (the baseline)" if kind is TunnelKind.NONE else name
         if not measured:
             sentence = f"{name}: not measured"
         else:
@@ -102,7 +103,7 @@ def answer_sentences(summaries: Sequence[ConfigSummary]) -> list[str]:
             medians = [mbit(s.goodput.median) for s in measured]  # type: ignore[union-attr]
             sentence = f"{name}: {_range(min(medians), max(medians), ',.0f')} Mbit/s"
             pcts = [s.pct_of_baseline for s in measured if s.pct_of_baseline is not None]
-            if kind != "none" and pcts:
+            if kind is not TunnelKind.NONE and pcts:
                 sentence += f", {_range(min(pcts), max(pcts), '.0f')}% of the no-tunnel baseline"
             if len(measured) > 1:
                 sentence += f" across {len(measured)} configurations"
@@ -128,15 +129,15 @@ def _environment(run: RunRecord, trials: Sequence[TrialRecord]) -> str:
         "cpu_model": "CPU", "cores": "cores", "cpu_governor": "frequency governor",
         "kernel": "kernel", "kernel_build": "kernel build", "machine": "architecture",
     }  # fmt: skip
-    for key, value in run.environment.items():
+    for key, value in run.environment.to_dict().items():
         if key == "versions" and isinstance(value, dict):
             rows += [(str(tool), str(version)) for tool, version in value.items()]
             # Every implementation that ran, a guest's and the hosts' too (not only
             # what this machine resolved), each with its version.
             ran = software.entries(run, trials)
             rows += [(n, v) for n, v in ran if "/" in n and value.get(n) != v]
-        elif key == GUESTS and isinstance(value, dict):
-            for spec, facts in value.items():
+        elif key == GUESTS:
+            for spec, facts in (run.environment.guests or {}).items():
                 rows.append(("VM guest", guest_line(spec, facts)))
         elif isinstance(value, list | tuple):  # cpu_flags: a list, not its Python repr
             rows.append((names.get(key, key), ", ".join(map(str, value)) or "-"))

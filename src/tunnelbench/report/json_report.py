@@ -148,7 +148,7 @@ def document(view: RunView) -> dict[str, Any]:
         "format_version": FORMAT_VERSION,
         "generator": {"name": "tunnelbench", "version": __version__},
         "run": run_section(view),
-        "environment": run.environment,
+        "environment": run.environment.to_dict(),
         "configurations": [configuration(view, s, standing.get(s.key)) for s in summaries],
         # Diagnosis (what limits each configuration) is not implemented yet.
         "findings": findings.run_json(summaries),

@@ -14,10 +14,18 @@ from tunnelbench.analysis.precision import repetitions_phrase
 from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import BusiestCore, ConfigSummary, varying_axes
 from tunnelbench.bench.progress import format_duration
-from tunnelbench.kinds import Generator, StreamMode
+from tunnelbench.kinds import (
+    Generator,
+    Protection,
+    Protocol,
+    StreamMode,
+    TunnelKind,
+    WanEncapsulation,
+)
 from tunnelbench.model import metrics as metric
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
-from tunnelbench.model.records import GUESTS, TCG, Resolved, RunRecord, TrialRecord
+from tunnelbench.model.records import TCG, Resolved, RunRecord, TrialRecord
 from tunnelbench.model.tuning import TuneRecord
 from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.report import figures, files, findings, precision, software, timeline, tune
@@ -149,7 +157,7 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
     left at their default (the kernel's, the device's) are left out."""
     lab, tunnel, traffic = c.lab, c.tunnel, c.traffic
     out = [("lab.topology", f"{lab.topology.value} topology")]
-    if traffic.protocol.value == "udp":
+    if traffic.protocol is Protocol.UDP:
         rate = f" at {mbit(traffic.udp_rate):g} Mbit/s per stream" if traffic.udp_rate else ""
         out.append(("traffic.protocol", f"UDP{rate}"))
     else:
@@ -192,13 +200,13 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
         out.append((f"lab.offloads.{name}", f"{name.upper()} {'on' if value else 'off'} ({roles})"))
     if lab.rps_cpus:
         out.append(("lab.rps_cpus", f"RPS CPUs {lab.rps_cpus}"))
-    if lab.wan.encapsulation.value == "pppoe":
+    if lab.wan.encapsulation is WanEncapsulation.PPPOE:
         out.append(("lab.wan.encapsulation", "WAN over PPPoE"))
     if lab.queues is not None:
         out.append(("lab.queues", f"{lab.queues} queue{'s' if lab.queues > 1 else ''} per link"))
     for role, budget in lab.budget.given().items():
         out.append((f"lab.budget.{role}", f"{role} at {budget:.0%} of a core"))
-    if tunnel.kind.value != "none":
+    if tunnel.kind is not TunnelKind.NONE:
         if tunnel.implementation != "auto":
             out.append(("tunnel.implementation", f"implementation {tunnel.implementation}"))
         if tunnel.mtu is not None:
@@ -207,7 +215,7 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
             out.append(("tunnel.cpu_budget", f"tunnel CPU budget {tunnel.cpu_budget:.0%}"))
         if cipher := resolved.tunnel_cipher:
             out.append(("tunnel.cipher", f"cipher {cipher}"))
-        if tunnel.protection.value != "none":
+        if tunnel.protection is not Protection.NONE:
             out.append(("tunnel.protection", f"protected by {tunnel.protection.value}"))
             out.append(("tunnel.esp_mode", f"ESP {tunnel.esp_mode.value} mode"))
     out.append(("traffic.duration", f"{traffic.duration} s measured"))
@@ -232,7 +240,7 @@ def common_settings(summaries: list[ConfigSummary]) -> str:
     if not summaries:
         return ""
     varying = set(varying_axes(summaries))
-    tunnels = [s for s in summaries if s.config.tunnel.kind.value != "none"]
+    tunnels = [s for s in summaries if s.config.tunnel.kind is not TunnelKind.NONE]
     varying |= {p for p in varying_paths(s.config for s in tunnels) if p.startswith("tunnel.")}
     first = tunnels[0] if tunnels else summaries[0]
     phrases = _setting_phrases(first.config, first.resolved)
@@ -251,7 +259,7 @@ def header_lines(
     if experiment.seed is not None:
         order += f" (seed {experiment.seed})"
     env = run.environment
-    governor = env.get("cpu_governor") or "not exposed"
+    governor = env.cpu_governor or "not exposed"
     counts = {status: sum(1 for t in trials if t.status == status) for status in STATUSES}
     design = f"{repetitions_phrase(experiment)} of each configuration, {order} order"
     planned = planned_trials(experiment)
@@ -269,11 +277,11 @@ def header_lines(
         f"- **Experiment:** {design}",
         f"- **Common settings:** {common_settings(summaries) or 'none'}",
         *(
-            [f"- **Hosts:** {hosts_line(env['remote'])}"]
-            if env.get("remote")
+            [f"- **Hosts:** {hosts_line(env.remote)}"]
+            if env.remote
             else [
-                f"- **Machine:** {env.get('cpu_model', '?')}, {env.get('cores', '?')} cores; "
-                f"kernel {env.get('kernel', '?')}; CPU frequency governor: {governor}"
+                f"- **Machine:** {_known(env.cpu_model)}, {_known(env.cores)} cores; "
+                f"kernel {_known(env.kernel)}; CPU frequency governor: {governor}"
             ]
         ),
         *[f"- **VM guest:** {guest_line(spec, facts)}" for spec, facts in guests(env).items()],
@@ -309,19 +317,23 @@ def hosts_line(remote: dict[str, Any]) -> str:
     return f"{'; '.join(parts)}; tunnel: {tunnel} (the lab settings do not apply to real hosts)"
 
 
-def guests(env: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def guests(env: Environment) -> dict[str, Environment]:
     """The VM guests the run's trials on other kernels ran in, by ``lab.kernel``."""
-    found: dict[str, dict[str, Any]] = env.get(GUESTS) or {}
-    return found
+    return env.guests or {}
 
 
-def guest_line(spec: str, facts: dict[str, Any]) -> str:
+def _known(value: object) -> str:
+    """A recorded fact as the header shows it; ``?`` where it was not recorded."""
+    return "?" if value is None else str(value)
+
+
+def guest_line(spec: str, facts: Environment) -> str:
     """``lab.kernel = debian``: the guest's kernel, how its CPU ran and its size."""
-    mode = facts.get("virtualization", "?")
+    mode = _known(facts.virtualization)
     line = (
-        f"lab.kernel {spec}: kernel {facts.get('kernel', '?')}"
-        f" ({facts.get('kernel_package', 'unpacked')}), {mode}, {facts.get('vm_cpus', '?')}"
-        f" vCPUs, {facts.get('vm_memory_mib', '?')} MiB"
+        f"lab.kernel {spec}: kernel {_known(facts.kernel)}"
+        f" ({facts.kernel_package or 'unpacked'}), {mode}, {_known(facts.vm_cpus)}"
+        f" vCPUs, {_known(facts.vm_memory_mib)} MiB"
     )
     if mode == TCG:
         line += "; QEMU emulates its CPU: CPU-bound figures measure the emulator"

@@ -12,9 +12,16 @@ wireguard-go and a pinned build, a guest's kernel and the host's) is named twice
 import re
 from collections.abc import Sequence
 
+from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.records import RunRecord, TrialRecord
 
 _PATH = re.compile(r" \(/[^()]*\)$")
+
+
+def _kind(trial: TrialRecord) -> TunnelKind | None:
+    """The kind of tunnel ``trial`` ran; None for a trial stored without one."""
+    kind = (trial.config.get("tunnel") or {}).get("kind")
+    return None if kind is None else TunnelKind(kind)
 
 
 def entries(run: RunRecord, trials: Sequence[TrialRecord]) -> list[tuple[str, str]]:
@@ -23,21 +30,21 @@ def entries(run: RunRecord, trials: Sequence[TrialRecord]) -> list[tuple[str, st
     generators, iproute2 and tunnelbench. The baseline's "none/kernel" is no
     implementation and is left out."""
     env = run.environment
-    recorded = [(str(k), str(v)) for k, v in (env.get("versions") or {}).items()]
+    recorded = [(str(k), str(v)) for k, v in (env.versions or {}).items()]
     tunnels = [(k, v) for k, v in recorded if "/" in k and not k.startswith("none/")]
     for trial in trials:
-        resolved, kind = trial.resolved, (trial.config.get("tunnel") or {}).get("kind")
-        if kind in (None, "none"):
+        resolved, kind = trial.resolved, _kind(trial)
+        if kind in (None, TunnelKind.NONE):
             continue
         if resolved.tunnel_implementation and resolved.tunnel_version:
             tunnels.append((f"{kind}/{resolved.tunnel_implementation}", resolved.tunnel_version))
-        if kind != "ipsec" and resolved.esp_implementation and resolved.esp_version:
+        if kind is not TunnelKind.IPSEC and resolved.esp_implementation and resolved.esp_version:
             tunnels.append((f"esp/{resolved.esp_implementation}", resolved.esp_version))
     out = list(dict.fromkeys(tunnels))
     out += [(k, v) for k, v in recorded if "/" not in k]
-    for key in ("iproute2", "tunnelbench"):
-        if env.get(key):
-            out.append((key, str(env[key])))
+    for key, version in (("iproute2", env.iproute2), ("tunnelbench", env.tunnelbench)):
+        if version:
+            out.append((key, version))
     return out
 
 

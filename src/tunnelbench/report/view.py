@@ -14,6 +14,7 @@ from typing import Any
 from tunnelbench.analysis import noise
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run, varying_axes
 from tunnelbench.bench.store import Store
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import flatten
 from tunnelbench.model.records import RunRecord, TrialRecord
 from tunnelbench.report import findings
@@ -36,7 +37,7 @@ class RunView:
     store: Store
 
     @property
-    def environment(self) -> dict[str, Any]:
+    def environment(self) -> Environment:
         return self.run.environment
 
     @property

@@ -6,7 +6,7 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -194,29 +194,23 @@ class Iperf3(Generator):
         auto = settings.warmup is None
         windowed = count > 1 or auto
         client, server = ends.host(CLIENT), ends.host(SERVER)
-        client_dir, server_dir = ends.files(CLIENT), ends.files(SERVER)
+        client_dir = ends.files(CLIENT)
         target = ends.server_address(settings.family)
         ports = ends.free_ports(SERVER, PORTS, count)
-        binary = ends.program(SERVER, "iperf3", "the load generator")
-        for port in ports:
-            log = server_dir / f"iperf3-server-{port}.log"
-            # Stopped clients send their server no results: its own JSON is read instead.
-            report = server_dir / f"iperf3-server-{port}.json" if windowed else None
-            argv = server_argv(binary, port, windowed=windowed)
-            proc = server.spawn(argv, stdout=report, stderr=log)
-            servers[port] = waiting.Server(f"iperf3 server on port {port}", server, proc, port, log)
+        _start_servers(ends, ports, windowed, servers)
         waiting.wait_listening(list(servers.values()))
         binary = ends.program(CLIENT, "iperf3", "the load generator")
-        outputs: list[Path] = []
-        clients = []
-        for port in ports:
-            out = client_dir / f"iperf3-client-{port}.json"
-            outputs.append(out)
-            argv = client_argv(binary, target, port, settings, per_process, windowed=windowed)
+        outputs = [client_dir / f"iperf3-client-{port}.json" for port in ports]
+        clients = [
             # Its errors are in its JSON; anything else it prints goes to a file (a pipe
             # nobody reads could fill and stall it).
-            err = client_dir / f"iperf3-client-{port}.err"
-            clients.append(client.spawn(argv, stdout=out, stderr=err))
+            client.spawn(
+                client_argv(binary, target, port, settings, per_process, windowed=windowed),
+                stdout=out,
+                stderr=client_dir / f"iperf3-client-{port}.err",
+            )
+            for port, out in zip(ports, outputs, strict=True)
+        ]
         watched = {f"iperf3-server:{port}": s.proc.pid for port, s in servers.items()}
         watched |= {f"iperf3-client:{port}": c.pid for port, c in zip(ports, clients, strict=True)}
         # Each client's test (and its --omit warm-up) starts once its connections are
@@ -232,10 +226,7 @@ class Iperf3(Generator):
         ]
         ended: WarmupEnd | None = None
         if windowed and len(started) < len(ports):
-            raise LabError(
-                "an iperf3 client ended before it connected; its output: "
-                + _first_error(client, outputs)
-            )
+            raise LabError(_unconnected(client, outputs))
         if not windowed:
             omitted = settings.fixed_warmup
             on_started(watched, t0 + omitted)
@@ -243,22 +234,10 @@ class Iperf3(Generator):
             docs = [_load(client, path, proc) for path, proc in zip(outputs, clients, strict=True)]
             return combine(mode, [iperf3_json.parse(docs[0], settings.duration)], docs)
         if auto:
-            opened: list[WindowClosed] = []  # the probes' wait for the window last opened
-
-            def open_window(begin: float) -> None:
-                opened.append(on_started(watched, begin))
-
-            ended = warmup.watch(
-                t0,
-                bound_s=settings.warmup_max,
-                duration_s=settings.duration,
-                server=server,
-                signals=signals or PathSignals(lambda: []),
-                running=lambda: _ended(named),
-                stop_reason=stop_reason,
-                open_window=open_window,
+            ended, closed = _watch_warmup(
+                t0, settings, server, signals, named, stop_reason, lambda b: on_started(watched, b)
             )
-            begin, omitted, closed = ended.begin, 0, opened[-1]
+            begin, omitted = ended.begin, 0
         else:
             omitted = settings.fixed_warmup
             begin = t0 + omitted
@@ -274,15 +253,7 @@ class Iperf3(Generator):
             CONNECT_LIMIT_S,
             stop_reason,
         )
-        docs = [
-            _interrupted(
-                _load(client, path, proc), server, server_dir / f"iperf3-server-{port}.json"
-            )
-            for port, path, proc in zip(ports, outputs, clients, strict=True)
-        ]
-        for port, doc in zip(ports, docs, strict=True):
-            # Stored with the document, so the goodput can be recomputed from the store.
-            doc[iperf3_json.WINDOW_KEY] = {"offset_s": round(offsets[port], 4)}
+        docs = _windowed_documents(ends, ports, outputs, clients, offsets)
         measured = [iperf3_json.parse(doc, settings.duration) for doc in docs]
         result = combine(mode, measured, docs)
         result.warmup = ended
@@ -441,3 +412,73 @@ def _exit(code: int) -> str:
 @functools.cache
 def _version_line(binary: str) -> str:
     return versions.ask([binary, "--version"]).stdout.strip().splitlines()[0]
+
+
+def _start_servers(
+    ends: Ends, ports: list[int], windowed: bool, servers: dict[int, waiting.Server]
+) -> None:
+    """One iperf3 server per port on the server end, each put in ``servers``."""
+    server, server_dir = ends.host(SERVER), ends.files(SERVER)
+    binary = ends.program(SERVER, "iperf3", "the load generator")
+    for port in ports:
+        log = server_dir / f"iperf3-server-{port}.log"
+        # Stopped clients send their server no results: its own JSON is read instead.
+        report = server_dir / f"iperf3-server-{port}.json" if windowed else None
+        argv = server_argv(binary, port, windowed=windowed)
+        proc = server.spawn(argv, stdout=report, stderr=log)
+        servers[port] = waiting.Server(f"iperf3 server on port {port}", server, proc, port, log)
+
+
+def _windowed_documents(
+    ends: Ends,
+    ports: list[int],
+    outputs: list[Path],
+    clients: "list[subprocess.Popen[bytes]]",
+    offsets: dict[int, float],
+) -> list[dict[str, Any]]:
+    """Each stopped client's JSON (completed from its server's where the stop cut it
+    short), with where the measured window begins in its intervals."""
+    client, server, server_dir = ends.host(CLIENT), ends.host(SERVER), ends.files(SERVER)
+    docs = [
+        _interrupted(_load(client, path, proc), server, server_dir / f"iperf3-server-{port}.json")
+        for port, path, proc in zip(ports, outputs, clients, strict=True)
+    ]
+    for port, doc in zip(ports, docs, strict=True):
+        # Stored with the document, so the goodput can be recomputed from the store.
+        doc[iperf3_json.WINDOW_KEY] = {"offset_s": round(offsets[port], 4)}
+    return docs
+
+
+def _unconnected(client: Host, outputs: list[Path]) -> str:
+    return "an iperf3 client ended before it connected; its output: " + _first_error(
+        client, outputs
+    )
+
+
+def _watch_warmup(
+    t0: float,
+    settings: TrafficSettings,
+    server: Host,
+    signals: PathSignals | None,
+    named: "list[tuple[str, subprocess.Popen[bytes]]]",
+    stop_reason: StopReason,
+    open_at: Callable[[float], WindowClosed],
+) -> tuple[WarmupEnd, WindowClosed]:
+    """An "auto" warm-up watched until the path settles (or its bound): how it ended,
+    and the probes' wait for the measured window it opened last (``open_at`` opens one)."""
+    opened: list[WindowClosed] = []
+
+    def open_window(begin: float) -> None:
+        opened.append(open_at(begin))
+
+    ended = warmup.watch(
+        t0,
+        bound_s=settings.warmup_max,
+        duration_s=settings.duration,
+        server=server,
+        signals=signals or PathSignals(lambda: []),
+        running=lambda: _ended(named),
+        stop_reason=stop_reason,
+        open_window=open_window,
+    )
+    return ended, opened[-1]
