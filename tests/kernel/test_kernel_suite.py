@@ -76,7 +76,6 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "wireguard": {"tunnel_kind": "wireguard"},
     "esp-aes-gcm-tunnel": {"tunnel_kind": "ipsec", "tunnel_cipher": "aes-256-gcm"},
-    "esp-chacha-tunnel": {"tunnel_kind": "ipsec", "tunnel_cipher": "chacha20-poly1305"},
     "gre": {"tunnel_kind": "gre"},
     "gretap": {"tunnel_kind": "gretap", "tunnel_protection": "none"},
     "ipip": {"tunnel_kind": "ipip"},
@@ -169,7 +168,6 @@ def test_kernel_wireguard_carried_the_traffic(suite):
     ("name", "cipher", "mode"),
     [
         ("esp-aes-gcm-tunnel", "aes-256-gcm", "tunnel"),
-        ("esp-chacha-tunnel", "chacha20-poly1305", "tunnel"),
         ("gretap-in-esp-transport", "aes-256-gcm", "transport"),
         ("vxlan-in-esp-transport", "chacha20-poly1305", "transport"),
     ],
