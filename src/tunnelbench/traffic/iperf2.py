@@ -190,13 +190,27 @@ class Iperf2(Generator):
         return _version_line(programs.require(PROGRAM, PURPOSE))
 
     def conflicts(self, settings: TrafficSettings) -> list[str]:
+        found = []
         if settings.stream_mode is StreamMode.PROCESSES and settings.streams > 1:
-            return [
+            found.append(
                 "traffic.stream_mode: 'processes' is not available with traffic.generator ="
                 " 'iperf2', which runs every stream as a thread of one process; use 'single'"
                 " or 'auto'"
-            ]
-        return []
+            )
+        if (
+            settings.protocol is Protocol.TCP
+            and settings.congestion is not None
+            and settings.direction is Direction.BIDIR
+        ):
+            # 2.1.8 takes -Z at neither end of a full-duplex test (_protocol_flags): both
+            # ends' senders would run the kernel's default while the trial recorded this.
+            found.append(
+                f"traffic.congestion: {settings.congestion!r} cannot be set with"
+                " traffic.generator = 'iperf2' and traffic.direction = 'bidir' (iperf2"
+                " 2.1.8 refuses -Z in a full-duplex test); use iperf3 or leave"
+                " traffic.congestion unset"
+            )
+        return found
 
     def resolve_mode(self, settings: TrafficSettings, version: str | None = None) -> StreamMode:
         if problems := self.conflicts(settings):
