@@ -23,8 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("system",),
     ("lab", "vm"),
     ("tunnels", "traffic", "probes"),
-    ("bench",),
     ("remote",),
+    ("bench",),
     ("report",),
     ("cli",),
 )
