@@ -326,6 +326,35 @@ def _address(problems: list[str], key: str, raw: Any, family: int = 4) -> str | 
     return str(address)
 
 
+def _tunnel_kind(problems: list[str], mode: TunnelMode, raw: Any) -> TunnelKind:
+    """``tunnel.kind`` parsed (NONE, with the problem said, where it is wrong)."""
+    if not isinstance(raw, str):
+        what = "is up" if mode is TunnelMode.EXISTING else "to build"
+        problems.append(f"tunnel.kind: missing: which tunnel {what}")
+    elif mode is TunnelMode.BUILD and raw not in BUILDABLE:
+        problems.append(
+            f"tunnel.kind: {raw!r}: tunnelbench builds {', '.join(BUILDABLE)} on real hosts"
+        )
+    elif raw not in KINDS:
+        problems.append(f"tunnel.kind: {raw!r} is none of {', '.join(KINDS)}")
+    else:
+        return TunnelKind(raw)
+    return TunnelKind.NONE
+
+
+def _protection(problems: list[str], raw: Any, kind: TunnelKind) -> Protection:
+    """``tunnel.protection`` parsed for a built ``kind`` (NONE, said, where it is wrong)."""
+    protections = [p.value for p in Protection]
+    if raw not in protections:
+        problems.append(f"tunnel.protection: {raw!r} is none of {', '.join(protections)}")
+        return Protection.NONE
+    if raw == Protection.IPSEC and kind not in PROTECTABLE:
+        problems.append(
+            f"tunnel.protection: {kind} cannot be wrapped in ipsec; {', '.join(PROTECTABLE)} can"
+        )
+    return Protection(raw)
+
+
 def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPlan:
     if not isinstance(table, dict):
         problems.append("tunnel: must be a table")
@@ -341,19 +370,7 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
     mode = TunnelMode(raw_mode)
     if mode is TunnelMode.NONE:
         return TunnelPlan(TunnelMode.NONE)
-    raw_kind = table.get("kind")
-    kind = TunnelKind.NONE
-    if not isinstance(raw_kind, str):
-        what = "is up" if mode is TunnelMode.EXISTING else "to build"
-        problems.append(f"tunnel.kind: missing: which tunnel {what}")
-    elif mode is TunnelMode.BUILD and raw_kind not in BUILDABLE:
-        problems.append(
-            f"tunnel.kind: {raw_kind!r}: tunnelbench builds {', '.join(BUILDABLE)} on real hosts"
-        )
-    elif raw_kind not in KINDS:
-        problems.append(f"tunnel.kind: {raw_kind!r} is none of {', '.join(KINDS)}")
-    else:
-        kind = TunnelKind(raw_kind)
+    kind = _tunnel_kind(problems, mode, table.get("kind"))
     if mode is TunnelMode.EXISTING:
         address = None
         if table.get("address") is None:
@@ -379,19 +396,7 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
             f"tunnel.implementation: {implementation!r}: {kind} is built by "
             f"{', '.join(repr(a) for a in allowed)}"
         )
-    raw_protection = table.get("protection", "none")
-    protections = [p.value for p in Protection]
-    protection = Protection.NONE
-    if raw_protection not in protections:
-        problems.append(
-            f"tunnel.protection: {raw_protection!r} is none of {', '.join(protections)}"
-        )
-    elif (protection := Protection(raw_protection)) is Protection.IPSEC and (
-        kind not in PROTECTABLE
-    ):
-        problems.append(
-            f"tunnel.protection: {kind} cannot be wrapped in ipsec; {', '.join(PROTECTABLE)} can"
-        )
+    protection = _protection(problems, table.get("protection", "none"), kind)
     ends = table.get("ends", [roles[0], roles[1]])
     if not (
         isinstance(ends, list)
