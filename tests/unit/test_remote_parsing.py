@@ -16,6 +16,7 @@ from tunnelbench.bench import planfile
 from tunnelbench.bench.testbeds import hosts_plan
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Queue, TunnelKind, TunnelMode
+from tunnelbench.model.plan import Experiment, expand
 from tunnelbench.model.records import Resolved
 from tunnelbench.model.remotefacts import CryptoDriver, RemoteFacts, SnmpView, TunnelEnd
 from tunnelbench.remote import hostsfile, probes
@@ -561,3 +562,48 @@ def test_the_sampler_reads_every_core_and_its_own_cost_with_no_program_but_sleep
     # every core this machine has, and not the "cpu " line of all of them together
     assert all(sorted(s.cores) == list(range(os.cpu_count() or 0)) for s in samples)
     assert probes.sampler_cost(blocks[-1].strip()) is not None
+
+
+def test_a_hosts_plan_is_seeded_and_expanded_as_the_labs_and_expands_again_on_resume():
+    """A shuffled, adaptive plan without a seed: seeded once (recorded with the run), its
+    trials those of the lab's expansion of the experiment fitted to the hosts, so that a
+    resumed run (from the stored experiment) and its extra rounds find the same keys;
+    a baseline that would cross the user's tunnel is left out of both."""
+    hosts = parse(ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "198.18.1.1"\n')
+    plan = (
+        'order = "shuffled"\nrepetitions = { target = "2%", min = 2, max = 4 }\n'
+        '[base.tunnel]\nkind = "wireguard"\n[matrix]\n"traffic.streams" = [1, 4]\n'
+    )
+    prepared = hosts_plan.plan(planfile.parse(plan, "p.toml").experiment, hosts)
+    assert prepared.experiment.seed is not None and prepared.experiment.adaptive is not None
+    trials = [(t.seq, t.config.key()) for t in prepared.trials]
+    assert trials == [(t.seq, t.config.key()) for t in expand(prepared.experiment)]
+    assert len(trials) == 8 and {t.config.lab.topology.value for t in prepared.trials} == {
+        "road-warrior"
+    }
+    stored = Experiment.from_dict(json.loads(json.dumps(prepared.experiment.to_dict())))
+    again = hosts_plan.expanded(stored, hosts)
+    assert [(t.seq, t.config.key()) for t in again.trials] == trials
+    existing = parse(
+        ROAD + '[tunnel]\nmode = "existing"\nkind = "wireguard"\naddress = "198.18.1.2"\n'
+    )
+    only = hosts_plan.plan(planfile.parse(plan, "p.toml").experiment, existing)
+    assert [t.seq for t in only.trials] == [1, 2, 3, 4]
+    assert {t.config.tunnel.kind for t in only.trials} == {TunnelKind.WIREGUARD}
+    assert set(only.skipped.values()) == {hosts_plan.NO_PLAIN_PATH}  # no extra round either
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("fresh_labs = true\n", r"^fresh_labs: cannot be set for real hosts"),
+        ('[base.tunnel]\nkind = "wireguard"\nmtu = 1380\n', r"^tunnel\.mtu: the hosts file's"),
+    ],
+)
+def test_a_setting_real_hosts_cannot_take_is_refused_by_name(setting, message):
+    existing = parse(
+        ROAD + '[tunnel]\nmode = "existing"\nkind = "wireguard"\naddress = "198.18.9.2"\n'
+    )
+    plan = planfile.parse("repetitions = 1\n" + setting, "p.toml").experiment
+    with pytest.raises(UserError, match=message):
+        hosts_plan.plan(plan, existing)

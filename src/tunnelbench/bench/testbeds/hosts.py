@@ -187,6 +187,7 @@ class HostsSetup(Setup):
         # A generator that ran its own time may end as the window does: its closing
         # readings are still taken.
         self.closed.wait(max(0.0, self.window + duration - time.monotonic()) + CLOSE_WAIT_S)
+        self._cancel()
         self._stop_samplers()
         assert self.results is not None
         ended = time.monotonic()

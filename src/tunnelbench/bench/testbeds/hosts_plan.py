@@ -165,7 +165,8 @@ def resumed(run: RunRecord, hosts: HostsFile) -> Experiment:
     stored = run.environment.get("remote", {}).get("hosts")
     if stored is None:
         raise UserError(f"--hosts: run {run.id} ran in the lab; resume it without --hosts")
-    if stored != hosts.to_dict():
+    # The same machines, layout and tunnel, wherever the file lies now.
+    if {**stored, "path": None} != {**hosts.to_dict(), "path": None}:
         raise UserError(
             f"--hosts: {hosts.path} is not the hosts file run {run.id} ran with"
             f" ({stored.get('path')}, as it was then); resume it with that one"

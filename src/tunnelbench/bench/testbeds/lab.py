@@ -74,8 +74,12 @@ class LabTestbed(Testbed):
         resolved.esp_implementation = spec.esp_implementation
         resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(spec)
         standing = self.labs.acquire(config, spec)
-        _record(config, resolution, resolved, standing)
-        return LabSetup(config, standing)
+        try:
+            _record(config, resolution, resolved, standing)
+            return LabSetup(config, standing)
+        except BaseException:
+            self.labs.discard(standing)
+            raise
 
     def release(self, setup: Setup, *, measured: bool) -> None:
         assert isinstance(setup, LabSetup)
