@@ -1,4 +1,6 @@
-"""Executes an experiment: labs, traffic, probes, and the store.
+"""Executes an experiment: one trial and one loop on any testbed (the namespace lab by
+default, a VM guest's lab, a hosts file's machines: :mod:`tunnelbench.bench.testbed`),
+traffic, probes, and the store.
 
 This is the only place that turns a plan into system changes. Everything a trial needs
 (root, programs, implementations, kernel features) is checked before the first lab is
