@@ -614,16 +614,17 @@ streams = 1
 #: What only one testbed records, and why. The lab's: the lab it built (its id, families,
 #: whether it was kept), where it ran (this kernel; a hosts run records each host's in
 #: ``remote``), its offloads as set, and its in-process sampler's raw record (``probes``)
-#: and figures (``load.*``: the lab against the rest of this machine; ``sched.*``; the
-#: ``sampler.*`` lags of a window the sampler itself opened). The hosts': ``remote`` (the
-#: hosts, their kernels, the tunnel's ends and the DUT as seen) and ``remote.<role>.*``
-#: (each host's busiest core and sampler cost, read by its busybox loop).
+#: and figures (``load.*``: the lab against the rest of this machine; ``sched.*``: its
+#: scheduler's counters; ``speed.*``: the cores' speed, timed in-process). The hosts':
+#: ``remote`` (the hosts, their kernels, the tunnel's ends and the DUT as seen) and
+#: ``remote.<role>.*`` and ``thermal.*`` (each host's busiest core, sampler cost and
+#: temperatures, read by its busybox loop).
 LAB_ONLY_RESOLVED = {
     "lab_id", "lab_families", "lab_fresh", "lab_trial", "kernel_release", "virtualization",
     "offloads", "gso_max_segs", "esp_implementation",
 }  # fmt: skip
 HOSTS_ONLY_RESOLVED = {"remote"}
-LAB_ONLY_FAMILIES = {"load", "sched", "proc"}
+LAB_ONLY_FAMILIES = {"load", "sched", "speed"}
 HOSTS_ONLY_FAMILIES = {"remote", "thermal"}
 
 

@@ -69,6 +69,9 @@ class HostsTestbed(Testbed):
             resolved.tunnel_mtu = tunnel.mtu
             resolved.record_setup(tunnel.found)
             resolved.tunnel, resolved.tunnel_cipher = tunnel.kind_facts, tunnel.cipher
+        elif (dut := session.facts.get(session.file.dut)) is not None:
+            # No tunnel: the kernel that routes is what runs, as the lab records its own.
+            resolved.tunnel_version = f"linux {dut.kernel}"
         resolved.remote = remote_facts(session, tunnel if tunnelled else None)
         # "auto" as the client's generator resolves it (iperf3 before 3.16: a process per
         # stream, as in the lab).
