@@ -13,8 +13,9 @@ import tempfile
 from pathlib import Path
 
 from tunnelbench.bench.labpool import LabPool
-from tunnelbench.bench.runner import Resolution, here, run_trial
+from tunnelbench.bench.runner import Resolution, run_trial
 from tunnelbench.bench.store import Store
+from tunnelbench.bench.testbeds.lab import LabTestbed
 from tunnelbench.kinds import StreamMode
 from tunnelbench.lab import netns
 from tunnelbench.model.plan import LabSettings, LinkSettings, TrafficSettings, Trial, TrialConfig
@@ -69,10 +70,8 @@ def compare(label: str, settings: LabSettings) -> float:
         store = Store(Path(tmp) / "bench.db")
         run_id = store.start_run("benchmark", {}, {})
         for i in range(ROUNDS):
-            with LabPool() as labs:
-                outcome = run_trial(
-                    store, run_id, Trial(i + 1, i + 1, config), resolution, labs, here()
-                )
+            with LabTestbed(LabPool()) as lab:
+                outcome = run_trial(store, run_id, Trial(i + 1, i + 1, config), resolution, lab)
             assert outcome.status == "ok", outcome.error
             ours.append(outcome.metrics["goodput_bps"])
             theirs.append(raw_iperf3(settings))

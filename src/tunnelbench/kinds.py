@@ -42,6 +42,15 @@ class Protection(StrEnum):
     IPSEC = "ipsec"
 
 
+class TunnelMode(StrEnum):
+    """How a hosts file's tunnel comes to be: the user's, already up; built by
+    tunnelbench between two hosts (and removed after); or none at all."""
+
+    EXISTING = "existing"
+    BUILD = "build"
+    NONE = "none"
+
+
 class Topology(StrEnum):
     ROAD_WARRIOR = "road-warrior"
     SITE_TO_SITE = "site-to-site"

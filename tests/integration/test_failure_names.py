@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tunnelbench.bench.runner import broken_lab
+from tunnelbench.bench.testbeds.lab import broken_lab
 from tunnelbench.errors import LabError
 from tunnelbench.kinds import StreamMode
 from tunnelbench.lab import netns

@@ -20,7 +20,9 @@ import pytest
 
 from tunnelbench.bench import runner
 from tunnelbench.bench.labpool import LabPool
+from tunnelbench.bench.testbeds.lab import LabTestbed
 from tunnelbench.errors import UserError
+from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import Resolved
 
@@ -79,8 +81,9 @@ def test_a_real_trial_touches_its_namespaces_only_through_the_host(watch, plan):
     except UserError as exc:
         pytest.skip(str(exc))
     resolved = Resolved()
-    with LabPool() as labs:
-        traffic, _, readings = runner._measure(config, resolution, resolved, labs)
-    assert traffic.goodput_bps > 0 and readings.metrics
+    with LabTestbed(LabPool()) as lab:
+        metrics, _ = runner._measure(config, resolution, resolved, lab)
+    assert metrics[metric.GOODPUT.name] > 0
+    assert any(metric.parse_device(name, "link") for name in metrics)  # the probes read
     assert watch.through_host > 10  # the trial's real work did go through the host
     assert watch.escaped == [], "\n".join(f"{c}: {a}" for c, a in watch.escaped)

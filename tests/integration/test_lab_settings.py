@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tunnelbench.bench.labpool import LabPool
-from tunnelbench.bench.runner import Resolution, _measure, trial_metrics
+from tunnelbench.bench.runner import Resolution, _measure
+from tunnelbench.bench.testbeds.lab import LabTestbed
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Direction, Protocol, Queue, Shaper, StreamMode, Topology, TunnelKind
 from tunnelbench.lab import cgroup, netns
@@ -182,7 +183,8 @@ def test_rps_mask_is_written_to_every_receive_queue_of_every_link():
 
 
 def measure(config: TrialConfig) -> tuple[Any, dict[str, float], dict[str, Any]]:
-    """One trial as the runner measures it: (traffic, metrics, resolved)."""
+    """One trial as the runner measures it: (the generator's raw output, metrics,
+    resolved)."""
     tunnel = TUNNELS.get(config.tunnel.kind)
     try:
         spec = tunnel.resolve(config.tunnel, config.lab.wan.mtu)
@@ -196,9 +198,10 @@ def measure(config: TrialConfig) -> tuple[Any, dict[str, float], dict[str, Any]]
         stream_mode=Iperf3().resolve_mode(config.traffic),
     )
     resolved = Resolved()
-    with LabPool() as labs:
-        traffic, probes, tunnel_counters = _measure(config, resolution, resolved, labs)
-    return traffic, trial_metrics(traffic, probes, tunnel_counters), resolved.to_dict()
+    resolved.stream_mode = resolution.stream_mode
+    with LabTestbed(LabPool()) as lab:
+        metrics, artifacts = _measure(config, resolution, resolved, lab)
+    return artifacts[config.traffic.generator.value], metrics, resolved.to_dict()
 
 
 @pytest.mark.parametrize(
@@ -212,8 +215,8 @@ def test_congestion_control_is_what_the_senders_use(algorithm, direction):
         duration=1, warmup=0, direction=direction, congestion=algorithm
     )
     traffic, _, resolved = measure(TrialConfig(traffic=traffic_settings))
-    assert traffic.raw[0]["end"]["sender_tcp_congestion"] == algorithm
-    assert traffic.raw[0]["end"]["receiver_tcp_congestion"] == algorithm
+    assert traffic[0]["end"]["sender_tcp_congestion"] == algorithm
+    assert traffic[0]["end"]["receiver_tcp_congestion"] == algorithm
     assert resolved["congestion"] == algorithm
 
 
@@ -321,6 +324,6 @@ def test_udp_trial_metrics(direction, mode, streams):
     else:  # 80 into 50 Mbit/s
         assert 20 < metrics["udp.lost_pct"] < 60
         assert metrics["udp.lost_packets"] > 0
-    for doc in traffic.raw:
+    for doc in traffic:
         assert doc["start"]["test_start"]["protocol"] == "UDP"
         assert doc["start"]["test_start"]["target_bitrate"] == 40_000_000

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import remote, tunnelbench
+from tests.integration.helpers import latest, remote, tunnelbench
 from tests.sshd import REPO, SshdHosts
 from tunnelbench.bench.store import Store
 from tunnelbench.kinds import StreamMode
@@ -410,7 +410,8 @@ def _sessions_of(path: Path) -> list[masters.SessionRecord]:
 def test_lab_clean_ends_the_ssh_masters_and_logins_a_killed_run_left(hosts):
     """A SIGKILLed run leaves one OpenSSH master per host, each holding a login (an sshd
     session), and its directory on each host; `lab clean --hosts` ends the masters it
-    recorded, by PID, says so, and removes the rest."""
+    recorded, by PID, says so, and removes the rest; `run --resume RUN --hosts FILE` then
+    runs the trial the kill cut short, to the same trials as planned."""
     path = hosts.file(name="killed.toml")
     db = hosts.work / "killed.db"
     logins = {role: set(hosts.farm.sessions(role)) for role in ROLES}
@@ -454,6 +455,20 @@ def test_lab_clean_ends_the_ssh_masters_and_logins_a_killed_run_left(hosts):
         time.sleep(0.1)
     assert _processes_naming(str(session.directory)) == []  # no master, no client of one
     assert all(set(hosts.farm.sessions(r)) <= logins[r] for r in ROLES)  # the logins ended
+    assert leftovers() == []
+    # --resume finishes it on the same hosts: the trial the kill cut short, nothing more
+    (kept,) = latest(db).trials
+    resumed = tunnelbench(
+        "run", "--resume", "1", "--hosts", str(path), "--db", str(db), "-q", "--no-reports"
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    trials = latest(db).trials
+    assert [(t.seq, t.config_key, t.status.value) for t in trials] == [
+        (1, kept.config_key, "ok"), (2, kept.config_key, "ok"),
+    ]  # fmt: skip
+    assert [
+        r["status"] for r in json.loads(tunnelbench("runs", "--db", str(db), "--json").stdout)
+    ] == ["complete"]
     assert leftovers() == []
 
 

@@ -5,6 +5,7 @@ and every host left as it was. Kinds this kernel cannot create are skipped with 
 kernel's refusal (their commands are unit-tested in tests/unit/test_kernel_tunnels.py)."""
 
 import re
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -597,3 +598,77 @@ def test_lab_wan_leaves_a_queue_someone_configured_alone_and_refuses_what_hosts_
     assert done.returncode == 2
     assert "lab.wan.mtu: cannot be set for real hosts" in done.stderr
     assert sorted(Path("/tmp").glob("tunnelbench.*")) == []
+
+
+SHAPE_PLAN = """
+repetitions = 1
+[base.tunnel]
+kind = "vxlan"
+[base.traffic]
+duration = 1
+warmup = 0
+streams = 1
+[matrix]
+"tunnel.mtu" = [1400, 1300]
+"""
+#: What only one testbed records, and why. The lab's: the lab it built (its id, families,
+#: whether it was kept), where it ran (this kernel; a hosts run records each host's in
+#: ``remote``), its offloads as set, and its in-process sampler's raw record (``probes``)
+#: and figures (``load.*``: the lab against the rest of this machine; ``sched.*``: its
+#: scheduler's counters; ``speed.*``: the cores' speed, timed in-process). The hosts':
+#: ``remote`` (the hosts, their kernels, the tunnel's ends and the DUT as seen) and
+#: ``remote.<role>.*`` and ``thermal.*`` (each host's busiest core, sampler cost and
+#: temperatures, read by its busybox loop).
+LAB_ONLY_RESOLVED = {
+    "lab_id", "lab_families", "lab_fresh", "lab_trial", "kernel_release", "virtualization",
+    "offloads", "gso_max_segs", "esp_implementation",
+}  # fmt: skip
+HOSTS_ONLY_RESOLVED = {"remote"}
+LAB_ONLY_FAMILIES = {"load", "sched", "speed"}
+HOSTS_ONLY_FAMILIES = {"remote", "thermal"}
+
+
+def _artifacts(db: Path, trial_id: int) -> set[str]:
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute("SELECT name FROM artifacts WHERE trial_id = ?", (trial_id,))
+        return {name for (name,) in rows}
+
+
+def _family(name: str) -> str:
+    return re.sub(r"\d+$", "", name.split(".")[0])
+
+
+def test_one_plan_runs_on_the_lab_and_on_hosts_through_one_runner_to_records_of_one_shape(farm):
+    """The same plan (no tunnel and VXLAN at two tunnel MTUs: the baseline once) run in the
+    namespace lab and on the sshd "machines" (the server on busybox): the same trials in
+    the same order, and records of one shape: the same resolved keys, artifacts and
+    metric families wherever both testbeds know them (the differences listed above)."""
+    config = TrialConfig.from_dict({"tunnel": {"kind": "vxlan"}})
+    if reason := skips.unmet(config, capabilities.probe()):
+        pytest.skip(reason)
+    work = farm.work / "shape"
+    work.mkdir()
+    (work / "plan.toml").write_text(SHAPE_PLAN)
+    (work / "hosts.toml").write_text(farm.hosts_file("vxlan"))
+    runs = {}
+    for name, extra in (("lab", []), ("hosts", ["--hosts", "hosts.toml"])):
+        done = tunnelbench(
+            "run", "plan.toml", *extra, "--db", f"{name}.db", "-q", "--no-reports", cwd=work
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        runs[name] = latest(work / f"{name}.db").trials
+    lab, hosts = runs["lab"], runs["hosts"]
+
+    def cells(trials: list[Any]) -> list[tuple[str, int | None]]:
+        return [(t.config["tunnel"]["kind"], t.config["tunnel"].get("mtu")) for t in trials]
+
+    assert cells(lab) == cells(hosts) == [("none", None), ("vxlan", 1400), ("vxlan", 1300)]
+    for ours, theirs in zip(lab, hosts, strict=True):
+        assert ours.status.value == theirs.status.value == "ok"
+        assert ours.resolved.tunnel_mtu == theirs.resolved.tunnel_mtu  # the MTU asked, built
+        keys = set(ours.resolved.to_dict()), set(theirs.resolved.to_dict())
+        assert keys[0] - LAB_ONLY_RESOLVED == keys[1] - HOSTS_ONLY_RESOLVED
+        artifacts = _artifacts(work / "lab.db", ours.id), _artifacts(work / "hosts.db", theirs.id)
+        assert artifacts[0] - {"probes"} == artifacts[1]
+        families = {_family(n) for n in ours.metrics}, {_family(n) for n in theirs.metrics}
+        assert families[0] - LAB_ONLY_FAMILIES == families[1] - HOSTS_ONLY_FAMILIES

@@ -11,11 +11,11 @@ import pytest
 from tests.report_fixtures import resolved_for
 from tunnelbench.analysis.advice import advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose
+from tunnelbench.bench.testbeds import hosts_figures
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import TrialConfig
 from tunnelbench.remote import hostsfile, snmp
-from tunnelbench.remote import trial as remote_trial
 from tunnelbench.remote.session import BlackBox, Session
 from tunnelbench.report.markdown import hosts_line
 
@@ -210,14 +210,14 @@ AT_30G = {
 
 def test_a_stale_agent_is_not_a_route_that_bypassed_the_router():
     metrics = dict(AT_30G)
-    remote_trial._check_counters(black_box_session(), metrics, 12)
+    hosts_figures.check_counters(black_box_session(), metrics, 12)
     # the agent's byte counts, short of two instruments, are left out; its packets stay
     assert not any(n.startswith("link.gw.") and n.endswith("_bytes") for n in metrics)
     assert metrics["link.gw.ether2.tx_packets"] == 1.1e6
     # refreshes the agent discarded: their interface's bytes are already out, the rest kept
     found = {k: v for k, v in AT_30G.items() if k != "link.gw.ether2.tx_bytes"}
     found["snmp.gw.discarded_refreshes"] = 3.0
-    remote_trial._check_counters(black_box_session(), found, 12)
+    hosts_figures.check_counters(black_box_session(), found, 12)
     assert found["link.gw.ether1.tx_bytes"] == 0.8e9
 
 
@@ -238,5 +238,5 @@ def test_a_stale_agent_is_not_a_route_that_bypassed_the_router():
 )  # fmt: skip
 def test_each_disagreement_names_the_instruments_that_disagree(change, message):
     with pytest.raises(LabError) as caught:
-        remote_trial._check_counters(black_box_session(), AT_30G | change, 12)
+        hosts_figures.check_counters(black_box_session(), AT_30G | change, 12)
     assert str(caught.value).startswith(message)

@@ -24,8 +24,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("system",),
     ("lab", "vm"),
     ("tunnels", "traffic", "probes"),
-    ("bench",),
     ("remote",),
+    ("bench",),
     ("report",),
     ("cli",),
 )
@@ -204,11 +204,6 @@ def test_metric_names_are_written_only_in_model_metrics():
 #: The longest a function in src/ may be, in lines (its docstring and nested functions
 #: included): beyond it, a function does several things that deserve names of their own.
 LONGEST_FUNCTION = 80
-#: How many functions may still exceed it.
-LONG_FUNCTIONS_ALLOWED = 2
-#: The two trials the testbed work is merging into one (issue 43): each is long until that
-#: merge lands, and counts outside the allowance until then.
-BEING_MERGED = {("bench/runner.py", "_measure"), ("remote/trial.py", "_measured")}
 
 
 def _long_functions() -> list[str]:
@@ -218,11 +213,11 @@ def _long_functions() -> list[str]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 lines = (node.end_lineno or node.lineno) - node.lineno + 1
-                if lines > LONGEST_FUNCTION and (where, node.name) not in BEING_MERGED:
+                if lines > LONGEST_FUNCTION:
                     found.append(f"{where}::{node.name} ({lines} lines)")
     return found
 
 
 def test_few_functions_are_longer_than_a_screen():
     long = _long_functions()
-    assert len(long) <= LONG_FUNCTIONS_ALLOWED, "split into named helpers: " + ", ".join(long)
+    assert long == [], "split into named helpers: " + ", ".join(long)

@@ -13,12 +13,13 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tunnelbench.bench import planfile
+from tunnelbench.bench.testbeds import hosts_plan
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import Queue
+from tunnelbench.kinds import Queue, TunnelKind, TunnelMode
+from tunnelbench.model.plan import Experiment, expand
 from tunnelbench.model.records import Resolved
 from tunnelbench.model.remotefacts import CryptoDriver, RemoteFacts, SnmpView, TunnelEnd
 from tunnelbench.remote import hostsfile, probes
-from tunnelbench.remote import run as remote_run
 from tunnelbench.remote.host import CLEANUP, RECORD_SELF
 from tunnelbench.remote.session import Session
 from tunnelbench.remote.site import HostsSite
@@ -250,7 +251,9 @@ def test_the_facts_script_reads_the_daemons_of_this_machine_with_busybox():
 )  # fmt: skip
 def test_a_remote_tunnel_names_what_ran_each_end(ends, user, expected):
     typed = {role: TunnelEnd(*end) for role, end in ends.items()}
-    tunnel = RemoteTunnel("wireguard", "build", "kernel", ends=typed, user_version=user)
+    tunnel = RemoteTunnel(
+        TunnelKind.WIREGUARD, TunnelMode.BUILD, "kernel", ends=typed, user_version=user
+    )
     assert tunnel.version() == expected
 
 
@@ -458,14 +461,16 @@ def test_a_plan_for_real_hosts_may_vary_traffic_and_tunnel_not_the_lab():
     plan = (
         'repetitions = 1\n[base.tunnel]\nkind = "wireguard"\n[matrix]\n"traffic.streams" = [1, 4]\n'
     )
-    trials = remote_run.check(planfile.parse(plan, "p.toml").experiment, hosts)
+    trials = hosts_plan.plan(planfile.parse(plan, "p.toml").experiment, hosts).trials
     assert [(t.seq, t.config.tunnel.kind.value, t.config.traffic.streams) for t in trials] == [
         (1, "none", 1), (2, "wireguard", 1), (3, "none", 4), (4, "wireguard", 4),
     ]  # fmt: skip
     # lab.wan's shaper, queue and impairments go on the hosts' WAN link; its MTU, the
     # LAN's, offloads and cores are the hosts' own.
     shaped = plan + '[base.lab.wan]\nrate = "100mbit"\nqueue = "bfifo"\ndelay = "5ms"\n'
-    wan = remote_run.check(planfile.parse(shaped, "p.toml").experiment, hosts)[0].config.lab.wan
+    wan = (
+        hosts_plan.plan(planfile.parse(shaped, "p.toml").experiment, hosts).trials[0].config.lab.wan
+    )
     assert (wan.rate, wan.queue, wan.delay) == (100_000_000, Queue.BFIFO, 5000)
     for key, setting in (
         ("lab.wan.mtu", "[base.lab.wan]\nmtu = 1400\n"),
@@ -473,15 +478,15 @@ def test_a_plan_for_real_hosts_may_vary_traffic_and_tunnel_not_the_lab():
         ("lab.offloads.gro", "[base.lab.offloads]\ngro = false\n"),
     ):
         with pytest.raises(UserError, match=rf"^{key}: cannot be set for real hosts"):
-            remote_run.check(planfile.parse(plan + setting, "p.toml").experiment, hosts)
+            hosts_plan.plan(planfile.parse(plan + setting, "p.toml").experiment, hosts)
     other = '[base.tunnel]\nkind = "vxlan"\n'
     with pytest.raises(UserError, match="the hosts file's tunnel is wireguard"):
-        remote_run.check(planfile.parse(other, "p.toml").experiment, hosts)
+        hosts_plan.plan(planfile.parse(other, "p.toml").experiment, hosts)
     # iperf2 drives real hosts over TCP and UDP (its datagrams sized by the hosts' path)
     iperf2 = plan + '[base.traffic]\ngenerator = "iperf2"\n'
-    assert len(remote_run.check(planfile.parse(iperf2, "p.toml").experiment, hosts)) == 4
+    assert len(hosts_plan.plan(planfile.parse(iperf2, "p.toml").experiment, hosts).trials) == 4
     udp = iperf2 + 'protocol = "udp"\nudp_rate = "100mbit"\n'
-    assert len(remote_run.check(planfile.parse(udp, "p.toml").experiment, hosts)) == 4
+    assert len(hosts_plan.plan(planfile.parse(udp, "p.toml").experiment, hosts).trials) == 4
 
 
 def test_a_tunnel_in_esp_is_the_hosts_files_and_its_trials_record_it():
@@ -490,14 +495,14 @@ def test_a_tunnel_in_esp_is_the_hosts_files_and_its_trials_record_it():
         'via = "198.18.1.1"\n'
     )
     plan = 'repetitions = 1\n[base.tunnel]\nkind = "vxlan"\n'
-    trials = remote_run.check(planfile.parse(plan, "p.toml").experiment, hosts)
+    trials = hosts_plan.plan(planfile.parse(plan, "p.toml").experiment, hosts).trials
     assert [(t.config.tunnel.kind.value, t.config.tunnel.protection.value) for t in trials] == [
         ("none", "none"), ("vxlan", "ipsec"),
     ]  # fmt: skip
     plain = parse(ROAD + '[tunnel]\nmode = "build"\nkind = "vxlan"\nvia = "198.18.1.1"\n')
     wrapped = plan + 'protection = "ipsec"\n'
     with pytest.raises(UserError, match=r"^tunnel\.protection: 'ipsec': the hosts file's tunnel"):
-        remote_run.check(planfile.parse(wrapped, "p.toml").experiment, plain)
+        hosts_plan.plan(planfile.parse(wrapped, "p.toml").experiment, plain)
 
 
 def test_the_only_path_through_an_existing_tunnel_has_no_baseline():
@@ -505,10 +510,10 @@ def test_the_only_path_through_an_existing_tunnel_has_no_baseline():
         ROAD + '[tunnel]\nmode = "existing"\nkind = "wireguard"\naddress = "198.18.1.2"\n'
     )
     plan = 'repetitions = 1\n[base.tunnel]\nkind = "wireguard"\n'
-    trials = remote_run.check(planfile.parse(plan, "p.toml").experiment, hosts)
+    trials = hosts_plan.plan(planfile.parse(plan, "p.toml").experiment, hosts).trials
     assert [(t.seq, t.config.tunnel.kind.value) for t in trials] == [(1, "wireguard")]
     with pytest.raises(UserError, match="'none' needs a path around the tunnel"):
-        remote_run.check(
+        hosts_plan.plan(
             planfile.parse('[base.tunnel]\nkind = "none"\n', "p.toml").experiment, hosts
         )
 
@@ -557,3 +562,48 @@ def test_the_sampler_reads_every_core_and_its_own_cost_with_no_program_but_sleep
     # every core this machine has, and not the "cpu " line of all of them together
     assert all(sorted(s.cores) == list(range(os.cpu_count() or 0)) for s in samples)
     assert probes.sampler_cost(blocks[-1].strip()) is not None
+
+
+def test_a_hosts_plan_is_seeded_and_expanded_as_the_labs_and_expands_again_on_resume():
+    """A shuffled, adaptive plan without a seed: seeded once (recorded with the run), its
+    trials those of the lab's expansion of the experiment fitted to the hosts, so that a
+    resumed run (from the stored experiment) and its extra rounds find the same keys;
+    a baseline that would cross the user's tunnel is left out of both."""
+    hosts = parse(ROAD + '[tunnel]\nmode = "build"\nkind = "wireguard"\nvia = "198.18.1.1"\n')
+    plan = (
+        'order = "shuffled"\nrepetitions = { target = "2%", min = 2, max = 4 }\n'
+        '[base.tunnel]\nkind = "wireguard"\n[matrix]\n"traffic.streams" = [1, 4]\n'
+    )
+    prepared = hosts_plan.plan(planfile.parse(plan, "p.toml").experiment, hosts)
+    assert prepared.experiment.seed is not None and prepared.experiment.adaptive is not None
+    trials = [(t.seq, t.config.key()) for t in prepared.trials]
+    assert trials == [(t.seq, t.config.key()) for t in expand(prepared.experiment)]
+    assert len(trials) == 8 and {t.config.lab.topology.value for t in prepared.trials} == {
+        "road-warrior"
+    }
+    stored = Experiment.from_dict(json.loads(json.dumps(prepared.experiment.to_dict())))
+    again = hosts_plan.expanded(stored, hosts)
+    assert [(t.seq, t.config.key()) for t in again.trials] == trials
+    existing = parse(
+        ROAD + '[tunnel]\nmode = "existing"\nkind = "wireguard"\naddress = "198.18.1.2"\n'
+    )
+    only = hosts_plan.plan(planfile.parse(plan, "p.toml").experiment, existing)
+    assert [t.seq for t in only.trials] == [1, 2, 3, 4]
+    assert {t.config.tunnel.kind for t in only.trials} == {TunnelKind.WIREGUARD}
+    assert set(only.skipped.values()) == {hosts_plan.NO_PLAIN_PATH}  # no extra round either
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("fresh_labs = true\n", r"^fresh_labs: cannot be set for real hosts"),
+        ('[base.tunnel]\nkind = "wireguard"\nmtu = 1380\n', r"^tunnel\.mtu: the hosts file's"),
+    ],
+)
+def test_a_setting_real_hosts_cannot_take_is_refused_by_name(setting, message):
+    existing = parse(
+        ROAD + '[tunnel]\nmode = "existing"\nkind = "wireguard"\naddress = "198.18.9.2"\n'
+    )
+    plan = planfile.parse("repetitions = 1\n" + setting, "p.toml").experiment
+    with pytest.raises(UserError, match=message):
+        hosts_plan.plan(plan, existing)

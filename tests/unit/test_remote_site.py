@@ -208,19 +208,19 @@ def test_a_kind_whose_end_runs_the_kernels_or_a_daemon_says_which_per_host():
     wireguard-go (the kind's ``auto_order``): neither is a refusal naming both."""
     facts = Facts(programs={"wg": "/usr/bin/wg", "ip": "/sbin/ip"})
     facts.software.wireguard_module = "none"
-    assert session.can_build("wireguard", facts) == (
+    assert session.can_build(TunnelKind.WIREGUARD, facts) == (
         False,
         "no WireGuard module in its kernel and no wireguard-go",
     )
     facts.programs["wireguard-go"] = "/usr/local/bin/wireguard-go"
-    assert session.can_build("wireguard", facts) == (
+    assert session.can_build(TunnelKind.WIREGUARD, facts) == (
         True,
         "runs wg (/usr/bin/wg), ip (/sbin/ip), wireguard-go (/usr/local/bin/wireguard-go)",
     )
     facts.software.wireguard_module = "available"
-    assert session.can_build("wireguard", facts)[1].endswith(", the kernel's WireGuard")
+    assert session.can_build(TunnelKind.WIREGUARD, facts)[1].endswith(", the kernel's WireGuard")
     # a daemon kind lists the programs its ends run, with the package of a missing one
-    assert session.can_build("ipsec", facts) == (
+    assert session.can_build(TunnelKind.IPSEC, facts) == (
         False,
         "/usr/lib/ipsec/charon (strongswan-charon) is not installed; swanctl"
         " (strongswan-swanctl) is not installed; unshare (util-linux) is not installed;"

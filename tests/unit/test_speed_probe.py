@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from tunnelbench.bench.runner import trial_metrics
+from tunnelbench.bench.figures import trial_metrics
 from tunnelbench.kinds import StreamMode
 from tunnelbench.probes import speed
 from tunnelbench.probes.sampler import ProbeResult, Sampler

@@ -1,4 +1,6 @@
-"""Executes an experiment: labs, traffic, probes, and the store.
+"""Executes an experiment: one trial and one loop on any testbed (the namespace lab by
+default, a VM guest's lab, a hosts file's machines: :mod:`tunnelbench.bench.testbed`),
+traffic, probes, and the store.
 
 This is the only place that turns a plan into system changes. Everything a trial needs
 (root, programs, implementations, kernel features) is checked before the first lab is
@@ -17,16 +19,25 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tunnelbench.analysis import precision
-from tunnelbench.analysis.steadiness import goodput_thirds, goodput_trend, window_rising
-from tunnelbench.bench import capabilities, congestion, environment, guest_trials, skips
-from tunnelbench.bench.labpool import KEEP, LabPool, lab_key
+from tunnelbench.bench import capabilities, environment, guest_trials, skips
+from tunnelbench.bench.figures import (
+    traffic_artifacts,
+    traffic_metrics,
+    warmup_fallback,
+    window_verdict,
+)
+from tunnelbench.bench.labpool import KEEP, LabPool
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.sink import TrialSink, store_trial
 from tunnelbench.bench.store import Store
+from tunnelbench.bench.testbed import Resolution as Resolution
+from tunnelbench.bench.testbed import Setup, Testbed
+from tunnelbench.bench.testbeds.lab import LabTestbed
+from tunnelbench.bench.testbeds.lab import here as here
+from tunnelbench.bench.testbeds.lab import in_vm as in_vm
 from tunnelbench.errors import LabError, StorageError, UserError
-from tunnelbench.kinds import Order, StreamMode, TunnelKind
-from tunnelbench.lab.netns import Lab
-from tunnelbench.lab.state import ProcessRecord, is_alive, process_start_time
+from tunnelbench.kinds import Order
+from tunnelbench.lab.state import process_start_time
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.plan import (
     Experiment,
@@ -36,22 +47,17 @@ from tunnelbench.model.plan import (
     VmSettings,
     expand,
 )
-from tunnelbench.model.records import NO_VM, Resolved, RunRecord, RunStatus, TrialStatus, Where
-from tunnelbench.probes import links, load, new_probe_set
-from tunnelbench.probes.devices import DeviceNames
-from tunnelbench.probes.qdisc import QdiscProbe
-from tunnelbench.probes.rtt import RttProbe
-from tunnelbench.probes.sampler import ProbeResult, Sampler
-from tunnelbench.probes.trial import ProbeContext, ProbeReadings, ProbeSet
-from tunnelbench.system import interrupts, probing, programs
+from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialStatus
+from tunnelbench.probes import new_probe_set
+from tunnelbench.probes.trial import ProbeReadings
+from tunnelbench.system import interrupts, programs
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.traffic import TrafficResult
-from tunnelbench.traffic.base import PathSignals, WindowClosed
+from tunnelbench.traffic.base import WindowClosed
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels.base import TunnelSpec
 from tunnelbench.vm import machine
 from tunnelbench.vm.kernels import Kernel, locate
-from tunnelbench.vm.machine import IN_GUEST
 
 log = logging.getLogger("tunnelbench.bench.runner")
 
@@ -59,23 +65,6 @@ log = logging.getLogger("tunnelbench.bench.runner")
 def require_root(what: str) -> None:
     if os.geteuid() != 0:
         raise UserError(f"{what} needs root (it creates network namespaces); run it as root")
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """What a configuration's "auto" settings became on this machine."""
-
-    tunnel: TunnelSpec
-    version: str
-    stream_mode: StreamMode
-
-    @property
-    def implementation(self) -> str:
-        return self.tunnel.implementation
-
-    @property
-    def tunnel_mtu(self) -> int:
-        return self.tunnel.mtu
 
 
 @dataclass(frozen=True)
@@ -95,6 +84,8 @@ class TrialOutcome:
     status: TrialStatus
     error: str | None
     metrics: dict[str, float] = field(default_factory=dict)
+    #: Why the run stops after this trial (a host lost), or None.
+    stops_run: str | None = None
 
 
 def prepare(experiment: Experiment, *, strict: bool) -> Prepared:
@@ -104,9 +95,7 @@ def prepare(experiment: Experiment, *, strict: bool) -> Prepared:
     :class:`UserError`; otherwise (a plan) the configuration is skipped with the reason.
     Raises :class:`UserError` when nothing at all could run.
     """
-    if experiment.order is Order.SHUFFLED and experiment.seed is None:
-        experiment = replace(experiment, seed=secrets.randbelow(2**32))
-    trials = expand(experiment)
+    experiment, trials = planned(experiment)
     resolutions, skipped = check(trials)
     kernels: dict[str, Kernel] = {}
     for trial in trials:
@@ -128,6 +117,15 @@ def prepare(experiment: Experiment, *, strict: bool) -> Prepared:
         first = next(iter(skipped.values()), "no configurations")
         raise UserError(f"nothing to run: this machine can run no configuration ({first})")
     return Prepared(experiment, trials, resolutions, skipped, kernels)
+
+
+def planned(experiment: Experiment) -> tuple[Experiment, list[Trial]]:
+    """The experiment with its seed fixed (a shuffled one without a seed gets one, so
+    that ``--resume`` expands it again to the same order), and its trials: every
+    testbed's plan starts here."""
+    if experiment.order is Order.SHUFFLED and experiment.seed is None:
+        experiment = replace(experiment, seed=secrets.randbelow(2**32))
+    return experiment, expand(experiment)
 
 
 def check(trials: list[Trial]) -> tuple[dict[str, Resolution], dict[str, str]]:
@@ -169,11 +167,6 @@ def check(trials: list[Trial]) -> tuple[dict[str, Resolution], dict[str, str]]:
         else:
             skipped[key] = reason
     return resolutions, skipped
-
-
-def in_vm(config: TrialConfig) -> bool:
-    """Whether ``config``'s lab runs in a VM started from here (not: in this guest)."""
-    return config.lab.in_vm and os.environ.get(IN_GUEST) != "1"
 
 
 def resolve(config: TrialConfig) -> Resolution:
@@ -223,10 +216,24 @@ def owner() -> dict[str, int]:
 
 
 def start(
-    prepared: Prepared, store: Store, *, command_line: str, lock: dict[str, Any] | None = None
+    prepared: Prepared,
+    store: Store,
+    *,
+    command_line: str,
+    lock: dict[str, Any] | None = None,
+    facts: dict[str, Any] | None = None,
 ) -> int:
     """Record a new run of a prepared experiment; return its id. ``lock``: how the run
-    holds the measurement lock (:mod:`tunnelbench.bench.measurement_lock`), for its environment."""
+    holds the measurement lock (:mod:`tunnelbench.bench.measurement_lock`), for its
+    environment; ``facts``: the environment a testbed other than the lab describes."""
+    facts = dict(facts) if facts is not None else lab_environment(prepared)
+    if lock is not None:
+        facts["measurement_lock"] = lock
+    return store.start_run(command_line, prepared.experiment.to_dict(), facts, owner())
+
+
+def lab_environment(prepared: Prepared) -> dict[str, Any]:
+    """This machine's environment and the versions of what the lab's trials run."""
     versions = {}
     for trial in prepared.trials:
         resolution = prepared.resolutions.get(trial.config.key())
@@ -236,17 +243,20 @@ def start(
             versions[name] = resolution.version
     for kind in {t.config.traffic.generator for t in prepared.trials}:
         versions[kind.value] = GENERATORS.get(kind).version()
-    facts = environment.collect(versions)
-    if lock is not None:
-        facts["measurement_lock"] = lock
-    return store.start_run(command_line, prepared.experiment.to_dict(), facts, owner())
+    return environment.collect(versions)
 
 
 def execute(
-    prepared: Prepared, store: Store, run_id: int, *, progress: Progress | None = None
+    prepared: Prepared,
+    store: Store,
+    run_id: int,
+    *,
+    progress: Progress | None = None,
+    testbed: Testbed | None = None,
 ) -> str:
     """Run every trial of the run not stored yet, then, for an adaptive experiment, the
-    rounds its configurations still need; return the run's final status."""
+    rounds its configurations still need; return the run's final status. ``testbed``:
+    where the trials run (default: the namespace lab)."""
     stored = {t.seq for t in store.trials(run_id)}
     pending = [t for t in prepared.trials if t.seq not in stored]
     planned = {t.seq for t in prepared.trials}
@@ -256,10 +266,11 @@ def execute(
     shown.run_started(run_id, total, pending, growing=adaptive)
 
     def body() -> None:
-        with LabPool(keep=0 if prepared.experiment.fresh_labs else KEEP) as labs:
-            run_trials(prepared, store, run_id, pending, shown, labs)
+        keep = 0 if prepared.experiment.fresh_labs else KEEP
+        with testbed or LabTestbed(LabPool(keep=keep)) as bed:
+            run_trials(prepared, store, run_id, pending, shown, bed)
             if adaptive:
-                _run_extra_rounds(prepared, store, run_id, shown, labs)
+                _run_extra_rounds(prepared, store, run_id, shown, bed)
 
     return guarded(store, run_id, body, lambda status: shown.run_finished(run_id, status))
 
@@ -299,20 +310,14 @@ def run_trials(
     run_id: int,
     trials: list[Trial],
     progress: Progress,
-    labs: LabPool,
-    *,
-    where: Where | None = None,
+    testbed: Testbed,
 ) -> None:
-    """Run ``trials`` in order; those on another kernel afterwards, one VM for each
-    kernel and guest size (:mod:`tunnelbench.bench.guest_trials`). ``where``: what the
-    trials record about where they ran (:func:`here`)."""
-    facts = where or here()
-    labs.expect(
-        [
-            lab_key(t.config)
-            for t in trials
-            if t.config.key() not in prepared.skipped and not in_vm(t.config)
-        ]
+    """Run ``trials`` in order on ``testbed``; those on another kernel afterwards, one VM
+    for each kernel and guest size (:mod:`tunnelbench.bench.guest_trials`). A fault
+    that ends the run (:meth:`Testbed.stops_run`) is a :class:`LabError` after its
+    trial is stored."""
+    testbed.expect(
+        [t for t in trials if t.config.key() not in prepared.skipped and not in_vm(t.config)]
     )
     guests: dict[tuple[str, VmSettings], list[Trial]] = {}
     for trial in trials:
@@ -325,23 +330,20 @@ def run_trials(
             guests.setdefault((trial.config.lab.kernel, trial.config.lab.vm), []).append(trial)
             continue
         progress.trial_started(trial)
-        outcome = run_trial(store, run_id, trial, prepared.resolutions[key], labs, facts)
+        outcome = run_trial(store, run_id, trial, prepared.resolutions.get(key), testbed)
         progress.trial_finished(
             trial, outcome.status, outcome.error or "", outcome.metrics.get(metric.GOODPUT.name)
         )
+        if outcome.stops_run is not None:
+            raise LabError(outcome.stops_run)
     for (spec, vm), group in guests.items():
         assert isinstance(store, Store)
         kernel = prepared.kernels[spec]
         guest_trials.run(prepared.experiment, store, run_id, kernel, vm, group, progress)
 
 
-def here() -> Where:
-    """Where a trial on this machine's own kernel runs."""
-    return Where(kernel_release=os.uname().release, virtualization=NO_VM)
-
-
 def _run_extra_rounds(
-    prepared: Prepared, store: Store, run_id: int, progress: Progress, labs: LabPool
+    prepared: Prepared, store: Store, run_id: int, progress: Progress, testbed: Testbed
 ) -> None:
     """Add rounds until every configuration meets the precision target or reaches the
     maximum. Each decision is made from the stored trials alone (so ``--resume``
@@ -363,7 +365,7 @@ def _run_extra_rounds(
         progress.round_added(
             round_, {t.config.key(): standing[t.config.key()] for t in round_}, target
         )
-        run_trials(prepared, store, run_id, round_, progress, labs)
+        run_trials(prepared, store, run_id, round_, progress, testbed)
     configs = {t.config_key: TrialConfig.from_dict(t.config) for t in trials}
     progress.precision_final([(configs[key], p) for key, p in standing.items()], target)
 
@@ -382,19 +384,24 @@ def resumable(store: Store, ref: str) -> tuple[int, Experiment]:
             " continues it"
         )
     experiment = Experiment.from_dict(run.experiment)
-    planned = expand(experiment)
+    check_stored(store, run.id, expand(experiment), adaptive=experiment.adaptive is not None)
+    return run.id, experiment
+
+
+def check_stored(store: Store, run_id: int, planned: list[Trial], *, adaptive: bool) -> None:
+    """Every stored trial of run ``run_id`` is the one ``planned`` puts at its place
+    (those after the planned ones: an adaptive run's added rounds, of its configurations)."""
     expected = {t.seq: t.config.key() for t in planned}
-    known = {t.config.key() for t in planned} if experiment.adaptive is not None else set()
-    for trial in store.trials(run.id):
+    known = {t.config.key() for t in planned} if adaptive else set()
+    for trial in store.trials(run_id):
         fits = expected.get(trial.seq) == trial.config_key or (
             trial.seq > len(planned) and trial.config_key in known
         )
         if not fits:
             raise UserError(
-                f"--resume: run {run.id}'s stored trial {trial.seq} does not match its"
+                f"--resume: run {run_id}'s stored trial {trial.seq} does not match its"
                 " experiment (stored by another tunnelbench version?); start a new run"
             )
-    return run.id, experiment
 
 
 def stopped(store: Store, ref: str) -> RunRecord:
@@ -422,268 +429,104 @@ def run_trial(
     store: TrialSink,
     run_id: int,
     trial: Trial,
-    resolution: Resolution,
-    labs: LabPool,
-    where: Where,
+    resolution: Resolution | None,
+    testbed: Testbed,
 ) -> TrialOutcome:
-    """Measure one trial in a lab from ``labs`` (kept or fresh) and store what happened;
-    ``where``: where it ran (:func:`here`, or the guest's)."""
+    """Measure one trial on ``testbed`` and store what happened; ``resolution``: how its
+    configuration was resolved beforehand (None: the testbed resolves it per trial)."""
     config = trial.config
     started = time.time()
-    spec = resolution.tunnel
-    resolved = Resolved(
-        tunnel_implementation=resolution.implementation,
-        tunnel_version=resolution.version,
-        tunnel_mtu=resolution.tunnel_mtu if config.tunnel.kind is not TunnelKind.NONE else None,
-        stream_mode=resolution.stream_mode,
-        tunnel_cipher=spec.cipher.value if spec.cipher is not None else None,
-        esp_implementation=spec.esp_implementation,
-        tunnel=TUNNELS.get(config.tunnel.kind).facts(spec),
-        generator=GENERATORS.get(config.traffic.generator).facts(),
-    )
-    resolved.record_where(where)
+    resolved = Resolved(generator=GENERATORS.get(config.traffic.generator).facts())
+    if testbed.where is not None:
+        resolved.record_where(testbed.where)
     metrics: dict[str, float] = {}
     artifacts: dict[str, Any] = {}
+    stops: str | None = None
     try:
-        traffic, probes, readings = _measure(config, resolution, resolved, labs)
-        metrics = trial_metrics(traffic, probes, readings)
-        metrics |= warmup_fallback(config.traffic, traffic)
-        artifacts = traffic_artifacts(config.traffic, traffic)
-        if probes is not None:
-            artifacts["probes"] = probes.to_dict()
-        artifacts["probe_readings"] = readings.raw()
+        metrics, artifacts = _measure(config, resolution, resolved, testbed)
         status, error = TrialStatus.OK, None
     except LabError as exc:
         status, error = TrialStatus.FAILED, str(exc)
+        stops = testbed.stops_run(exc)
         log.warning("trial %d failed: %s", trial.seq, error)
     store_trial(
         store, run_id, trial, resolved=resolved, status=status, error=error,
         started_at=started, metrics=metrics, artifacts=artifacts,
     )  # fmt: skip
-    return TrialOutcome(trial, status, error, metrics)
+    return TrialOutcome(trial, status, error, metrics, stops)
 
 
 def _measure(
-    config: TrialConfig, resolution: Resolution, resolved: Resolved, labs: LabPool
-) -> tuple[TrafficResult, ProbeResult | None, ProbeReadings]:
-    generator = GENERATORS.get(config.traffic.generator)
-    standing = labs.acquire(config, resolution.tunnel)
-    session, sampler, measured = standing.session, Sampler(), False
-    lab, handle = session.lab, session.handle
-    resolved.lab_id = lab.lab_id
-    resolved.lab_families = config.lab.families
-    resolved.lab_fresh, resolved.lab_trial = standing.fresh, standing.trials
-    facts = lab.state.facts
-    resolved.offloads, resolved.gso_max_segs = facts.offloads or None, facts.gso_max_segs or None
-    resolved.placement, resolved.rps = facts.placement or None, facts.rps or None
-    resolved.pppoe, resolved.rps_pppoe_wan = facts.pppoe or None, facts.rps_pppoe_wan or None
-    if (budgets := facts.role_budgets) is not None:
-        resolved.record_role_budgets(
-            budgets.cgroup_version, budgets.cpu_period_us,
-            budgets.role_quotas_us, budgets.role_cgroups,
-        )  # fmt: skip
-    resolved.record_setup(handle.found)
-    resolved.unbundled_tunnel_devices = session.unbundled or None
-    resolved.rps_tunnel_devices = session.steered or None
-    if (limit := session.limit) is not None:
-        resolved.record_cpu_limit(limit.version, limit.period_us, limit.quota_us, limit.cgroups)
-    # What only set-up could tell (OpenVPN's data channel in the kernel or not).
-    resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(resolution.tunnel, handle.found)
+    config: TrialConfig, resolution: Resolution | None, resolved: Resolved, testbed: Testbed
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """One trial on ``testbed``: its metrics and artifacts, checked against the
+    testbed's own counters; what the set-up tells goes into ``resolved``."""
+    setup = testbed.acquire(config, resolution, resolved)
+    measured = False
     try:
-        with lab.standing():
-            namespaces = load.namespace_inodes({role: lab.ns(role) for role in lab.chain.roles})
-            sampler.lab(namespaces, tcp_roles=(lab.chain.client, lab.chain.server))
-            sampler.add({f"{handle.implementation}@{r}": d.pid for r, d in handle.daemons.items()})
-            sampler.start()
-            duration = config.traffic.duration
-            probe_set = new_probe_set()
-
-            def on_started(processes: dict[str, int], begin: float) -> WindowClosed:
-                sampler.watch(processes, begin, begin + duration)
-                probe_set.started(begin)
-                return sampler.wait_closed
-
-            # Each daemon by its own name (charon, wireguard-go, openvpn), read while it
-            # lives: the tunnel's implementation ("kernel" for ESP) names no process.
-            daemons = {
-                role: _comm(d.pid, handle.implementation) for role, d in handle.daemons.items()
-            }
-
-            def dead_daemon() -> str | None:
-                return broken_lab(lab, handle.daemons, daemons)
-
-            names = DeviceNames.of(lab, handle.devices)
-            context = ProbeContext(
-                handle.devices, config.traffic, lab.settings.wan, names, lab.cgroups
-            )
-            probe_set.before(lab, context)
-            # cubic unless the plan names one (bench.congestion: why, and why per socket).
-            settings = congestion.lab_traffic(config.traffic, probing.congestion().available)
-            traffic = generator.run(
-                lab,
-                settings,
-                resolution.stream_mode,
-                on_started,
-                dead_daemon,
-                path_signals(probe_set),
-            )
-            probes = sampler.result()
-            if (reason := dead_daemon()) is not None:
-                raise LabError(reason)
-            readings = probe_set.after()
-            # The kernel's counters hold the generator's figure: every router forwarded it.
-            routers = lab.chain.roles[1:-1]
-            seconds = config.traffic.duration
-            links.check_forwarded(traffic_metrics(traffic) | readings.metrics, routers, seconds)
+        with setup:
+            ran = _traffic(config, resolved, setup)
+            traffic, readings = ran.traffic, ran.readings
+            metrics = traffic_metrics(traffic) | readings.metrics | ran.window
+            metrics |= window_verdict(metrics) | warmup_fallback(config.traffic, traffic)
+            setup.check(metrics, config.traffic.duration)
             resolved.processes = traffic.processes
             # What the senders reported (iperf3), else what they were given (iperf2
             # reports none).
-            resolved.congestion = traffic.congestion or settings.congestion
-            requested = settings.congestion
+            requested = ran.settings.congestion
+            resolved.congestion = traffic.congestion or requested
             if None not in (traffic.congestion, requested) and traffic.congestion != requested:
                 named = "traffic.congestion" if config.traffic.congestion else "the lab's default"
                 raise LabError(
                     f"{named}: {requested!r} was set, but the senders used {traffic.congestion!r}"
                 )
+            artifacts = traffic_artifacts(config.traffic, traffic) | ran.raw
+            artifacts["probe_readings"] = readings.raw()
             measured = True
-            return traffic, probes, readings
+            return metrics, artifacts
     finally:
-        sampler.stop()
-        if measured:
-            labs.release(standing)
-        else:
-            labs.discard(standing)
+        testbed.release(setup, measured=measured)
 
 
-def broken_lab(lab: Lab, daemons: dict[str, ProcessRecord], names: dict[str, str]) -> str | None:
-    """What broke ``lab`` under the traffic, or None: a namespace deleted (every process
-    in it, and the traffic through it, then fail with symptoms of their own), or a tunnel
-    daemon (``daemons``, named by ``names``, by role) that died. Polled by every wait of
-    a trial: a stat per namespace."""
-    for role in lab.chain.roles:
-        if not (load.NETNS_DIR / lab.ns(role)).exists():
-            return f"namespace {lab.ns(role)} ({role}) vanished during the trial"
-    for role, daemon in daemons.items():
-        if not is_alive(daemon):
-            return f"tunnel daemon {names[role]} on {role} (pid {daemon.pid}) died during the trial"
-    return None
+@dataclass(frozen=True)
+class _Ran:
+    """A trial's traffic as it ran, with the probes and the testbed's window around it."""
+
+    settings: TrafficSettings  # as the testbed ran it
+    traffic: TrafficResult
+    readings: ProbeReadings
+    window: dict[str, float]  # the window's figures
+    raw: dict[str, Any]  # and their raw record
 
 
-def _comm(pid: int, fallback: str) -> str:
-    """A process's name as the kernel keeps it (``charon``), or ``fallback``."""
+def _traffic(config: TrialConfig, resolved: Resolved, setup: Setup) -> _Ran:
+    """The generator's traffic with the probes and the testbed's window around it."""
+    generator = GENERATORS.get(config.traffic.generator)
+    assert resolved.stream_mode is not None  # the testbed's acquire resolved it
+    probe_set = new_probe_set()
+    readings: ProbeReadings | None = None
+    duration = config.traffic.duration
+
+    def on_started(processes: dict[str, int], begin: float) -> WindowClosed:
+        closed = setup.window_opened(processes, begin, begin + duration)
+        probe_set.started(begin)
+        return closed
+
     try:
-        with open(f"/proc/{pid}/comm") as comm:
-            return comm.read().strip() or fallback
-    except OSError:
-        return fallback
-
-
-def path_signals(probe_set: ProbeSet) -> PathSignals | None:
-    """What an "auto" warm-up watches (:mod:`tunnelbench.traffic.warmup`): the trial's
-    loaded pings, and the WAN queues' backlog where the queue probe reads it."""
-    pings = [p.signals() for p in probe_set.probes if isinstance(p, RttProbe)]
-    queues = [p for p in probe_set.probes if isinstance(p, QdiscProbe)]
-    rtt = pings[0] if pings else None
-    if not queues:
-        return rtt
-    return PathSignals(rtt.loaded_rtt if rtt else no_pings, queues[0].queue_readings)
-
-
-def no_pings() -> list[tuple[float, float]]:
-    return []
-
-
-def warmup_fallback(settings: TrafficSettings, traffic: TrafficResult) -> dict[str, float]:
-    """An "auto" warm-up the generator could not end on evidence: its fixed fallback."""
-    if settings.warmup is None and traffic.warmup is None:
-        return {metric.WARMUP_S.name: settings.fixed_warmup}
-    return {}
-
-
-def traffic_artifacts(settings: TrafficSettings, traffic: TrafficResult) -> dict[str, Any]:
-    """The generator's raw output under its name ("iperf3": JSON documents, "iperf2":
-    each process's command line and CSV output), its intervals and how its warm-up ended,
-    as every trial stores them (a real hosts' trial too)."""
-    artifacts: dict[str, Any] = {
-        settings.generator.value: traffic.raw,
-        "intervals": traffic.intervals_bps,
-    }
-    if traffic.warmup is not None:
-        artifacts["warmup"] = {
-            "seconds": round(traffic.warmup.seconds, 3),
-            "steady": traffic.warmup.steady,
-            "reason": traffic.warmup.reason,
-        }
-    return artifacts
-
-
-def trial_metrics(
-    traffic: TrafficResult, probes: ProbeResult | None, readings: ProbeReadings
-) -> dict[str, float]:
-    """The numbers stored for one trial; names are stable, reports read them by name."""
-    metrics = traffic_metrics(traffic) | readings.metrics
-    if probes is not None:
-        metrics |= probe_metrics(probes)
-    # The window's own verdict, stored: no trial is kept as steady that its window calls
-    # rising.
-    metrics[metric.WINDOW_STEADY.name] = 0.0 if window_rising(metrics) else 1.0
-    return metrics
-
-
-def traffic_metrics(traffic: TrafficResult) -> dict[str, float]:
-    """What the generator measured, under the names every trial stores (a real hosts'
-    trial too)."""
-    metrics: dict[str, float] = {metric.GOODPUT.name: traffic.goodput_bps}
-    metrics |= goodput_thirds(traffic.intervals_bps) | goodput_trend(traffic.fine_bps)
-    if traffic.warmup is not None:
-        metrics[metric.WARMUP_S.name] = round(traffic.warmup.seconds, 3)
-        metrics[metric.WARMUP_STEADY.name] = 1.0 if traffic.warmup.steady else 0.0
-    if traffic.upload_bps is not None:
-        metrics[metric.UPLOAD.name] = traffic.upload_bps
-    if traffic.download_bps is not None:
-        metrics[metric.DOWNLOAD.name] = traffic.download_bps
-    if traffic.retransmits is not None:
-        metrics[metric.RETRANSMITS.name] = traffic.retransmits
-    if traffic.lost_packets is not None:
-        metrics[metric.UDP_LOST_PACKETS.name] = traffic.lost_packets
-    if traffic.lost_pct is not None:
-        metrics[metric.UDP_LOST_PCT.name] = traffic.lost_pct
-    if traffic.jitter_ms is not None:
-        metrics[metric.UDP_JITTER.name] = traffic.jitter_ms
-    metrics[metric.GENERATOR_PROCESSES.name] = traffic.processes
-    if traffic.window_s is not None:
-        metrics[metric.GOODPUT_WINDOW.name] = round(traffic.window_s, 4)
-    return metrics
-
-
-def probe_metrics(probes: ProbeResult) -> dict[str, float]:
-    """What this machine's probes measured over the window."""
-    metrics: dict[str, float] = {}
-    for core in probes.cores:
-        for part in metric.CPU_PARTS:
-            metrics[metric.cpu(core.core, part)] = round(getattr(core, part), 2)
-    for label, percent in probes.processes.items():
-        metrics[metric.process(label)] = percent
-    metrics[metric.SAMPLER_CPU.name] = probes.sampler_cpu_pct
-    metrics[metric.SAMPLER_SAMPLES.name] = probes.samples
-    metrics[metric.SAMPLER_WINDOW.name] = probes.window_s
-    if probes.open_lag_ms is not None and probes.close_lag_ms is not None:
-        metrics[metric.SAMPLER_OPEN_LAG.name] = probes.open_lag_ms
-        metrics[metric.SAMPLER_CLOSE_LAG.name] = probes.close_lag_ms
-    metrics |= probes.tcp_metrics  # tcp.window.*: the endpoints' counters over the window
-    if probes.cpu_load is not None:
-        metrics[metric.LOAD_LAB.name] = probes.cpu_load.lab_pct
-        metrics[metric.LOAD_OUTSIDE.name] = probes.cpu_load.outside_pct
-    if probes.load_scan_ms is not None:
-        metrics[metric.LOAD_SCAN.name] = probes.load_scan_ms
-    for name, count in (probes.scheduling or {}).items():
-        metrics[metric.scheduling(name)] = count
-    for number, (mean, lowest) in probes.clocks.items():
-        metrics[metric.cpu(number, "mhz")] = mean
-        metrics[metric.cpu(number, "mhz_min")] = lowest
-    for number, (median, slowest) in probes.speeds.items():
-        metrics[metric.cpu(number, "speed")] = median
-        metrics[metric.cpu(number, "speed_min")] = slowest
-    if probes.speed_cost_ms is not None:
-        metrics[metric.SPEED_COST.name] = probes.speed_cost_ms
-    return metrics
+        setup.open_window()
+        probe_set.before(setup.machines, setup.context)
+        settings = setup.traffic(config.traffic)
+        traffic = generator.run(
+            setup.ends, settings, resolved.stream_mode, on_started, setup.broken,
+            setup.signals(probe_set),
+        )  # fmt: skip
+        window, raw = setup.close_window()
+        if (reason := setup.broken()) is not None:
+            raise LabError(reason)
+        readings = probe_set.after()
+    finally:
+        setup.stop_window()
+        if readings is None:
+            probe_set.abandon()  # a trial that failed first leaves no ping running
+    setup.record(resolved, probe_set)
+    return _Ran(settings, traffic, readings, window, raw)

@@ -36,6 +36,7 @@ from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.bench import planfile, runner
 from tunnelbench.bench.labpool import LabPool
 from tunnelbench.bench.store import Store
+from tunnelbench.bench.testbeds.lab import LabTestbed
 from tunnelbench.bench.tune_progress import TuneProgress
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, flatten
@@ -138,7 +139,7 @@ class Session:
         self.environment = store.run(str(run_id)).environment
         self.resolutions: dict[str, runner.Resolution] = {}
         self.walls: list[float] = []  # this invocation's trials' wall times
-        self.labs = LabPool()  # the session's labs, kept between its trials
+        self.labs = LabTestbed(LabPool())  # the session's labs, kept between its trials
 
     def execute(self) -> RunStatus:
         self.progress.started(self.run_id, self.record)
@@ -256,7 +257,7 @@ class Session:
             self.progress.trial_started(trial, step)
             began = time.monotonic()
             outcome = runner.run_trial(
-                self.store, self.run_id, trial, self._resolution(config), self.labs, runner.here()
+                self.store, self.run_id, trial, self._resolution(config), self.labs
             )
             wall = time.monotonic() - began
             self.walls.append(wall)

@@ -17,6 +17,7 @@ from typing import IO, Any
 from tunnelbench.bench import environment, runner
 from tunnelbench.bench.labpool import KEEP, LabPool
 from tunnelbench.bench.progress import Progress
+from tunnelbench.bench.testbeds.lab import LabTestbed
 from tunnelbench.cli import doctor
 from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig
@@ -92,16 +93,9 @@ def _run_trials(job: dict[str, Any], sink: EventSink) -> None:
     ]
     resolutions, skipped = runner.check(trials)
     prepared = runner.Prepared(experiment, trials, resolutions, skipped)
-    with LabPool(keep=0 if experiment.fresh_labs else KEEP) as labs:
-        runner.run_trials(
-            prepared,
-            sink,
-            0,
-            trials,
-            EventProgress(sink),
-            labs,
-            where=Where.from_dict(job["machine"]),
-        )
+    labs = LabPool(keep=0 if experiment.fresh_labs else KEEP)
+    with LabTestbed(labs, Where.from_dict(job["machine"])) as lab:
+        runner.run_trials(prepared, sink, 0, trials, EventProgress(sink), lab)
 
 
 def _environment(job: dict[str, Any]) -> Environment:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from tunnelbench.cli.parsing import Verbs
+from tunnelbench.kinds import TunnelKind, TunnelMode
 from tunnelbench.remote import hostsfile, probes, software
 from tunnelbench.remote.session import BlackBox, Session, can_build, missing
 
@@ -57,9 +58,9 @@ def check(args: argparse.Namespace) -> int:
 
 def _tunnel(hosts: hostsfile.HostsFile) -> str:
     plan = hosts.tunnel
-    if plan.mode == "none":
+    if plan.mode is TunnelMode.NONE:
         return "none"
-    if plan.mode == "existing":
+    if plan.mode is TunnelMode.EXISTING:
         return f"{plan.kind}, already up (traffic to {plan.address})"
     return f"{plan.kind} built by tunnelbench between {plan.ends[0]} and {plan.ends[1]}"
 
@@ -94,7 +95,7 @@ def describe(role: str, destination: str, facts: probes.Facts, now: float, dut: 
     lines.append(f"  kernel WireGuard: {facts.software.kernel_wireguard()}")
     lines.append("  tunnel kinds tunnelbench builds here:")
     for kind in hostsfile.BUILDABLE:
-        able, why = can_build(kind, facts)
+        able, why = can_build(TunnelKind(kind), facts)
         verdict = {True: "yes", False: "no", None: "perhaps"}[able]
         lines.append(f"    {kind}: {verdict} ({why})")
     for name in software.PROGRAMS:

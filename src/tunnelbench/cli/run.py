@@ -4,10 +4,15 @@ the terminal report and the HTML and Markdown reports beside the database."""
 import argparse
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tunnelbench.bench import learned, planfile, progress, runner
 from tunnelbench.bench.store import Store
+from tunnelbench.bench.testbed import Testbed
+from tunnelbench.bench.testbeds import hosts_plan
+from tunnelbench.bench.testbeds.hosts import HostsTestbed
 from tunnelbench.cli.measuring import add_measuring_arguments, describe, finished, holding
 from tunnelbench.cli.options import (
     DEFAULT_TUNNELS,
@@ -25,11 +30,12 @@ from tunnelbench.cli.options import (
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.echo import capped
 from tunnelbench.errors import LabError, UserError
+from tunnelbench.kinds import TunnelMode
 from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import TrialStatus
 from tunnelbench.remote import hostsfile
-from tunnelbench.remote import run as remote_run
 from tunnelbench.remote import session as remote_session
+from tunnelbench.remote.session import Session
 from tunnelbench.report import view
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
@@ -113,8 +119,6 @@ def register(verbs: Verbs) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     if args.resume is not None:
-        if args.hosts is not None:
-            raise UserError("--resume: cannot be combined with --hosts; start a new remote run")
         return _resume(args)
     if args.hosts is not None:
         return _remote(args)
@@ -133,30 +137,39 @@ def _remote(args: argparse.Namespace) -> int:
     contacted, and a host that cannot be reached stops the run before it is stored."""
     hosts = hostsfile.load(Path(args.hosts))
     if args.plan is None and "tunnels" not in vars(args):
-        kinds = [] if hosts.tunnel.mode == "none" else [hosts.tunnel.kind]
+        kinds = [] if hosts.tunnel.mode is TunnelMode.NONE else [hosts.tunnel.kind.value]
         args.tunnels = (["none"] if hosts.plain_path else []) + kinds
     experiment, _ = _requested_experiment(args)
-    trials = remote_run.check(experiment, hosts)
-    display: progress.Progress = progress.for_terminal()
-    if args.json:
-        display = progress.JsonProgress()
-    elif args.quiet:
-        display = progress.Progress()
-    # Connected and checked before the database exists: a host that cannot be reached,
-    # or lacks a program, creates nothing.
+    prepared = hosts_plan.plan(experiment, hosts)
+
+    def started(store: Store, lock: dict[str, Any] | None, session: Session) -> int:
+        facts = hosts_plan.environment(session)
+        return runner.start(
+            prepared, store, command_line=shlex.join(sys.argv), lock=lock, facts=facts
+        )
+
+    return _on_hosts(args, hosts, prepared, started, existing=False)
+
+
+def _on_hosts(
+    args: argparse.Namespace,
+    hosts: hostsfile.HostsFile,
+    prepared: runner.Prepared,
+    started: Callable[[Store, dict[str, Any] | None, Session], int],
+    *,
+    existing: bool,
+) -> int:
+    """Connect to the hosts, check them (before a new run's database exists: a host that
+    cannot be reached, or lacks a program, creates nothing), then run the trials of the
+    run ``started`` gives on them."""
     session = remote_session.Session(hosts)
     try:
         with session:
-            trials = remote_run.preflight(session, trials)
-            with holding(args, existing=False) as (store, lock):
-                run_id = remote_run.execute(
-                    session, experiment, trials, store, command_line=shlex.join(sys.argv),
-                    lock=lock, progress=display,
-                )  # fmt: skip
+            ready = hosts_plan.connected(session, prepared)
+            with holding(args, existing=existing) as (store, lock):
+                run_id = started(store, lock, session)
                 describe(args, store, run_id)
-                loaded = view.load(store, str(run_id))
-                failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
-                reported = finished(loaded, args.db, as_json=args.json, reports=not args.no_reports)
+                code = _execute(args, ready, store, run_id, HostsTestbed(session))
     except LabError as exc:
         # What the hosts keep of a run that failed is said with why it failed.
         raise LabError("; ".join([str(exc), *session.problems])) from None
@@ -166,7 +179,7 @@ def _remote(args: argparse.Namespace) -> int:
         raise
     if session.problems:
         raise LabError("; ".join(session.problems))
-    return 1 if failed or not reported else 0
+    return code
 
 
 def _requested_experiment(args: argparse.Namespace) -> tuple[Experiment, bool]:
@@ -185,8 +198,15 @@ def _requested_experiment(args: argparse.Namespace) -> tuple[Experiment, bool]:
 def _resume(args: argparse.Namespace) -> int:
     if args.plan is not None or args.quick or given(args):
         raise UserError("--resume: takes no plan or experiment options; the run has its own")
+    if args.hosts is not None:
+        return _resume_hosts(args)
     runner.preflight()
     with holding(args, existing=True) as (store, _):
+        run = runner.stopped(store, args.resume)
+        if run.environment.remote is not None:
+            raise UserError(
+                f"--resume: run {run.id} measured real hosts; resume it with --hosts FILE"
+            )
         run_id, experiment = runner.resumable(store, args.resume)
         prepared = runner.prepare(experiment, strict=False)
         store.reopen_run(run_id, runner.owner())
@@ -194,7 +214,32 @@ def _resume(args: argparse.Namespace) -> int:
         return _execute(args, prepared, store, run_id)
 
 
-def _execute(args: argparse.Namespace, prepared: runner.Prepared, store: Store, run_id: int) -> int:
+def _resume_hosts(args: argparse.Namespace) -> int:
+    """The trials a stopped hosts run lacks, on the hosts file it ran with."""
+    hosts = hostsfile.load(Path(args.hosts))
+    with holding(args, existing=True) as (store, _):
+        run = runner.stopped(store, args.resume)
+        if run.tune is not None:
+            raise UserError(f"--resume: run {run.id} is a tuning session, not a hosts run")
+        prepared = hosts_plan.expanded(hosts_plan.resumed(run, hosts), hosts)
+
+    def started(store: Store, lock: dict[str, Any] | None, session: Session) -> int:
+        ready = hosts_plan.connected(session, prepared)
+        adaptive = ready.experiment.adaptive is not None
+        runner.check_stored(store, run.id, ready.trials, adaptive=adaptive)
+        store.reopen_run(run.id, runner.owner())
+        return run.id
+
+    return _on_hosts(args, hosts, prepared, started, existing=True)
+
+
+def _execute(
+    args: argparse.Namespace,
+    prepared: runner.Prepared,
+    store: Store,
+    run_id: int,
+    testbed: Testbed | None = None,
+) -> int:
     display: progress.Progress
     if args.json:
         display = progress.JsonProgress()
@@ -202,7 +247,7 @@ def _execute(args: argparse.Namespace, prepared: runner.Prepared, store: Store, 
         display = progress.Progress()
     else:
         display = progress.for_terminal(overheads=learned.from_store(store))
-    runner.execute(prepared, store, run_id, progress=display)
+    runner.execute(prepared, store, run_id, progress=display, testbed=testbed)
     loaded = view.load(store, str(run_id))
     failed = any(t.status is TrialStatus.FAILED for t in loaded.trials)
     reported = finished(loaded, args.db, as_json=args.json, reports=not args.no_reports)

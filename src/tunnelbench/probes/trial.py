@@ -36,7 +36,7 @@ class ProbeKind(StrEnum):
 class Machines(Protocol):
     """The machines a trial's probes read: the namespace
     :class:`~tunnelbench.lab.netns.Lab`, or a hosts file's hosts
-    (:class:`tunnelbench.remote.trial.HostsEnds`). Its client and server are the roles
+    (:class:`tunnelbench.remote.ends.HostsEnds`). Its client and server are the roles
     ``client`` and ``server``, as a generator's ends are."""
 
     @property

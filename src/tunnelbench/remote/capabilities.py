@@ -10,6 +10,7 @@ kernel it is. A black box's is unknown: nothing is recorded, and advice says so.
 
 from typing import Any
 
+from tunnelbench.kinds import Protection, TunnelKind, TunnelMode
 from tunnelbench.remote.session import Session
 from tunnelbench.remote.tunnel import esp_refusal
 from tunnelbench.tunnels import strongswan
@@ -30,8 +31,8 @@ def dut_record(session: Session) -> dict[str, Any] | None:
         has = software.has_module("wireguard")
         record["links"]["wireguard"] = {"ok": has, "detail": software.kernel_wireguard()}
     plan = session.file.tunnel
-    esp = plan.kind == "ipsec" or plan.protection == "ipsec"
-    if plan.mode == "build" and esp and dut in plan.ends:
+    esp = plan.kind is TunnelKind.IPSEC or plan.protection is Protection.IPSEC
+    if plan.mode is TunnelMode.BUILD and esp and dut in plan.ends:
         for cipher, algorithm in strongswan.KERNEL_ALGORITHMS.items():
             refusal = esp_refusal(session, dut, cipher)
             record["esp"][algorithm] = {"ok": refusal is None, "detail": refusal or "made an SA"}

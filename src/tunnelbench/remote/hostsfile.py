@@ -15,7 +15,7 @@ from typing import Any
 
 from tunnelbench.echo import capped, did_you_mean
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import TunnelKind
+from tunnelbench.kinds import Protection, TunnelKind, TunnelMode
 from tunnelbench.remote.snmp import Agent
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
@@ -24,10 +24,11 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
     "road-warrior": ("client", "gw", "server"),
     "site-to-site": ("client", "gwa", "gwb", "server"),
 }
-MODES = ("existing", "build", "none")
 #: What tunnelbench builds on real hosts: every kind that builds through a site
 #: (tunnelbench.tunnels.site); one that carries IPv6 alone (sit) needs IPv6 addresses.
 BUILDABLE = tuple(kind.value for kind in TUNNELS.kinds() if TUNNELS.get(kind).anywhere)
+#: What an existing tunnel may be (the kind its trials record).
+KINDS = tuple(kind.value for kind in TunnelKind if kind is not TunnelKind.NONE)
 #: What ``tunnel.implementation`` may name, per kind; "auto" lets each host decide.
 IMPLEMENTATIONS = {
     kind: ("auto", "kernel", "wireguard-go")
@@ -84,8 +85,8 @@ class TunnelPlan:
     ``build``: tunnelbench builds ``kind`` between ``ends`` and removes it after.
     ``none``: no tunnel, only the path through the DUT."""
 
-    mode: str
-    kind: str = "none"
+    mode: TunnelMode
+    kind: TunnelKind = TunnelKind.NONE
     implementation: str = "auto"
     ends: tuple[str, str] = ("client", "gw")
     address: str | None = None  # existing: the server's address through the tunnel
@@ -95,7 +96,7 @@ class TunnelPlan:
     inner6: tuple[str, str] = INNER6  # build: the same over IPv6
     via6: str | None = None
     address6: str | None = None  # existing: the server's IPv6 address through the tunnel
-    protection: str = "none"  # build: "ipsec" puts the tunnel in ESP (PROTECTABLE kinds)
+    protection: Protection = Protection.NONE  # build: IPSEC puts it in ESP (PROTECTABLE kinds)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,10 @@ class HostsFile:
     @property
     def plain_path(self) -> bool:
         """Whether the server can be reached around the tunnel too (a baseline)."""
-        return self.tunnel.mode != "existing" or self.tunnel.address != self.server.address
+        return (
+            self.tunnel.mode is not TunnelMode.EXISTING
+            or self.tunnel.address != self.server.address
+        )
 
     @property
     def logins(self) -> tuple[str, ...]:
@@ -139,7 +143,7 @@ class HostsFile:
     def target(self, tunnelled: bool, family: int = 4) -> str:
         """The address the client sends to: through the tunnel, or the plain path."""
         through = self.tunnel.address if family == 4 else self.tunnel.address6
-        if tunnelled and self.tunnel.mode == "existing" and through:
+        if tunnelled and self.tunnel.mode is TunnelMode.EXISTING and through:
             return through
         address = self.server.reached(family)
         assert address is not None  # required by parse (IPv6: by the run's check)
@@ -214,7 +218,7 @@ def _check_tunnel_ends(
     """What a tunnel tunnelbench builds needs of the hosts at its ends and beside them:
     a login at each end, the far end's address, and the addresses routed back into it."""
     near, far = tunnel.ends
-    if tunnel.mode == "build":
+    if tunnel.mode is TunnelMode.BUILD:
         for end in tunnel.ends:
             if end in hosts and hosts[end].black_box:
                 problems.append(
@@ -222,15 +226,17 @@ def _check_tunnel_ends(
                     f" log into it (a router without ssh is measured as a black box, with a"
                     f" tunnel that is already up or none)"
                 )
-    if tunnel.mode == "build" and far in hosts and hosts[far].address is None:
+    if tunnel.mode is TunnelMode.BUILD and far in hosts and hosts[far].address is None:
         problems.append(f"{far}.address: missing: where {near} reaches {far}, the tunnel's far end")
     client, server = hosts.get("client"), hosts.get("server")
-    if tunnel.mode == "build" and near != "client" and client and client.address is None:
+    if tunnel.mode is TunnelMode.BUILD and near != "client" and client and client.address is None:
         problems.append(
             f"client.address: missing: the client's address, which {far} routes back into"
             " the tunnel"
         )
-    if tunnel.mode == "build" and server and server.address6:  # the tunnel carries IPv6 too
+    if (
+        tunnel.mode is TunnelMode.BUILD and server and server.address6
+    ):  # the tunnel carries IPv6 too
         if near != "client" and client and client.address6 is None:
             problems.append(
                 f"client.address6: missing: the client's IPv6 address, which {far} routes"
@@ -331,7 +337,36 @@ def _address(problems: list[str], key: str, raw: Any, family: int = 4) -> str | 
     return str(address)
 
 
-def _existing(problems: list[str], table: dict[str, Any], kind: str) -> TunnelPlan:
+def _tunnel_kind(problems: list[str], mode: TunnelMode, raw: Any) -> TunnelKind:
+    """``tunnel.kind`` parsed (NONE, with the problem said, where it is wrong)."""
+    if not isinstance(raw, str):
+        what = "is up" if mode is TunnelMode.EXISTING else "to build"
+        problems.append(f"tunnel.kind: missing: which tunnel {what}")
+    elif mode is TunnelMode.BUILD and raw not in BUILDABLE:
+        problems.append(
+            f"tunnel.kind: {raw!r}: tunnelbench builds {', '.join(BUILDABLE)} on real hosts"
+        )
+    elif raw not in KINDS:
+        problems.append(f"tunnel.kind: {raw!r} is none of {', '.join(KINDS)}")
+    else:
+        return TunnelKind(raw)
+    return TunnelKind.NONE
+
+
+def _protection(problems: list[str], raw: Any, kind: TunnelKind) -> Protection:
+    """``tunnel.protection`` parsed for a built ``kind`` (NONE, said, where it is wrong)."""
+    protections = [p.value for p in Protection]
+    if raw not in protections:
+        problems.append(f"tunnel.protection: {raw!r} is none of {', '.join(protections)}")
+        return Protection.NONE
+    if raw == Protection.IPSEC and kind not in PROTECTABLE:
+        problems.append(
+            f"tunnel.protection: {kind} cannot be wrapped in ipsec; {', '.join(PROTECTABLE)} can"
+        )
+    return Protection(raw)
+
+
+def _existing(problems: list[str], table: dict[str, Any], kind: TunnelKind) -> TunnelPlan:
     """A tunnel the user already brought up: where the client reaches the server through
     it, and the process that carries it (when one does)."""
     address = None
@@ -348,7 +383,9 @@ def _existing(problems: list[str], table: dict[str, Any], kind: str) -> TunnelPl
     address6 = table.get("address6")
     if address6 is not None:
         address6 = _address(problems, "tunnel.address6", address6, 6)
-    return TunnelPlan("existing", kind, address=address, process=process, address6=address6)
+    return TunnelPlan(
+        TunnelMode.EXISTING, kind, address=address, process=process, address6=address6
+    )
 
 
 def _ends(problems: list[str], table: dict[str, Any], roles: tuple[str, ...]) -> list[Any]:
@@ -390,28 +427,21 @@ def _address_pair(
 def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPlan:
     if not isinstance(table, dict):
         problems.append("tunnel: must be a table")
-        return TunnelPlan("none")
+        return TunnelPlan(TunnelMode.NONE)
     for key in table:
         if key not in TUNNEL_KEYS:
             problems.append(f"tunnel.{key}: unknown key{did_you_mean(key, TUNNEL_KEYS)}")
-    mode = table.get("mode", "none")
-    if mode not in MODES:
-        problems.append(f"tunnel.mode: {mode!r} is none of {', '.join(MODES)}")
-        return TunnelPlan("none")
-    if mode == "none":
-        return TunnelPlan("none")
-    kind = table.get("kind")
-    if not isinstance(kind, str):
-        problems.append(
-            f"tunnel.kind: missing: which tunnel {'is up' if mode == 'existing' else 'to build'}"
-        )
-        kind = "none"
-    if mode == "existing":
+    raw_mode = table.get("mode", "none")
+    modes = [m.value for m in TunnelMode]
+    if raw_mode not in modes:
+        problems.append(f"tunnel.mode: {raw_mode!r} is none of {', '.join(modes)}")
+        return TunnelPlan(TunnelMode.NONE)
+    mode = TunnelMode(raw_mode)
+    if mode is TunnelMode.NONE:
+        return TunnelPlan(TunnelMode.NONE)
+    kind = _tunnel_kind(problems, mode, table.get("kind"))
+    if mode is TunnelMode.EXISTING:
         return _existing(problems, table, kind)
-    if kind not in BUILDABLE:
-        problems.append(
-            f"tunnel.kind: {kind!r}: tunnelbench builds {', '.join(BUILDABLE)} on real hosts"
-        )
     implementation = table.get("implementation", "auto")
     allowed = IMPLEMENTATIONS.get(kind, ("auto",))
     if implementation not in allowed:
@@ -419,13 +449,7 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
             f"tunnel.implementation: {implementation!r}: {kind} is built by "
             f"{', '.join(repr(a) for a in allowed)}"
         )
-    protection = table.get("protection", "none")
-    if protection not in ("none", "ipsec"):
-        problems.append(f"tunnel.protection: {protection!r} is none of none, ipsec")
-    elif protection == "ipsec" and kind not in PROTECTABLE:
-        problems.append(
-            f"tunnel.protection: {kind} cannot be wrapped in ipsec; {', '.join(PROTECTABLE)} can"
-        )
+    protection = _protection(problems, table.get("protection", "none"), kind)
     ends = _ends(problems, table, roles)
     inner = _address_pair(problems, table, "inner", ["198.19.0.1", "198.19.0.2"], 4)
     inner6 = _address_pair(problems, table, "inner6", list(INNER6), 6)
@@ -441,13 +465,13 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
             " address on the server's side), for the route back to the client's tunnel address"
         )
     return TunnelPlan(
-        "build",
+        TunnelMode.BUILD,
         kind,
         str(implementation),
         (str(ends[0]), str(ends[1])),
         inner=(str(inner[0]), str(inner[1])),
         via=via,
-        protection=str(protection),
+        protection=protection,
         inner6=(str(inner6[0]), str(inner6[1])),
         via6=via6,
     )
@@ -457,7 +481,7 @@ def routed_on(hosts: HostsFile) -> dict[str, set[str]]:
     """role -> the addresses a built tunnel makes that host route differently: the client
     sends the server's address into the tunnel, the far end and the server send the
     client's tunnel address back."""
-    if hosts.tunnel.mode != "build":
+    if hosts.tunnel.mode is not TunnelMode.BUILD:
         return {}
     near, far = hosts.tunnel.ends
     targets = {hosts.target(False, family) for family in hosts.families}

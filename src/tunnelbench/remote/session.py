@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Generator, TunnelKind
+from tunnelbench.kinds import Generator, Protection, TunnelKind, TunnelMode
 from tunnelbench.lab.host import Host
 from tunnelbench.remote import leftovers, masters, probes, snmp, software
 from tunnelbench.remote.host import SshHost, owner_alive
@@ -181,12 +181,14 @@ def clean(hosts: HostsFile) -> tuple[list[str], bool]:
     return said, whole
 
 
-def lacking_programs(kind: str, facts: probes.Facts, protection: str = "none") -> list[str]:
+def lacking_programs(
+    kind: TunnelKind, facts: probes.Facts, protection: Protection = Protection.NONE
+) -> list[str]:
     """What a host lacks of the programs a tunnel end of ``kind`` runs (and, with
-    ``protection`` "ipsec", the programs of the ESP around it), each with its Debian
+    ``protection`` IPSEC, the programs of the ESP around it), each with its Debian
     package where the kind names one."""
-    kinds = [TunnelKind(kind)]
-    if protection == "ipsec" and kind != "ipsec":
+    kinds = [kind]
+    if protection is Protection.IPSEC and kind is not TunnelKind.IPSEC:
         kinds.append(TunnelKind.IPSEC)
     lacking: dict[str, None] = {}
     for tunnel in (TUNNELS.get(k) for k in kinds):
@@ -196,14 +198,14 @@ def lacking_programs(kind: str, facts: probes.Facts, protection: str = "none") -
     return list(lacking)
 
 
-def can_build(kind: str, facts: probes.Facts) -> tuple[bool | None, str]:
+def can_build(kind: TunnelKind, facts: probes.Facts) -> tuple[bool | None, str]:
     """Whether a host can be an end of ``kind`` built by tunnelbench (None: cannot
     tell), and why: the programs its ends run, then a kernel link's module and ``ip``."""
     if lacking := lacking_programs(kind, facts):
         return False, "; ".join(f"{p} is not installed" for p in lacking)
     if kind in software.BUILT_KINDS:
         return facts.software.can_build(kind)
-    tunnel = TUNNELS.get(TunnelKind(kind))
+    tunnel = TUNNELS.get(kind)
     used = tunnel.end_programs()
     daemons = tunnel.auto_order[1:]
     if tunnel.kernel_module is not None and daemons:  # the kernel's, else a userspace daemon
@@ -234,11 +236,13 @@ def missing(
             if program not in facts[role].programs
         ]
     kind = hosts.tunnel.kind
-    if hosts.tunnel.mode == "build":
+    if hosts.tunnel.mode is TunnelMode.BUILD:
         protection = hosts.tunnel.protection
         for role in hosts.tunnel.ends:
             lacking = lacking_programs(kind, facts[role], protection)
-            what = "the tunnel" if protection == "none" else f"the tunnel or its {protection}"
+            what = (
+                "the tunnel" if protection is Protection.NONE else f"the tunnel or its {protection}"
+            )
             problems += [f"{role}: {tool} is not installed; it sets up {what}" for tool in lacking]
             if not lacking and kind in software.BUILT_KINDS:
                 able, reason = facts[role].software.can_build(kind)

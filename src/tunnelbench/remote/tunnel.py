@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from tunnelbench.errors import LabError, UserError
-from tunnelbench.kinds import Cipher, Protection, TunnelKind
+from tunnelbench.kinds import Cipher, Protection, TunnelKind, TunnelMode
 from tunnelbench.model.kindfacts import SetupFound, TunnelFacts
 from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.model.remotefacts import TunnelEnd
@@ -31,14 +31,15 @@ from tunnelbench.tunnels.base import ESP_CIPHERS, TunnelSpec
 
 @dataclass
 class RemoteTunnel:
-    kind: str  # TunnelKind's value, or "none"
-    mode: str  # hostsfile.MODES
+    kind: TunnelKind
+    mode: TunnelMode
     implementation: str  # kernel, wireguard-go, or "existing" (the user's)
     devices: dict[str, str] = field(default_factory=dict)  # role -> device
     #: ``tunnelbench`` or ``user``; None without a tunnel.
     built_by: str | None = None
-    #: The implementation the trial asked for (a tunnel asked otherwise is built again).
-    asked: str | None = None
+    #: The implementation and MTU the trial asked for (a tunnel asked otherwise is built
+    #: again).
+    asked: tuple[str, int | None] | None = None
     #: The tunnel MTU tunnelbench gave it (None: the user's tunnel's own).
     mtu: int | None = None
     #: role -> the commands that remove what was built there, in the order made
@@ -68,6 +69,34 @@ class RemoteTunnel:
         )
 
 
+def for_trial(
+    session: Session, settings: TunnelSettings, standing: list[RemoteTunnel]
+) -> RemoteTunnel:
+    """The tunnel a trial with ``settings`` crosses, built or kept (``standing``: the
+    built one up now, if any); a built one is removed before a trial without it (its
+    route would carry that trial's traffic too) or asking another implementation or
+    MTU (``tunnel.mtu``; None: the default for the ends' underlay)."""
+    plan = session.file.tunnel
+    kind = settings.kind
+    implementation = settings.implementation
+    choice = plan.implementation if implementation in ("auto", None) else implementation
+    asked = (choice, settings.mtu)
+    if standing and (kind is TunnelKind.NONE or standing[0].asked != asked):
+        teardown(session, standing.pop())
+    if kind is TunnelKind.NONE:
+        return RemoteTunnel(TunnelKind.NONE, TunnelMode.NONE, "none")
+    if plan.mode is TunnelMode.EXISTING:
+        return existing(session)
+    if not standing:
+        if (builder := BUILDERS.get(kind)) is not None:
+            tunnel = builder(session, choice, settings.mtu)
+        else:
+            tunnel = build_kind(session, kind, choice, settings.mtu)
+        tunnel.asked = asked
+        standing.append(tunnel)
+    return standing[0]
+
+
 def teardown(session: Session, tunnel: RemoteTunnel) -> None:
     """Remove a built tunnel before trials without it (the hosts' own routing back). The
     same steps stay in each host's record, for a run that dies before this."""
@@ -81,7 +110,7 @@ def existing(session: Session) -> RemoteTunnel:
     """The user's tunnel; the version of its daemon where the hosts file names it and the
     DUT has that program."""
     hosts = session.file
-    tunnel = RemoteTunnel(hosts.tunnel.kind, "existing", "existing", built_by="user")
+    tunnel = RemoteTunnel(hosts.tunnel.kind, TunnelMode.EXISTING, "existing", built_by="user")
     if (process := hosts.tunnel.process) is not None and hosts.dut in session.facts:
         described = session.facts[hosts.dut].software.describe(process)
         if described is not None:
@@ -89,11 +118,11 @@ def existing(session: Session) -> RemoteTunnel:
     return tunnel
 
 
-def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
+def build_wireguard(session: Session, implementation: str, mtu: int | None = None) -> RemoteTunnel:
     """WireGuard between the hosts file's two ends, built by the lab's own code
     (:meth:`tunnelbench.tunnels.wireguard.WireGuard.build`) on the hosts' site;
     ``implementation``: kernel, wireguard-go or auto (each end the kernel's where it has
-    WireGuard, else wireguard-go)."""
+    WireGuard, else wireguard-go); ``mtu``: the tunnel's (None: the underlay's default)."""
     for role in session.file.tunnel.ends:
         if "wg" not in session.facts[role].programs:
             raise UserError(
@@ -103,7 +132,7 @@ def build_wireguard(session: Session, implementation: str) -> RemoteTunnel:
     site = HostsSite(session)
     # Resolved here, not by resolve(): "auto" and the programs are each host's own.
     spec = TunnelSpec(implementation, cipher=wireguard.ciphers[0])
-    spec = replace(spec, mtu=wireguard.default_mtu(site.underlay_mtu(), spec))
+    spec = replace(spec, mtu=mtu or wireguard.default_mtu(site.underlay_mtu(), spec))
     return _built(session, site, TunnelKind.WIREGUARD, spec)
 
 
@@ -130,27 +159,32 @@ def _esp_probe(host: SshHost, cipher: Cipher) -> str | None:
 
 #: The kinds built by a function of their own (WireGuard: each end runs its own
 #: implementation, the kernel's or a daemon); every other kind by :func:`build_kind`.
-BUILDERS: dict[TunnelKind, Callable[[Session, str], RemoteTunnel]] = {
+BUILDERS: dict[TunnelKind, Callable[[Session, str, int | None], RemoteTunnel]] = {
     TunnelKind.WIREGUARD: build_wireguard,
 }
 
 
-def build_kind(session: Session, kind: TunnelKind, implementation: str = "auto") -> RemoteTunnel:
+def build_kind(
+    session: Session, kind: TunnelKind, implementation: str = "auto", mtu: int | None = None
+) -> RemoteTunnel:
     """A kind that builds through a site alone (:attr:`Tunnel.anywhere`: IPsec, OpenVPN,
     VXLAN, GRE, gretap, IPIP, GENEVE), in ESP with ``tunnel.protection = "ipsec"``, built
     between the hosts file's two ends by the same code as in the lab
     (:class:`tunnelbench.remote.site.HostsSite`), at the default MTU of the ends'
-    underlay. Who does ESP is the ends' to say (:func:`esp_choice`), not this machine's."""
+    underlay (or ``mtu``). Who does ESP is the ends' to say (:func:`esp_choice`), not this
+    machine's."""
     plan = session.file.tunnel
     tunnel = TUNNELS.get(kind)
-    protection = Protection(plan.protection)
+    protection = plan.protection
     esp = None
     if kind is TunnelKind.IPSEC:
         esp = esp_choice(session, implementation, "tunnel.implementation")
         implementation = "auto"
     elif protection is Protection.IPSEC:
         esp = esp_choice(session, "auto", "tunnel.protection")
-    settings = TunnelSettings(kind=kind, implementation=implementation, protection=protection)
+    settings = TunnelSettings(
+        kind=kind, implementation=implementation, protection=protection, mtu=mtu
+    )
     site = HostsSite(session)
     return _built(session, site, kind, tunnel.resolve(settings, site.underlay_mtu(), esp=esp))
 
@@ -180,7 +214,7 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
     through ``via``, each end's implementation and version, and the path checked."""
     plan = session.file.tunnel
     near, far = plan.ends
-    tunnel = RemoteTunnel(kind.value, "build", spec.implementation, built_by="tunnelbench")
+    tunnel = RemoteTunnel(kind, TunnelMode.BUILD, spec.implementation, built_by="tunnelbench")
     try:
         handle = TUNNELS.get(kind).build(site, spec)
     except Unreachable:

@@ -4,7 +4,7 @@ A generator acts only through its :class:`Ends`: the client's and the server's
 :class:`~tunnelbench.lab.host.Host`, their directories and programs, the address the
 client sends to and the ports free on the server. The namespace lab
 (:class:`tunnelbench.lab.netns.Lab`) is one; a hosts file's client and server
-(:class:`tunnelbench.remote.trial.HostsEnds`) are another; so one generator's code runs
+(:class:`tunnelbench.remote.ends.HostsEnds`) are another; so one generator's code runs
 in the lab, in a VM guest's lab and between real hosts.
 """
 
