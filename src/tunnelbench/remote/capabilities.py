@@ -36,7 +36,7 @@ def dut_record(session: Session) -> dict[str, Any] | None:
         for cipher, algorithm in strongswan.KERNEL_ALGORITHMS.items():
             refusal = esp_refusal(session, dut, cipher)
             record["esp"][algorithm] = {"ok": refusal is None, "detail": refusal or "made an SA"}
-    if plan.kind == "openvpn":
+    if plan.kind is TunnelKind.OPENVPN:
         found = kernel_dco(host)
         record["openvpn_dco"] = {"ok": found.ok, "detail": found.detail}
     return record

@@ -32,7 +32,7 @@ KINDS = tuple(kind.value for kind in TunnelKind if kind is not TunnelKind.NONE)
 #: What ``tunnel.implementation`` may name, per kind; "auto" lets each host decide.
 IMPLEMENTATIONS = {
     kind: ("auto", "kernel", "wireguard-go")
-    if kind == "wireguard"
+    if TunnelKind(kind) is TunnelKind.WIREGUARD
     else ("auto", *TUNNELS.get(TunnelKind(kind)).implementations)
     for kind in BUILDABLE
 }

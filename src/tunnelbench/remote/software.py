@@ -69,7 +69,7 @@ fi
 BUILT_KINDS: dict[str, tuple[str, str]] = {
     kind.value: (module, probe[0])
     for kind in TUNNELS.kinds()
-    if kind.value != "wireguard"  # userspace where the kernel has none: told apart above
+    if kind is not TunnelKind.WIREGUARD  # userspace where the kernel has none: told apart above
     and TUNNELS.get(kind).anywhere
     and (module := TUNNELS.get(kind).kernel_module) is not None
     and (probe := TUNNELS.get(kind).link_probe()) is not None
