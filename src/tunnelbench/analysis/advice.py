@@ -124,11 +124,11 @@ def advise(subject: Subject, diagnosis: Diagnosis, run: Sequence[Sibling]) -> li
         # A real router has none of the lab's settings; its own are advised instead. Only
         # lab.wan's queue and shaper, where the configuration put them on the real WAN
         # link, are tunnelbench's there too (tune --hosts tries them).
-        found = [a for a in found if _on_hosts(a.setting, subject.config.lab.wan)]
+        found = [a for a in found if applies_on_hosts(a.setting, subject.config.lab.wan)]
     return sorted(found, key=lambda a: _ORDER[a.measured.outcome if a.measured else None])
 
 
-def _on_hosts(setting: str | None, wan: LinkSettings) -> bool:
+def applies_on_hosts(setting: str | None, wan: LinkSettings) -> bool:
     """Whether advice on ``setting`` applies to real hosts whose trials set ``wan``."""
     if not (setting or "").startswith("lab."):
         return True

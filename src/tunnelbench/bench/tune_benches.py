@@ -21,6 +21,7 @@ from tunnelbench.bench.testbeds.lab import LabTestbed
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import LabSettings, Trial, TrialConfig
 from tunnelbench.remote import wan
+from tunnelbench.remote.hostsfile import HostsFile
 from tunnelbench.remote.session import Session
 
 
@@ -57,11 +58,7 @@ class HostsBench(Bench):
             self._mtus = start.lab.wan.mtu, start.lab.lan_mtu
 
     def derive(self, best: TrialConfig, setting: str, value: Any) -> TrialConfig:
-        # ``best`` carries the real path's MTUs (hosts_plan.connected): the change is
-        # checked on the configuration as a plan gives it, then fitted to the hosts again.
-        config = planfile.derive(_as_planned(best), {setting: value})
-        if (refused := hosts_plan.refusal(config, self.session.file)) is not None:
-            raise UserError(refused)
+        config = planned_change(best, setting, value, self.session.file)
         return self._fitted(config)
 
     def admit(self, config: TrialConfig) -> Resolution | None:
@@ -81,6 +78,18 @@ class HostsBench(Bench):
             lab, lan_mtu=lan_mtu, wan=dataclasses.replace(lab.wan, mtu=wan_mtu)
         )
         return dataclasses.replace(config, lab=fitted)
+
+
+def planned_change(best: TrialConfig, setting: str, value: Any, hosts: HostsFile) -> TrialConfig:
+    """``best`` (as the hosts ran it) with ``setting`` changed to ``value``, as a plan
+    for ``hosts`` gives it (the real path's MTUs not yet fitted back); a
+    :class:`UserError` names what the hosts cannot take. The change is checked on the
+    configuration as a plan gives it: the MTUs the hosts recorded are theirs, not the
+    plan's."""
+    config = planfile.derive(_as_planned(best), {setting: value})
+    if (refused := hosts_plan.refusal(config, hosts)) is not None:
+        raise UserError(refused)
+    return config
 
 
 def _as_planned(config: TrialConfig) -> TrialConfig:
