@@ -32,6 +32,7 @@ from tunnelbench.cli.options import (
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.echo import capped, shown, unknown_value
 from tunnelbench.errors import UserError
+from tunnelbench.kinds import TunnelMode
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import REPETITIONS_MAX, TrialConfig, check_int
 from tunnelbench.model.records import RunStatus
@@ -201,6 +202,11 @@ def _on_hosts(args: argparse.Namespace) -> int:
     before any host is contacted, the hosts' before the database exists) and its
     connection kept over the session."""
     hosts = hostsfile.load(Path(args.hosts))
+    if args.plan is None and "tunnel" not in vars(args):
+        # As run --hosts: the hosts file's tunnel unless told (the lab's default,
+        # wireguard, is refused where the hosts have another).
+        own = hosts.tunnel.mode is not TunnelMode.NONE
+        args.tunnel = hosts.tunnel.kind.value if own else "none"
     request = _request(args)
     prepared = tuning.prepare_hosts(request, hosts)
 
