@@ -11,10 +11,13 @@ import pytest
 
 from tunnelbench.analysis.advice import applies_on_hosts
 from tunnelbench.bench import planfile
+from tunnelbench.bench import tune as tuning
+from tunnelbench.bench.store import Store
 from tunnelbench.bench.testbeds import hosts_plan
 from tunnelbench.bench.tune_benches import planned_change
 from tunnelbench.errors import UserError
 from tunnelbench.model.plan import LinkSettings, TrialConfig
+from tunnelbench.model.records import RunStatus
 from tunnelbench.remote import hostsfile
 
 HOSTS = """
@@ -129,3 +132,17 @@ def test_tune_hosts_refuses_before_any_host_is_contacted(args, error, tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"tunnelbench: error: {error}"), done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts.toml", "plan.toml"]
+
+
+def test_a_stopped_hosts_tuning_session_is_refused_resume_by_name(tmp_path):
+    """Stored as a tune --hosts session stores itself (the hosts' environment), then
+    interrupted: tune --resume names why it does not go on."""
+    request = tuning.Request(start=planfile.parse(TINY_FIFO, "p.toml").experiment.configs[0])
+    prepared = tuning.prepare_hosts(request, _hosts())
+    store = Store(tmp_path / "t.db")
+    facts = {"remote": {"hosts": _hosts().to_dict()}}
+    run_id, _ = tuning.begin(request, prepared, store, command_line="tune", lock=None, facts=facts)
+    store.finish_run(run_id, RunStatus.INTERRUPTED)
+    with pytest.raises(UserError, match=rf"^--resume: run {run_id} tuned real hosts; resuming"):
+        tuning.resumable(store, str(run_id))
+    store.close()
