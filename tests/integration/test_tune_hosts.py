@@ -35,6 +35,12 @@ def test_a_tiny_fifo_on_the_hosts_wan_is_fixed_by_a_larger_queue(farm: Farm) -> 
     assert "dropped" in record.steps[1].diagnosis, record.steps[1].diagnosis
     kept = _kept_significant(record, "lab.wan.queue_limit")
     assert kept.value > 4 and record.final_key == kept.key
+    # Only what a hosts run can set was measured; a queue the WAN ends' kernel lacks
+    # (fq_codel and cake, on this machine's) failed with tc's words.
+    for candidate in record.steps[1].candidates:
+        assert candidate.setting.startswith(("lab.wan.", "traffic.")), candidate.setting
+        if candidate.outcome == "failed":
+            assert candidate.setting == "lab.wan.queue" and "tc qdisc add" in candidate.note
     # Every trial ran on the hosts, with their real path's MTUs recorded.
     run = latest(work / "t.db")
     assert run.environment["remote"] is not None
