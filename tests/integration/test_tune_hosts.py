@@ -28,7 +28,7 @@ def test_a_tiny_fifo_on_the_hosts_wan_is_fixed_by_a_larger_queue(farm: Farm) -> 
     before, queues = state(farm.lab), roots(farm.lab)
     done = tunnelbench(
         "tune", "plan.toml", "--hosts", "hosts.toml", "--db", "t.db", "--no-reports",
-        "--max-steps", "1", cwd=work, timeout=600,
+        "--max-steps", "1", "--max-runs", "5", cwd=work, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     record = _record(work / "t.db")
