@@ -58,6 +58,7 @@ from tunnelbench.analysis.suggestion import Availability as Availability
 from tunnelbench.analysis.suggestion import Measured as Measured
 from tunnelbench.analysis.suggestion import Sibling as Sibling
 from tunnelbench.analysis.suggestion import availability as availability
+from tunnelbench.model.plan import WAN_TC_SETTINGS, LinkSettings
 
 RULES: tuple[AdviceRule, ...] = (
     lab_offloads,
@@ -120,6 +121,18 @@ def advise(subject: Subject, diagnosis: Diagnosis, run: Sequence[Sibling]) -> li
     rules = [r for r in RULES if not (at_ceiling and r in SPEED_RULES)]
     found = [a for a in (rule(context) for rule in rules) if a is not None]
     if dut(subject) is not None:
-        # A real router has none of the lab's settings; its own are advised instead.
-        found = [a for a in found if not (a.setting or "").startswith("lab.")]
+        # A real router has none of the lab's settings; its own are advised instead. Only
+        # lab.wan's queue and shaper, where the configuration put them on the real WAN
+        # link, are tunnelbench's there too (tune --hosts tries them).
+        found = [a for a in found if applies_on_hosts(a.setting, subject.config.lab.wan)]
     return sorted(found, key=lambda a: _ORDER[a.measured.outcome if a.measured else None])
+
+
+def applies_on_hosts(setting: str | None, wan: LinkSettings) -> bool:
+    """Whether advice on ``setting`` applies to real hosts whose trials set ``wan``."""
+    if not (setting or "").startswith("lab."):
+        return True
+    name = (setting or "").removeprefix("lab.wan.")
+    default = LinkSettings()
+    shaped = any(getattr(wan, n) != getattr(default, n) for n in WAN_TC_SETTINGS)
+    return shaped and name in WAN_TC_SETTINGS

@@ -12,8 +12,9 @@ step's rounds, and reusing them saves a round of the control per step (as the wi
 best runs, they are if anything high, which makes a later gain harder to show, not
 easier). After each round every candidate is judged on these runs and its own
 (:func:`tunnelbench.analysis.tuning.judge`); decided ones leave the rounds.
-Candidates come only from the advice, and only those this machine can run (a candidate
-that a run would skip is listed with the reason, never measured). The advice is the
+Candidates come only from the advice, and only those the session's testbed can run (a
+candidate that a run would skip, or a lab-only setting on real hosts, is listed with the
+reason, never measured: :mod:`tunnelbench.bench.tune_benches`). The advice is the
 best configuration's diagnosis on its runs that nothing outside the lab disturbed, and
 the start is measured until it has enough of them
 (:func:`tunnelbench.analysis.tuning.for_diagnosis`): a disturbed run does not end a
@@ -34,13 +35,13 @@ from typing import Any
 from tunnelbench.analysis import tuning
 from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.bench import planfile, runner
-from tunnelbench.bench.labpool import LabPool
 from tunnelbench.bench.store import Store
-from tunnelbench.bench.testbeds.lab import LabTestbed
+from tunnelbench.bench.testbeds import hosts_plan
+from tunnelbench.bench.tune_benches import Bench
 from tunnelbench.bench.tune_progress import TuneProgress
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, flatten
-from tunnelbench.model.records import RunStatus, TrialRecord, TrialStatus
+from tunnelbench.model.records import RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.model.tuning import (
     Candidate,
     End,
@@ -51,6 +52,7 @@ from tunnelbench.model.tuning import (
     TuneRecord,
     plain,
 )
+from tunnelbench.remote.hostsfile import HostsFile
 
 DEFAULT_BUDGET_S = 15 * 60.0
 DEFAULT_MAX_RUNS = 10
@@ -77,7 +79,6 @@ class Request:
 def prepare(request: Request) -> runner.Prepared:
     """The start configuration checked against this machine (an error names what it
     lacks) and the budget against the start's own measurement."""
-    need = tuning.runs_needed(1)
     start = request.start
     if start.lab.in_vm:
         # A session measures trial by trial and decides between them: a guest would have
@@ -86,12 +87,7 @@ def prepare(request: Request) -> runner.Prepared:
             f"lab.kernel: tune runs on this machine's kernel only, not {start.lab.kernel!r};"
             " run the plan's candidates with `tunnelbench run` on that kernel instead"
         )
-    least = need * planfile.trial_seconds(start)
-    if request.budget_s < least:
-        raise UserError(
-            f"--budget: {request.budget_s:g} s cannot even measure the start configuration"
-            f" ({need} runs take about {least:.0f} s); give at least {least:.0f} s"
-        )
+    need = _affords_start(request)
     experiment = Experiment(configs=(start,), repetitions=need, name="tune")
     trials = [Trial(seq=i, repetition=i, config=start) for i in range(1, need + 1)]
     resolutions, skipped = runner.check(trials[:1])
@@ -100,17 +96,52 @@ def prepare(request: Request) -> runner.Prepared:
     return runner.Prepared(experiment, trials, resolutions, {})
 
 
+def prepare_hosts(request: Request, hosts: HostsFile) -> runner.Prepared:
+    """The start configuration checked against the hosts file (as ``run --hosts`` checks
+    a plan, before any host is contacted) and the budget against its measurement; the
+    start is then fitted to the hosts by :func:`hosts_plan.connected` and
+    :func:`start_trials`."""
+    need = _affords_start(request)
+    experiment = Experiment(configs=(request.start,), repetitions=need, name="tune")
+    return start_trials(hosts_plan.plan(experiment, hosts))
+
+
+def start_trials(prepared: runner.Prepared) -> runner.Prepared:
+    """The start's measurement as a tuning session takes it: its configuration (as the
+    testbed fitted it) repeated, with no baseline (tune compares changes, not tunnels)."""
+    experiment = prepared.experiment
+    start = experiment.configs[0]
+    trials = [
+        Trial(seq=i, repetition=i, config=start) for i in range(1, experiment.repetitions + 1)
+    ]
+    return runner.Prepared(experiment, trials, prepared.resolutions, {})
+
+
+def _affords_start(request: Request) -> int:
+    """The start's runs, checked to fit in the budget."""
+    need = tuning.runs_needed(1)
+    least = need * planfile.trial_seconds(request.start)
+    if request.budget_s < least:
+        raise UserError(
+            f"--budget: {request.budget_s:g} s cannot even measure the start configuration"
+            f" ({need} runs take about {least:.0f} s); give at least {least:.0f} s"
+        )
+    return need
+
+
 def begin(
     request: Request,
     prepared: runner.Prepared,
     store: Store,
     *,
     command_line: str,
-    lock: dict[str, Any],
+    lock: dict[str, Any] | None,
+    facts: dict[str, Any] | None = None,
 ) -> tuple[int, TuneRecord]:
-    """Record a new tuning session as a run; its id and its (empty) path."""
-    run_id = runner.start(prepared, store, command_line=command_line, lock=lock)
-    start = request.start
+    """Record a new tuning session as a run; its id and its (empty) path. ``facts``: the
+    environment a testbed other than the lab describes."""
+    run_id = runner.start(prepared, store, command_line=command_line, lock=lock, facts=facts)
+    start = prepared.trials[0].config  # as the testbed runs it
     record = TuneRecord(
         target=request.target,
         budget_s=request.budget_s,
@@ -128,18 +159,35 @@ def resumable(store: Store, ref: str) -> tuple[int, TuneRecord]:
     run = runner.stopped(store, ref)
     if run.tune is None:
         raise UserError(f"--resume: run {run.id} is not a tuning session; `run --resume` it")
+    if on_hosts(run):
+        raise UserError(
+            f"--resume: run {run.id} tuned real hosts; resuming a hosts tuning session is not"
+            " supported (start a new one with tune --hosts)"
+        )
     return run.id, TuneRecord.from_dict(run.tune)
+
+
+def on_hosts(run: RunRecord) -> bool:
+    """Whether ``run`` measured a hosts file's machines."""
+    return run.environment.get("remote") is not None
 
 
 class Session:
     """One tuning session's loop over the store."""
 
-    def __init__(self, store: Store, run_id: int, record: TuneRecord, progress: TuneProgress):
+    def __init__(
+        self,
+        store: Store,
+        run_id: int,
+        record: TuneRecord,
+        progress: TuneProgress,
+        bench: Bench | None = None,
+    ):
         self.store, self.run_id, self.record, self.progress = store, run_id, record, progress
         self.environment = store.run(str(run_id)).environment
-        self.resolutions: dict[str, runner.Resolution] = {}
+        self.resolutions: dict[str, runner.Resolution | None] = {}
         self.walls: list[float] = []  # this invocation's trials' wall times
-        self.labs = LabTestbed(LabPool())  # the session's labs, kept between its trials
+        self.bench = bench or Bench()  # where it measures: the lab unless told
 
     def execute(self) -> RunStatus:
         self.progress.started(self.run_id, self.record)
@@ -153,7 +201,7 @@ class Session:
         self.store.set_tune(self.run_id, self.record.to_dict())
 
     def _loop(self) -> None:
-        with self.labs:
+        with self.bench.testbed:
             while self.record.end is None:
                 step = self.record.steps[-1]
                 if step.done:
@@ -257,7 +305,7 @@ class Session:
             self.progress.trial_started(trial, step)
             began = time.monotonic()
             outcome = runner.run_trial(
-                self.store, self.run_id, trial, self._resolution(config), self.labs
+                self.store, self.run_id, trial, self._resolution(config), self.bench.testbed
             )
             wall = time.monotonic() - began
             self.walls.append(wall)
@@ -265,13 +313,11 @@ class Session:
             self._save()
             self.progress.trial_finished(trial, outcome, self.record)
 
-    def _resolution(self, config: TrialConfig) -> runner.Resolution:
+    def _resolution(self, config: TrialConfig) -> runner.Resolution | None:
         key = config.key()
         if key not in self.resolutions:
-            resolutions, skipped = runner.check([Trial(0, 0, config)])
-            if skipped:  # possible here when the step began, but no longer
-                raise UserError(next(iter(skipped.values())))
-            self.resolutions |= resolutions
+            # A refusal is possible here when the step began, but no longer.
+            self.resolutions[key] = self.bench.admit(config)
         return self.resolutions[key]
 
     # --- the next step ---
@@ -323,7 +369,7 @@ class Session:
     ) -> None:
         """Add ``proposal`` to ``step``'s candidates, or to its exclusions with why."""
         try:
-            config = planfile.derive(best, {proposal.setting: proposal.value})
+            config = self.bench.derive(best, proposal.setting, proposal.value)
         except UserError as exc:
             step.excluded.append(Excluded(proposal.setting, proposal.value, str(exc)))
             return
@@ -334,12 +380,11 @@ class Session:
             reason = f"at most {MAX_CANDIDATES} candidates a step"
             step.excluded.append(Excluded(proposal.setting, proposal.value, reason))
             return
-        resolutions, skipped = runner.check([Trial(0, 0, config)])
-        if skipped:
-            reason = next(iter(skipped.values()))
-            step.excluded.append(Excluded(proposal.setting, proposal.value, reason))
+        try:
+            self.resolutions[key] = self.bench.admit(config)
+        except UserError as exc:
+            step.excluded.append(Excluded(proposal.setting, proposal.value, str(exc)))
             return
-        self.resolutions |= resolutions
         step.candidates.append(
             Candidate(proposal.setting, proposal.value, key, plain(config), proposal.suggestion)
         )

@@ -158,10 +158,11 @@ def _on_hosts(
     started: Callable[[Store, dict[str, Any] | None, Session], int],
     *,
     existing: bool,
+    execute: Callable[[Store, int, Session, runner.Prepared], int] | None = None,
 ) -> int:
     """Connect to the hosts, check them (before a new run's database exists: a host that
     cannot be reached, or lacks a program, creates nothing), then run the trials of the
-    run ``started`` gives on them."""
+    run ``started`` gives on them (or let ``execute`` run it: ``tune --hosts``)."""
     session = remote_session.Session(hosts)
     try:
         with session:
@@ -169,7 +170,10 @@ def _on_hosts(
             with holding(args, existing=existing) as (store, lock):
                 run_id = started(store, lock, session)
                 describe(args, store, run_id)
-                code = _execute(args, ready, store, run_id, HostsTestbed(session))
+                if execute is not None:
+                    code = execute(store, run_id, session, ready)
+                else:
+                    code = _execute(args, ready, store, run_id, HostsTestbed(session))
     except LabError as exc:
         # What the hosts keep of a run that failed is said with why it failed.
         raise LabError("; ".join([str(exc), *session.problems])) from None

@@ -7,11 +7,15 @@ import re
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from tunnelbench.bench import planfile, runner
 from tunnelbench.bench import tune as tuning
 from tunnelbench.bench.store import Store
+from tunnelbench.bench.testbeds import hosts_plan
+from tunnelbench.bench.tune_benches import Bench, HostsBench
 from tunnelbench.bench.tune_progress import TuneJson, TuneLines, TuneProgress
+from tunnelbench.cli import run as run_cli
 from tunnelbench.cli.measuring import add_measuring_arguments, describe, finished, holding
 from tunnelbench.cli.options import (
     DEFAULTS,
@@ -28,10 +32,13 @@ from tunnelbench.cli.options import (
 from tunnelbench.cli.parsing import Verbs
 from tunnelbench.echo import capped, shown, unknown_value
 from tunnelbench.errors import UserError
+from tunnelbench.kinds import TunnelMode
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.plan import REPETITIONS_MAX, TrialConfig, check_int
 from tunnelbench.model.records import RunStatus
 from tunnelbench.model.tuning import Target, TuneRecord
+from tunnelbench.remote import hostsfile
+from tunnelbench.remote.session import Session
 from tunnelbench.report import view
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.units import refuse_other_digits
@@ -52,6 +59,12 @@ def register(verbs: Verbs) -> None:
     )
     tune.add_argument("plan", nargs="?", help="a plan file with one configuration (no matrix)")
     tune.add_argument("--resume", metavar="RUN", help="go on with a stopped tuning session")
+    tune.add_argument(
+        "--hosts",
+        metavar="FILE",
+        help="tune on real hosts over SSH, as a hosts file names them: only the changes"
+        " run --hosts can make there are tried (docs/remote.md)",
+    )
     tune.add_argument(
         "--budget",
         default="15m",
@@ -170,6 +183,8 @@ def _request(args: argparse.Namespace) -> tuning.Request:
 def handle(args: argparse.Namespace) -> int:
     if args.resume is not None:
         return _resume(args)
+    if args.hosts is not None:
+        return _on_hosts(args)
     request = _request(args)
     runner.preflight("tune")
     prepared = tuning.prepare(request)  # before the database is touched
@@ -182,9 +197,45 @@ def handle(args: argparse.Namespace) -> int:
         return _execute(args, store, run_id, record)
 
 
+def _on_hosts(args: argparse.Namespace) -> int:
+    """A tuning session on the hosts file's machines, with ``run --hosts``'s checks (all
+    before any host is contacted, the hosts' before the database exists) and its
+    connection kept over the session."""
+    hosts = hostsfile.load(Path(args.hosts))
+    if args.plan is None and "tunnel" not in vars(args):
+        # As run --hosts: the hosts file's tunnel unless told (the lab's default,
+        # wireguard, is refused where the hosts have another).
+        own = hosts.tunnel.mode is not TunnelMode.NONE
+        args.tunnel = hosts.tunnel.kind.value if own else "none"
+    request = _request(args)
+    prepared = tuning.prepare_hosts(request, hosts)
+
+    def started(store: Store, lock: dict[str, Any] | None, session: Session) -> int:
+        ready = tuning.start_trials(hosts_plan.connected(session, prepared))
+        facts = hosts_plan.environment(session)
+        run_id, _ = tuning.begin(
+            request, ready, store, command_line=shlex.join(sys.argv), lock=lock, facts=facts
+        )
+        return run_id
+
+    def execute(store: Store, run_id: int, session: Session, _: runner.Prepared) -> int:
+        tune = store.run(str(run_id)).tune
+        assert tune is not None  # begin recorded it
+        record = TuneRecord.from_dict(tune)
+        start = TrialConfig.from_dict(record.steps[0].best_config)
+        return _execute(args, store, run_id, record, HostsBench(session, start))
+
+    return run_cli._on_hosts(args, hosts, prepared, started, existing=False, execute=execute)
+
+
 def _resume(args: argparse.Namespace) -> int:
     if args.plan is not None or given(args) or _given_start(args):
         raise UserError("--resume: takes no plan or start options; the session has its own")
+    if args.hosts is not None:
+        raise UserError(
+            "--hosts: cannot be combined with --resume; resuming a hosts tuning session is"
+            " not supported (start a new one)"
+        )
     runner.preflight("tune")
     with holding(args, existing=True) as (store, _):
         run_id, record = tuning.resumable(store, args.resume)
@@ -193,7 +244,13 @@ def _resume(args: argparse.Namespace) -> int:
         return _execute(args, store, run_id, record)
 
 
-def _execute(args: argparse.Namespace, store: Store, run_id: int, record: TuneRecord) -> int:
+def _execute(
+    args: argparse.Namespace,
+    store: Store,
+    run_id: int,
+    record: TuneRecord,
+    bench: Bench | None = None,
+) -> int:
     display: TuneProgress
     if args.json:
         display = TuneJson()
@@ -201,7 +258,7 @@ def _execute(args: argparse.Namespace, store: Store, run_id: int, record: TuneRe
         display = TuneProgress()
     else:
         display = TuneLines()
-    status = tuning.Session(store, run_id, record, display).execute()
+    status = tuning.Session(store, run_id, record, display, bench).execute()
     # A failed candidate's trials are a verdict on it, not a failure of the session.
     reported = finished(
         view.load(store, str(run_id)), args.db, as_json=args.json, reports=not args.no_reports

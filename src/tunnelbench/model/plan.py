@@ -58,6 +58,14 @@ TRIALS_MAX = 10_000
 ROLES = ("client", "gw", "gwa", "gwb", "server")
 
 
+#: The ``lab.wan`` settings ``tc`` puts on a link's two ends: what real hosts take on
+#: their WAN link too (:mod:`tunnelbench.remote.wan`); its MTU and encapsulation are the
+#: link's own there.
+WAN_TC_SETTINGS = (
+    "rate", "shaper", "queue", "queue_limit", "queue_bytes", "delay", "jitter", "loss", "reorder",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class LinkSettings:
     """The WAN link of the lab. ``rate`` shapes both directions of the link.

@@ -19,15 +19,13 @@ import json
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.shaping import device_commands, link_commands
-from tunnelbench.model.plan import LinkSettings
+from tunnelbench.model.plan import WAN_TC_SETTINGS, LinkSettings
 from tunnelbench.remote.session import Session
 from tunnelbench.remote.site import HostsSite, route_to
 
 #: The ``lab.wan`` settings a real link takes: what ``tc`` puts on its ends. Its MTU and
 #: encapsulation are the hosts' own.
-SETTABLE = (
-    "rate", "shaper", "queue", "queue_limit", "queue_bytes", "delay", "jitter", "loss", "reorder",
-)  # fmt: skip
+SETTABLE = WAN_TC_SETTINGS
 #: The handle of a root qdisc the kernel attached itself.
 KERNEL_ROOT = "0:"
 

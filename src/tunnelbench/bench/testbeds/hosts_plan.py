@@ -82,6 +82,19 @@ def expanded(experiment: Experiment, hosts: HostsFile) -> Prepared:
     return Prepared(experiment, trials, {}, skipped)
 
 
+def refusal(config: TrialConfig, hosts: HostsFile) -> str | None:
+    """Why ``config`` (as a plan gives it, the hosts' layout as its topology) cannot run
+    on ``hosts``, or None (``tune --hosts`` asks this of each candidate)."""
+    default = dataclasses.asdict(
+        dataclasses.replace(LabSettings(), topology=Topology(hosts.layout))
+    )
+    try:
+        _check(config, hosts, default)
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
 def _check(config: TrialConfig, hosts: HostsFile, default: dict[str, Any]) -> None:
     """One configuration checked against the hosts file (:func:`plan`)."""
     # lab.wan's shaper, queue and impairments go on the hosts' WAN link (remote.wan).
