@@ -169,7 +169,7 @@ def resumable(store: Store, ref: str) -> tuple[int, TuneRecord]:
 
 def on_hosts(run: RunRecord) -> bool:
     """Whether ``run`` measured a hosts file's machines."""
-    return run.environment.get("remote") is not None
+    return run.environment.remote is not None
 
 
 class Session:
