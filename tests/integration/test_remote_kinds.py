@@ -564,11 +564,19 @@ def test_lab_wan_shapes_the_real_hosts_wan_link_as_in_the_lab(farm):
         assert m["qdisc.client.wan.sent_bytes"] >= delivered
         assert "qdisc.gw.wan.sent_bytes" in m
         assert remote(trial).dut_qdiscs[gw_wan] == "tbf"
-        # The lab's pings from the client: a queue of 75 kB (or 50 full frames) at 20 Mbit/s
-        # holds at most 30 ms, and only the client's end fills (an upload).
+        # The lab's pings from the client, and only the client's end fills (an upload): a
+        # queue of 75 kB at 20 Mbit/s holds at most 30 ms. 50 packets hold 50 of what TCP
+        # hands the queue, which with the hosts' default offloads may be an aggregate of a
+        # few segments (a CI run read 42.5 ms): bounded by the mean unit the queue sent,
+        # twice over, since an aggregate's size varies.
         assert m["rtt.samples"] >= 5 and m["rtt.lost"] == 0
         assert 0 < m["rtt.loaded_ms"] <= m["rtt.loaded_p95_ms"]
-        assert m["rtt.loaded_p95_ms"] <= m["rtt.idle_ms"] + 30.0 + 5.0
+        if lab["wan"]["queue"] == "bfifo":
+            held = 75_000
+        else:
+            unit = m["qdisc.client.wan.sent_bytes"] / m["qdisc.client.wan.sent_packets"]
+            held = 50 * max(1514.0, 2 * unit)
+        assert m["rtt.loaded_p95_ms"] <= m["rtt.idle_ms"] + held * 8 / 20e6 * 1000 + 5.0, held
         summary = next(s for s in run.summaries if s.key == trial.config_key)
         assert summary.ceiling is not None and summary.diagnosis is not None
         verdict = summary.diagnosis.verdict
