@@ -572,7 +572,7 @@ def test_lab_wan_shapes_the_real_hosts_wan_link_as_in_the_lab(farm):
         assert m["rtt.samples"] >= 5 and m["rtt.lost"] == 0
         assert 0 < m["rtt.loaded_ms"] <= m["rtt.loaded_p95_ms"]
         if lab["wan"]["queue"] == "bfifo":
-            held = 75_000
+            held = 75_000.0
         else:
             unit = m["qdisc.client.wan.sent_bytes"] / m["qdisc.client.wan.sent_packets"]
             held = 50 * max(1514.0, 2 * unit)
