@@ -93,6 +93,38 @@ def test_bufferbloat_needs_30_ms_extra_and_twice_the_idle_rtt(idle, loaded, fire
     assert (Bound.LATENCY in {f.bound for f in d.findings}) is fires
 
 
+@pytest.mark.parametrize(
+    ("pings", "fires"),
+    [
+        ([(18, 0)], True),  # every ping of the window lost: no loaded RTT at all
+        ([(10, 8), (12, 6), (0, 18)], True),  # most runs lost most of theirs
+        ([(10, 8), (0, 18), (1, 17)], False),  # one run of three
+        ([(2, 0)], False),  # two pings are any path's noise
+        ([(5, 6)], False),  # fewer lost than came back
+    ],
+)
+def test_a_probe_whose_pings_a_full_queue_dropped_is_named(pings, fires, tmp_path):
+    summaries, env = recorded("queue-comparison", tmp_path)
+    s = subject(summaries[0], env)
+    runs = tuple(
+        {k: v for k, v in s.metrics.items() if not k.startswith("rtt.loaded")}
+        | {"rtt.lost": lost, "rtt.samples": answered}
+        | ({"rtt.loaded_ms": 40.0} if answered else {})
+        for lost, answered in pings
+    )
+    metrics = medians(list(runs))
+    d = diagnose(Subject(s.config, s.resolved, metrics, None, env, runs=runs))
+    named = [f for f in d.findings if f.summary.startswith("the round-trip probe lost")]
+    assert bool(named) is fires, [f.summary for f in d.findings]
+    if fires:
+        (finding,) = named
+        assert finding.bound is Bound.LATENCY
+        worst = max(pings, key=lambda p: p[0] / (p[0] + p[1]))
+        assert f"lost {worst[0]} of its {sum(worst)} pings" in finding.summary
+        if "rtt.loaded_ms" not in metrics:
+            assert finding.summary.endswith("could not be read from them")
+
+
 def test_measured_alternative_replaces_the_generic_hint(tmp_path):
     summaries, env = recorded("l2-tunnel-mtu", tmp_path)
     siblings = [Sibling(s.config, s.goodput.median) for s in summaries if s.goodput]

@@ -1,6 +1,7 @@
 """What the network path says: goodput at (or above) the shaped link's ceiling, a queue
 that holds less than one bandwidth-delay product, the place that dropped packets, and
-packets that waited in a queue (bufferbloat).
+packets that waited in a queue (bufferbloat), or a queue so full that it dropped the
+round-trip probe's own pings.
 
 A median hides what varies between runs, so the link-bound verdict reads every run
 (:attr:`Subject.runs`): it weighs the queue's drops, TCP's retransmits and the spread of
@@ -37,6 +38,9 @@ from tunnelbench.units import human_rate
 QUEUE_DROP_SHARE_PCT = 0.1  # drops per packet offered to a qdisc or link
 BLOAT_EXTRA_MS = 30.0  # RTT under load above idle RTT by at least this much...
 BLOAT_FACTOR = 2.0  # ...and at least this many times the idle RTT
+#: Pings a window must lose, and their share of the window's pings, for the probe's loss
+#: to be a finding (one or two lost pings are any path's noise).
+PROBE_LOST_MIN, PROBE_LOST_SHARE = 3, 0.5
 #: Round trips under load a measured window must span for the receivers' count to be
 #: what the link carried in it: a lost segment is repaired a round trip later, the
 #: receiver holds what came after it until then and hands it over at once, so either edge
@@ -290,6 +294,8 @@ def queue_drops(s: Subject) -> Finding | None:
 def latency_under_load(s: Subject) -> Finding | None:
     idle = s.metrics.get(metric.RTT_IDLE.name)
     loaded = s.metrics.get(metric.RTT_LOADED.name)
+    if (lost := probe_lost(s)) is not None:
+        return lost
     if idle is None or loaded is None:
         return None
     extra = loaded - idle
@@ -302,5 +308,41 @@ def latency_under_load(s: Subject) -> Finding | None:
         Bound.LATENCY,
         f"latency under load {loaded:.1f} ms against {idle:.2f} ms idle (+{extra:.1f} ms):"
         " packets wait in a queue (bufferbloat)",
+        tuple(evidence),
+    )
+
+
+def probe_lost(s: Subject) -> Finding | None:
+    """The round-trip probe's pings lost in the measured window, in most runs: a queue
+    that is full when a ping arrives drops it, so the pings that came back (if any) are
+    the ones that found room, and the loaded round trip is missing or reads low. Seen:
+    two cubic flows kept a 20-packet FIFO of aggregates at 20 Mbit/s full so much of
+    the time that all 18 pings of a 2 s window were dropped (bbr's queue lost none)."""
+    lossy: list[tuple[float, float]] = []
+    for run in s.runs:
+        lost = run.get(metric.RTT_LOST.name)
+        answered = run.get(metric.RTT_SAMPLES.name)
+        if lost is None or answered is None:
+            continue
+        if lost >= PROBE_LOST_MIN and lost >= PROBE_LOST_SHARE * (lost + answered):
+            lossy.append((lost, lost + answered))
+    if not lossy or 2 * len(lossy) < len(s.runs):
+        return None
+    lost, sent = max(lossy, key=lambda pair: pair[0] / pair[1])
+    runs = f"{len(lossy)} of {len(s.runs)} runs" if len(s.runs) > 1 else "the run"
+    evidence = [Evidence("probe pings lost", lost, ""), Evidence("probe pings sent", sent, "")]
+    loaded = s.metrics.get(metric.RTT_LOADED.name)
+    tail = (
+        f"; the {loaded:.1f} ms read is only what the pings that found room waited"
+        if loaded is not None
+        else ", so how long packets waited could not be read from them"
+    )
+    if loaded is not None:
+        evidence.append(Evidence("RTT under load (pings that came back)", loaded, "ms"))
+    return Finding(
+        Bound.LATENCY,
+        f"the round-trip probe lost {lost:.0f} of its {sent:.0f} pings in the measured"
+        f" window ({runs}): a queue that is full when a ping arrives drops it (bufferbloat"
+        f" with tail drop){tail}",
         tuple(evidence),
     )

@@ -59,6 +59,7 @@ RTT_LOADED: Final = Metric("rtt.loaded_ms", "ms")
 RTT_LOADED_P95: Final = Metric("rtt.loaded_p95_ms", "ms")
 RTT_LOADED_MAX: Final = Metric("rtt.loaded_max_ms", "ms")
 RTT_LOST: Final = Metric("rtt.lost", "requests")
+RTT_SAMPLES: Final = Metric("rtt.samples", "replies")
 # Steady state (tunnelbench.analysis.steadiness): the median loaded round trip over the
 # first and the last third of the measured window, and the mean goodput over the same.
 RTT_FIRST: Final = Metric("rtt.loaded_first_ms", "ms")

@@ -206,7 +206,7 @@ def loaded_metrics(
         for seq, sent in send_times(output, interval, first_sent).items()
         if seq not in replied and start <= sent <= end and sent + wait <= stopped_at
     )
-    metrics: dict[str, float] = {"rtt.samples": len(inside), metric.RTT_LOST.name: lost}
+    metrics: dict[str, float] = {metric.RTT_SAMPLES.name: len(inside), metric.RTT_LOST.name: lost}
     if inside:
         metrics[metric.RTT_LOADED.name] = statistics.median(inside)
         metrics[metric.RTT_LOADED_P95.name] = round(percentile(inside, 95), 3)
