@@ -10,6 +10,7 @@ tunnel address back (the far end has it on the tunnel's subnet). Nothing else of
 hosts' routing moves.
 """
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -26,7 +27,7 @@ from tunnelbench.remote.ssh import Unreachable
 from tunnelbench.system import probing
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
-from tunnelbench.tunnels.base import ESP_CIPHERS, TunnelSpec
+from tunnelbench.tunnels.base import ESP_CIPHERS, TunnelHandle, TunnelSpec
 
 
 @dataclass
@@ -212,8 +213,6 @@ def esp_choice(session: Session, requested: str, key: str) -> str:
 def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec) -> RemoteTunnel:
     """``kind`` built on ``site``, the server's route back to the client's inner address
     through ``via``, each end's implementation and version, and the path checked."""
-    plan = session.file.tunnel
-    near, far = plan.ends
     tunnel = RemoteTunnel(kind, TunnelMode.BUILD, spec.implementation, built_by="tunnelbench")
     try:
         handle = TUNNELS.get(kind).build(site, spec)
@@ -223,6 +222,32 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
         raise UserError(f"could not build {kind.value}: {exc}") from None
     finally:
         tunnel.undo = site.undo
+    try:
+        return _routed(session, site, kind, spec, tunnel, handle)
+    except LabError:
+        # Built but refused its route or carries nothing: removed now, else the next
+        # trial's build meets its devices ("File exists") and the run stops there. Each
+        # step on its own: the route's removal is recorded before it is added.
+        for role, steps in tunnel.undo.items():
+            for step in reversed(steps):
+                with contextlib.suppress(LabError):
+                    session.hosts[role].run(step)
+        tunnel.undo.clear()
+        raise
+
+
+def _routed(
+    session: Session,
+    site: HostsSite,
+    kind: TunnelKind,
+    spec: TunnelSpec,
+    tunnel: RemoteTunnel,
+    handle: TunnelHandle,
+) -> RemoteTunnel:
+    """The built ``tunnel`` given the server's route back, its ends' facts, and its path
+    checked (:func:`_built`)."""
+    plan = session.file.tunnel
+    near, far = plan.ends
     carried = TUNNELS.get(kind).carried_families(site.families, spec.mtu)
     if near == "client" and far != "server":
         for family in carried:
