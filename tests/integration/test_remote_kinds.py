@@ -650,7 +650,8 @@ def test_one_plan_runs_on_the_lab_and_on_hosts_through_one_runner_to_records_of_
     """The same plan (no tunnel and VXLAN at two tunnel MTUs: the baseline once) run in the
     namespace lab and on the sshd "machines" (the server on busybox): the same trials in
     the same order, and records of one shape: the same resolved keys, artifacts and
-    metric families wherever both testbeds know them (the differences listed above)."""
+    metric families wherever both testbeds know them (the differences listed above).
+    The compare gate pairs the two runs, and fails on a hosts run whose tunnels failed."""
     config = TrialConfig.from_dict({"tunnel": {"kind": "vxlan"}})
     if reason := skips.unmet(config, capabilities.probe()):
         pytest.skip(reason)
@@ -680,3 +681,26 @@ def test_one_plan_runs_on_the_lab_and_on_hosts_through_one_runner_to_records_of_
         assert artifacts[0] - {"probes"} == artifacts[1]
         families = {_family(n) for n in ours.metrics}, {_family(n) for n in theirs.metrics}
         assert families[0] - LAB_ONLY_FAMILIES == families[1] - HOSTS_ONLY_FAMILIES
+    # The compare gate holds on hosts runs as on the lab's: the same plan pairs
+    # configuration by configuration (one run a side decides nothing: said, and passed).
+    gate = tunnelbench("compare", "lab.db", "hosts.db", "--fail-if-slower", "50%", cwd=work)
+    assert gate.returncode == 0, gate.stderr
+    assert "compare: 3 pair(s) have too few runs" in gate.stderr, gate.stderr
+    # A hosts run whose tunnel is refused its route back on the server: the tunnel is
+    # removed after each failed trial (the next is built again), and the gate fails on
+    # what B failed, with B's reason.
+    before = state(farm.lab)
+    broken = farm.hosts_file("vxlan").replace('via = "198.18.1.1"', 'via = "198.18.7.1"')
+    (work / "broken.toml").write_text(broken)
+    done = tunnelbench(
+        "run", "plan.toml", "--hosts", "broken.toml", "--db", "broken.db", "-q", "--no-reports",
+        cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert [t.status.value for t in latest(work / "broken.db").trials] == ["ok", "failed", "failed"]
+    assert state(farm.lab) == before
+    gate = tunnelbench("compare", "hosts.db", "broken.db", "--fail-if-slower", "50%", cwd=work)
+    assert gate.returncode == 1, gate.stderr
+    failed = [line for line in gate.stderr.splitlines() if line.startswith("compare: not judged")]
+    assert len(failed) == 2, gate.stderr
+    assert all("B failed: 1 of 1 runs failed (last: server: `ip -4 route add" in f for f in failed)
