@@ -78,7 +78,6 @@ def test_a_queue_change_is_checked_on_the_plans_mtus_not_the_hosts_recorded_ones
         ("lab.lan_mtu", 9000, r"^lab\.lan_mtu: cannot be set for real hosts"),
         ("lab.queues", 2, r"^lab\.queues: cannot be set for real hosts"),
         ("lab.placement", "pinned", r"^lab\.placement: cannot be set for real hosts"),
-        ("tunnel.kind", "wireguard", r"^tunnel\.kind: 'wireguard': the hosts file's tunnel is"),
     ],
 )
 def test_a_change_real_hosts_cannot_take_is_refused_by_name(setting, value, message):
@@ -119,8 +118,8 @@ def _tunnelbench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]
             "lab.queues: cannot be set for real hosts",
         ),
         (
-            ["tune", "--resume", "1", "--hosts", "hosts.toml"],
-            "--db: no results database at 'tunnelbench.db'",
+            ["tune", "--resume", "1", "--hosts", "elsewhere.toml"],
+            "elsewhere.toml: no such hosts file",
         ),
     ],
 )
