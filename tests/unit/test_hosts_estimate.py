@@ -19,6 +19,8 @@ from tunnelbench.bench.testbeds import hosts_estimate, hosts_plan
 from tunnelbench.bench.testbeds.hosts_estimate import REFERENCE, estimate_seconds, tunnels_built
 from tunnelbench.cli.plan import OnHosts, render, to_json
 from tunnelbench.errors import UserError
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.model.records import Resolved, TrialStatus
 from tunnelbench.model.remotefacts import RemoteFacts
 from tunnelbench.remote import hostsfile
@@ -79,6 +81,11 @@ def test_a_tunnel_is_counted_built_where_the_hosts_build_it_again():
     )
     plain = PLAN.replace('[matrix]\n"tunnel.mtu" = [1400, 1300]', "")
     assert tunnels_built(_trials(plain, existing), existing) == [False, False] * 2
+    # Another kind at the same MTU is another tunnel.
+    vxlan, wireguard = TunnelSettings(TunnelKind.VXLAN, mtu=1400), TunnelSettings(mtu=1400)
+    wireguard = replace(wireguard, kind=TunnelKind.WIREGUARD)
+    assert hosts_estimate.builds(vxlan, wireguard, existing=False)
+    assert not hosts_estimate.builds(vxlan, vxlan, existing=False)
 
 
 def test_the_estimate_counts_the_hosts_overheads_not_the_labs():
@@ -171,7 +178,7 @@ def test_plan_show_hosts_shows_the_trials_as_the_hosts_run_them():
     ("change", "message"),
     [
         ('"lab.wan.mtu" = 9000', "lab.wan.mtu: cannot be set for real hosts"),
-        ('"tunnel.kind" = "wireguard"', "tunnel.kind: 'wireguard': the hosts file's tunnel is"),
+        ('"lab.queues" = 2', "lab.queues: cannot be set for real hosts"),
         ("fresh_labs = true", "fresh_labs: cannot be set for real hosts"),
     ],
 )

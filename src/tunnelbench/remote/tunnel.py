@@ -38,9 +38,9 @@ class RemoteTunnel:
     devices: dict[str, str] = field(default_factory=dict)  # role -> device
     #: ``tunnelbench`` or ``user``; None without a tunnel.
     built_by: str | None = None
-    #: The implementation and MTU the trial asked for (a tunnel asked otherwise is built
+    #: The kind, implementation and MTU the trial asked for (a tunnel asked otherwise is built
     #: again).
-    asked: tuple[str, int | None] | None = None
+    asked: tuple[TunnelKind, str, int | None] | None = None
     #: The tunnel MTU tunnelbench gave it (None: the user's tunnel's own).
     mtu: int | None = None
     #: role -> the commands that remove what was built there, in the order made
@@ -75,13 +75,15 @@ def for_trial(
 ) -> RemoteTunnel:
     """The tunnel a trial with ``settings`` crosses, built or kept (``standing``: the
     built one up now, if any); a built one is removed before a trial without it (its
-    route would carry that trial's traffic too) or asking another implementation or
-    MTU (``tunnel.mtu``; None: the default for the ends' underlay)."""
+    route would carry that trial's traffic too) or asking another kind, implementation
+    or MTU (``tunnel.mtu``; None: the default for the ends' underlay). The hosts file's
+    ``tunnel.implementation`` is its kind's; another kind built there is "auto"'s."""
     plan = session.file.tunnel
     kind = settings.kind
     implementation = settings.implementation
-    choice = plan.implementation if implementation in ("auto", None) else implementation
-    asked = (choice, settings.mtu)
+    own = plan.implementation if kind is plan.kind else "auto"
+    choice = own if implementation in ("auto", None) else implementation
+    asked = (kind, choice, settings.mtu)
     if standing and (kind is TunnelKind.NONE or standing[0].asked != asked):
         teardown(session, standing.pop())
     if kind is TunnelKind.NONE:

@@ -65,7 +65,8 @@ def builds(previous: TunnelSettings | None, tunnel: TunnelSettings, *, existing:
         return False
     if previous is None or previous.kind is TunnelKind.NONE:
         return True
-    return (previous.implementation, previous.mtu) != (tunnel.implementation, tunnel.mtu)
+    asked = (tunnel.kind, tunnel.implementation, tunnel.mtu)
+    return (previous.kind, previous.implementation, previous.mtu) != asked
 
 
 def tunnels_built(trials: Iterable[Trial], hosts: HostsFile) -> list[bool]:
