@@ -144,11 +144,12 @@ def _check_other_kind(kind: TunnelKind, hosts: HostsFile) -> None:
             ' compares no tunnel with that one (with tunnel.mode = "build" tunnelbench'
             " builds the plan's kinds between its ends)"
         )
-    if kind.value not in BUILDABLE:
+    if kind not in {TunnelKind(k) for k in BUILDABLE}:
         raise UserError(
             f"tunnel.kind: {kind.value!r}: tunnelbench builds {', '.join(BUILDABLE)} on real hosts"
         )
-    if plan.protection is not Protection.NONE and kind.value not in PROTECTABLE:
+    wraps = {TunnelKind(k) for k in PROTECTABLE}
+    if plan.protection is not Protection.NONE and kind not in wraps:
         raise UserError(
             f"tunnel.kind: {kind.value!r}: the hosts file's tunnel.protection"
             f" {plan.protection.value!r} wraps {', '.join(PROTECTABLE)} only"
