@@ -610,13 +610,12 @@ def test_lab_wan_leaves_a_queue_someone_configured_alone_and_refuses_what_hosts_
 
 SHAPE_PLAN = """
 repetitions = 1
-[base.tunnel]
-kind = "vxlan"
 [base.traffic]
 duration = 1
 warmup = 0
 streams = 1
 [matrix]
+"tunnel.kind" = ["vxlan", "wireguard"]
 "tunnel.mtu" = [1400, 1300]
 """
 #: What only one testbed records, and why. The lab's: the lab it built (its id, families,
@@ -647,10 +646,12 @@ def _family(name: str) -> str:
 
 
 def test_one_plan_runs_on_the_lab_and_on_hosts_through_one_runner_to_records_of_one_shape(farm):
-    """The same plan (no tunnel and VXLAN at two tunnel MTUs: the baseline once) run in the
-    namespace lab and on the sshd "machines" (the server on busybox): the same trials in
+    """The same plan (VXLAN and WireGuard at two tunnel MTUs each, the baseline once) run
+    in the namespace lab and on the sshd "machines" (the server on busybox), the hosts
+    file's tunnel VXLAN and WireGuard built between the same ends: the same trials in
     the same order, and records of one shape: the same resolved keys, artifacts and
-    metric families wherever both testbeds know them (the differences listed above)."""
+    metric families wherever both testbeds know them (the differences listed above).
+    The compare gate pairs the two runs, and fails on a hosts run whose tunnels failed."""
     config = TrialConfig.from_dict({"tunnel": {"kind": "vxlan"}})
     if reason := skips.unmet(config, capabilities.probe()):
         pytest.skip(reason)
@@ -670,7 +671,9 @@ def test_one_plan_runs_on_the_lab_and_on_hosts_through_one_runner_to_records_of_
     def cells(trials: list[Any]) -> list[tuple[str, int | None]]:
         return [(t.config["tunnel"]["kind"], t.config["tunnel"].get("mtu")) for t in trials]
 
-    assert cells(lab) == cells(hosts) == [("none", None), ("vxlan", 1400), ("vxlan", 1300)]
+    assert cells(lab) == cells(hosts) == [
+        ("none", None), ("vxlan", 1400), ("vxlan", 1300), ("wireguard", 1400), ("wireguard", 1300),
+    ]  # fmt: skip
     for ours, theirs in zip(lab, hosts, strict=True):
         assert ours.status.value == theirs.status.value == "ok"
         assert ours.resolved.tunnel_mtu == theirs.resolved.tunnel_mtu  # the MTU asked, built
@@ -680,3 +683,29 @@ def test_one_plan_runs_on_the_lab_and_on_hosts_through_one_runner_to_records_of_
         assert artifacts[0] - {"probes"} == artifacts[1]
         families = {_family(n) for n in ours.metrics}, {_family(n) for n in theirs.metrics}
         assert families[0] - LAB_ONLY_FAMILIES == families[1] - HOSTS_ONLY_FAMILIES
+    # The compare gate holds on hosts runs as on the lab's: the same plan pairs
+    # configuration by configuration (one run a side decides nothing: said, and passed).
+    gate = tunnelbench("compare", "lab.db", "hosts.db", "--fail-if-slower", "50%", cwd=work)
+    assert gate.returncode == 0, gate.stderr
+    assert "compare: 5 pair(s) have too few runs" in gate.stderr, gate.stderr
+    # A hosts run of VXLAN alone whose tunnel is refused its route back on the server:
+    # the tunnel is removed after each failed trial (the next is built again), and the
+    # gate fails on what B failed and on what B lacks, each with its reason.
+    before = state(farm.lab)
+    broken = farm.hosts_file("vxlan").replace('via = "198.18.1.1"', 'via = "198.18.7.1"')
+    (work / "broken.toml").write_text(broken)
+    (work / "vxlan.toml").write_text(SHAPE_PLAN.replace('["vxlan", "wireguard"]', '["vxlan"]'))
+    done = tunnelbench(
+        "run", "vxlan.toml", "--hosts", "broken.toml", "--db", "broken.db", "-q", "--no-reports",
+        cwd=work,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert [t.status.value for t in latest(work / "broken.db").trials] == ["ok", "failed", "failed"]
+    assert state(farm.lab) == before
+    gate = tunnelbench("compare", "hosts.db", "broken.db", "--fail-if-slower", "50%", cwd=work)
+    assert gate.returncode == 1, gate.stderr
+    failed = [line for line in gate.stderr.splitlines() if line.startswith("compare: not judged")]
+    assert len(failed) == 4, gate.stderr
+    route = "B failed: 1 of 1 runs failed (last: server: `ip -4 route add"
+    assert sum(route in f for f in failed) == 2, gate.stderr
+    assert sum("only in A: B has no configuration" in f for f in failed) == 2, gate.stderr

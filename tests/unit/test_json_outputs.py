@@ -75,8 +75,9 @@ def test_plan_show_json(tmp_path: Path) -> None:
     assert set(shown) == {
         "name", "source", "description", "order", "seed", "axes", "excluded",
         "configurations", "baselines", "repetitions", "adaptive", "vm_boots",
-        "estimated_seconds", "overheads", "trials", "skipped", "unchecked",
+        "estimated_seconds", "hosts", "overheads", "trials", "skipped", "unchecked",
     }  # fmt: skip
+    assert shown["hosts"] is None  # not shown for a hosts file (plan show --hosts)
     # No database in its folder: the reference machine's figures, none learned.
     assert {v["learned_from"] for v in shown["overheads"].values()} == {None}
     assert shown["name"] == "demo"

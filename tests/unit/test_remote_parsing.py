@@ -479,9 +479,26 @@ def test_a_plan_for_real_hosts_may_vary_traffic_and_tunnel_not_the_lab():
     ):
         with pytest.raises(UserError, match=rf"^{key}: cannot be set for real hosts"):
             hosts_plan.plan(planfile.parse(plan + setting, "p.toml").experiment, hosts)
-    other = '[base.tunnel]\nkind = "vxlan"\n'
-    with pytest.raises(UserError, match="the hosts file's tunnel is wireguard"):
-        hosts_plan.plan(planfile.parse(other, "p.toml").experiment, hosts)
+    # Another kind is built between the same ends where tunnelbench builds the tunnel;
+    # the user's own tunnel is the only one a hosts file with one has.
+    other = 'repetitions = 1\n[base.tunnel]\nkind = "vxlan"\n'
+    trials = hosts_plan.plan(planfile.parse(other, "p.toml").experiment, hosts).trials
+    assert [t.config.tunnel.kind.value for t in trials] == ["none", "vxlan"]
+    theirs = hostsfile.parse(
+        ROAD + '[tunnel]\nmode = "existing"\nkind = "wireguard"\naddress = "10.9.0.2"\n',
+        Path("h.toml"),
+    )
+    with pytest.raises(UserError, match=r"the hosts file's tunnel is wireguard \(existing\)"):
+        hosts_plan.plan(planfile.parse(other, "p.toml").experiment, theirs)
+    wrapped = hostsfile.parse(
+        ROAD + '[tunnel]\nmode = "build"\nkind = "vxlan"\nvia = "198.18.1.1"\n'
+        'protection = "ipsec"\n',
+        Path("h.toml"),
+    )
+    with pytest.raises(
+        UserError, match=r"^tunnel\.kind: 'wireguard': the hosts file's tunnel\.prot"
+    ):
+        hosts_plan.plan(planfile.parse(plan, "p.toml").experiment, wrapped)
     # iperf2 drives real hosts over TCP and UDP (its datagrams sized by the hosts' path)
     iperf2 = plan + '[base.traffic]\ngenerator = "iperf2"\n'
     assert len(hosts_plan.plan(planfile.parse(iperf2, "p.toml").experiment, hosts).trials) == 4

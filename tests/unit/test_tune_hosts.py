@@ -78,7 +78,6 @@ def test_a_queue_change_is_checked_on_the_plans_mtus_not_the_hosts_recorded_ones
         ("lab.lan_mtu", 9000, r"^lab\.lan_mtu: cannot be set for real hosts"),
         ("lab.queues", 2, r"^lab\.queues: cannot be set for real hosts"),
         ("lab.placement", "pinned", r"^lab\.placement: cannot be set for real hosts"),
-        ("tunnel.kind", "wireguard", r"^tunnel\.kind: 'wireguard': the hosts file's tunnel is"),
     ],
 )
 def test_a_change_real_hosts_cannot_take_is_refused_by_name(setting, value, message):
@@ -119,9 +118,8 @@ def _tunnelbench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]
             "lab.queues: cannot be set for real hosts",
         ),
         (
-            ["tune", "--resume", "1", "--hosts", "hosts.toml"],
-            "--hosts: cannot be combined with --resume; resuming a hosts tuning session is"
-            " not supported (start a new one)",
+            ["tune", "--resume", "1", "--hosts", "elsewhere.toml"],
+            "elsewhere.toml: no such hosts file",
         ),
     ],
 )
@@ -134,15 +132,27 @@ def test_tune_hosts_refuses_before_any_host_is_contacted(args, error, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts.toml", "plan.toml"]
 
 
-def test_a_stopped_hosts_tuning_session_is_refused_resume_by_name(tmp_path):
+def test_a_stopped_hosts_tuning_session_resumes_on_the_hosts_it_ran_on_only(tmp_path):
     """Stored as a tune --hosts session stores itself (the hosts' environment), then
-    interrupted: tune --resume names why it does not go on."""
+    interrupted: it goes on with the hosts file it ran with (wherever that lies now),
+    and is refused by name without one, with another, and for a lab session."""
     request = tuning.Request(start=planfile.parse(TINY_FIFO, "p.toml").experiment.configs[0])
     prepared = tuning.prepare_hosts(request, _hosts())
     store = Store(tmp_path / "t.db")
     facts = {"remote": {"hosts": _hosts().to_dict()}}
-    run_id, _ = tuning.begin(request, prepared, store, command_line="tune", lock=None, facts=facts)
+    run_id, record = tuning.begin(
+        request, prepared, store, command_line="tune", lock=None, facts=facts
+    )
     store.finish_run(run_id, RunStatus.INTERRUPTED)
-    with pytest.raises(UserError, match=rf"^--resume: run {run_id} tuned real hosts; resuming"):
+    moved = dataclasses.replace(_hosts(), path=Path("/elsewhere/hosts.toml"))
+    assert tuning.resumable(store, str(run_id), moved) == (run_id, record)
+    with pytest.raises(UserError, match=rf"^--resume: run {run_id} tuned real hosts; resume it"):
         tuning.resumable(store, str(run_id))
+    other = hostsfile.parse(HOSTS.replace("root@192.168.1.1", "root@192.168.9.1"), Path("o.toml"))
+    with pytest.raises(UserError, match=r"^--hosts: o.toml is not the hosts file run 1 ran with"):
+        tuning.resumable(store, str(run_id), other)
+    lab_id, _ = tuning.begin(request, prepared, store, command_line="tune", lock=None)
+    store.finish_run(lab_id, RunStatus.INTERRUPTED)
+    with pytest.raises(UserError, match=rf"^--hosts: run {lab_id} ran in the lab; resume it"):
+        tuning.resumable(store, str(lab_id), _hosts())
     store.close()

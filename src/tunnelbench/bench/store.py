@@ -796,6 +796,7 @@ class Store:
                     expected_warmup=settings.expected_warmup,
                     in_vm=settings.lab.in_vm,
                     lab_fresh=facts.lab_fresh,
+                    tunnel=settings.tunnel if facts.remote is not None else None,
                 )
             )
         return timed

@@ -155,15 +155,20 @@ def begin(
     return run_id, record
 
 
-def resumable(store: Store, ref: str) -> tuple[int, TuneRecord]:
+def resumable(store: Store, ref: str, hosts: HostsFile | None = None) -> tuple[int, TuneRecord]:
+    """The stopped tuning session ``ref`` and its path so far, to go on where it ran: in
+    the lab, or (``hosts``) on the hosts file it ran with (the same machines, layout and
+    tunnel; :func:`hosts_plan.resumed` names another)."""
     run = runner.stopped(store, ref)
     if run.tune is None:
         raise UserError(f"--resume: run {run.id} is not a tuning session; `run --resume` it")
-    if on_hosts(run):
+    if hosts is None and on_hosts(run):
         raise UserError(
-            f"--resume: run {run.id} tuned real hosts; resuming a hosts tuning session is not"
-            " supported (start a new one with tune --hosts)"
+            f"--resume: run {run.id} tuned real hosts; resume it with --hosts FILE (the hosts"
+            " file it ran with)"
         )
+    if hosts is not None:
+        hosts_plan.resumed(run, hosts)
     return run.id, TuneRecord.from_dict(run.tune)
 
 

@@ -9,7 +9,7 @@ import argparse
 import json
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,11 +24,15 @@ from tunnelbench.bench.planfile import (
     guests,
 )
 from tunnelbench.bench.progress import format_duration
+from tunnelbench.bench.testbeds import hosts_estimate, hosts_plan
+from tunnelbench.bench.testbeds.hosts_estimate import HostsOverheads
 from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.errors import UserError
-from tunnelbench.kinds import Order
+from tunnelbench.kinds import Order, TunnelMode
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, expand, flatten, varying_paths
 from tunnelbench.model.wan import format_pct, format_us
+from tunnelbench.remote import hostsfile
+from tunnelbench.remote.hostsfile import HostsFile
 from tunnelbench.report import fit
 from tunnelbench.units import format_rate
 from tunnelbench.vm import kernels
@@ -39,27 +43,64 @@ RATE_PATHS = ("lab.wan.rate", "traffic.udp_rate")
 
 #: The VM figures of :class:`Overheads`: any of them learned here ends the busy-day range.
 _VM_FIELDS = {"vm_boot_s", "vm_built_s", "vm_kept_s"}
+#: What ``plan show --hosts`` cannot know before the run logs in.
+HOSTS_UNCHECKED = (
+    "what the hosts have (programs, tunnel kinds, the WAN link's queues) is checked when the"
+    " run logs in; `tunnelbench hosts check FILE` checks it now"
+)
 
 
-def to_json(plan: Plan, overheads: Overheads = REFERENCE) -> dict[str, Any]:
+@dataclass(frozen=True)
+class OnHosts:
+    """The hosts file a plan is shown for (``plan show --hosts``), with the overheads
+    its estimate counts."""
+
+    file: HostsFile
+    overheads: HostsOverheads = hosts_estimate.REFERENCE
+
+
+def _trials(
+    experiment: Experiment, hosts: OnHosts | None
+) -> tuple[Experiment, list[Trial], dict[str, str], list[str]]:
+    """The experiment as it runs (on ``hosts``: fitted to them as ``run --hosts`` fits
+    it, a setting they cannot take refused by name), its trials, why some are skipped
+    (by config key) and what could not be checked here."""
+    if hosts is None:
+        trials = expand(experiment)
+        return (experiment, trials, *checked(trials))
+    prepared = hosts_plan.plan(experiment, hosts.file)
+    experiment = prepared.experiment
+    return experiment, expand(experiment), dict(prepared.skipped), [HOSTS_UNCHECKED]
+
+
+def _estimate(
+    runnable: list[Trial], experiment: Experiment, overheads: Overheads, hosts: OnHosts | None
+) -> float:
+    if hosts is None:
+        return estimate_seconds(runnable, fresh_labs=experiment.fresh_labs, overheads=overheads)
+    return hosts_estimate.estimate_seconds(runnable, hosts.file, hosts.overheads)
+
+
+def to_json(
+    plan: Plan, overheads: Overheads = REFERENCE, hosts: OnHosts | None = None
+) -> dict[str, Any]:
     """What :func:`render` shows, as plain values (the shape is documented in the README's
-    Conventions): every trial with its flattened settings and, when this machine skips
-    it, why."""
+    Conventions): every trial with its flattened settings and, when this machine (or
+    ``hosts``) skips it, why."""
     experiment = plan.experiment
     if experiment.order is Order.SHUFFLED and experiment.seed is None:
         experiment = replace(experiment, seed=0)  # as render shows it
-    trials = expand(experiment)
+    experiment, trials, skipped, unchecked = _trials(experiment, hosts)
     configs = list(dict.fromkeys(t.config for t in trials))
-    skipped, unchecked = checked(trials)
     keys = {c: c.key() for c in configs}
     flats = {c: flatten(c.to_dict()) for c in configs}
     runnable = [t for t in trials if keys[t.config] not in skipped]
     adaptive = experiment.adaptive
     most = adaptive.max_repetitions if adaptive else experiment.repetitions
-    seconds = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs, overheads=overheads)
+    seconds = _estimate(runnable, experiment, overheads, hosts)
     reasons = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
     busy = None
-    if guests(runnable) and not _VM_FIELDS & dict(overheads.learned).keys():
+    if hosts is None and guests(runnable) and not _VM_FIELDS & dict(overheads.learned).keys():
         busy = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs, overheads=BUSY_VM)
     return {
         "name": plan.name,
@@ -83,7 +124,8 @@ def to_json(plan: Plan, overheads: Overheads = REFERENCE) -> dict[str, Any]:
             # machine has not taught its own (None without a guest or once learned).
             "busy_max": round(busy * most / experiment.repetitions, 1) if busy else None,
         },
-        "overheads": _overheads_json(overheads),
+        "hosts": None if hosts is None else str(hosts.file.path),
+        "overheads": _overheads_json(overheads if hosts is None else hosts.overheads),
         "trials": [
             {
                 "seq": trial.seq,
@@ -125,13 +167,53 @@ def checked(trials: list[Trial]) -> tuple[dict[str, str], list[str]]:
     return skipped, unchecked
 
 
-def _overheads_json(overheads: Overheads) -> dict[str, Any]:
-    """The figures the estimate counted, and which of them this machine's trials gave."""
+def _overheads_json(overheads: Overheads | HostsOverheads) -> dict[str, Any]:
+    """The figures the estimate counted, and which of them this machine's (or the hosts')
+    trials gave."""
     counts = dict(overheads.learned)
+    fields: tuple[str, ...] = ("built_s", "kept_s", "vm_built_s", "vm_kept_s", "vm_boot_s")
+    if isinstance(overheads, HostsOverheads):
+        fields = ("built_s", "kept_s", "session_s")
     return {
         field: {"seconds": getattr(overheads, field), "learned_from": counts.get(field)}
-        for field in ("built_s", "kept_s", "vm_built_s", "vm_kept_s", "vm_boot_s")
+        for field in fields
     }
+
+
+def _hosts_text(hosts: HostsFile) -> str:
+    """``hosts.toml (road-warrior, DUT gw, tunnel vxlan built by tunnelbench)``."""
+    plan = hosts.tunnel
+    tunnel = {
+        TunnelMode.NONE: "no tunnel",
+        TunnelMode.BUILD: f"tunnel {plan.kind.value} built by tunnelbench",
+        TunnelMode.EXISTING: f"the user's {plan.kind.value} tunnel",
+    }[plan.mode]
+    return f"{hosts.path} ({hosts.layout}, DUT {hosts.dut}, {tunnel})"
+
+
+def _each_trial(overheads: Overheads, hosts: OnHosts | None) -> str:
+    """What each trial is counted at besides its traffic, and where the figures come from."""
+    if hosts is not None:
+        return _hosts_overheads_text(hosts.overheads)
+    return (
+        f"~{overheads.built_s:g} s where its lab is built or ~{overheads.kept_s:g} s"
+        f" where a kept lab serves it ({_source(overheads, 'built_s', 'kept_s')})"
+    )
+
+
+def _hosts_overheads_text(overheads: HostsOverheads) -> str:
+    """What a hosts trial and session are counted at, and where the figures come from."""
+    counts = dict(overheads.learned)
+    if not counts:
+        source = "the reference figures, measured on the test rig's sshd hosts"
+    else:
+        what = f"medians of {sum(counts.values())} trials stored here on these hosts"
+        source = what if len(counts) == 2 else f"partly {what}, partly the reference figures"
+    return (
+        f"~{overheads.built_s:g} s where tunnelbench builds its tunnel on the hosts or"
+        f" ~{overheads.kept_s:g} s otherwise ({source}), and ~{overheads.session_s:g} s to"
+        " log in, check and clean up the hosts (the reference figure)"
+    )
 
 
 def _source(overheads: Overheads, *fields: str) -> str:
@@ -176,9 +258,15 @@ def _vm_lines(
 
 
 def _skipped_lines(
-    trials: list[Trial], keys: dict[TrialConfig, str], skipped: dict[str, str]
+    trials: list[Trial],
+    keys: dict[TrialConfig, str],
+    skipped: dict[str, str],
+    runnable: list[Trial],
+    *,
+    on_hosts: bool = False,
 ) -> list[str]:
-    """How many trials are skipped here, and why (none where nothing is)."""
+    """How many trials are skipped here (or on the hosts), and why (none where nothing
+    is); that nothing runs, where nothing is ``runnable``."""
     if not skipped:
         return []
     counts = Counter(skipped[keys[t.config]] for t in trials if keys[t.config] in skipped)
@@ -186,11 +274,17 @@ def _skipped_lines(
     # of those is known here (its kernel is probed when it boots).
     guest = any(keys[c] in skipped and c.lab.in_vm for c in keys)
     where = "on this machine or in its VM guests" if guest else "on this machine"
-    return [
+    if on_hosts:
+        where = "on these hosts"
+    lines = [
         "",
         f"skipped {where}: {sum(counts.values())} trial(s)",
         *(f"  {reason} ({count} trials)" for reason, count in counts.items()),
     ]
+    if not runnable:
+        refused = "these hosts" if on_hosts else "this machine"
+        lines.append(f"nothing runs here: `run` refuses this plan on {refused}")
+    return lines
 
 
 def _table(
@@ -213,9 +307,15 @@ def _table(
     ]
 
 
-def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = None) -> str:
-    """What the plan runs; with ``width``, the prose wrapped to it (the table of
-    configurations is left whole: its rows are read across)."""
+def render(
+    plan: Plan,
+    overheads: Overheads = REFERENCE,
+    width: int | None = None,
+    hosts: OnHosts | None = None,
+) -> str:
+    """What the plan runs (on ``hosts``: as ``run --hosts`` runs it there); with
+    ``width``, the prose wrapped to it (the table of configurations is left whole: its
+    rows are read across)."""
     experiment = plan.experiment
     lines = [f"plan {plan.name} ({plan.source})"]
     if plan.description:
@@ -227,14 +327,15 @@ def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = Non
             experiment = replace(experiment, seed=0)
         else:
             seed_note = f", shuffled with seed {experiment.seed}"
-    trials = expand(experiment)
+    experiment, trials, skipped, unchecked = _trials(experiment, hosts)
     configs = list(dict.fromkeys(t.config for t in trials))
     requested = set(experiment.configs)
     baselines = sum(1 for c in configs if c not in requested)
     shape = " x ".join(f"{a.name} ({len(a.values)})" for a in plan.axes) or "no axes"
     excluded = f", {plan.excluded} excluded" if plan.excluded else ""
     lines.append(f"matrix: {shape}{excluded}")
-    skipped, unchecked = checked(trials)
+    if hosts is not None:
+        lines.append(f"on hosts: {_hosts_text(hosts.file)}")
     keys = {c: c.key() for c in configs}
     runnable = [t for t in trials if keys[t.config] not in skipped]
     # ``trials`` holds every configuration ``repetitions`` times; an adaptive plan runs
@@ -247,7 +348,7 @@ def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = Non
         return show(low) + (f"{sep}{show(high)}" if adaptive else "")
 
     count = partial(span, show=lambda n: f"{n:.0f}", sep="-")
-    estimate = estimate_seconds(runnable, fresh_labs=experiment.fresh_labs, overheads=overheads)
+    estimate = _estimate(runnable, experiment, overheads, hosts)
     lines.append(
         f"configurations: {len(configs)} ({len(configs) - baselines} requested +"
         f" {baselines} added baselines) x {count(experiment.repetitions)} repetition(s)"
@@ -262,9 +363,7 @@ def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = Non
     lines.append(
         f"estimated duration: {span(estimate, format_duration, ' to ')}"
         f" ({count(len(runnable))} trials, each its warm-up and duration"
-        f" + ~{overheads.built_s:g} s where its lab is built or ~{overheads.kept_s:g} s"
-        f" where a kept lab serves it ({_source(overheads, 'built_s', 'kept_s')}); the"
-        " reports at the end)"
+        f" + {_each_trial(overheads, hosts)}; the reports at the end)"
     )
     lines += _vm_lines(runnable, experiment, overheads, partial(span, sep=" to "))
     # One row per configuration; the order says how its runs fall into trials.
@@ -278,9 +377,7 @@ def render(plan: Plan, overheads: Overheads = REFERENCE, width: int | None = Non
     head, table = lines, _table(flats, paths, status, count(experiment.repetitions))
     lines = [""]
     lines.append(_order(experiment.order, len(configs)))
-    lines += _skipped_lines(trials, keys, skipped)
-    if skipped and not runnable:
-        lines.append("nothing runs here: `run` refuses this plan on this machine")
+    lines += _skipped_lines(trials, keys, skipped, runnable, on_hosts=hosts is not None)
     if unchecked:
         lines += ["", "not checked here:", *(f"  {note}" for note in unchecked)]
     if width is not None:
@@ -334,15 +431,29 @@ def register(verbs: Verbs) -> None:
     show.add_argument("plan", help="a plan file (TOML)")
     show.add_argument("--quick", action="store_true", help="as `run --quick` would run it")
     show.add_argument("--json", action="store_true", help="as a JSON object")
+    show.add_argument(
+        "--hosts",
+        metavar="FILE",
+        help="as `run --hosts FILE` runs it on real hosts: what they cannot take is refused"
+        " by name, and no host is contacted (docs/remote.md)",
+    )
     add_db_argument(
-        show, "results database whose trials on this machine give the estimate's overheads"
+        show,
+        "results database whose trials on this machine (with --hosts: on those hosts) give"
+        " the estimate's overheads",
     )
     show.set_defaults(func=show_plan)
 
 
 def show_plan(args: argparse.Namespace) -> int:
     plan = planfile.load(Path(args.plan), quick=args.quick)
-    overheads = learned.overheads(Path(args.db))
-    text = json.dumps(to_json(plan, overheads), indent=2) if args.json else None
-    print(text if text is not None else render(plan, overheads, fit.width()))
+    hosts = None
+    if args.hosts is not None:
+        found = hostsfile.load(Path(args.hosts))
+        hosts = OnHosts(found, hosts_estimate.overheads(Path(args.db), found))
+        overheads = REFERENCE
+    else:
+        overheads = learned.overheads(Path(args.db))
+    text = json.dumps(to_json(plan, overheads, hosts), indent=2) if args.json else None
+    print(text if text is not None else render(plan, overheads, fit.width(), hosts))
     return 0

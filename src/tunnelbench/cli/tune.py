@@ -6,6 +6,7 @@ import argparse
 import re
 import shlex
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -218,30 +219,52 @@ def _on_hosts(args: argparse.Namespace) -> int:
         )
         return run_id
 
-    def execute(store: Store, run_id: int, session: Session, _: runner.Prepared) -> int:
-        tune = store.run(str(run_id)).tune
-        assert tune is not None  # begin recorded it
-        record = TuneRecord.from_dict(tune)
-        start = TrialConfig.from_dict(record.steps[0].best_config)
-        return _execute(args, store, run_id, record, HostsBench(session, start))
-
-    return run_cli._on_hosts(args, hosts, prepared, started, existing=False, execute=execute)
+    return run_cli._on_hosts(
+        args, hosts, prepared, started, existing=False, execute=partial(_on_bench, args)
+    )
 
 
 def _resume(args: argparse.Namespace) -> int:
     if args.plan is not None or given(args) or _given_start(args):
         raise UserError("--resume: takes no plan or start options; the session has its own")
     if args.hosts is not None:
-        raise UserError(
-            "--hosts: cannot be combined with --resume; resuming a hosts tuning session is"
-            " not supported (start a new one)"
-        )
+        return _resume_hosts(args)
     runner.preflight("tune")
     with holding(args, existing=True) as (store, _):
         run_id, record = tuning.resumable(store, args.resume)
         store.reopen_run(run_id, runner.owner())
         describe(args, store, run_id)
         return _execute(args, store, run_id, record)
+
+
+def _resume_hosts(args: argparse.Namespace) -> int:
+    """A stopped hosts tuning session, on the hosts file it ran with: checked before any
+    host is contacted, then the hosts as a new session checks them, and on from its
+    path's last step as in the lab."""
+    hosts = hostsfile.load(Path(args.hosts))
+    with holding(args, existing=True) as (store, _):
+        run_id, _record = tuning.resumable(store, args.resume, hosts)
+        experiment = hosts_plan.resumed(store.run(str(run_id)), hosts)
+    prepared = tuning.start_trials(hosts_plan.expanded(experiment, hosts))
+
+    def started(store: Store, lock: dict[str, Any] | None, session: Session) -> int:
+        store.reopen_run(run_id, runner.owner())
+        return run_id
+
+    return run_cli._on_hosts(
+        args, hosts, prepared, started, existing=True, execute=partial(_on_bench, args)
+    )
+
+
+def _on_bench(
+    args: argparse.Namespace, store: Store, run_id: int, session: Session, _: runner.Prepared
+) -> int:
+    """The session ``run_id`` on the connected hosts, from its path as stored."""
+    tune = store.run(str(run_id)).tune
+    assert tune is not None  # begin recorded it
+    record = TuneRecord.from_dict(tune)
+    start = TrialConfig.from_dict(record.steps[0].best_config)
+    return _execute(args, store, run_id, record, HostsBench(session, start))
 
 
 def _execute(

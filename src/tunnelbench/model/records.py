@@ -23,6 +23,7 @@ from tunnelbench.model.kindfacts import (
     SetupFound,
     TunnelFacts,
 )
+from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.model.remotefacts import RemoteFacts
 
 
@@ -292,6 +293,9 @@ class TimedTrial:
     expected_warmup: float  # what its settings made of the warm-up before it ran
     in_vm: bool
     lab_fresh: bool | None  # its lab built for it; None: stored before this was recorded
+    #: A trial on a hosts file's machines: its tunnel as asked (whether it was built for
+    #: it follows from the trial before); None: a trial in a lab.
+    tunnel: TunnelSettings | None = None
 
 
 @dataclass

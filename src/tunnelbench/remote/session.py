@@ -223,10 +223,14 @@ def can_build(kind: TunnelKind, facts: probes.Facts) -> tuple[bool | None, str]:
 
 
 def missing(
-    hosts: HostsFile, facts: dict[str, probes.Facts], generators: Iterable[Generator] = ()
+    hosts: HostsFile,
+    facts: dict[str, probes.Facts],
+    generators: Iterable[Generator] = (),
+    kinds: Iterable[TunnelKind] = (),
 ) -> list[str]:
     """What a run with this hosts file (driving ``generators``; iperf3 where none are
-    named) would be refused for, host by host."""
+    named; building ``kinds``, the hosts file's where none are named) would be refused
+    for, host by host."""
     problems = []
     for generator in sorted(set(generators) or {Generator.IPERF3}):
         program = "iperf3" if generator is Generator.IPERF3 else "iperf"
@@ -235,28 +239,33 @@ def missing(
             for role in ("client", "server")
             if program not in facts[role].programs
         ]
-    kind = hosts.tunnel.kind
     if hosts.tunnel.mode is TunnelMode.BUILD:
-        protection = hosts.tunnel.protection
-        for role in hosts.tunnel.ends:
-            lacking = lacking_programs(kind, facts[role], protection)
-            what = (
-                "the tunnel" if protection is Protection.NONE else f"the tunnel or its {protection}"
-            )
-            problems += [f"{role}: {tool} is not installed; it sets up {what}" for tool in lacking]
-            if not lacking and kind in software.BUILT_KINDS:
-                able, reason = facts[role].software.can_build(kind)
-                if able is False:
-                    how = (
-                        ""
-                        if facts[role].software.kernel_refused(kind)
-                        else " (iproute2's ip, or ip-full on OpenWrt, creates it)"
-                    )
-                    problems.append(f"{role}: cannot build {kind}: {reason}{how}")
+        for kind in dict.fromkeys(kinds or [hosts.tunnel.kind]):
+            problems += _unbuildable(hosts, facts, kind)
     for role in hosts.roles[1:-1]:
         if role in facts and facts[role].forwarding is False:  # a black box's is unknown
             problems.append(
                 f"{role}: IPv4 forwarding is off (net.ipv4.ip_forward = 0); the router must"
                 " forward, and tunnelbench does not turn it on"
             )
+    return problems
+
+
+def _unbuildable(hosts: HostsFile, facts: dict[str, probes.Facts], kind: TunnelKind) -> list[str]:
+    """What the tunnel's ends lack to build ``kind`` (:func:`missing`)."""
+    problems = []
+    protection = hosts.tunnel.protection
+    for role in hosts.tunnel.ends:
+        lacking = lacking_programs(kind, facts[role], protection)
+        what = "the tunnel" if protection is Protection.NONE else f"the tunnel or its {protection}"
+        problems += [f"{role}: {tool} is not installed; it sets up {what}" for tool in lacking]
+        if not lacking and kind in software.BUILT_KINDS:
+            able, reason = facts[role].software.can_build(kind)
+            if able is False:
+                how = (
+                    ""
+                    if facts[role].software.kernel_refused(kind)
+                    else " (iproute2's ip, or ip-full on OpenWrt, creates it)"
+                )
+                problems.append(f"{role}: cannot build {kind}: {reason}{how}")
     return problems

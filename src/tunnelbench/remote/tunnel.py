@@ -10,6 +10,7 @@ tunnel address back (the far end has it on the tunnel's subnet). Nothing else of
 hosts' routing moves.
 """
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -26,7 +27,7 @@ from tunnelbench.remote.ssh import Unreachable
 from tunnelbench.system import probing
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
-from tunnelbench.tunnels.base import ESP_CIPHERS, TunnelSpec
+from tunnelbench.tunnels.base import ESP_CIPHERS, TunnelHandle, TunnelSpec
 
 #: Pings that may be lost before a built tunnel is said to carry nothing.
 CARRIED_PINGS = 3
@@ -40,9 +41,9 @@ class RemoteTunnel:
     devices: dict[str, str] = field(default_factory=dict)  # role -> device
     #: ``tunnelbench`` or ``user``; None without a tunnel.
     built_by: str | None = None
-    #: The implementation and MTU the trial asked for (a tunnel asked otherwise is built
+    #: The kind, implementation and MTU the trial asked for (a tunnel asked otherwise is built
     #: again).
-    asked: tuple[str, int | None] | None = None
+    asked: tuple[TunnelKind, str, int | None] | None = None
     #: The tunnel MTU tunnelbench gave it (None: the user's tunnel's own).
     mtu: int | None = None
     #: role -> the commands that remove what was built there, in the order made
@@ -77,13 +78,15 @@ def for_trial(
 ) -> RemoteTunnel:
     """The tunnel a trial with ``settings`` crosses, built or kept (``standing``: the
     built one up now, if any); a built one is removed before a trial without it (its
-    route would carry that trial's traffic too) or asking another implementation or
-    MTU (``tunnel.mtu``; None: the default for the ends' underlay)."""
+    route would carry that trial's traffic too) or asking another kind, implementation
+    or MTU (``tunnel.mtu``; None: the default for the ends' underlay). The hosts file's
+    ``tunnel.implementation`` is its kind's; another kind built there is "auto"'s."""
     plan = session.file.tunnel
     kind = settings.kind
     implementation = settings.implementation
-    choice = plan.implementation if implementation in ("auto", None) else implementation
-    asked = (choice, settings.mtu)
+    own = plan.implementation if kind is plan.kind else "auto"
+    choice = own if implementation in ("auto", None) else implementation
+    asked = (kind, choice, settings.mtu)
     if standing and (kind is TunnelKind.NONE or standing[0].asked != asked):
         teardown(session, standing.pop())
     if kind is TunnelKind.NONE:
@@ -215,8 +218,6 @@ def esp_choice(session: Session, requested: str, key: str) -> str:
 def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec) -> RemoteTunnel:
     """``kind`` built on ``site``, the server's route back to the client's inner address
     through ``via``, each end's implementation and version, and the path checked."""
-    plan = session.file.tunnel
-    near, far = plan.ends
     tunnel = RemoteTunnel(kind, TunnelMode.BUILD, spec.implementation, built_by="tunnelbench")
     try:
         handle = TUNNELS.get(kind).build(site, spec)
@@ -226,6 +227,32 @@ def _built(session: Session, site: HostsSite, kind: TunnelKind, spec: TunnelSpec
         raise UserError(f"could not build {kind.value}: {exc}") from None
     finally:
         tunnel.undo = site.undo
+    try:
+        return _routed(session, site, kind, spec, tunnel, handle)
+    except LabError:
+        # Built but refused its route or carries nothing: removed now, else the next
+        # trial's build meets its devices ("File exists") and the run stops there. Each
+        # step on its own: the route's removal is recorded before it is added.
+        for role, steps in tunnel.undo.items():
+            for step in reversed(steps):
+                with contextlib.suppress(LabError):
+                    session.hosts[role].run(step)
+        tunnel.undo.clear()
+        raise
+
+
+def _routed(
+    session: Session,
+    site: HostsSite,
+    kind: TunnelKind,
+    spec: TunnelSpec,
+    tunnel: RemoteTunnel,
+    handle: TunnelHandle,
+) -> RemoteTunnel:
+    """The built ``tunnel`` given the server's route back, its ends' facts, and its path
+    checked (:func:`_built`)."""
+    plan = session.file.tunnel
+    near, far = plan.ends
     carried = TUNNELS.get(kind).carried_families(site.families, spec.mtu)
     if near == "client" and far != "server":
         for family in carried:

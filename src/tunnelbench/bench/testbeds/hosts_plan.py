@@ -4,7 +4,8 @@ any host is contacted, and its trials as they run there.
 What a plan may vary here is what tunnelbench can set on someone else's machines
 without changing them: the traffic (streams, direction, duration, warm-up, protocol,
 congestion control), the repetitions, their order and seed, adaptive rounds, the tunnel
-(none, or the hosts file's; a built one's MTU) and ``lab.wan``'s shaper, queue and
+(none, or the hosts file's; where tunnelbench builds it, any kind it builds on hosts,
+between the same ends; a built one's MTU) and ``lab.wan``'s shaper, queue and
 impairments on the real WAN link. The other lab settings (rates, MTUs, offloads, cores,
 kernels) are the hosts' own and refused by name, as are a CPU budget and fresh labs.
 The plan is expanded as the lab's (:func:`tunnelbench.bench.runner.planned`), from an
@@ -27,7 +28,7 @@ from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, LabSettings, TrialConfig, expand, with_baselines
 from tunnelbench.model.records import RunRecord
 from tunnelbench.remote import capabilities, wan
-from tunnelbench.remote.hostsfile import HostsFile
+from tunnelbench.remote.hostsfile import BUILDABLE, PROTECTABLE, HostsFile
 from tunnelbench.remote.session import Session, missing
 
 #: Why a baseline is not measured where the only path to the server is the user's tunnel.
@@ -116,12 +117,7 @@ def _check(config: TrialConfig, hosts: HostsFile, default: dict[str, Any]) -> No
     if (refusal := skips.family_refusal(config)) is not None:
         raise UserError(refusal)
     if kind is not TunnelKind.NONE and kind is not hosts.tunnel.kind:
-        plan = hosts.tunnel
-        have = f"{plan.kind} ({plan.mode})" if plan.mode is not TunnelMode.NONE else "none"
-        raise UserError(
-            f"tunnel.kind: {kind.value!r}: the hosts file's tunnel is {have}; a remote run"
-            " compares no tunnel with that one"
-        )
+        _check_other_kind(kind, hosts)
     if config.tunnel.cpu_budget is not None:
         raise UserError("tunnel.cpu_budget: cannot be set for real hosts")
     if config.tunnel.mtu is not None and hosts.tunnel.mode is TunnelMode.EXISTING:
@@ -134,6 +130,29 @@ def _check(config: TrialConfig, hosts: HostsFile, default: dict[str, Any]) -> No
         raise UserError(
             f"tunnel.protection: {protection.value!r}: the hosts file's tunnel has"
             f" protection {hosts.tunnel.protection.value!r} (set it there: tunnel.protection)"
+        )
+
+
+def _check_other_kind(kind: TunnelKind, hosts: HostsFile) -> None:
+    """A kind other than the hosts file's: built between its tunnel's ends as its own
+    is (with its protection), where tunnelbench builds the tunnel; else refused."""
+    plan = hosts.tunnel
+    if plan.mode is not TunnelMode.BUILD:
+        have = f"{plan.kind} ({plan.mode})" if plan.mode is not TunnelMode.NONE else "none"
+        raise UserError(
+            f"tunnel.kind: {kind.value!r}: the hosts file's tunnel is {have}; a remote run"
+            ' compares no tunnel with that one (with tunnel.mode = "build" tunnelbench'
+            " builds the plan's kinds between its ends)"
+        )
+    if kind not in {TunnelKind(k) for k in BUILDABLE}:
+        raise UserError(
+            f"tunnel.kind: {kind.value!r}: tunnelbench builds {', '.join(BUILDABLE)} on real hosts"
+        )
+    wraps = {TunnelKind(k) for k in PROTECTABLE}
+    if plan.protection is not Protection.NONE and kind not in wraps:
+        raise UserError(
+            f"tunnel.kind: {kind.value!r}: the hosts file's tunnel.protection"
+            f" {plan.protection.value!r} wraps {', '.join(PROTECTABLE)} only"
         )
 
 
@@ -155,7 +174,9 @@ def connected(session: Session, prepared: Prepared) -> Prepared:
     ``lab.lan_mtu`` (the ceiling is the real link's)."""
     experiment = prepared.experiment
     generators = {t.config.traffic.generator for t in prepared.trials}
-    problems = missing(session.file, session.facts, generators)
+    kinds = [t.config.tunnel.kind for t in prepared.trials]
+    built = [k for k in dict.fromkeys(kinds) if k is not TunnelKind.NONE]
+    problems = missing(session.file, session.facts, generators, built)
     shaped = any(wan.is_set(c.lab.wan) for c in experiment.configs)
     if shaped and not problems:
         problems = wan.problems(session)
