@@ -144,7 +144,7 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
         run = view.load(store, "latest")
     finally:
         store.close()
-    assert [t.config["tunnel"]["kind"] for t in run.trials] == ["none", "wireguard"]
+    assert [t.config.tunnel.kind for t in run.trials] == ["none", "wireguard"]
     plain, tunnelled = run.trials
     # The lab's own generator run: 2 streams as the client's iperf3 runs them (before 3.16
     # a process each, measured over one common window), the warm-up ended on evidence.

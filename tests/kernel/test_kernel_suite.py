@@ -96,25 +96,30 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
+def _setting(config: TrialConfig, key: str) -> Any:
+    """A setting of ``config`` by its CASES key: ``tunnel_kind`` is ``config.tunnel.kind``."""
+    section, _, name = key.partition("_")
+    return getattr(getattr(config, section), name)
+
+
 def _case(suite: dict[str, Any], name: str) -> TrialRecord:
     wanted = dict(CASES[name])
     wan = wanted.pop("lab_wan", "unset")
     candidates = []
     for trial in suite["trials"].values():
-        flat = {f"{s}_{k}": v for s, values in trial.config.items() for k, v in values.items()}
-        link = trial.config["lab"]["wan"]
-        if not all(flat.get(key) == value for key, value in wanted.items()):
+        link = trial.config.lab.wan
+        if not all(_setting(trial.config, key) == value for key, value in wanted.items()):
             continue
-        if wan == "delay" and (not link.get("delay") or link.get("loss")):
+        if wan == "delay" and (not link.delay or link.loss):
             continue
-        if wan == "loss" and not (link.get("loss") and link.get("jitter")):
+        if wan == "loss" and not (link.loss and link.jitter):
             continue
-        if wan == "mathis" and not (link.get("loss") and not link.get("jitter")):
+        if wan == "mathis" and not (link.loss and not link.jitter):
             continue
-        if wan not in ("unset", "delay", "loss", "mathis", None) and link.get("queue") != wan:
+        if wan not in ("unset", "delay", "loss", "mathis", None) and link.queue != wan:
             continue
         # The suite's own baseline, not the one its OpenVPN case (at 2 Mbit/s) brings.
-        if wan is None and (link.get("queue") or link.get("delay") or link["rate"] != RATE):
+        if wan is None and (link.queue or link.delay or link.rate != RATE):
             continue
         candidates.append(trial)
     assert len(candidates) == 1, (name, [t.config_key for t in candidates])
@@ -145,7 +150,7 @@ def test_each_feature_runs_on_the_guest_kernel_and_reaches_the_link(suite, name)
         # diagnosis asks the same of a BBR trial's link-bound verdict (a run that read 94%
         # with a 396 ms RTT was called latency-under-load before it did).
         rtt_s = trial.metrics["rtt.loaded_ms"] / 1000
-        low -= 100 * 0.25 * rtt_s / trial.config["traffic"]["duration"]
+        low -= 100 * 0.25 * rtt_s / trial.config.traffic.duration
     assert low <= summary.pct_of_ceiling <= bound, (name, summary.pct_of_ceiling, low, bound)
     # Lossy is still the link: fq_codel and cake drop to keep the queue short.
     verdict = summary.diagnosis.verdict
@@ -154,7 +159,7 @@ def test_each_feature_runs_on_the_guest_kernel_and_reaches_the_link(suite, name)
 
 def _window_bytes(trial: TrialRecord) -> float:
     """What the generator counted over the measured window, in bytes."""
-    return trial.metrics["goodput_bps"] * trial.config["traffic"]["duration"] / 8
+    return trial.metrics["goodput_bps"] * trial.config.traffic.duration / 8
 
 
 def test_kernel_wireguard_carried_the_traffic(suite):
@@ -201,12 +206,14 @@ def test_the_queue_under_test_held_the_traffic(suite, name):
     # receiver counted.
     sent = [v for k, v in trial.metrics.items() if k.endswith(".sent_bytes") and "client" in k]
     assert sent and max(sent) >= _window_bytes(trial)
-    assert trial.config["lab"]["wan"]["queue"] == name
+    assert trial.config.lab.wan.queue == name
 
 
 def test_netem_delay_adds_its_round_trip(suite):
     delayed, plain = _case(suite, "netem"), _case(suite, "baseline")
-    delay_ms = delayed.config["lab"]["wan"]["delay"] / 1000
+    delay_us = delayed.config.lab.wan.delay
+    assert delay_us is not None
+    delay_ms = delay_us / 1000
     added = delayed.metrics["rtt.idle_ms"] - plain.metrics["rtt.idle_ms"]
     # Both directions of the WAN link carry the delay: one round trip adds it twice.
     assert 2 * delay_ms * 0.9 <= added <= 2 * delay_ms * 1.5, added
@@ -230,8 +237,9 @@ def test_a_byte_fifo_at_steady_state_waits_what_it_holds(suite):
     assert trial.status is TrialStatus.OK, trial.error
     m = trial.metrics
     assert m["warmup.steady"] == 1, m.get("warmup.s")
-    wan = TrialConfig.from_dict(trial.config).lab.wan
-    full_ms = trial.config["lab"]["wan"]["queue_bytes"] * 8 / RATE * 1000
+    wan = trial.config.lab.wan
+    assert wan.queue_bytes is not None
+    full_ms = wan.queue_bytes * 8 / RATE * 1000
     bucket_ms = burst_bytes(int(RATE), 1500) * 8 / RATE * 1000
     lead_ms = shaper_lead_bytes(wan) * 8 / RATE * 1000
     idle = m["rtt.idle_ms"]
@@ -413,7 +421,7 @@ def test_pppoe_puts_the_session_on_one_core(tmp_path):
     runs: dict[str, list[TrialRecord]] = {"none": [], "pppoe": []}
     for trial in loaded.trials:
         assert trial.status is TrialStatus.OK, trial.error
-        runs[trial.config["lab"]["wan"]["encapsulation"]].append(trial)
+        runs[trial.config.lab.wan.encapsulation].append(trial)
     plain, session = runs["none"], runs["pppoe"]
     # Five a side: with four, one overlapping run leaves p at 0.057 (seen in CI).
     assert len(plain) == len(session) == 5

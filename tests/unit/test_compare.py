@@ -205,7 +205,7 @@ def test_json(l2):
 def _trial(seq: int, config: TrialConfig, mbit_s: float) -> TrialRecord:
     return TrialRecord(
         id=seq, run_id=1, seq=seq, repetition=seq, config_key=config.key(),
-        config=config.to_dict(), resolved=Resolved.from_dict({}), status=TrialStatus.OK, error=None,
+        config=config, resolved=Resolved.from_dict({}), status=TrialStatus.OK, error=None,
         metrics={"goodput_bps": mbit_s * 1e6, "retransmits": 0.0},
     )  # fmt: skip
 

@@ -240,7 +240,7 @@ def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
             seq=3,
             repetition=1,
             config_key=config.key(),
-            config=config.to_dict(),
+            config=config,
             resolved=resolved,
             status=TrialStatus.OK,
             error=None,

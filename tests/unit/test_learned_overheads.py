@@ -35,7 +35,7 @@ def store_run(
     for seq, (trial_config, built, extra) in enumerate(trials, start=1):
         trial_id = store.add_trial(
             run_id, seq=seq, repetition=1, config_key=trial_config.key(),
-            config=trial_config.to_dict(), resolved=Resolved(lab_fresh=built),
+            config=trial_config, resolved=Resolved(lab_fresh=built),
             status=TrialStatus.OK, error=None, started_at=at,
             metrics={"goodput_bps": 1e6}, artifacts={},
         )  # fmt: skip

@@ -38,7 +38,7 @@ def trial(
 ) -> TrialRecord:
     return TrialRecord(
         id=seq, run_id=1, seq=seq, repetition=seq, config_key=config.key(),
-        config=config.to_dict(), resolved=Resolved.from_dict({}), status=status, error=None,
+        config=config, resolved=Resolved.from_dict({}), status=status, error=None,
         metrics={"goodput_bps": mbit_s * 1e6},
     )  # fmt: skip
 

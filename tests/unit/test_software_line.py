@@ -5,7 +5,9 @@ trials record), and ESP around another tunnel."""
 from pathlib import Path
 
 from tunnelbench.bench.store import Store
+from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.environment import Environment
+from tunnelbench.model.plan import TrialConfig, TunnelSettings
 from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.report import software
 
@@ -35,7 +37,7 @@ def _trial(
     resolved = Resolved(tunnel_implementation=implementation, tunnel_version=version)
     if esp is not None:
         resolved.esp_implementation, resolved.esp_version = "kernel", esp
-    config = {"tunnel": {"kind": kind}}
+    config = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind(kind)))
     return TrialRecord(seq, 1, seq, 1, kind, config, resolved, TrialStatus.OK, None, {})
 
 

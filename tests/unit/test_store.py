@@ -8,12 +8,13 @@ from tests.conftest import FIXTURES
 from tunnelbench.bench.store import SCHEMA_VERSION, Store
 from tunnelbench.errors import UserError
 from tunnelbench.model.environment import Environment
+from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import Resolved, RunStatus, TrialStatus
 
 
 def _add(store: Store, run_id: int, seq: int) -> int:
     return store.add_trial(
-        run_id, seq=seq, repetition=1, config_key="k", config={"a": 1},
+        run_id, seq=seq, repetition=1, config_key="k", config=TrialConfig(),
         resolved=Resolved.from_dict({"lab_id": "abc"}), status=TrialStatus.OK, error=None,
         started_at=0.0,
         metrics={"goodput_bps": 1e9 * seq}, artifacts={"iperf3": [{"end": {}}]},

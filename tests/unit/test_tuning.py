@@ -364,7 +364,7 @@ def test_a_machine_busy_throughout_is_diagnosed_on_every_run_after_twice_the_run
     the load), and the start stops being measured again at twice its runs."""
     store = recorded("timeline", tmp_path)
     run = store.run("latest")
-    wireguard = [t for t in store.trials(run.id) if t.config["tunnel"]["kind"] == "wireguard"]
+    wireguard = [t for t in store.trials(run.id) if t.config.tunnel.kind == "wireguard"]
     assert [tuning.disturbed(t.metrics) for t in wireguard] == [
         ("outside processes 52% of a core",),
         ("outside processes 71% of a core",),

@@ -165,7 +165,7 @@ def summarize_run(
         groups.setdefault(trial.config_key, []).append(trial)
     summaries = []
     for key, group in groups.items():
-        config = TrialConfig.from_dict(group[0].config)
+        config = group[0].config
         ok = [t for t in group if t.status is TrialStatus.OK]
         baseline = config.baseline().key()
         metrics = medians(t.metrics for t in ok)

@@ -366,7 +366,7 @@ def _run_extra_rounds(
             round_, {t.config.key(): standing[t.config.key()] for t in round_}, target
         )
         run_trials(prepared, store, run_id, round_, progress, testbed)
-    configs = {t.config_key: TrialConfig.from_dict(t.config) for t in trials}
+    configs = {t.config_key: t.config for t in trials}
     progress.precision_final([(configs[key], p) for key, p in standing.items()], target)
 
 

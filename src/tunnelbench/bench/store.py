@@ -653,7 +653,7 @@ class Store:
         seq: int,
         repetition: int,
         config_key: str,
-        config: dict[str, Any],
+        config: TrialConfig,
         resolved: Resolved,
         status: TrialStatus,
         error: str | None,
@@ -671,7 +671,7 @@ class Store:
                     seq,
                     repetition,
                     config_key,
-                    json.dumps(config),
+                    json.dumps(config.to_dict()),
                     json.dumps(resolved.to_dict()),
                     status.value,
                     error,
@@ -761,7 +761,7 @@ class Store:
                     # Recomputed, not r[4]: a configuration stored before a setting existed
                     # takes its default, and must match today's equal configuration.
                     config_key=config.key(),
-                    config=json.loads(r[5]),
+                    config=config,
                     resolved=backfill(config, Resolved.from_dict(json.loads(r[6]))),
                     status=TrialStatus(r[7]),
                     error=r[8],

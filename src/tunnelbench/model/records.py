@@ -23,6 +23,7 @@ from tunnelbench.model.kindfacts import (
     SetupFound,
     TunnelFacts,
 )
+from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.remotefacts import RemoteFacts
 
 
@@ -272,7 +273,9 @@ class TrialRecord:
     seq: int
     repetition: int
     config_key: str
-    config: dict[str, Any]
+    #: The requested configuration (read through :meth:`TrialConfig.from_dict`, so a
+    #: trial stored before a setting existed carries the value it ran with).
+    config: TrialConfig
     resolved: Resolved
     status: TrialStatus
     error: str | None

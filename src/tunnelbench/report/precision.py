@@ -7,7 +7,7 @@ decision, rather than recomputing it, so a report says what the run decided.
 
 from tunnelbench.analysis.precision import Precision, State
 from tunnelbench.bench.progress import describe
-from tunnelbench.model.plan import Experiment, TrialConfig
+from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import RunRecord, TrialRecord
 
 
@@ -24,7 +24,7 @@ def lines(run: RunRecord, trials: list[TrialRecord]) -> list[str]:
     by_key = standing(run)
     if experiment.adaptive is None or not by_key:
         return []
-    configs = {t.config_key: TrialConfig.from_dict(t.config) for t in trials}
+    configs = {t.config_key: t.config for t in trials}
     met = sum(1 for p in by_key.values() if p.state is State.MET)
     out = [
         f"precision: {met} of {len(by_key)} configuration(s) within"
