@@ -34,7 +34,7 @@ from tunnelbench.lab import state as lab_state
 from tunnelbench.model.environment import Environment
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.kernelspec import parse_spec
-from tunnelbench.model.plan import WARMUP_AUTO_ESTIMATE, TrialConfig, VmSettings
+from tunnelbench.model.plan import WARMUP_AUTO_ESTIMATE, Experiment, TrialConfig, VmSettings
 from tunnelbench.model.records import KVM, TCG, Resolved, TrialStatus
 from tunnelbench.report import compare as compare_report
 from tunnelbench.report.markdown import guest_line
@@ -251,7 +251,7 @@ def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
     event = json.loads(events.read_text())
     assert event["event"] == "trial"
     store = Store(tmp_path / "s.db")
-    run_id = store.start_run("t", {}, {})
+    run_id = store.start_run("t", Experiment(()), {})
     guest_trials._store(store, run_id, event["trial"])
     (trial,) = store.trials(run_id)
     assert trial.seq == 3 and trial.config_key == config.key()
@@ -263,7 +263,7 @@ def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
 
 def test_a_guest_environment_lands_under_the_runs_guests(tmp_path):
     store = Store(tmp_path / "s.db")
-    run_id = store.start_run("t", {}, {"kernel": "host-k"})
+    run_id = store.start_run("t", Experiment(()), {"kernel": "host-k"})
     store.add_guest_environment(run_id, "debian", {"kernel": "6.1.0-9-amd64"})
     run = store.run(str(run_id))
     assert run.environment.to_dict() == {

@@ -28,7 +28,7 @@ def store_run(
 ) -> None:
     """A run whose trials (configuration, lab built, seconds besides the traffic) ran one
     after the other, the first ``boot`` seconds after the run's own start."""
-    run_id = store.start_run("tunnelbench run", {}, env)
+    run_id = store.start_run("tunnelbench run", Experiment(()), env)
     began = time.time() - 10_000
     at = began + RUN_START_S + boot
     ended = []

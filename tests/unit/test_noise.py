@@ -20,7 +20,7 @@ from tunnelbench.analysis.significance import compare as rank_compare
 from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.environment import Environment
-from tunnelbench.model.plan import TrafficSettings, TrialConfig, TunnelSettings
+from tunnelbench.model.plan import Experiment, TrafficSettings, TrialConfig, TunnelSettings
 from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.report import compare
 
@@ -210,7 +210,8 @@ def test_a_significant_difference_smaller_than_one_runs_noise_says_so():
 
 def side(trials: list[TrialRecord], kind: TunnelKind) -> compare.Side:
     run = RunRecord(id=1, started_at=0.0, ended_at=1.0, status=RunStatus.COMPLETE,
-                    command_line="", experiment={}, environment=Environment())  # fmt: skip
+                    command_line="", experiment=Experiment(()),
+                    environment=Environment())  # fmt: skip
     summaries = [s for s in summarize_run(trials) if s.config.tunnel.kind is kind]
     return compare.Side(Path("x.db"), run, summaries)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from tunnelbench.bench.store import Store
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.environment import Environment
-from tunnelbench.model.plan import TrialConfig, TunnelSettings
+from tunnelbench.model.plan import Experiment, TrialConfig, TunnelSettings
 from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.report import software
 
@@ -25,7 +25,13 @@ DEBIAN = (
 def _run(versions: dict[str, str]) -> RunRecord:
     env = {"versions": versions, "iproute2": "iproute2-6.1.0", "tunnelbench": "0.1.0"}
     return RunRecord(
-        1, 0.0, 1.0, RunStatus.COMPLETE, "tunnelbench run", {}, Environment.from_dict(env)
+        1,
+        0.0,
+        1.0,
+        RunStatus.COMPLETE,
+        "tunnelbench run",
+        Experiment(()),
+        Environment.from_dict(env),
     )
 
 

@@ -1,19 +1,25 @@
-"""Stored runs read back as typed records: a trial's configuration as the store wrote it
-(today's shape, and the shapes of the recorded runs, written by earlier versions that
-lacked later settings) loads as a :class:`TrialConfig` without losing a stored value."""
+"""Stored runs read back as typed records: a trial's configuration, a run's experiment
+and a tuning session's record, as the store wrote them (today's shape, and the shapes of
+the recorded runs, written by earlier versions that lacked later settings), load as
+:class:`TrialConfig`, :class:`Experiment` and :class:`TuneRecord` without losing a
+stored value, and today's shape is written back as it was read."""
 
 import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import FIXTURES
 from tests.report_fixtures import recorded
+from tunnelbench.bench import planfile
+from tunnelbench.bench.store import Store
 from tunnelbench.kinds import Cipher, Placement, Queue, TunnelKind, WanEncapsulation
 from tunnelbench.model.plan import (
     LEGACY,
+    Experiment,
     LabSettings,
     LinkSettings,
     TrafficSettings,
@@ -21,19 +27,31 @@ from tunnelbench.model.plan import (
     TunnelSettings,
     flatten,
 )
+from tunnelbench.model.tuning import TuneRecord
 
 RUNS = sorted((FIXTURES / "runs").glob("*.db"))
+SCENARIOS = sorted((Path(__file__).parents[2] / "scenarios").glob("*.toml"))
 
 
-def _json(data: object) -> object:
+def _json(data: object) -> Any:
     """``data`` as the store holds it (JSON: tuples are lists)."""
     return json.loads(json.dumps(data))
 
 
-def _stored_configs(db: Path) -> list[dict[str, object]]:
+def _stored(db: Path, query: str) -> list[Any]:
+    """The JSON column ``query`` selects, of a recorded database, as stored."""
     with closing(sqlite3.connect(f"file:{db}?immutable=1", uri=True)) as conn:
-        rows = conn.execute("SELECT config FROM trials ORDER BY run_id, seq").fetchall()
-    return [json.loads(row[0]) for row in rows]
+        rows = conn.execute(query).fetchall()
+    return [json.loads(row[0]) for row in rows if row[0] is not None]
+
+
+def _stored_configs(db: Path) -> list[dict[str, Any]]:
+    return _stored(db, "SELECT config FROM trials ORDER BY run_id, seq")
+
+
+def _complete(config: dict[str, Any]) -> bool:
+    """Whether a stored configuration has every setting today's has."""
+    return set(flatten(config)) == set(flatten(TrialConfig().to_dict()))
 
 
 def test_a_configuration_of_todays_shape_reads_back_equal():
@@ -71,7 +89,7 @@ def test_a_configuration_stored_before_later_settings_takes_what_it_ran_with():
 def _ran_with() -> dict[str, object]:
     """Every setting path with the value a configuration that lacks it ran with: that of
     LEGACY (a section's value covers its settings), else today's default."""
-    out = flatten(_json(TrialConfig().to_dict()))  # type: ignore[arg-type]
+    out = flatten(_json(TrialConfig().to_dict()))
     for path, value in LEGACY.items():
         key = ".".join(path)
         if isinstance(value, dict):
@@ -96,7 +114,51 @@ def test_every_recorded_trial_keeps_every_stored_setting(db: Path, tmp_path: Pat
     for raw, trial in zip(stored, trials, strict=True):
         assert isinstance(trial.config, TrialConfig)
         was = flatten(raw)
-        now = flatten(_json(trial.config.to_dict()))  # type: ignore[arg-type]
+        now = flatten(_json(trial.config.to_dict()))
         assert set(was) <= set(now), db.stem
         for path, value in now.items():
             assert value == was.get(path, ran_with[path]), (db.stem, trial.seq, path)
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_every_scenario_experiment_reads_back_equal(path: Path, tmp_path: Path):
+    """An experiment written and read again, directly, through JSON and through the
+    store, is the same experiment, and today's stored form is written back unchanged."""
+    experiment = planfile.load(path).experiment
+    stored = _json(experiment.to_dict())
+    assert Experiment.from_dict(experiment.to_dict()) == experiment
+    assert Experiment.from_dict(stored) == experiment
+    assert Experiment.from_dict(stored).to_dict() == stored
+    store = Store(tmp_path / "r.db")
+    try:
+        store.start_run("tunnelbench run", experiment, {})
+        assert store.run("latest").experiment == experiment
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("db", RUNS, ids=[db.stem for db in RUNS])
+def test_a_recorded_runs_experiment_and_tuning_session_read_back(db: Path, tmp_path: Path):
+    """A recorded run's experiment and tuning record load typed; written again they
+    read back equal, and one stored in today's shape is written as it was stored
+    (a tuple of settings was once written as a tuple, read back as JSON's list)."""
+    (experiment,) = _stored(db, "SELECT experiment FROM runs")
+    store = recorded(db.stem, tmp_path)
+    try:
+        run = store.run("latest")
+    finally:
+        store.close()
+    assert run.experiment == Experiment.from_dict(experiment)
+    assert Experiment.from_dict(_json(run.experiment.to_dict())) == run.experiment
+    if all(_complete(c) for c in experiment["configs"]) and "fresh_labs" in experiment:
+        assert run.experiment.to_dict() == experiment
+    tunes = _stored(db, "SELECT tune FROM runs") if "tune" in db.stem else []
+    assert (run.tune is not None) == bool(tunes)
+    if run.tune is not None:
+        assert TuneRecord.from_dict(run.tune.to_dict()) == run.tune
+        steps = tunes[0]["steps"]
+        configs = [s["best_config"] for s in steps] + [
+            c["config"] for s in steps for c in s["candidates"]
+        ]
+        if all(_complete(c) for c in configs):
+            assert run.tune.to_dict() == tunes[0]

@@ -229,7 +229,7 @@ def start(
     facts = dict(facts) if facts is not None else lab_environment(prepared)
     if lock is not None:
         facts["measurement_lock"] = lock
-    return store.start_run(command_line, prepared.experiment.to_dict(), facts, owner())
+    return store.start_run(command_line, prepared.experiment, facts, owner())
 
 
 def lab_environment(prepared: Prepared) -> dict[str, Any]:
@@ -383,7 +383,7 @@ def resumable(store: Store, ref: str) -> tuple[int, Experiment]:
             f"--resume: run {run.id} is a tuning session; `tunnelbench tune --resume {run.id}`"
             " continues it"
         )
-    experiment = Experiment.from_dict(run.experiment)
+    experiment = run.experiment
     check_stored(store, run.id, expand(experiment), adaptive=experiment.adaptive is not None)
     return run.id, experiment
 

@@ -37,7 +37,7 @@ from tunnelbench.echo import capped, shown
 from tunnelbench.errors import StorageError, UserError
 from tunnelbench.model.environment import Environment
 from tunnelbench.model.metrics import WARMUP_S
-from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.model.records import (
     GUESTS,
     Resolved,
@@ -47,6 +47,7 @@ from tunnelbench.model.records import (
     TrialRecord,
     TrialStatus,
 )
+from tunnelbench.model.tuning import TuneRecord
 from tunnelbench.system import ownership
 
 SCHEMA_VERSION = 6
@@ -141,12 +142,12 @@ def _run_record(row: Any) -> RunRecord:
     return RunRecord(
         id=row[0], started_at=row[1], ended_at=row[2], status=RunStatus(row[3]),
         command_line=row[4],
-        experiment=json.loads(row[5]),
+        experiment=Experiment.from_dict(json.loads(row[5])),
         environment=Environment.from_dict(json.loads(row[6])),
         owner=json.loads(row[7]) if row[7] else None,
         precision=json.loads(row[8]) if row[8] else None,
         error=row[9],
-        tune=json.loads(row[10]) if row[10] else None,
+        tune=TuneRecord.from_dict(json.loads(row[10])) if row[10] else None,
         label=row[11], notes=row[12],
     )  # fmt: skip
 
@@ -543,7 +544,7 @@ class Store:
     def start_run(
         self,
         command_line: str,
-        experiment: dict[str, Any],
+        experiment: Experiment,
         env: dict[str, Any],
         owner: dict[str, int] | None = None,
     ) -> int:
@@ -554,7 +555,7 @@ class Store:
                 (
                     time.time(),
                     command_line,
-                    json.dumps(experiment),
+                    json.dumps(experiment.to_dict()),
                     json.dumps(env),
                     json.dumps(owner),
                 ),
@@ -641,10 +642,11 @@ class Store:
                     (json.dumps(environment), run_id),
                 )
 
-    def set_tune(self, run_id: int, record: dict[str, Any]) -> None:
+    def set_tune(self, run_id: int, record: TuneRecord) -> None:
         """Record where a tuning session stands (its path so far and how it ended)."""
+        stored = json.dumps(record.to_dict())
         with self._transaction() as db:
-            db.execute("UPDATE runs SET tune = ? WHERE id = ?", (json.dumps(record), run_id))
+            db.execute("UPDATE runs SET tune = ? WHERE id = ?", (stored, run_id))
 
     def add_trial(
         self,

@@ -219,11 +219,9 @@ def _on_hosts(args: argparse.Namespace) -> int:
         return run_id
 
     def execute(store: Store, run_id: int, session: Session, _: runner.Prepared) -> int:
-        tune = store.run(str(run_id)).tune
-        assert tune is not None  # begin recorded it
-        record = TuneRecord.from_dict(tune)
-        start = TrialConfig.from_dict(record.steps[0].best_config)
-        return _execute(args, store, run_id, record, HostsBench(session, start))
+        record = store.run(str(run_id)).tune
+        assert record is not None  # begin recorded it
+        return _execute(args, store, run_id, record, HostsBench(session, record.start))
 
     return run_cli._on_hosts(args, hosts, prepared, started, existing=False, execute=execute)
 

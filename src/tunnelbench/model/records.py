@@ -23,8 +23,9 @@ from tunnelbench.model.kindfacts import (
     SetupFound,
     TunnelFacts,
 )
-from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.model.remotefacts import RemoteFacts
+from tunnelbench.model.tuning import TuneRecord
 
 
 class TrialStatus(StrEnum):
@@ -304,15 +305,15 @@ class RunRecord:
     ended_at: float | None
     status: RunStatus
     command_line: str
-    experiment: dict[str, Any]
+    experiment: Experiment
     environment: Environment
     owner: dict[str, int] | None = None
     # Adaptive runs: config key -> analysis.precision.Precision.to_dict(), as last decided.
     precision: dict[str, dict[str, Any]] | None = None
     # Why the run stopped early, when it was recorded (a storage fault, say).
     error: str | None = None
-    # A tuning session's model.tuning.TuneRecord.to_dict(); None for a run of a plan.
-    tune: dict[str, Any] | None = None
+    # A tuning session's path and end; None for a run of a plan.
+    tune: TuneRecord | None = None
     # The user's short name for the run and notes on it (run --label, --notes).
     label: str | None = None
     notes: str | None = None

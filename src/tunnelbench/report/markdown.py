@@ -24,7 +24,7 @@ from tunnelbench.kinds import (
 )
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.environment import Environment
-from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
+from tunnelbench.model.plan import TrialConfig, varying_paths
 from tunnelbench.model.records import TCG, Resolved, RunRecord, TrialRecord
 from tunnelbench.model.tuning import TuneRecord
 from tunnelbench.model.wan import format_pct, format_us
@@ -250,7 +250,7 @@ def common_settings(summaries: list[ConfigSummary]) -> str:
 def header_lines(
     run: RunRecord, trials: list[TrialRecord], summaries: list[ConfigSummary]
 ) -> list[str]:
-    experiment = Experiment.from_dict(run.experiment)
+    experiment = run.experiment
     title = experiment.name or "benchmark"
     when = utc(run.started_at)
     if run.ended_at is not None:

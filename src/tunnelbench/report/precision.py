@@ -7,7 +7,6 @@ decision, rather than recomputing it, so a report says what the run decided.
 
 from tunnelbench.analysis.precision import Precision, State
 from tunnelbench.bench.progress import describe
-from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import RunRecord, TrialRecord
 
 
@@ -20,7 +19,7 @@ def standing(run: RunRecord) -> dict[str, Precision]:
 def lines(run: RunRecord, trials: list[TrialRecord]) -> list[str]:
     """``precision: 4 of 6 configurations within ±2%`` and a line for each of the
     others: ``wireguard, 1 stream, upload: target not met (±3.4% after 10 runs)``."""
-    experiment = Experiment.from_dict(run.experiment)
+    experiment = run.experiment
     by_key = standing(run)
     if experiment.adaptive is None or not by_key:
         return []
