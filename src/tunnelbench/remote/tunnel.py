@@ -28,6 +28,9 @@ from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import ESP_CIPHERS, TunnelSpec
 
+#: Pings that may be lost before a built tunnel is said to carry nothing.
+CARRIED_PINGS = 3
+
 
 @dataclass
 class RemoteTunnel:
@@ -259,16 +262,32 @@ def _check_carried(
     session: Session, tunnel: RemoteTunnel, near: str, far: str, target: str
 ) -> None:
     """The client's packets to the server go through the tunnel: the far end's tunnel
-    device received them, else the route or the tunnel is wrong."""
-    session.hosts[near].run(["ping", "-c", "3", "-W", "1", target], check=False, timeout=15)
+    device received them, else the route or the tunnel is wrong.
+
+    One ping at a time, the counter read after each: the first may be lost while the
+    path resolves (ARP, or an IPsec SA negotiated on demand), and ``ping -c 3`` waited
+    its 1 s interval twice even when the first got through (busybox's ping may lack
+    ``-i``)."""
     device = tunnel.devices[far]
     counter = f"/sys/class/net/{device}/statistics/rx_packets"
-    text = session.hosts[far].run(["cat", counter], check=False).stdout.strip()
-    if not text.isdigit() or int(text) == 0:
-        raise LabError(
-            f"the tunnel carries nothing: {far}'s {device} received no packets after {near}"
-            f" pinged {target} (check {far}'s address in the hosts file and the firewalls)"
-        )
+    # Counted from before the pings: a tunnel device may receive other packets (IPv6
+    # neighbour discovery) that prove nothing of the route.
+    before = _counter(session.hosts[far], counter)
+    for _ in range(CARRIED_PINGS):
+        session.hosts[near].run(["ping", "-c", "1", "-W", "1", target], check=False, timeout=5)
+        after = _counter(session.hosts[far], counter)
+        if after is not None and after > (before or 0):
+            return
+    raise LabError(
+        f"the tunnel carries nothing: {far}'s {device} received no packets after {near}"
+        f" pinged {target} (check {far}'s address in the hosts file and the firewalls)"
+    )
+
+
+def _counter(host: SshHost, path: str) -> int | None:
+    """A counter file's value on ``host``, or None where it cannot be read."""
+    text = host.run(["cat", path], check=False).stdout.strip()
+    return int(text) if text.isdigit() else None
 
 
 def _version(host: SshHost, kind: TunnelKind, implementation: str, facts: Facts) -> str:
