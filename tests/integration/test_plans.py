@@ -123,7 +123,7 @@ def _estimate_learns_from(scenario: Path, db: Path) -> None:
         traffic = trial.config.traffic
         warmup = trial.metrics.get("warmup.s", traffic.warmup)
         vm = "vm_" if trial.config.lab.in_vm else ""
-        kind = vm + ("built_s" if trial.resolved.lab_fresh else "kept_s")
+        kind = vm + ("built_s" if trial.resolved.lab.fresh else "kept_s")
         kinds.setdefault(kind, []).append(spans[trial.id] - traffic.duration - warmup)
     for kind, values in kinds.items():
         figure = overheads[kind]

@@ -114,7 +114,7 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     # the MTU the lab's own rule gives on a 1500-byte underlay, and what ran each end
     tunnel = TunnelKind(kind)
     resolved = tunnelled.resolved
-    assert resolved.tunnel_version is not None
+    assert resolved.setup.version is not None
     if tunnel is TunnelKind.OPENVPN:
         # each end's own openvpn, its version line, crypto library and path; what set-up
         # found, as the lab records it: the cipher asked for, and DCO off with this
@@ -122,20 +122,20 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
         assert re.match(
             r"OpenVPN 2\.6\.\d+ .*, library versions: OpenSSL 3\.\S+ .*\(/\S+/openvpn\)"
             r" \(client and gw\)$",
-            resolved.tunnel_version,
+            resolved.setup.version,
         )
-        assert resolved.tunnel_cipher == "aes-256-gcm"
-        assert resolved.openvpn_data_cipher == "AES-256-GCM"
+        assert resolved.setup.cipher == "aes-256-gcm"
+        assert resolved.openvpn.data_cipher == "AES-256-GCM"
         dco = probing.openvpn_dco()
-        assert resolved.openvpn_dco is bool(dco.ok)
-        assert dco.detail in (resolved.openvpn_dco_reason or "")
+        assert resolved.openvpn.dco is bool(dco.ok)
+        assert dco.detail in (resolved.openvpn.dco_reason or "")
         assert resolved.tunnel is not None and resolved.tunnel.encrypts
         assert resolved.tunnel.userspace is not dco.ok
     else:
         kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
-        assert resolved.tunnel_version == f"linux {kernel} (client and gw)"
+        assert resolved.setup.version == f"linux {kernel} (client and gw)"
     lab_mtu = TUNNELS.get(tunnel).resolve(TunnelSettings(kind=tunnel), 1500).mtu
-    assert resolved.tunnel_mtu == lab_mtu
+    assert resolved.setup.mtu == lab_mtu
     assert remote(tunnelled).tunnel_built_by == "tunnelbench"
     # every host as it was: no device, no route, nothing in /tmp
     assert state(farm.lab) == before
@@ -254,7 +254,7 @@ def test_ipsec_is_built_on_real_hosts_beside_a_hosts_own_ike_daemon(farm):
             kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True)
             in_kernel = probing.esp("rfc4106(gcm(aes))").ok is not False
             esp_by = re.escape(f"linux {kernel.stdout.strip()}") if in_kernel else "kernel-libipsec"
-            version = trial.resolved.tunnel_version
+            version = trial.resolved.setup.version
             assert re.match(
                 rf"strongSwan 5\.\d+\.\d+, ESP by {esp_by} \(client and gw\)$", version or ""
             ), version
@@ -673,7 +673,7 @@ def test_one_plan_runs_on_the_lab_and_on_hosts_through_one_runner_to_records_of_
     assert cells(lab) == cells(hosts) == [("none", None), ("vxlan", 1400), ("vxlan", 1300)]
     for ours, theirs in zip(lab, hosts, strict=True):
         assert ours.status.value == theirs.status.value == "ok"
-        assert ours.resolved.tunnel_mtu == theirs.resolved.tunnel_mtu  # the MTU asked, built
+        assert ours.resolved.setup.mtu == theirs.resolved.setup.mtu  # the MTU asked, built
         keys = set(ours.resolved.to_dict()), set(theirs.resolved.to_dict())
         assert keys[0] - LAB_ONLY_RESOLVED == keys[1] - HOSTS_ONLY_RESOLVED
         artifacts = _artifacts(work / "lab.db", ours.id), _artifacts(work / "hosts.db", theirs.id)

@@ -129,9 +129,11 @@ def test_each_feature_runs_on_the_guest_kernel_and_reaches_the_link(suite, name)
     trial = _case(suite, name)
     assert trial.status is TrialStatus.OK, trial.error
     resolved = trial.resolved
-    assert resolved.virtualization in (TCG, KVM)
-    assert resolved.kernel_release and resolved.kernel_release != HOST_RELEASE
-    assert resolved.kernel_package and resolved.kernel_package.startswith("linux-image-")
+    assert resolved.where.virtualization in (TCG, KVM)
+    assert resolved.where.kernel_release and resolved.where.kernel_release != HOST_RELEASE
+    assert resolved.where.kernel_package and resolved.where.kernel_package.startswith(
+        "linux-image-"
+    )
     summary = suite["summaries"][trial.config_key]
     assert summary.ceiling is not None
     # At 3 Mbit/s the shaper's bucket of ten frames is 2% of a 2 s window, and htb (the
@@ -162,7 +164,7 @@ def _window_bytes(trial: TrialRecord) -> float:
 
 def test_kernel_wireguard_carried_the_traffic(suite):
     trial = _case(suite, "wireguard")
-    assert trial.resolved.tunnel_implementation == "kernel"
+    assert trial.resolved.setup.implementation == "kernel"
     # The tunnel device's counters over the window hold at least what the receiver got.
     assert trial.metrics["link.gw.tunnel.rx_packets"] * 1420 >= _window_bytes(trial)
 
@@ -176,16 +178,16 @@ def test_kernel_wireguard_carried_the_traffic(suite):
 )
 def test_kernel_esp_in_both_modes_and_both_aeads(suite, name, cipher, mode):
     resolved = _case(suite, name).resolved
-    assert resolved.esp_implementation == "kernel"
-    assert resolved.tunnel_cipher == cipher
-    assert resolved.esp_mode == mode
+    assert resolved.esp.implementation == "kernel"
+    assert resolved.setup.cipher == cipher
+    assert resolved.esp.mode == mode
 
 
 @pytest.mark.parametrize("name", ["gre", "gretap", "ipip", "geneve", "sit"])
 def test_kernel_tunnel_devices_counted_the_traffic(suite, name):
     trial = _case(suite, name)
-    assert trial.resolved.tunnel_implementation == "kernel"
-    mtu = trial.resolved.tunnel_mtu
+    assert trial.resolved.setup.implementation == "kernel"
+    mtu = trial.resolved.setup.mtu
     assert mtu is not None
     assert trial.metrics["link.gw.tunnel.rx_packets"] * mtu >= _window_bytes(trial)
 
@@ -318,7 +320,7 @@ def test_netem_loses_what_was_asked_apart_from_the_queues_drops(suite):
 def test_pppoe_carried_the_traffic_in_a_session_the_kernels_listed(suite):
     trial, plain = _case(suite, "pppoe"), _case(suite, "baseline")
     left, right = ("client", "gw")
-    sessions = trial.resolved.pppoe
+    sessions = trial.resolved.lab.pppoe
     assert sessions is not None and set(sessions) == {left, right}
     assert {s["session"] for s in sessions.values()} == {1}
     assert sessions[left]["peer"] != sessions[right]["peer"]
@@ -343,8 +345,8 @@ def test_pppoe_carried_the_traffic_in_a_session_the_kernels_listed(suite):
 
 
 def test_the_senders_used_cubic_by_default_and_bbr_when_asked(suite):
-    assert _case(suite, "baseline").resolved.congestion == "cubic"
-    assert _case(suite, "bbr").resolved.congestion == "bbr"
+    assert _case(suite, "baseline").resolved.traffic.congestion == "cubic"
+    assert _case(suite, "bbr").resolved.traffic.congestion == "bbr"
 
 
 def test_the_report_names_the_guest(suite):
@@ -425,7 +427,7 @@ def test_pppoe_puts_the_session_on_one_core(tmp_path):
     assert goodput.p is not None and goodput.p < ALPHA, goodput
     assert goodput.ratio is not None and goodput.ratio < 1, goodput
     # Each end steered its WAN veth to one core, and the verdict says why.
-    assert all(t.resolved.rps_pppoe_wan == {"client": "1", "gw": "1"} for t in session)
+    assert all(t.resolved.lab.rps_pppoe_wan == {"client": "1", "gw": "1"} for t in session)
     verdicts = {
         s.config.lab.wan.encapsulation.value: s.diagnosis.verdict
         for s in loaded.summaries

@@ -8,7 +8,14 @@ from tunnelbench.bench.store import Store
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, TrialConfig, TunnelSettings
-from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
+from tunnelbench.model.records import (
+    Resolved,
+    RunRecord,
+    RunStatus,
+    TrialRecord,
+    TrialStatus,
+    TunnelSetup,
+)
 from tunnelbench.report import software
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -40,9 +47,9 @@ def _trial(
 ) -> TrialRecord:
     """A trial of ``kind`` that ran ``implementation`` (and ESP by the kernel, with
     strongSwan ``esp``, around it)."""
-    resolved = Resolved(tunnel_implementation=implementation, tunnel_version=version)
+    resolved = Resolved(TunnelSetup(implementation, version))
     if esp is not None:
-        resolved.esp_implementation, resolved.esp_version = "kernel", esp
+        resolved.esp.implementation, resolved.esp.version = "kernel", esp
     config = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind(kind)))
     return TrialRecord(seq, 1, seq, 1, kind, config, resolved, TrialStatus.OK, None, {})
 

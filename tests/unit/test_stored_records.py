@@ -27,6 +27,7 @@ from tunnelbench.model.plan import (
     TunnelSettings,
     flatten,
 )
+from tunnelbench.model.records import Resolved
 from tunnelbench.model.tuning import TuneRecord
 
 RUNS = sorted((FIXTURES / "runs").glob("*.db"))
@@ -162,3 +163,36 @@ def test_a_recorded_runs_experiment_and_tuning_session_read_back(db: Path, tmp_p
         ]
         if all(_complete(c) for c in configs):
             assert run.tune.to_dict() == tunes[0]
+
+
+@pytest.mark.parametrize("db", RUNS, ids=[db.stem for db in RUNS])
+def test_a_recorded_trials_flat_resolved_record_reads_grouped_and_writes_back_flat(db: Path):
+    """``Resolved`` groups its fields by owner; the store keeps the flat keys every
+    version wrote: each reads into its group's field, and the record is written back as
+    it was stored (less the declared tunnel facts of a version before ``kernel_path``,
+    which the store asks the kind for again)."""
+    for stored in _stored(db, "SELECT resolved FROM trials"):
+        resolved = Resolved.from_dict(stored)
+        for key, group, name in (
+            ("tunnel_implementation", resolved.setup, "implementation"),
+            ("tunnel_mtu", resolved.setup, "mtu"),
+            ("esp_implementation", resolved.esp, "implementation"),
+            ("esp_encapsulation", resolved.esp, "encapsulation"),
+            ("openvpn_dco", resolved.openvpn, "dco"),
+            ("virtualization", resolved.where, "virtualization"),
+            ("lab_id", resolved.lab, "id"),
+            ("lab_fresh", resolved.lab, "fresh"),
+            ("rps", resolved.lab, "rps"),
+            ("processes", resolved.traffic, "processes"),
+            ("congestion", resolved.traffic, "congestion"),
+        ):
+            assert getattr(group, name) == stored.get(key), (db.stem, key)
+        assert resolved.traffic.stream_mode == stored.get("stream_mode")
+        assert resolved.lab.families == (
+            None if stored.get("lab_families") is None else tuple(stored["lab_families"])
+        )
+        facts = stored.get("tunnel_facts")
+        if facts is not None and "kernel_path" not in facts:
+            stored = {k: v for k, v in stored.items() if k != "tunnel_facts"}
+        assert resolved.to_dict() == stored, db.stem
+        assert resolved.extra == {}, db.stem

@@ -452,8 +452,8 @@ def for_config(config: TrialConfig, resolved: Resolved) -> Ceiling | None:
             directions=directions,
             link_header=link_header,
         )
-    assert resolved.tunnel_mtu is not None  # every tunnel records its device's MTU
-    tunnel_mtu = resolved.tunnel_mtu
+    assert resolved.setup.mtu is not None  # every tunnel records its device's MTU
+    tunnel_mtu = resolved.setup.mtu
     return ceiling(
         wan.rate,
         link_mtu=wan.ip_mtu,

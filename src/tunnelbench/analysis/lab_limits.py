@@ -54,12 +54,12 @@ def lab_limit(config: TrialConfig, resolved: Resolved) -> LabLimit | None:
     """The offloads the trial's lab turned off; None when it left them all as the
     kernel has them (or the record predates the offload record)."""
     off_roles, features = [], []
-    for role, changes in sorted((resolved.offloads or {}).items()):
+    for role, changes in sorted((resolved.lab.offloads or {}).items()):
         off = [f for f in FEATURES if changes.get(f) is False]
         if off:
             off_roles.append(role)
             features += [f for f in off if f not in features]
-    one_segment = tuple(sorted(r for r, n in (resolved.gso_max_segs or {}).items() if n == 1))
+    one_segment = tuple(sorted(r for r, n in (resolved.lab.gso_max_segs or {}).items() if n == 1))
     if not (off_roles or one_segment):
         return None
     plan = config.lab.offloads

@@ -101,7 +101,7 @@ class ConfigSummary:
         tunnel = settings.kind.value
         if settings.protection is not Protection.NONE:
             tunnel = f"{tunnel}+{settings.protection.value}"
-        implementation = self.resolved.tunnel_implementation
+        implementation = self.resolved.setup.implementation
         if settings.protection is not Protection.NONE:
             # The protected kind's own implementation is the kernel's: who does ESP
             # (kernel or libipsec) is what varies.

@@ -470,11 +470,11 @@ def _measure(
             metrics = traffic_metrics(traffic) | readings.metrics | ran.window
             metrics |= window_verdict(metrics) | warmup_fallback(config.traffic, traffic)
             setup.check(metrics, config.traffic.duration)
-            resolved.processes = traffic.processes
+            resolved.traffic.processes = traffic.processes
             # What the senders reported (iperf3), else what they were given (iperf2
             # reports none).
             requested = ran.settings.congestion
-            resolved.congestion = traffic.congestion or requested
+            resolved.traffic.congestion = traffic.congestion or requested
             if None not in (traffic.congestion, requested) and traffic.congestion != requested:
                 named = "traffic.congestion" if config.traffic.congestion else "the lab's default"
                 raise LabError(
@@ -502,7 +502,7 @@ class _Ran:
 def _traffic(config: TrialConfig, resolved: Resolved, setup: Setup) -> _Ran:
     """The generator's traffic with the probes and the testbed's window around it."""
     generator = GENERATORS.get(config.traffic.generator)
-    assert resolved.stream_mode is not None  # the testbed's acquire resolved it
+    assert resolved.traffic.stream_mode is not None  # the testbed's acquire resolved it
     probe_set = new_probe_set()
     readings: ProbeReadings | None = None
     duration = config.traffic.duration
@@ -517,7 +517,7 @@ def _traffic(config: TrialConfig, resolved: Resolved, setup: Setup) -> _Ran:
         probe_set.before(setup.machines, setup.context)
         settings = setup.traffic(config.traffic)
         traffic = generator.run(
-            setup.ends, settings, resolved.stream_mode, on_started, setup.broken,
+            setup.ends, settings, resolved.traffic.stream_mode, on_started, setup.broken,
             setup.signals(probe_set),
         )  # fmt: skip
         window, raw = setup.close_window()

@@ -797,7 +797,7 @@ class Store:
                     warmup_s=warmup_s,
                     expected_warmup=settings.expected_warmup,
                     in_vm=settings.lab.in_vm,
-                    lab_fresh=facts.lab_fresh,
+                    lab_fresh=facts.lab.fresh,
                 )
             )
         return timed

@@ -336,7 +336,7 @@ def compare(a: Side, b: Side) -> Comparison:
 def _emulation(s: ConfigSummary) -> str:
     """How the configuration's CPU ran: ``tcg`` (emulated), ``kvm`` or ``none`` (this
     machine's kernel; also every run recorded before labs ran in guests)."""
-    return s.resolved.virtualization or NO_VM
+    return s.resolved.where.virtualization or NO_VM
 
 
 def _refuse_emulated(row: Row) -> None:

@@ -30,10 +30,10 @@ def entries(run: RunRecord, trials: Sequence[TrialRecord]) -> list[tuple[str, st
         resolved, kind = trial.resolved, trial.config.tunnel.kind
         if kind is TunnelKind.NONE:
             continue
-        if resolved.tunnel_implementation and resolved.tunnel_version:
-            tunnels.append((f"{kind}/{resolved.tunnel_implementation}", resolved.tunnel_version))
-        if kind is not TunnelKind.IPSEC and resolved.esp_implementation and resolved.esp_version:
-            tunnels.append((f"esp/{resolved.esp_implementation}", resolved.esp_version))
+        if resolved.setup.implementation and resolved.setup.version:
+            tunnels.append((f"{kind}/{resolved.setup.implementation}", resolved.setup.version))
+        if kind is not TunnelKind.IPSEC and resolved.esp.implementation and resolved.esp.version:
+            tunnels.append((f"esp/{resolved.esp.implementation}", resolved.esp.version))
     out = list(dict.fromkeys(tunnels))
     out += [(k, v) for k, v in recorded if "/" not in k]
     for key, version in (("iproute2", env.iproute2), ("tunnelbench", env.tunnelbench)):
