@@ -57,7 +57,7 @@ def timed(plan: Path | None, quick: bool, db: Path) -> tuple[float, float, int]:
         trials = [t for t in store.trials(run.id) if t.status is TrialStatus.OK]
     finally:
         store.close()
-    measured = sum(float(t.config["traffic"]["duration"]) for t in trials)
+    measured = sum(float(t.config.traffic.duration) for t in trials)
     return wall, measured, len(trials)
 
 

@@ -18,7 +18,14 @@ from tunnelbench.bench.store import Store
 from tunnelbench.bench.testbeds.lab import LabTestbed
 from tunnelbench.kinds import StreamMode
 from tunnelbench.lab import netns
-from tunnelbench.model.plan import LabSettings, LinkSettings, TrafficSettings, Trial, TrialConfig
+from tunnelbench.model.plan import (
+    Experiment,
+    LabSettings,
+    LinkSettings,
+    TrafficSettings,
+    Trial,
+    TrialConfig,
+)
 from tunnelbench.tunnels.base import TunnelSpec
 
 ROUNDS = 7
@@ -68,7 +75,7 @@ def compare(label: str, settings: LabSettings) -> float:
     ours, theirs = [], []
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "bench.db")
-        run_id = store.start_run("benchmark", {}, {})
+        run_id = store.start_run("benchmark", Experiment((config,)), {})
         for i in range(ROUNDS):
             with LabTestbed(LabPool()) as lab:
                 outcome = run_trial(store, run_id, Trial(i + 1, i + 1, config), resolution, lab)

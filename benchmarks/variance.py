@@ -138,7 +138,7 @@ def table(variant: str, trials: list[TrialRecord]) -> dict[str, list[float]]:
     """Print one variant's rows; return goodput (Mbit/s) by configuration label."""
     figures: dict[str, list[float]] = {}
     for group in by_config(trials).values():
-        config = TrialConfig.from_dict(group[0].config)
+        config = group[0].config
         values = [t.metrics["goodput_bps"] / 1e6 for t in group]
         figures[label(config)] = values
         print(
@@ -174,8 +174,8 @@ def main() -> None:
     finally:
         lock.release()
     print(f"CV of goodput over {RUNS} runs of {DURATION} s each (Mbit/s):")
-    free = [t for t in kept if t.config["lab"]["placement"] == Placement.FREE.value]
-    pinned = [t for t in kept if t.config["lab"]["placement"] == Placement.PINNED.value]
+    free = [t for t in kept if t.config.lab.placement is Placement.FREE]
+    pinned = [t for t in kept if t.config.lab.placement is Placement.PINNED]
     kept_free = table("kept/free", free)
     table("kept/pinned", pinned)
     fresh_free = table("fresh/free", fresh)

@@ -12,7 +12,7 @@ configurations.
 import re
 import shutil
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,28 +41,28 @@ def wide(directory: Path, mtus: tuple[int, ...] = (1280, 1500, 4000, 6000, 9000)
     by_kind: dict[str, list] = {}
     for trial in source.trials(run.id):
         if trial.status == "ok":
-            by_kind.setdefault(trial.config["tunnel"]["kind"], []).append(trial)
+            by_kind.setdefault(trial.config.tunnel.kind, []).append(trial)
     store = Store(directory / "wide.db")
     run_id = store.start_run(
-        "tunnelbench run wide.toml", {**run.experiment, "name": "wide"}, run.environment.to_dict()
+        "tunnelbench run wide.toml", replace(run.experiment, name="wide"), run.environment.to_dict()
     )
     seq = 0
     for kind in ("none", "vxlan"):
         template = by_kind[kind][0].config
         for mtu in mtus:
             for streams in (1, 2, 4, 8, 16):
-                config = TrialConfig.from_dict(template).to_dict()
+                config = template.to_dict()
                 config["lab"]["lan_mtu"] = mtu
                 config["lab"]["wan"]["mtu"] = mtu + 50
                 config["tunnel"]["mtu"] = mtu if kind == "vxlan" else None
                 config["traffic"]["streams"] = streams
-                key = TrialConfig.from_dict(config).key()
+                settings = TrialConfig.from_dict(config)
                 for repetition in (1, 2, 3):
                     trial = by_kind[kind][seq % len(by_kind[kind])]
                     seq += 1
                     store.add_trial(
-                        run_id, seq=seq, repetition=repetition, config_key=key,
-                        config=config, resolved=Resolved.from_dict(
+                        run_id, seq=seq, repetition=repetition, config_key=settings.key(),
+                        config=settings, resolved=Resolved.from_dict(
                             trial.resolved.to_dict(facts=False)
                             | {"tunnel_mtu": mtu if kind == "vxlan" else None}),
                         status=TrialStatus.OK, error=None,

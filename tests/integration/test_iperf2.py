@@ -14,7 +14,6 @@ import pytest
 from tests.integration.helpers import tunnelbench
 from tunnelbench.bench.store import Store
 from tunnelbench.kinds import Direction
-from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import TrialRecord
 from tunnelbench.traffic import iperf2, iperf2_csv
 
@@ -56,7 +55,7 @@ def run_plan(tmp_path: Path, name: str, traffic: str, matrix: str) -> tuple[Stor
 
 def sent(store: Store, trial: TrialRecord) -> int:
     """Bytes iperf2's client reported sending upstream over the whole test."""
-    settings = TrialConfig.from_dict(trial.config).traffic
+    settings = trial.config.traffic
     target = ("198.18.1.2" if settings.family == 4 else "2001:2:0:1::2", iperf2.PORT)
     outputs = {r["role"]: r["stdout"] for r in store.artifact(trial.id, "iperf2")}
     lines = iperf2_csv.parse(outputs["client"], "client", settings.protocol)
@@ -69,7 +68,7 @@ def sent(store: Store, trial: TrialRecord) -> int:
 def whole_test_loss(store: Store, trial: TrialRecord) -> float:
     """The server's lost datagrams over the whole test, in % of those it expected (its
     final lines: warm-up included, as the byte counts are)."""
-    settings = TrialConfig.from_dict(trial.config).traffic
+    settings = trial.config.traffic
     outputs = {r["role"]: r["stdout"] for r in store.artifact(trial.id, "iperf2")}
     lines = iperf2_csv.parse(outputs["server"], "server", settings.protocol)
     finals = [r.total.udp for r in iperf2_csv.stream_reports(lines, "server")]
@@ -82,7 +81,7 @@ def whole_test_loss(store: Store, trial: TrialRecord) -> float:
 def received(store: Store, trial: TrialRecord) -> dict[Direction, int]:
     """Bytes iperf2's receivers counted over the whole test (their final lines), per
     direction: the server's for upload, the client's for download."""
-    settings = TrialConfig.from_dict(trial.config).traffic
+    settings = trial.config.traffic
     target = ("198.18.1.2" if settings.family == 4 else "2001:2:0:1::2", iperf2.PORT)
     outputs = {r["role"]: r["stdout"] for r in store.artifact(trial.id, "iperf2")}
     counted = {}
@@ -97,7 +96,7 @@ def received(store: Store, trial: TrialRecord) -> dict[Direction, int]:
 
 def check_trial(store: Store, trial: TrialRecord) -> None:
     """What every iperf2 trial must show, and its bytes against the lab's counters."""
-    metrics, config = trial.metrics, TrialConfig.from_dict(trial.config)
+    metrics, config = trial.metrics, trial.config
     assert trial.resolved.to_dict()["stream_mode"] == "single"
     assert metrics["generator_processes"] == 1
     assert metrics["proc.iperf2-client:5001"] > 0 and "proc.iperf2-server:5001" in metrics
@@ -124,13 +123,13 @@ def check_trial(store: Store, trial: TrialRecord) -> None:
 
 def test_tcp_upload_one_and_four_streams(tmp_path):
     store, trials = run_plan(tmp_path, "upload", "", '"traffic.streams" = [1, 4]')
-    assert [(t.config["tunnel"]["kind"], t.config["traffic"]["streams"]) for t in trials] == [
+    assert [(t.config.tunnel.kind, t.config.traffic.streams) for t in trials] == [
         ("none", 1), ("wireguard", 1), ("none", 4), ("wireguard", 4),
     ]  # fmt: skip
     for trial in trials:
         check_trial(store, trial)
         assert "download_bps" not in trial.metrics
-        floor = 1e9 if trial.config["tunnel"]["kind"] == "none" else 100e6
+        floor = 1e9 if trial.config.tunnel.kind == "none" else 100e6
         assert trial.metrics["upload_bps"] > floor
     none1, wg1, none4, wg4 = trials
     assert wg1.metrics["goodput_bps"] < none1.metrics["goodput_bps"]
@@ -147,7 +146,7 @@ def test_udp_rate_per_stream_loss_and_jitter_from_the_receiver(tmp_path):
         check_trial(store, trial)
         m = trial.metrics
         assert 0 <= m["udp.lost_pct"] < 100 and m["udp.jitter_ms"] >= 0
-        if trial.config["tunnel"]["kind"] == "none":
+        if trial.config.tunnel.kind == "none":
             assert m["upload_bps"] == pytest.approx(200e6, rel=0.05)  # 2 streams of 100 Mbit/s
             assert m["udp.lost_pct"] < 5
         else:
@@ -168,10 +167,10 @@ def test_udp_rate_per_stream_loss_and_jitter_from_the_receiver(tmp_path):
         # loss varies from second to second.
         (count,) = received(store, trial).values()
         assert m["upload_bps"] <= 8 * count <= 2 * 1.05 * 200e6
-        if trial.config["tunnel"]["kind"] == "none":
+        if trial.config.tunnel.kind == "none":
             assert 8 * count == pytest.approx(2 * m["upload_bps"], rel=0.1)
         argv = store.artifact(trial.id, "iperf2")[0]["argv"]
-        length = 1368 if trial.config["tunnel"]["kind"] == "wireguard" else 1448
+        length = 1368 if trial.config.tunnel.kind == "wireguard" else 1448
         assert argv[argv.index("-l") + 1] == str(length)  # no fragmentation in the tunnel
 
 
@@ -183,7 +182,7 @@ def test_download_and_full_duplex(tmp_path):
         check_trial(store, trial)
         m = trial.metrics
         assert m["download_bps"] > 100e6
-        if trial.config["traffic"]["direction"] == "bidir":
+        if trial.config.traffic.direction == "bidir":
             assert m["upload_bps"] > 100e6
         else:
             assert "upload_bps" not in m

@@ -100,9 +100,9 @@ def evidence(tmp_path_factory):
 def _trial(evidence, kind: str, cipher: str | None = None, protection: str = "none"):
     store, trials, seen, _ = evidence
     for trial in trials:
-        tunnel = trial.config["tunnel"]
-        if (tunnel["kind"], tunnel["protection"]) == (kind, protection) and (
-            cipher is None or tunnel["cipher"] == cipher
+        tunnel = trial.config.tunnel
+        if (tunnel.kind, tunnel.protection) == (kind, protection) and (
+            cipher is None or tunnel.cipher == cipher
         ):
             return store, trial, seen[trial.resolved.to_dict()["lab_id"]]
     raise AssertionError(f"no {kind} trial")

@@ -198,7 +198,7 @@ def measure(config: TrialConfig) -> tuple[Any, dict[str, float], dict[str, Any]]
         stream_mode=Iperf3().resolve_mode(config.traffic),
     )
     resolved = Resolved()
-    resolved.stream_mode = resolution.stream_mode
+    resolved.traffic.stream_mode = resolution.stream_mode
     with LabTestbed(LabPool()) as lab:
         metrics, artifacts = _measure(config, resolution, resolved, lab)
     return artifacts[config.traffic.generator.value], metrics, resolved.to_dict()

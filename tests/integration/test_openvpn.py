@@ -58,8 +58,8 @@ def test_both_ciphers_carry_traffic_through_the_tunnel_and_are_recorded(tmp_path
     store = Store(db)
     trials = store.trials(store.run("latest").id)
     assert all(t.status == "ok" for t in trials), [t.error for t in trials]
-    tunnels = [t for t in trials if t.config["tunnel"]["kind"] == "openvpn"]
-    assert [(t.config["tunnel"]["cipher"], t.config["traffic"]["family"]) for t in tunnels] == [
+    tunnels = [t for t in trials if t.config.tunnel.kind == "openvpn"]
+    assert [(t.config.tunnel.cipher, t.config.traffic.family) for t in tunnels] == [
         ("aes-256-gcm", 4),
         ("chacha20-poly1305", 6),
     ]
@@ -71,7 +71,7 @@ def test_both_ciphers_carry_traffic_through_the_tunnel_and_are_recorded(tmp_path
             r"OpenVPN 2\.6\.\d+, OpenSSL \S+ \(/\S+/openvpn\)$", resolved["tunnel_version"]
         )
         assert resolved["tunnel_mtu"] == 1448
-        assert resolved["tunnel_cipher"] == trial.config["tunnel"]["cipher"]
+        assert resolved["tunnel_cipher"] == trial.config.tunnel.cipher
         assert resolved["openvpn_data_cipher"] == name
         assert resolved["openvpn_dco"] is bool(dco.ok)
         assert dco.detail in resolved["openvpn_dco_reason"]

@@ -143,18 +143,18 @@ def test_a_run_keeps_one_lab_per_lab_and_tunnel_and_leaves_none(tmp_path):
     trials = _run(Experiment(_configs(), repetitions=2), tmp_path / "kept.db")
     assert [t.status for t in trials] == [TrialStatus.OK] * 6
     # none/1, none/2 share a lab (traffic differs only); vxlan has its own.
-    labs = [t.resolved.lab_id for t in trials]
+    labs = [t.resolved.lab.id for t in trials]
     assert labs[0] == labs[1] == labs[3] == labs[4] and labs[2] == labs[5] != labs[0]
-    assert [t.resolved.lab_fresh for t in trials] == [True, False, True, False, False, False]
-    assert [t.resolved.lab_trial for t in trials] == [1, 2, 1, 3, 4, 2]
+    assert [t.resolved.lab.fresh for t in trials] == [True, False, True, False, False, False]
+    assert [t.resolved.lab.trial for t in trials] == [1, 2, 1, 3, 4, 2]
     assert set(lab_state.list_namespaces()) == before
 
 
 def test_fresh_labs_build_one_lab_per_trial(tmp_path):
     experiment = Experiment(_configs()[:1], repetitions=2, fresh_labs=True)
     trials = _run(experiment, tmp_path / "fresh.db")
-    assert [t.resolved.lab_fresh for t in trials] == [True, True]
-    assert trials[0].resolved.lab_id != trials[1].resolved.lab_id
+    assert [t.resolved.lab.fresh for t in trials] == [True, True]
+    assert trials[0].resolved.lab.id != trials[1].resolved.lab.id
 
 
 def test_a_kept_lab_whose_daemon_died_is_not_handed_on():

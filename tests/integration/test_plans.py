@@ -18,7 +18,7 @@ from tests.integration.helpers import tunnelbench
 from tunnelbench.bench import planfile
 from tunnelbench.bench.store import Store
 from tunnelbench.lab.state import STATE_ROOT, LabState, known_labs
-from tunnelbench.model.plan import TrialConfig, expand
+from tunnelbench.model.plan import expand
 
 ROOT = Path(__file__).resolve().parents[2]
 # The scenarios whose labs run on this machine's kernel; those on another kernel boot a
@@ -120,11 +120,11 @@ def _estimate_learns_from(scenario: Path, db: Path) -> None:
     for trial in trials:
         if trial.status != "ok":
             continue
-        traffic = trial.config["traffic"]
-        warmup = trial.metrics.get("warmup.s", traffic["warmup"])
-        vm = "vm_" if TrialConfig.from_dict(trial.config).lab.in_vm else ""
-        kind = vm + ("built_s" if trial.resolved.lab_fresh else "kept_s")
-        kinds.setdefault(kind, []).append(spans[trial.id] - traffic["duration"] - warmup)
+        traffic = trial.config.traffic
+        warmup = trial.metrics.get("warmup.s", traffic.warmup)
+        vm = "vm_" if trial.config.lab.in_vm else ""
+        kind = vm + ("built_s" if trial.resolved.lab.fresh else "kept_s")
+        kinds.setdefault(kind, []).append(spans[trial.id] - traffic.duration - warmup)
     for kind, values in kinds.items():
         figure = overheads[kind]
         if len(values) < 5:

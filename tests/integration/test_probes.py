@@ -27,7 +27,7 @@ def test_a_tiny_shaped_queue_drops_and_tcp_retransmits(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     store, trials = _trials(db)
-    assert [t.config["tunnel"]["kind"] for t in trials] == ["none", "wireguard"]
+    assert [t.config.tunnel.kind for t in trials] == ["none", "wireguard"]
     for trial in trials:
         assert trial.status == "ok", trial.error
         m = trial.metrics

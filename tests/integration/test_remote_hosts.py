@@ -144,13 +144,13 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
         run = view.load(store, "latest")
     finally:
         store.close()
-    assert [t.config["tunnel"]["kind"] for t in run.trials] == ["none", "wireguard"]
+    assert [t.config.tunnel.kind for t in run.trials] == ["none", "wireguard"]
     plain, tunnelled = run.trials
     # The lab's own generator run: 2 streams as the client's iperf3 runs them (before 3.16
     # a process each, measured over one common window), the warm-up ended on evidence.
     mode = Iperf3().resolve_mode(TrafficSettings(streams=2))  # the hosts' iperf3 is ours
     for trial in run.trials:
-        assert trial.resolved.stream_mode is mode
+        assert trial.resolved.traffic.stream_mode is mode
         expected = 2 if mode is StreamMode.PROCESSES else 1
         assert trial.metrics["generator_processes"] == expected
         assert 0 < trial.metrics["warmup.s"] <= TrafficSettings().warmup_max
@@ -203,18 +203,18 @@ def test_a_run_across_a_tunnel_tunnelbench_builds(hosts):
         assert all(label.rsplit("@", 1)[-1] in ROLES for label in labels), labels
     assert remote(plain).tunnel_built_by is None
     assert remote(tunnelled).tunnel_built_by == "tunnelbench"
-    assert tunnelled.resolved.tunnel_implementation == "wireguard-go"  # no kernel WireGuard here
+    assert tunnelled.resolved.setup.implementation == "wireguard-go"  # no kernel WireGuard here
     # which wireguard-go, on both ends: the version, build and path each host has
     pinned = (REPO / ".tools" / "bin" / "wireguard-go.version").read_text().strip()
     built = f"built from golang.zx2c4.com/wireguard@{pinned} ({REPO}/.tools/bin/wireguard-go)"
-    assert (tunnelled.resolved.tunnel_version or "").endswith(f"{built} (client and gw)")
+    assert (tunnelled.resolved.setup.version or "").endswith(f"{built} (client and gw)")
     ends = remote(tunnelled).tunnel_ends
     assert {r: e.implementation for r, e in ends.items()} == {
         "client": "wireguard-go",
         "gw": "wireguard-go",
     }
     # No tunnel: the kernel that routes is what ran, recorded as the lab records its own.
-    assert plain.resolved.tunnel_version == f"linux {platform.release()}"
+    assert plain.resolved.setup.version == f"linux {platform.release()}"
     report = " ".join((work / "r-run1.md").read_text().split())  # its lines wrap
     assert "wireguard/wireguard-go: wireguard-go v0.0." in report.split("**Software:**")[1]
     # the traffic crossed the tunnel: the DUT's WireGuard device received it

@@ -98,7 +98,7 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = latest(work / "r.db")
     plain, tunnelled = run.trials
-    assert tunnelled.config["tunnel"]["kind"] == kind
+    assert tunnelled.config.tunnel.kind == kind
     assert tunnelled.status.value == "ok" and plain.status.value == "ok"
     m = tunnelled.metrics
     delivered = m["goodput_bps"] * 1 / 8  # over the 1 s window
@@ -114,7 +114,7 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
     # the MTU the lab's own rule gives on a 1500-byte underlay, and what ran each end
     tunnel = TunnelKind(kind)
     resolved = tunnelled.resolved
-    assert resolved.tunnel_version is not None
+    assert resolved.setup.version is not None
     if tunnel is TunnelKind.OPENVPN:
         # each end's own openvpn, its version line, crypto library and path; what set-up
         # found, as the lab records it: the cipher asked for, and DCO off with this
@@ -122,20 +122,20 @@ def test_a_kind_the_lab_builds_is_built_on_real_hosts_by_the_same_code(farm, kin
         assert re.match(
             r"OpenVPN 2\.6\.\d+ .*, library versions: OpenSSL 3\.\S+ .*\(/\S+/openvpn\)"
             r" \(client and gw\)$",
-            resolved.tunnel_version,
+            resolved.setup.version,
         )
-        assert resolved.tunnel_cipher == "aes-256-gcm"
-        assert resolved.openvpn_data_cipher == "AES-256-GCM"
+        assert resolved.setup.cipher == "aes-256-gcm"
+        assert resolved.openvpn.data_cipher == "AES-256-GCM"
         dco = probing.openvpn_dco()
-        assert resolved.openvpn_dco is bool(dco.ok)
-        assert dco.detail in (resolved.openvpn_dco_reason or "")
+        assert resolved.openvpn.dco is bool(dco.ok)
+        assert dco.detail in (resolved.openvpn.dco_reason or "")
         assert resolved.tunnel is not None and resolved.tunnel.encrypts
         assert resolved.tunnel.userspace is not dco.ok
     else:
         kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
-        assert resolved.tunnel_version == f"linux {kernel} (client and gw)"
+        assert resolved.setup.version == f"linux {kernel} (client and gw)"
     lab_mtu = TUNNELS.get(tunnel).resolve(TunnelSettings(kind=tunnel), 1500).mtu
-    assert resolved.tunnel_mtu == lab_mtu
+    assert resolved.setup.mtu == lab_mtu
     assert remote(tunnelled).tunnel_built_by == "tunnelbench"
     # every host as it was: no device, no route, nothing in /tmp
     assert state(farm.lab) == before
@@ -168,7 +168,7 @@ def test_ipv6_crosses_a_tunnel_built_on_real_hosts_as_in_the_lab(farm, protectio
     plain, tunnelled = latest(work / "r.db").trials
     for trial in (plain, tunnelled):
         assert trial.status.value == "ok", trial.error
-        assert trial.config["traffic"]["family"] == 6
+        assert trial.config.traffic.family == 6
         assert remote(trial).target == "2001:2:0:1::2"  # the server's IPv6 address
     # the traffic crossed the tunnel device at the DUT's end
     m = tunnelled.metrics
@@ -180,8 +180,8 @@ def test_ipv6_crosses_a_tunnel_built_on_real_hosts_as_in_the_lab(farm, protectio
     assert fields["tunnel_mtu"] == TUNNELS.get(TunnelKind(kind)).resolve(settings, 1500).mtu
     if protection == "ipsec":
         assert f"{kind}+ipsec" in done.stdout  # the label names the protection
-        assert tunnelled.config["tunnel"]["protection"] == "ipsec"
-        assert plain.config["tunnel"]["protection"] == "none"
+        assert tunnelled.config.tunnel.protection == "ipsec"
+        assert plain.config.tunnel.protection == "none"
         in_kernel = probing.esp("rfc4106(gcm(aes))").ok is not False
         assert fields["esp_implementation"] == ("kernel" if in_kernel else "libipsec")
         assert fields["tunnel_implementation"] == fields["esp_implementation"]
@@ -235,7 +235,7 @@ def test_ipsec_is_built_on_real_hosts_beside_a_hosts_own_ike_daemon(farm):
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         run = latest(work / "r.db")
         trials = run.trials
-        assert sorted(t.config["tunnel"]["kind"] for t in trials) == sorted(2 * ["none", "ipsec"])
+        assert sorted(t.config.tunnel.kind for t in trials) == sorted(2 * ["none", "ipsec"])
         # what the DUT's kernel says of the kernel's ESP, asked there (for advice)
         record = run.run.environment.capabilities or {}
         assert record["where"] == "gw's kernel"
@@ -244,7 +244,7 @@ def test_ipsec_is_built_on_real_hosts_beside_a_hosts_own_ike_daemon(farm):
         for trial in trials:
             assert trial.status.value == "ok", trial.error
             m = trial.metrics
-            if trial.config["tunnel"]["kind"] == "none":
+            if trial.config.tunnel.kind == "none":
                 assert remote(trial).tunnel_devices == {}
                 assert not any(".tunnel." in n for n in m)
                 continue
@@ -254,7 +254,7 @@ def test_ipsec_is_built_on_real_hosts_beside_a_hosts_own_ike_daemon(farm):
             kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True)
             in_kernel = probing.esp("rfc4106(gcm(aes))").ok is not False
             esp_by = re.escape(f"linux {kernel.stdout.strip()}") if in_kernel else "kernel-libipsec"
-            version = trial.resolved.tunnel_version
+            version = trial.resolved.setup.version
             assert re.match(
                 rf"strongSwan 5\.\d+\.\d+, ESP by {esp_by} \(client and gw\)$", version or ""
             ), version
@@ -384,12 +384,12 @@ def test_a_built_tunnel_is_removed_and_built_again_between_rounds(farm, kind):
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = latest(work / "r.db")
-    kinds = sorted(t.config["tunnel"]["kind"] for t in run.trials)
+    kinds = sorted(t.config.tunnel.kind for t in run.trials)
     assert kinds == ["none", "none", kind, kind]
     assert all(t.status.value == "ok" for t in run.trials), [t.error for t in run.trials]
     for trial in run.trials:
         devices = remote(trial).tunnel_devices
-        if trial.config["tunnel"]["kind"] == "none":
+        if trial.config.tunnel.kind == "none":
             assert devices == {}  # and no tunnel device counted: it was gone
             assert not any(
                 f"-{s}" in n for s in ("wg", "vx") for n in trial.metrics if n.startswith("link.")
@@ -452,9 +452,9 @@ streams = 2
 def _generator(trial: Any) -> str:
     """``iperf2``, ``iperf2-udp``, ``iperf2-udp-vxlan``: a trial by its generator."""
     config = trial.config
-    udp = "-udp" if config["traffic"]["protocol"] == "udp" else ""
-    kind = config["tunnel"]["kind"]
-    return config["traffic"]["generator"] + udp + (f"-{kind}" if kind != "none" else "")
+    udp = "-udp" if config.traffic.protocol == "udp" else ""
+    kind = config.tunnel.kind
+    return config.traffic.generator + udp + (f"-{kind}" if kind != "none" else "")
 
 
 def test_iperf2_drives_real_hosts_with_the_labs_command_lines_and_parser(farm):
@@ -556,8 +556,8 @@ def test_lab_wan_shapes_the_real_hosts_wan_link_as_in_the_lab(farm):
     gw_wan = farm.lab.link_device("gw", "client")
     for trial in run.trials:
         assert trial.status.value == "ok", trial.error
-        lab = trial.config["lab"]
-        assert (lab["wan"]["mtu"], lab["lan_mtu"]) == (1500, 1500)  # the hosts' own, recorded
+        lab = trial.config.lab
+        assert (lab.wan.mtu, lab.lan_mtu) == (1500, 1500)  # the hosts' own, recorded
         m = trial.metrics
         delivered = m["goodput_bps"] * 2 / 8
         # the client's end shaped the upload; both ends' queues are read as the lab's "wan"
@@ -571,7 +571,7 @@ def test_lab_wan_shapes_the_real_hosts_wan_link_as_in_the_lab(farm):
         # twice over, since an aggregate's size varies.
         assert m["rtt.samples"] >= 5 and m["rtt.lost"] == 0
         assert 0 < m["rtt.loaded_ms"] <= m["rtt.loaded_p95_ms"]
-        if lab["wan"]["queue"] == "bfifo":
+        if lab.wan.queue == "bfifo":
             held = 75_000.0
         else:
             unit = m["qdisc.client.wan.sent_bytes"] / m["qdisc.client.wan.sent_packets"]
@@ -669,14 +669,14 @@ def test_one_plan_runs_on_the_lab_and_on_hosts_through_one_runner_to_records_of_
     lab, hosts = runs["lab"], runs["hosts"]
 
     def cells(trials: list[Any]) -> list[tuple[str, int | None]]:
-        return [(t.config["tunnel"]["kind"], t.config["tunnel"].get("mtu")) for t in trials]
+        return [(t.config.tunnel.kind, t.config.tunnel.mtu) for t in trials]
 
     assert cells(lab) == cells(hosts) == [
         ("none", None), ("vxlan", 1400), ("vxlan", 1300), ("wireguard", 1400), ("wireguard", 1300),
     ]  # fmt: skip
     for ours, theirs in zip(lab, hosts, strict=True):
         assert ours.status.value == theirs.status.value == "ok"
-        assert ours.resolved.tunnel_mtu == theirs.resolved.tunnel_mtu  # the MTU asked, built
+        assert ours.resolved.setup.mtu == theirs.resolved.setup.mtu  # the MTU asked, built
         keys = set(ours.resolved.to_dict()), set(theirs.resolved.to_dict())
         assert keys[0] - LAB_ONLY_RESOLVED == keys[1] - HOSTS_ONLY_RESOLVED
         artifacts = _artifacts(work / "lab.db", ours.id), _artifacts(work / "hosts.db", theirs.id)

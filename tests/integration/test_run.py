@@ -38,7 +38,7 @@ def test_every_tunnel_kind_runs_and_traffic_crosses_the_tunnel(tmp_path, topolog
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"stored as run 1 in {db}" in done.stdout
     store, trials = stored(db)
-    assert [t.config["tunnel"]["kind"] for t in trials] == ["none", "wireguard", "vxlan"]
+    assert [t.config.tunnel.kind for t in trials] == ["none", "wireguard", "vxlan"]
     for trial in trials:
         assert trial.status == "ok", trial.error
         assert trial.metrics["goodput_bps"] > 50e6

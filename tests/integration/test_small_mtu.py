@@ -23,7 +23,7 @@ def test_a_576_byte_wan_runs_ipv4_only_through_a_tunnel(tmp_path: Path):
     for trial in trials:
         assert trial.resolved.to_dict()["lab_families"] == [4]
         assert trial.metrics["goodput_bps"] > 10e6
-    vxlan = next(t for t in trials if t.config["tunnel"]["kind"] == "vxlan")
+    vxlan = next(t for t in trials if t.config.tunnel.kind == "vxlan")
     assert vxlan.resolved.to_dict()["tunnel_mtu"] == 526  # 576 - 50
     assert vxlan.metrics["tunnel.client.tx_packets"] > 0
 

@@ -66,5 +66,5 @@ def test_a_tiny_fifo_on_the_hosts_wan_is_fixed_by_a_larger_queue(farm: Farm) -> 
     run = latest(work / "t.db")
     assert run.environment.remote is not None and run.run.status.value == "complete"
     for trial in run.trials:
-        assert (trial.config["lab"]["wan"]["mtu"], trial.config["lab"]["lan_mtu"]) == (1500, 1500)
+        assert (trial.config.lab.wan.mtu, trial.config.lab.lan_mtu) == (1500, 1500)
     assert roots(farm.lab) == queues and state(farm.lab) == before

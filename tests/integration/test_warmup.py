@@ -7,7 +7,7 @@ from pathlib import Path
 from tests.integration.helpers import run_plan
 from tunnelbench.analysis.verdicts import above_ceiling_pct
 from tunnelbench.bench.store import Store
-from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.records import TrialRecord
 from tunnelbench.traffic import iperf3_json
 
 PLAN = """
@@ -29,12 +29,11 @@ traffic = [
 CEILING_BPS = 100e6 * 1448 / 1514
 
 
-def within_ceiling(trial: object) -> float:
+def within_ceiling(trial: TrialRecord) -> float:
     """The most a window may read, as the tool bounds it (beyond it the measurement is in
     doubt): a window's edges read to 0.1 s intervals, and a full token bucket, may pass a
     few tenths of a percent above the rate (0.26% seen on a 2 s window)."""
-    config = TrialConfig.from_dict(trial.config)  # type: ignore[attr-defined]
-    return above_ceiling_pct(config) / 100 * CEILING_BPS
+    return above_ceiling_pct(trial.config) / 100 * CEILING_BPS
 
 
 def test_an_auto_warm_up_ends_when_the_path_settles_and_measures_its_window(tmp_path: Path):
@@ -61,7 +60,7 @@ def test_an_auto_warm_up_ends_when_the_path_settles_and_measures_its_window(tmp_
         docs = store.artifact(trial.id, "iperf3")
         assert all(doc[iperf3_json.STOPPED_KEY] for doc in docs)
         assert all(doc["server_output_json"]["intervals"] for doc in docs)
-        assert len(docs) == trial.config["traffic"]["streams"]
+        assert len(docs) == trial.config.traffic.streams
     # A fixed warm-up runs as before: iperf3 omits it and ends by itself.
     assert "warmup.steady" not in fixed.metrics
     assert iperf3_json.STOPPED_KEY not in store.artifact(fixed.id, "iperf3")[0]

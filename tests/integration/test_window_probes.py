@@ -63,10 +63,10 @@ def test_the_kernels_window_count_agrees_with_iperf3s(tmp_path):
     for t in trials:
         m = t.metrics
         kernel, iperf3 = m["tcp.window.retrans_segs"], m["retransmits"]
-        direction = t.config["traffic"]["direction"]
+        direction = t.config.traffic.direction.value
         seen.append((direction, kernel, iperf3))
         # Goodput counts the receivers' intervals of the window, which they timed as it.
-        assert m["goodput.window_s"] == pytest.approx(t.config["traffic"]["duration"], abs=0.05)
+        assert m["goodput.window_s"] == pytest.approx(t.config.traffic.duration, abs=0.05)
         assert kernel == m["tcp.window.client.retrans_segs"] + m["tcp.window.server.retrans_segs"]
         assert kernel >= iperf3 * (1 - RETRANS_TOLERANCE) - RETRANS_SLACK, seen
         assert kernel <= iperf3 * (1 + RETRANS_TOLERANCE) + RETRANS_SLACK, seen

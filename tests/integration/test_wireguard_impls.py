@@ -95,9 +95,9 @@ def test_a_plan_compares_every_implementation_and_records_each_version(tmp_path)
     store = Store(db)
     run = store.run("latest")
     trials = {
-        t.config["tunnel"]["implementation"]: t
+        t.config.tunnel.implementation: t
         for t in store.trials(run.id)
-        if t.config["tunnel"]["kind"] == "wireguard"
+        if t.config.tunnel.kind == "wireguard"
     }
     assert tuple(trials) == WG.implementations
     for implementation, trial in trials.items():

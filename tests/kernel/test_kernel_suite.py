@@ -94,25 +94,30 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
+def _setting(config: TrialConfig, key: str) -> Any:
+    """A setting of ``config`` by its CASES key: ``tunnel_kind`` is ``config.tunnel.kind``."""
+    section, _, name = key.partition("_")
+    return getattr(getattr(config, section), name)
+
+
 def _case(suite: dict[str, Any], name: str) -> TrialRecord:
     wanted = dict(CASES[name])
     wan = wanted.pop("lab_wan", "unset")
     candidates = []
     for trial in suite["trials"].values():
-        flat = {f"{s}_{k}": v for s, values in trial.config.items() for k, v in values.items()}
-        link = trial.config["lab"]["wan"]
-        if not all(flat.get(key) == value for key, value in wanted.items()):
+        link = trial.config.lab.wan
+        if not all(_setting(trial.config, key) == value for key, value in wanted.items()):
             continue
-        if wan == "delay" and (not link.get("delay") or link.get("loss")):
+        if wan == "delay" and (not link.delay or link.loss):
             continue
-        if wan == "loss" and not (link.get("loss") and link.get("jitter")):
+        if wan == "loss" and not (link.loss and link.jitter):
             continue
-        if wan == "mathis" and not (link.get("loss") and not link.get("jitter")):
+        if wan == "mathis" and not (link.loss and not link.jitter):
             continue
-        if wan not in ("unset", "delay", "loss", "mathis", None) and link.get("queue") != wan:
+        if wan not in ("unset", "delay", "loss", "mathis", None) and link.queue != wan:
             continue
         # The suite's own baseline, not one a case at another rate brings.
-        if wan is None and (link.get("queue") or link.get("delay") or link["rate"] != RATE):
+        if wan is None and (link.queue or link.delay or link.rate != RATE):
             continue
         candidates.append(trial)
     assert len(candidates) == 1, (name, [t.config_key for t in candidates])
@@ -124,9 +129,11 @@ def test_each_feature_runs_on_the_guest_kernel_and_reaches_the_link(suite, name)
     trial = _case(suite, name)
     assert trial.status is TrialStatus.OK, trial.error
     resolved = trial.resolved
-    assert resolved.virtualization in (TCG, KVM)
-    assert resolved.kernel_release and resolved.kernel_release != HOST_RELEASE
-    assert resolved.kernel_package and resolved.kernel_package.startswith("linux-image-")
+    assert resolved.where.virtualization in (TCG, KVM)
+    assert resolved.where.kernel_release and resolved.where.kernel_release != HOST_RELEASE
+    assert resolved.where.kernel_package and resolved.where.kernel_package.startswith(
+        "linux-image-"
+    )
     summary = suite["summaries"][trial.config_key]
     assert summary.ceiling is not None
     # At 3 Mbit/s the shaper's bucket of ten frames is 2% of a 2 s window, and htb (the
@@ -143,7 +150,7 @@ def test_each_feature_runs_on_the_guest_kernel_and_reaches_the_link(suite, name)
         # diagnosis asks the same of a BBR trial's link-bound verdict (a run that read 94%
         # with a 396 ms RTT was called latency-under-load before it did).
         rtt_s = trial.metrics["rtt.loaded_ms"] / 1000
-        low -= 100 * 0.25 * rtt_s / trial.config["traffic"]["duration"]
+        low -= 100 * 0.25 * rtt_s / trial.config.traffic.duration
     assert low <= summary.pct_of_ceiling <= bound, (name, summary.pct_of_ceiling, low, bound)
     # Lossy is still the link: fq_codel and cake drop to keep the queue short.
     verdict = summary.diagnosis.verdict
@@ -152,12 +159,12 @@ def test_each_feature_runs_on_the_guest_kernel_and_reaches_the_link(suite, name)
 
 def _window_bytes(trial: TrialRecord) -> float:
     """What the generator counted over the measured window, in bytes."""
-    return trial.metrics["goodput_bps"] * trial.config["traffic"]["duration"] / 8
+    return trial.metrics["goodput_bps"] * trial.config.traffic.duration / 8
 
 
 def test_kernel_wireguard_carried_the_traffic(suite):
     trial = _case(suite, "wireguard")
-    assert trial.resolved.tunnel_implementation == "kernel"
+    assert trial.resolved.setup.implementation == "kernel"
     # The tunnel device's counters over the window hold at least what the receiver got.
     assert trial.metrics["link.gw.tunnel.rx_packets"] * 1420 >= _window_bytes(trial)
 
@@ -171,16 +178,16 @@ def test_kernel_wireguard_carried_the_traffic(suite):
 )
 def test_kernel_esp_in_both_modes_and_both_aeads(suite, name, cipher, mode):
     resolved = _case(suite, name).resolved
-    assert resolved.esp_implementation == "kernel"
-    assert resolved.tunnel_cipher == cipher
-    assert resolved.esp_mode == mode
+    assert resolved.esp.implementation == "kernel"
+    assert resolved.setup.cipher == cipher
+    assert resolved.esp.mode == mode
 
 
 @pytest.mark.parametrize("name", ["gre", "gretap", "ipip", "geneve", "sit"])
 def test_kernel_tunnel_devices_counted_the_traffic(suite, name):
     trial = _case(suite, name)
-    assert trial.resolved.tunnel_implementation == "kernel"
-    mtu = trial.resolved.tunnel_mtu
+    assert trial.resolved.setup.implementation == "kernel"
+    mtu = trial.resolved.setup.mtu
     assert mtu is not None
     assert trial.metrics["link.gw.tunnel.rx_packets"] * mtu >= _window_bytes(trial)
 
@@ -192,12 +199,14 @@ def test_the_queue_under_test_held_the_traffic(suite, name):
     # receiver counted.
     sent = [v for k, v in trial.metrics.items() if k.endswith(".sent_bytes") and "client" in k]
     assert sent and max(sent) >= _window_bytes(trial)
-    assert trial.config["lab"]["wan"]["queue"] == name
+    assert trial.config.lab.wan.queue == name
 
 
 def test_netem_delay_adds_its_round_trip(suite):
     delayed, plain = _case(suite, "netem"), _case(suite, "baseline")
-    delay_ms = delayed.config["lab"]["wan"]["delay"] / 1000
+    delay_us = delayed.config.lab.wan.delay
+    assert delay_us is not None
+    delay_ms = delay_us / 1000
     added = delayed.metrics["rtt.idle_ms"] - plain.metrics["rtt.idle_ms"]
     # Both directions of the WAN link carry the delay: one round trip adds it twice.
     assert 2 * delay_ms * 0.9 <= added <= 2 * delay_ms * 1.5, added
@@ -221,8 +230,9 @@ def test_a_byte_fifo_at_steady_state_waits_what_it_holds(suite):
     assert trial.status is TrialStatus.OK, trial.error
     m = trial.metrics
     assert m["warmup.steady"] == 1, m.get("warmup.s")
-    wan = TrialConfig.from_dict(trial.config).lab.wan
-    full_ms = trial.config["lab"]["wan"]["queue_bytes"] * 8 / RATE * 1000
+    wan = trial.config.lab.wan
+    assert wan.queue_bytes is not None
+    full_ms = wan.queue_bytes * 8 / RATE * 1000
     bucket_ms = burst_bytes(int(RATE), 1500) * 8 / RATE * 1000
     lead_ms = shaper_lead_bytes(wan) * 8 / RATE * 1000
     idle = m["rtt.idle_ms"]
@@ -310,7 +320,7 @@ def test_netem_loses_what_was_asked_apart_from_the_queues_drops(suite):
 def test_pppoe_carried_the_traffic_in_a_session_the_kernels_listed(suite):
     trial, plain = _case(suite, "pppoe"), _case(suite, "baseline")
     left, right = ("client", "gw")
-    sessions = trial.resolved.pppoe
+    sessions = trial.resolved.lab.pppoe
     assert sessions is not None and set(sessions) == {left, right}
     assert {s["session"] for s in sessions.values()} == {1}
     assert sessions[left]["peer"] != sessions[right]["peer"]
@@ -335,8 +345,8 @@ def test_pppoe_carried_the_traffic_in_a_session_the_kernels_listed(suite):
 
 
 def test_the_senders_used_cubic_by_default_and_bbr_when_asked(suite):
-    assert _case(suite, "baseline").resolved.congestion == "cubic"
-    assert _case(suite, "bbr").resolved.congestion == "bbr"
+    assert _case(suite, "baseline").resolved.traffic.congestion == "cubic"
+    assert _case(suite, "bbr").resolved.traffic.congestion == "bbr"
 
 
 def test_the_report_names_the_guest(suite):
@@ -404,7 +414,7 @@ def test_pppoe_puts_the_session_on_one_core(tmp_path):
     runs: dict[str, list[TrialRecord]] = {"none": [], "pppoe": []}
     for trial in loaded.trials:
         assert trial.status is TrialStatus.OK, trial.error
-        runs[trial.config["lab"]["wan"]["encapsulation"]].append(trial)
+        runs[trial.config.lab.wan.encapsulation].append(trial)
     plain, session = runs["none"], runs["pppoe"]
     # Five a side: with four, one overlapping run leaves p at 0.057 (seen in CI).
     assert len(plain) == len(session) == 5
@@ -417,7 +427,7 @@ def test_pppoe_puts_the_session_on_one_core(tmp_path):
     assert goodput.p is not None and goodput.p < ALPHA, goodput
     assert goodput.ratio is not None and goodput.ratio < 1, goodput
     # Each end steered its WAN veth to one core, and the verdict says why.
-    assert all(t.resolved.rps_pppoe_wan == {"client": "1", "gw": "1"} for t in session)
+    assert all(t.resolved.lab.rps_pppoe_wan == {"client": "1", "gw": "1"} for t in session)
     verdicts = {
         s.config.lab.wan.encapsulation.value: s.diagnosis.verdict
         for s in loaded.summaries

@@ -159,7 +159,12 @@ def test_a_link_bound_baseline_gets_no_generator_advice(tmp_path):
     ]
     busy = [run | {"proc.iperf3-client:5201": 95.0} for run in ok_runs(s)]
     case = as_subject(s, env, busy)
-    single = replace(case, resolved=replace(case.resolved, stream_mode=StreamMode.SINGLE))
+    single = replace(
+        case,
+        resolved=replace(
+            case.resolved, traffic=replace(case.resolved.traffic, stream_mode=StreamMode.SINGLE)
+        ),
+    )
     d = diagnose(single)
     assert d.verdict.bound is Bound.LINK
     assert Bound.GENERATOR in {f.bound for f in d.others}

@@ -159,7 +159,7 @@ def test_a_recorded_tun_overflow_is_named_as_the_tunnels(tmp_path):
     (s,) = [
         s
         for s in summaries
-        if s.resolved.tunnel_implementation == "boringtun" and s.config.traffic.streams == 4
+        if s.resolved.setup.implementation == "boringtun" and s.config.traffic.streams == 4
     ]
     d = diagnose(subject(s, env))
     assert d.verdict.bound is Bound.QUEUE_DROPS
@@ -330,7 +330,8 @@ def guest(tmp: Path, busiest_idle: float) -> tuple[Subject, ConfigSummary, Envir
         "qdisc.client.wan.drops": 5.0,
         "qdisc.client.wan.sent_packets": 10_000.0,
     }
-    resolved = replace(s.resolved, virtualization=TCG, kernel_release="6.1.0-9-amd64")
+    where = replace(s.resolved.where, virtualization=TCG, kernel_release="6.1.0-9-amd64")
+    resolved = replace(s.resolved, where=where)
     runs = [run | path for run in ok_runs(s)]
     case = Subject(config, resolved, medians(runs), ceiling, env, runs=tuple(runs))
     return case, s, env
@@ -432,7 +433,7 @@ def test_retransmissions_lost_again_are_loss_however_much_was_reordered(tmp_path
     (boring,) = [
         s
         for s in summaries
-        if s.resolved.tunnel_implementation == "boringtun" and s.config.traffic.streams == 1
+        if s.resolved.setup.implementation == "boringtun" and s.config.traffic.streams == 1
     ]
     d = diagnose(subject(boring, env))
     assert d.verdict.bound is Bound.LOSS
@@ -573,10 +574,13 @@ def offloads_off(tmp: Path, config: TrialConfig | None = None) -> tuple[Subject,
     s, env = wireguard_go_cpu_bound(tmp)
     (tmp / "tiny").mkdir(exist_ok=True)
     summaries, _ = run_of("tune-tiny-fifo", tmp / "tiny")
-    offloads = summaries[0].resolved.offloads
+    offloads = summaries[0].resolved.lab.offloads
     off = {"gro": False, "gso": False, "tso": False}
     assert offloads == {"client": off, "gw": off, "server": off}
-    case = replace(subject(s, env, config=config), resolved=replace(s.resolved, offloads=offloads))
+    case = replace(
+        subject(s, env, config=config),
+        resolved=replace(s.resolved, lab=replace(s.resolved.lab, offloads=offloads)),
+    )
     return case, diagnose(case)
 
 
@@ -601,7 +605,11 @@ def test_a_cpu_limit_with_the_labs_offloads_off_is_named_as_the_labs(tmp_path):
     assert findings.finding_text(d.verdict).startswith("cpu-bound (offloads off: a lab setting):")
     assert table.limited_by(d.verdict) == "CPU (lab)"
     # Without the offload record the same runs are the router's CPU, advised as before.
-    plain = diagnose(replace(case, resolved=replace(case.resolved, offloads=None)))
+    plain = diagnose(
+        replace(
+            case, resolved=replace(case.resolved, lab=replace(case.resolved.lab, offloads=None))
+        )
+    )
     assert plain.verdict.lab_setting is None
     assert any(a.setting == "tunnel.implementation" for a in advise(case, plain, []))
 

@@ -549,7 +549,7 @@ def test_recorded_shaped_run_medians_are_within_0_2_percent_of_the_ceiling(tmp_p
             by_config.setdefault(trial.config_key, []).append(trial)
     ceilings = set()
     for trials in by_config.values():
-        result = for_config(TrialConfig.from_dict(trials[0].config), trials[0].resolved)
+        result = for_config(trials[0].config, trials[0].resolved)
         assert result is not None
         ceilings.add(mbit(result))
         measured = statistics.median(t.metrics["goodput_bps"] for t in trials)
@@ -570,17 +570,17 @@ def test_recorded_ipv6_run_confirms_the_lab_tunnels_run_over_ipv4(tmp_path):
     run = store.run("latest")
     by_kind: dict[str, list] = {}
     for trial in store.trials(run.id):
-        by_kind.setdefault(trial.config["tunnel"]["kind"], []).append(trial)
+        by_kind.setdefault(trial.config.tunnel.kind, []).append(trial)
     for kind, expected in (("none", 943.2), ("vxlan", 910.2)):
         trials = by_kind[kind]
-        result = for_config(TrialConfig.from_dict(trials[0].config), trials[0].resolved)
+        result = for_config(trials[0].config, trials[0].resolved)
         assert result is not None
         assert mbit(result) == expected
         measured = statistics.median(t.metrics["goodput_bps"] for t in trials)
         assert measured / result.goodput_bps == pytest.approx(1, abs=0.002)
     # WireGuard (userspace, 3 s trials) stays below its ceiling: 1348 / 1494 = 902.3
     wireguard = by_kind["wireguard"]
-    result = for_config(TrialConfig.from_dict(wireguard[0].config), wireguard[0].resolved)
+    result = for_config(wireguard[0].config, wireguard[0].resolved)
     assert result is not None and mbit(result) == 902.3
     assert max(t.metrics["goodput_bps"] for t in wireguard) <= result.goodput_bps * 1.005
     store.close()

@@ -18,7 +18,7 @@ from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Direction, TunnelKind
 from tunnelbench.model.environment import Environment
-from tunnelbench.model.plan import TrafficSettings, TrialConfig, TunnelSettings
+from tunnelbench.model.plan import Experiment, TrafficSettings, TrialConfig, TunnelSettings
 from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.report import compare, compare_markdown, formats
 from tunnelbench.report.compare import RunRef, SideRef
@@ -205,7 +205,7 @@ def test_json(l2):
 def _trial(seq: int, config: TrialConfig, mbit_s: float) -> TrialRecord:
     return TrialRecord(
         id=seq, run_id=1, seq=seq, repetition=seq, config_key=config.key(),
-        config=config.to_dict(), resolved=Resolved.from_dict({}), status=TrialStatus.OK, error=None,
+        config=config, resolved=Resolved.from_dict({}), status=TrialStatus.OK, error=None,
         metrics={"goodput_bps": mbit_s * 1e6, "retransmits": 0.0},
     )  # fmt: skip
 
@@ -221,7 +221,8 @@ def test_enough_runs_give_a_verdict():
     trials = [_trial(i, up, v) for i, v in enumerate([1000, 1010, 990, 1005, 995])]
     trials += [_trial(10 + i, down, v) for i, v in enumerate([1100, 1111, 1089, 1105, 1095])]
     run = RunRecord(id=1, started_at=0.0, ended_at=1.0, status=RunStatus.COMPLETE,
-                    command_line="", experiment={}, environment=Environment())  # fmt: skip
+                    command_line="", experiment=Experiment(()),
+                    environment=Environment())  # fmt: skip
     summaries = summarize_run(trials)
     pick = {d: Selector((Filter("traffic.direction", d),)) for d in Direction}
     a = compare.Side(Path("x.db"), run, summaries[:1], pick[Direction.UPLOAD])

@@ -45,7 +45,7 @@ def test_round_trip_gives_the_stored_numbers_exactly(name, tmp_path):
         assert int(row["repetition"]) == trial.repetition
         assert row["status"] == trial.status
         assert row["error"] == (trial.error or "")
-        for path, value in flatten(trial.config).items():
+        for path, value in flatten(trial.config.to_dict()).items():
             assert decode_like(row[f"config.{path}"], value) == value, path
         for key, value in flatten(trial.resolved.to_dict(facts=False)).items():
             assert decode_like(row[f"resolved.{key}"], value) == value, key

@@ -13,7 +13,7 @@ from tunnelbench.analysis.verdicts import above_ceiling_pct, link_bound_pct
 from tunnelbench.kinds import Shaper
 from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import LabSettings, LinkSettings, TrafficSettings, TrialConfig
-from tunnelbench.model.records import Resolved
+from tunnelbench.model.records import Resolved, TrafficFound
 from tunnelbench.model.wan import AGGREGATE_MAX_BYTES, burst_bytes, shaper_lead_bytes
 
 # 1 Gbit/s shaped by tbf/htb, MTU 1500, IPv4, TCP timestamps: the shaper counts the L3
@@ -324,10 +324,14 @@ def test_bbr_below_95_percent_by_its_drain_round_trip_is_still_the_link():
         "goodput_bps": 0.94 * ceiling, "rtt.loaded_ms": 396.0, "rtt.idle_ms": 0.34,
         "rtt.loaded_p95_ms": 516.9, "goodput.window_s": 2.0,
     }  # fmt: skip
-    bbr = Subject(config, Resolved(congestion="bbr"), seen, ceiling)
+    bbr = Subject(config, Resolved(traffic=TrafficFound(congestion="bbr")), seen, ceiling)
     assert link_bound_pct(bbr) == pytest.approx(95 - 25 * 0.396 / 2)
     assert diagnose(bbr).verdict.bound is Bound.LINK, diagnose(bbr).verdict.summary
-    cubic = replace(bbr, resolved=Resolved(congestion="cubic"), config=TrialConfig(lab=config.lab))
+    cubic = replace(
+        bbr,
+        resolved=Resolved(traffic=TrafficFound(congestion="cubic")),
+        config=TrialConfig(lab=config.lab),
+    )
     assert link_bound_pct(cubic) == 95.0
     assert diagnose(cubic).verdict.bound is not Bound.LINK
     short = replace(bbr, metrics=seen | {"rtt.loaded_ms": 4.0})

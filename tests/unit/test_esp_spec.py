@@ -266,7 +266,7 @@ def test_what_establishing_found_is_recorded():
     resolved = Resolved()
     resolved.record_setup(SetupFound(esp=session.found))
     assert resolved.to_dict()["esp_algorithm"] == "AES_GCM_16-256"
-    assert resolved.esp_encapsulation == "udp"
+    assert resolved.esp.encapsulation == "udp"
     assert Resolved.from_dict(resolved.to_dict()).setup_found() == SetupFound(esp=session.found)
 
 

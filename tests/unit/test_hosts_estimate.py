@@ -106,14 +106,15 @@ def test_the_estimate_counts_the_hosts_overheads_not_the_labs():
 def _store_hosts_run(store: Store, hosts: hostsfile.HostsFile, extras: list[float]) -> None:
     """A hosts run of PLAN's trials in order, each ``extra`` seconds besides its traffic."""
     env = {"kernel": "6.1.0", "remote": {"hosts": hosts.to_dict()}}
-    run_id = store.start_run("tunnelbench run --hosts", {}, env)
+    experiment = planfile.parse(PLAN, "p.toml").experiment
+    run_id = store.start_run("tunnelbench run --hosts", experiment, env)
     at = time.time() - 10_000
     ended = []
     for trial, extra in zip(_trials(hosts=hosts), extras, strict=True):
         config = trial.config
         trial_id = store.add_trial(
             run_id, seq=trial.seq, repetition=trial.repetition, config_key=config.key(),
-            config=config.to_dict(), resolved=Resolved(remote=RemoteFacts(dut="gw")),
+            config=config, resolved=Resolved(remote=RemoteFacts(dut="gw")),
             status=TrialStatus.OK, error=None, started_at=at,
             metrics={"goodput_bps": 1e6}, artifacts={},
         )  # fmt: skip

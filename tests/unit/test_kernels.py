@@ -34,8 +34,8 @@ from tunnelbench.lab import state as lab_state
 from tunnelbench.model.environment import Environment
 from tunnelbench.model.fields import SETTINGS
 from tunnelbench.model.kernelspec import parse_spec
-from tunnelbench.model.plan import WARMUP_AUTO_ESTIMATE, TrialConfig, VmSettings
-from tunnelbench.model.records import KVM, TCG, Resolved, TrialStatus
+from tunnelbench.model.plan import WARMUP_AUTO_ESTIMATE, Experiment, TrialConfig, VmSettings
+from tunnelbench.model.records import KVM, TCG, Resolved, TrialStatus, TunnelSetup, WhereRan
 from tunnelbench.report import compare as compare_report
 from tunnelbench.report.markdown import guest_line
 from tunnelbench.vm import kernels, machine
@@ -233,14 +233,14 @@ def test_a_guest_that_cannot_boot_leaves_no_exchange_directory(tmp_path, monkeyp
 def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
     events = tmp_path / "events.jsonl"
     config = TrialConfig.from_settings({"lab": {"kernel": "debian"}})
-    resolved = Resolved(tunnel_implementation="kernel", virtualization=TCG, vm_cpus=2)
+    resolved = Resolved(TunnelSetup("kernel"), where=WhereRan(virtualization=TCG, vm_cpus=2))
     with events.open("a") as stream:
         EventSink(stream).add_trial(
             0,
             seq=3,
             repetition=1,
             config_key=config.key(),
-            config=config.to_dict(),
+            config=config,
             resolved=resolved,
             status=TrialStatus.OK,
             error=None,
@@ -251,11 +251,11 @@ def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
     event = json.loads(events.read_text())
     assert event["event"] == "trial"
     store = Store(tmp_path / "s.db")
-    run_id = store.start_run("t", {}, {})
+    run_id = store.start_run("t", Experiment(()), {})
     guest_trials._store(store, run_id, event["trial"])
     (trial,) = store.trials(run_id)
     assert trial.seq == 3 and trial.config_key == config.key()
-    assert trial.resolved.virtualization == TCG and trial.resolved.vm_cpus == 2
+    assert trial.resolved.where.virtualization == TCG and trial.resolved.where.vm_cpus == 2
     assert trial.metrics == {"goodput_bps": 1e6}
     assert store.artifact(trial.id, "iperf3") == [{"end": {}}]
     store.close()
@@ -263,7 +263,7 @@ def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
 
 def test_a_guest_environment_lands_under_the_runs_guests(tmp_path):
     store = Store(tmp_path / "s.db")
-    run_id = store.start_run("t", {}, {"kernel": "host-k"})
+    run_id = store.start_run("t", Experiment(()), {"kernel": "host-k"})
     store.add_guest_environment(run_id, "debian", {"kernel": "6.1.0-9-amd64"})
     run = store.run(str(run_id))
     assert run.environment.to_dict() == {
@@ -291,7 +291,7 @@ def test_an_emulated_cpus_shortfall_is_its_own_verdict_with_no_advice(tmp_path):
     summaries, env = _recorded("l2-tunnel-mtu", tmp_path)
     base = summaries[0]
     assert diagnose(_subject(base, env)).verdict.bound is Bound.GENERATOR
-    base.resolved.virtualization, base.resolved.kernel_release = TCG, "6.1.0-9-amd64"
+    base.resolved.where.virtualization, base.resolved.where.kernel_release = TCG, "6.1.0-9-amd64"
     subject = _subject(base, env)
     found = diagnose(subject)
     assert found.verdict.bound is Bound.EMULATED
@@ -303,7 +303,7 @@ def test_an_emulated_cpus_shortfall_is_its_own_verdict_with_no_advice(tmp_path):
 def test_a_link_bound_figure_stays_valid_under_tcg(tmp_path):
     summaries, env = _recorded("queue-comparison", tmp_path)
     shaped = next(s for s in summaries if s.goodput and s.config.tunnel.kind.value == "none")
-    shaped.resolved.virtualization = TCG
+    shaped.resolved.where.virtualization = TCG
     found = diagnose(_subject(shaped, env, 1448 / 1514 * 1e9))
     assert found.verdict.bound is Bound.LINK
 
@@ -313,7 +313,7 @@ def _summary_in(mode: str | None, tmp_path: Path) -> ConfigSummary:
     where_to.mkdir(parents=True, exist_ok=True)
     summaries, _ = _recorded("queue-comparison", where_to)
     first = summaries[0]
-    first.resolved.virtualization = mode
+    first.resolved.where.virtualization = mode
     return first
 
 

@@ -29,7 +29,7 @@ def killed_process() -> dict[str, int]:
 def test_a_running_run_whose_process_is_gone_reads_killed(tmp_path: Path):
     store = Store(tmp_path / "r.db")
     try:
-        plan = Experiment(configs=(TrialConfig(),), repetitions=1).to_dict()
+        plan = Experiment(configs=(TrialConfig(),), repetitions=1)
         mine = {"pid": os.getpid(), "start_time": process_start_time(os.getpid()) or 0}
         alive = store.start_run("tunnelbench run", plan, {}, mine)
         gone = store.start_run("tunnelbench run --hosts h.toml", plan, {}, killed_process())

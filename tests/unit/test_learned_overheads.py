@@ -13,7 +13,7 @@ from tunnelbench.bench.planfile import REFERENCE, RUN_START_S, estimate_seconds
 from tunnelbench.bench.store import Store
 from tunnelbench.cli.plan import render, to_json
 from tunnelbench.model.plan import Experiment, LabSettings, TrafficSettings, TrialConfig, expand
-from tunnelbench.model.records import Resolved, TrialStatus
+from tunnelbench.model.records import LabFound, Resolved, TrialStatus
 
 
 def config(kernel: str | None = None, duration: int = 2) -> TrialConfig:
@@ -28,14 +28,14 @@ def store_run(
 ) -> None:
     """A run whose trials (configuration, lab built, seconds besides the traffic) ran one
     after the other, the first ``boot`` seconds after the run's own start."""
-    run_id = store.start_run("tunnelbench run", {}, env)
+    run_id = store.start_run("tunnelbench run", Experiment(()), env)
     began = time.time() - 10_000
     at = began + RUN_START_S + boot
     ended = []
     for seq, (trial_config, built, extra) in enumerate(trials, start=1):
         trial_id = store.add_trial(
             run_id, seq=seq, repetition=1, config_key=trial_config.key(),
-            config=trial_config.to_dict(), resolved=Resolved(lab_fresh=built),
+            config=trial_config, resolved=Resolved(lab=LabFound(fresh=built)),
             status=TrialStatus.OK, error=None, started_at=at,
             metrics={"goodput_bps": 1e6}, artifacts={},
         )  # fmt: skip

@@ -94,11 +94,11 @@ def test_a_run_that_measured_nothing_has_no_charts(tmp_path):
     """A run whose every trial was skipped (stored here through the Store API)."""
     store = Store(tmp_path / "skipped.db")
     config = TrialConfig()
-    experiment = Experiment(configs=(config,), repetitions=2).to_dict()
+    experiment = Experiment(configs=(config,), repetitions=2)
     run_id = store.start_run("tunnelbench run", experiment, {"versions": {}})
     for seq in (1, 2):
         store.add_trial(
-            run_id, seq=seq, repetition=seq, config_key=config.key(), config=config.to_dict(),
+            run_id, seq=seq, repetition=seq, config_key=config.key(), config=config,
             resolved=Resolved(), status=TrialStatus.SKIPPED, error="iperf3: not installed",
             started_at=0.0,
             metrics={}, artifacts={},

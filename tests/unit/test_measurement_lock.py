@@ -6,6 +6,7 @@ import pytest
 
 from tunnelbench.bench.measurement_lock import acquire
 from tunnelbench.errors import UserError
+from tunnelbench.model.plan import Experiment
 
 
 def test_a_second_measurement_is_refused_naming_the_first(tmp_path):
@@ -76,7 +77,9 @@ def test_the_holder_learns_who_ran_beside_it_and_records_it(tmp_path):
     finally:
         holder.release()
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("x", {}, {"measurement_lock": holder.record()}, runner.owner())
+    run_id = store.start_run(
+        "x", Experiment(()), {"measurement_lock": holder.record()}, runner.owner()
+    )
     store.add_concurrent(runner.owner(), [other])
     store.add_concurrent(runner.owner(), [other])  # said twice, kept once
     lock = store.run(str(run_id)).environment.measurement_lock or {}

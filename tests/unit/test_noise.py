@@ -20,7 +20,7 @@ from tunnelbench.analysis.significance import compare as rank_compare
 from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.environment import Environment
-from tunnelbench.model.plan import TrafficSettings, TrialConfig, TunnelSettings
+from tunnelbench.model.plan import Experiment, TrafficSettings, TrialConfig, TunnelSettings
 from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.report import compare
 
@@ -38,7 +38,7 @@ def trial(
 ) -> TrialRecord:
     return TrialRecord(
         id=seq, run_id=1, seq=seq, repetition=seq, config_key=config.key(),
-        config=config.to_dict(), resolved=Resolved.from_dict({}), status=status, error=None,
+        config=config, resolved=Resolved.from_dict({}), status=status, error=None,
         metrics={"goodput_bps": mbit_s * 1e6},
     )  # fmt: skip
 
@@ -210,7 +210,8 @@ def test_a_significant_difference_smaller_than_one_runs_noise_says_so():
 
 def side(trials: list[TrialRecord], kind: TunnelKind) -> compare.Side:
     run = RunRecord(id=1, started_at=0.0, ended_at=1.0, status=RunStatus.COMPLETE,
-                    command_line="", experiment={}, environment=Environment())  # fmt: skip
+                    command_line="", experiment=Experiment(()),
+                    environment=Environment())  # fmt: skip
     summaries = [s for s in summarize_run(trials) if s.config.tunnel.kind is kind]
     return compare.Side(Path("x.db"), run, summaries)
 

@@ -160,7 +160,7 @@ def test_shuffled_rounds_follow_the_seed_and_the_round_number_only():
 def _record(seq: int, config: TrialConfig, status: str, goodput: float | None) -> TrialRecord:
     return TrialRecord(
         id=seq, run_id=1, seq=seq, repetition=1, config_key=config.key(),
-        config=config.to_dict(), resolved=Resolved.from_dict({}), status=TrialStatus(status),
+        config=config, resolved=Resolved.from_dict({}), status=TrialStatus(status),
         error=None if status == "ok" else "why",
         metrics={} if goodput is None else {"goodput_bps": goodput},
     )  # fmt: skip

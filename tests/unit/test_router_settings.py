@@ -16,7 +16,7 @@ from tunnelbench.lab import netns
 from tunnelbench.lab.host import NetnsHost
 from tunnelbench.lab.topology import CHAINS
 from tunnelbench.model.plan import LabSettings, LinkSettings, RoleBudgets, RoleCpus, TrialConfig
-from tunnelbench.model.records import Resolved
+from tunnelbench.model.records import Resolved, WhereRan
 from tunnelbench.probes.budget import budget_metrics, parse_stat
 from tunnelbench.system import probing
 
@@ -140,7 +140,7 @@ def test_one_queue_on_one_busy_core_is_the_verdict_and_more_queues_the_advice():
     assert diagnose(subject(pinned, HOT)).verdict.bound is not Bound.SINGLE_QUEUE
     # Where the work lands holds on an emulated CPU too; what the emulator's speed set
     # does not (the CPU finding behind it is dropped).
-    emulated = Subject(one, Resolved(virtualization="tcg"), HOT, runs=(HOT,))
+    emulated = Subject(one, Resolved(where=WhereRan(virtualization="tcg")), HOT, runs=(HOT,))
     d = diagnose(emulated)
     assert d.verdict.bound is Bound.SINGLE_QUEUE and d.others == ()
 

@@ -5,8 +5,17 @@ trials record), and ESP around another tunnel."""
 from pathlib import Path
 
 from tunnelbench.bench.store import Store
+from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.environment import Environment
-from tunnelbench.model.records import Resolved, RunRecord, RunStatus, TrialRecord, TrialStatus
+from tunnelbench.model.plan import Experiment, TrialConfig, TunnelSettings
+from tunnelbench.model.records import (
+    Resolved,
+    RunRecord,
+    RunStatus,
+    TrialRecord,
+    TrialStatus,
+    TunnelSetup,
+)
 from tunnelbench.report import software
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
@@ -23,7 +32,13 @@ DEBIAN = (
 def _run(versions: dict[str, str]) -> RunRecord:
     env = {"versions": versions, "iproute2": "iproute2-6.1.0", "tunnelbench": "0.1.0"}
     return RunRecord(
-        1, 0.0, 1.0, RunStatus.COMPLETE, "tunnelbench run", {}, Environment.from_dict(env)
+        1,
+        0.0,
+        1.0,
+        RunStatus.COMPLETE,
+        "tunnelbench run",
+        Experiment(()),
+        Environment.from_dict(env),
     )
 
 
@@ -32,10 +47,10 @@ def _trial(
 ) -> TrialRecord:
     """A trial of ``kind`` that ran ``implementation`` (and ESP by the kernel, with
     strongSwan ``esp``, around it)."""
-    resolved = Resolved(tunnel_implementation=implementation, tunnel_version=version)
+    resolved = Resolved(TunnelSetup(implementation, version))
     if esp is not None:
-        resolved.esp_implementation, resolved.esp_version = "kernel", esp
-    config = {"tunnel": {"kind": kind}}
+        resolved.esp.implementation, resolved.esp.version = "kernel", esp
+    config = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind(kind)))
     return TrialRecord(seq, 1, seq, 1, kind, config, resolved, TrialStatus.OK, None, {})
 
 

@@ -30,7 +30,7 @@ def _trial(seq: int, config: TrialConfig, goodput: float, status: str = "ok") ->
     }  # fmt: skip
     return TrialRecord(
         id=seq, run_id=1, seq=seq, repetition=seq, config_key=config.key(),
-        config=config.to_dict(),
+        config=config,
         resolved=resolved_for(config, {"tunnel_implementation": "wireguard-go"}),
         status=TrialStatus(status), error=None if status == "ok" else "boom", metrics=metrics,
     )  # fmt: skip

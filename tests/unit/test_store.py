@@ -8,12 +8,13 @@ from tests.conftest import FIXTURES
 from tunnelbench.bench.store import SCHEMA_VERSION, Store
 from tunnelbench.errors import UserError
 from tunnelbench.model.environment import Environment
+from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.model.records import Resolved, RunStatus, TrialStatus
 
 
 def _add(store: Store, run_id: int, seq: int) -> int:
     return store.add_trial(
-        run_id, seq=seq, repetition=1, config_key="k", config={"a": 1},
+        run_id, seq=seq, repetition=1, config_key="k", config=TrialConfig(),
         resolved=Resolved.from_dict({"lab_id": "abc"}), status=TrialStatus.OK, error=None,
         started_at=0.0,
         metrics={"goodput_bps": 1e9 * seq}, artifacts={"iperf3": [{"end": {}}]},
@@ -22,7 +23,7 @@ def _add(store: Store, run_id: int, seq: int) -> int:
 
 def test_round_trip(tmp_path):
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("tunnelbench run", {"repetitions": 1}, {"kernel": "x"})
+    run_id = store.start_run("tunnelbench run", Experiment(()), {"kernel": "x"})
     trial_id = _add(store, run_id, 1)
     store.finish_run(run_id, RunStatus.COMPLETE)
     run = store.run("latest")
@@ -37,7 +38,7 @@ def test_round_trip(tmp_path):
 def test_finished_trials_are_visible_before_the_run_ends(tmp_path):
     """A crash after a trial must not lose it: another connection sees it at once."""
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("x", {}, {})
+    run_id = store.start_run("x", Experiment(()), {})
     _add(store, run_id, 1)
     other = sqlite3.connect(tmp_path / "r.db")
     assert other.execute("SELECT COUNT(*) FROM trials").fetchone() == (1,)
@@ -82,7 +83,7 @@ def test_a_version_2_database_gains_the_later_columns(tmp_path):
     run = store.run("latest")
     # Columns are read by position: the new one must not shift the others.
     assert run.precision is None and set(run.owner or {}) == {"pid", "start_time"}
-    assert run.experiment["repetitions"] == 3
+    assert run.experiment.repetitions == 3
     standing = {"k": {"state": "not met", "half_width_pct": 3.4, "runs": 10, "attempts": 10}}
     store.set_precision(run.id, standing)
     assert store.run(str(run.id)).precision == standing
@@ -90,7 +91,7 @@ def test_a_version_2_database_gains_the_later_columns(tmp_path):
 
 def test_a_new_run_has_no_precision_until_the_runner_records_it(tmp_path):
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("x", {}, {}, {"pid": 1, "start_time": 2})
+    run_id = store.start_run("x", Experiment(()), {}, {"pid": 1, "start_time": 2})
     run = store.run("latest")
     assert (run.precision, run.owner) == (None, {"pid": 1, "start_time": 2})
     store.set_precision(run_id, {"k": {"state": "met"}})

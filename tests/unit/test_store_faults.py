@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tunnelbench.bench.store import SCHEMA_VERSION, Store
 from tunnelbench.errors import StorageError, UserError
+from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import RunStatus
 
 
@@ -67,7 +68,7 @@ def test_reading_never_upgrades_and_creates_no_file(tmp_path):
     store = Store.read(path)
     try:
         run = store.run("latest")
-        assert run.experiment["repetitions"] == 3
+        assert run.experiment.repetitions == 3
         assert run.precision is None and run.error is None
         assert store.trials(run.id)
         assert store.runs()[0].id == run.id
@@ -91,7 +92,7 @@ def test_reading_refuses_a_newer_schema(tmp_path):
 def test_reading_sees_what_a_live_writer_committed(tmp_path):
     path = tmp_path / "r.db"
     writer = Store(path)
-    run_id = writer.start_run("x", {}, {})
+    run_id = writer.start_run("x", Experiment(()), {})
     reader = Store.read(path)  # with SQLite's locks, beside the writer
     try:
         assert reader.run("latest").id == run_id
@@ -108,7 +109,7 @@ def test_nothing_of_the_database_is_memory_mapped(tmp_path):
     store = Store(tmp_path / "r.db")
     assert store.db.execute("PRAGMA mmap_size").fetchone() == (0,)
     assert store.db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
-    run_id = store.start_run("x", {}, {})
+    run_id = store.start_run("x", Experiment(()), {})
     reader = Store.read(tmp_path / "r.db")
     assert reader.db.execute("PRAGMA mmap_size").fetchone() == (0,)
     assert reader.run("latest").id == run_id
@@ -124,7 +125,7 @@ def test_a_database_left_in_wal_mode_is_converted_by_a_run_and_still_read(tmp_pa
     Store(path).close()
     assert path.read_bytes()[18:20] == b"\x01\x01"  # a rollback journal
     store = Store.read(path)
-    assert store.run("latest").experiment["repetitions"] == 3
+    assert store.run("latest").experiment.repetitions == 3
     store.close()
     assert listing(tmp_path) == ["l2.db"]
 
@@ -154,7 +155,7 @@ def test_a_database_that_turns_immutable_under_a_run_fails_its_next_write_cleanl
     was stored is still read."""
     path = tmp_path / "r.db"
     store = Store(path)
-    run_id = store.start_run("x", {}, {})
+    run_id = store.start_run("x", Experiment(()), {})
     immutable(path)
     with pytest.raises(StorageError) as caught:
         store.set_label(run_id, "late", None)
@@ -175,7 +176,7 @@ def test_a_directory_that_turns_immutable_is_named_as_the_cause(tmp_path, immuta
     store = Store(path)
     immutable(tmp_path)  # no journal can be created beside the database
     with pytest.raises(StorageError) as caught:
-        store.start_run("x", {}, {})
+        store.start_run("x", Experiment(()), {})
     assert str(caught.value) == (
         f"results database {str(path)!r}: it cannot be written ({str(tmp_path)!r} is"
         " immutable (`lsattr`))"
@@ -190,14 +191,14 @@ def test_a_write_to_a_read_only_store_is_a_storage_error_naming_the_cause(tmp_pa
     Store(path).close()
     store = Store.read(path)
     with pytest.raises(StorageError, match=r"'.*r.db': it cannot be written \(a read-only file"):
-        store.start_run("x", {}, {})
+        store.start_run("x", Experiment(()), {})
     store.close()
     assert StorageError("x").exit_code == 1
 
 
 def test_abandon_run_marks_the_run_failed_with_its_reason(tmp_path):
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("x", {}, {})
+    run_id = store.start_run("x", Experiment(()), {})
     error = store.abandon_run(run_id, StorageError("results database 'r.db': the disk is full"))
     assert str(error).startswith("results database 'r.db': the disk is full. 0 finished trial")
     assert f"run {run_id} is marked failed" in str(error)

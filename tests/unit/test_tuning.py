@@ -29,7 +29,6 @@ from tunnelbench.model.tuning import (
     Step,
     Target,
     TuneRecord,
-    plain,
     plan_snippet,
 )
 
@@ -44,7 +43,7 @@ def runs(values: Sequence[float], p95: Sequence[float] | None = None) -> list[di
 
 
 def candidate(setting: str = "lab.wan.queue_limit", value: object = 64) -> Candidate:
-    return Candidate(setting, value, "key", {}, "raise it")
+    return Candidate(setting, value, "key", TrialConfig(), "raise it")
 
 
 def judged(
@@ -131,7 +130,7 @@ def test_a_loss_short_of_the_steps_level_at_the_most_runs_is_not_decided_not_equ
     assert c.outcome is Outcome.NOT_DECIDED and str(c.outcome) == "not decided"
     assert c.p is not None and 0.0125 < c.p < 0.05
     assert c.ratio_ci is not None and c.ratio_ci[0] < 0.98 < 1 < c.ratio_ci[1]
-    step = Step(1, "best", plain(TrialConfig()), 5)
+    step = Step(1, "best", TrialConfig(), 5)
     text = tuning.describe(step, c, Target.THROUGHPUT)
     assert text.endswith(
         ": not decided (neither a difference nor equivalence within ±2% shown after 10 runs"
@@ -260,7 +259,7 @@ def test_the_record_survives_the_store_as_json():
     step = Step(
         1,
         "best",
-        plain(TrialConfig()),
+        TrialConfig(),
         5,
         diagnosis="queue drops",
         candidates=[candidate()],
@@ -280,7 +279,7 @@ def test_the_record_survives_the_store_as_json():
 
 
 def test_a_candidate_is_described_with_its_effect_and_verdict():
-    step = Step(1, "best", plain(planfile.derive(TrialConfig(), {"lab.wan.queue_limit": 4})), 5)
+    step = Step(1, "best", planfile.derive(TrialConfig(), {"lab.wan.queue_limit": 4}), 5)
     c = judged(runs([73, 70, 76, 72, 74]), runs([94, 93, 95, 92, 96]), alpha=0.025, need=5)
     c.loaded_p95_ms = [0.9, 4.7]
     text = tuning.describe(step, c, Target.THROUGHPUT)
@@ -364,7 +363,7 @@ def test_a_machine_busy_throughout_is_diagnosed_on_every_run_after_twice_the_run
     the load), and the start stops being measured again at twice its runs."""
     store = recorded("timeline", tmp_path)
     run = store.run("latest")
-    wireguard = [t for t in store.trials(run.id) if t.config["tunnel"]["kind"] == "wireguard"]
+    wireguard = [t for t in store.trials(run.id) if t.config.tunnel.kind == "wireguard"]
     assert [tuning.disturbed(t.metrics) for t in wireguard] == [
         ("outside processes 52% of a core",),
         ("outside processes 71% of a core",),
@@ -382,7 +381,8 @@ def _start(name: str, tmp_path: Path) -> tuple[list[TrialRecord], Environment]:
     store = recorded(name, tmp_path)
     run = store.run("latest")
     trials = store.trials(run.id)
-    record = TuneRecord.from_dict(run.tune or {})
+    record = run.tune
+    assert record is not None
     start = [t for t in trials if t.seq < record.steps[1].first_seq]
     assert start and {t.config_key for t in start} == {record.steps[0].best_key}
     return start, run.environment
@@ -464,7 +464,8 @@ def test_a_low_tunnel_mtu_on_wireguard_go_is_raised_to_what_the_path_carries(tmp
         " each handled by wireguard-go in userspace"
     )
     store = recorded("tune-mtu-576", tmp_path)
-    record = TuneRecord.from_dict(store.run("latest").tune or {})
+    record = store.run("latest").tune
+    assert record is not None
     ((step, kept),) = record.kept()
     assert (kept.setting, kept.value, kept.outcome) == ("tunnel.mtu", 1420, Outcome.BETTER)
     assert kept.p is not None and kept.p < step.alpha

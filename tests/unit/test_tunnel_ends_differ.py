@@ -5,6 +5,8 @@ results, in the terminal and in the report; ends that ran the same say nothing."
 import json
 from pathlib import Path
 
+from tunnelbench.kinds import TunnelKind
+from tunnelbench.model.plan import TrialConfig, TunnelSettings
 from tunnelbench.model.records import Resolved, TrialRecord, TrialStatus
 from tunnelbench.remote.software import Program
 from tunnelbench.report import software
@@ -28,9 +30,9 @@ def trial(ends: dict[str, tuple[str, str]], kind: str = "wireguard") -> TrialRec
         "tunnel_mode": "build",
         "tunnel_ends": {r: {"implementation": i, "version": v} for r, (i, v) in ends.items()},
     }
+    config = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind(kind)))
     return TrialRecord(
-        1, 1, 1, 0, "k", {"tunnel": {"kind": kind}}, Resolved.from_dict({"remote": remote}),
-        TrialStatus.OK, None, {},
+        1, 1, 1, 0, "k", config, Resolved.from_dict({"remote": remote}), TrialStatus.OK, None, {},
     )  # fmt: skip
 
 

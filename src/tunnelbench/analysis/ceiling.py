@@ -427,7 +427,7 @@ def for_config(config: TrialConfig, resolved: Resolved) -> Ceiling | None:
     None unless the WAN link is shaped (``lab.wan.rate``; only that link is, by tbf or
     htb, hence the ``shaper`` framing), for UDP, and for tunnel kinds whose wire model the
     trial did not record. The TCP segment size follows the smallest MTU on the path: the
-    tunnel's (``resolved.tunnel_mtu``) and the LAN's, or the WAN's and the LAN's without a
+    tunnel's (``resolved.setup.mtu``) and the LAN's, or the WAN's and the LAN's without a
     tunnel (the road-warrior client sits on the WAN link, the server on the LAN).
     For ``bidir`` the shaper carries both directions at the full rate each, so the
     result is the ceiling of the *summed* goodput: twice the one-way ceiling. The wire
@@ -452,8 +452,8 @@ def for_config(config: TrialConfig, resolved: Resolved) -> Ceiling | None:
             directions=directions,
             link_header=link_header,
         )
-    assert resolved.tunnel_mtu is not None  # every tunnel records its device's MTU
-    tunnel_mtu = resolved.tunnel_mtu
+    assert resolved.setup.mtu is not None  # every tunnel records its device's MTU
+    tunnel_mtu = resolved.setup.mtu
     return ceiling(
         wan.rate,
         link_mtu=wan.ip_mtu,

@@ -93,7 +93,7 @@ def faster_userspace(c: Context) -> Advice | None:
     """Userspace implementations differ in CPU cost per packet and in how they queue and
     drop packets: when this run measured another one clearly faster with every other
     setting equal, say so, whatever limited this one."""
-    implementation = c.subject.resolved.tunnel_implementation
+    implementation = c.subject.resolved.setup.implementation
     facts = c.subject.resolved.tunnel
     if facts is None or not facts.userspace:
         return None
@@ -201,7 +201,7 @@ def accelerated_crypto(c: Context) -> Advice | None:
     flags = c.subject.environment.cpu_flags
     if flags is None:
         return None
-    cipher = c.subject.resolved.tunnel_cipher
+    cipher = c.subject.resolved.setup.cipher
     needed, extra = CIPHER_FLAGS.get(str(cipher), ANY_CIPHER)
     present = [CRYPTO_FLAGS[flag] for flag in needed + extra if flag in flags]
     missing = [CRYPTO_FLAGS[flag] for flag in needed if flag not in flags]

@@ -171,7 +171,7 @@ def undetermined(s: Subject) -> Finding:
     outside, seen_outside = unseen(s)
     evidence += seen_outside
     emulator = ""
-    if s.resolved.virtualization == TCG and not emulator_busy(s):
+    if s.resolved.where.virtualization == TCG and not emulator_busy(s):
         emulator = (
             "; measured on an emulated CPU (QEMU TCG) with no core saturated, so not the"
             " emulator's speed"
@@ -243,7 +243,7 @@ def emulated(s: Subject, verdict: Finding) -> Finding:
         evidence.append(Evidence(f"cpu{busiest[0]} busy", busiest[1], "%"))
     return Finding(
         Bound.EMULATED,
-        f"measured on an emulated CPU (QEMU TCG, kernel {s.resolved.kernel_release}):"
+        f"measured on an emulated CPU (QEMU TCG, kernel {s.resolved.where.kernel_release}):"
         f" {mbit(s.goodput_bps):,.1f} Mbit/s{share}, short of the link's limit, so the"
         f" emulator's speed set it; the rules would have said {verdict.bound.value}."
         " Only link-bound figures of such a guest are valid (shape the WAN link below"
@@ -363,6 +363,6 @@ def _diagnosed(s: Subject) -> Diagnosis:
         if finding is not None and finding.bound not in {f.bound for f in found}:
             found.append(finding)
     found = [_lab_marked(s, f) for f in _ranked(s, found)]
-    if s.resolved.virtualization == TCG:
+    if s.resolved.where.virtualization == TCG:
         return _emulated_guest(s, found)
     return Diagnosis(found[0], tuple(found[1:]))

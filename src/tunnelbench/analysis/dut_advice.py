@@ -78,7 +78,7 @@ def dut_crypto_driver(c: Context) -> Advice | None:
     facts = s.resolved.tunnel
     if owner is None or cpu is None or not drivers or facts is None:
         return None
-    cipher = s.resolved.tunnel_cipher
+    cipher = s.resolved.setup.cipher
     if not facts.kernel_crypto_api or cipher not in CIPHER_ALGORITHMS:
         return None
     served = [(n, drivers[n].driver) for n in CIPHER_ALGORITHMS[cipher] if n in drivers]

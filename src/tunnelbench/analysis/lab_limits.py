@@ -10,10 +10,10 @@ Mbit/s and a saturated core with offloads off, the link's full ceiling at 59-70%
 core with them on). Such a verdict is named as the lab's, and its advice is the lab
 setting, not the router.
 
-The record: ``Resolved.offloads`` (role -> feature -> on, as the lab set them) and
-``Resolved.gso_max_segs`` (role -> segments per skb where the lab made every skb one
+The record: ``Resolved.lab.offloads`` (role -> feature -> on, as the lab set them) and
+``Resolved.lab.gso_max_segs`` (role -> segments per skb where the lab made every skb one
 wire packet). Not a kernel tunnel device's GSO, which a shaped lab turns off so that the
-shaper counts the headers it sends (``Resolved.unbundled_tunnel_devices``): no plan
+shaper counts the headers it sends (``Resolved.lab.unbundled_tunnel_devices``): no plan
 setting reaches it, and it is the tunnel device's work alone.
 """
 
@@ -54,12 +54,12 @@ def lab_limit(config: TrialConfig, resolved: Resolved) -> LabLimit | None:
     """The offloads the trial's lab turned off; None when it left them all as the
     kernel has them (or the record predates the offload record)."""
     off_roles, features = [], []
-    for role, changes in sorted((resolved.offloads or {}).items()):
+    for role, changes in sorted((resolved.lab.offloads or {}).items()):
         off = [f for f in FEATURES if changes.get(f) is False]
         if off:
             off_roles.append(role)
             features += [f for f in off if f not in features]
-    one_segment = tuple(sorted(r for r, n in (resolved.gso_max_segs or {}).items() if n == 1))
+    one_segment = tuple(sorted(r for r, n in (resolved.lab.gso_max_segs or {}).items() if n == 1))
     if not (off_roles or one_segment):
         return None
     plan = config.lab.offloads

@@ -277,7 +277,7 @@ def segment_bytes(s: Subject) -> int:
     """A full TCP segment's payload (the MSS) on the path: the narrowest of the LAN, the
     WAN and the tunnel, less the inner IP and TCP headers with timestamps."""
     lab = s.config.lab
-    mtu = min(lab.lan_mtu, lab.wan.ip_mtu, s.resolved.tunnel_mtu or lab.wan.ip_mtu)
+    mtu = min(lab.lan_mtu, lab.wan.ip_mtu, s.resolved.setup.mtu or lab.wan.ip_mtu)
     return mtu - IP_HEADER[s.config.traffic.family] - TCP_HEADER - TCP_TIMESTAMPS
 
 

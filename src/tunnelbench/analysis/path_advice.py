@@ -57,7 +57,7 @@ def tunnel_mtu(c: Context) -> Advice | None:
     when its ceiling would rise by :data:`MTU_CEILING_GAIN_PCT`. Not on real hosts,
     whose path MTU is not the lab's."""
     s = c.subject
-    facts, mtu = s.resolved.tunnel, s.resolved.tunnel_mtu
+    facts, mtu = s.resolved.tunnel, s.resolved.setup.mtu
     if s.config.tunnel.mtu is None or facts is None or facts.wire is None or mtu is None:
         return None  # the kind's own default fits the path
     if s.resolved.remote is not None:
@@ -92,7 +92,7 @@ def tunnel_mtu(c: Context) -> Advice | None:
         f" so the same data takes {then / now:.1f} times as many packets"
     )
     if facts.userspace:
-        daemon = s.resolved.tunnel_implementation or "the tunnel's daemon"
+        daemon = s.resolved.setup.implementation or "the tunnel's daemon"
         suggestion += f", each handled by {daemon} in userspace at about the same cost"
     if ceiling is not None:
         suggestion += (
@@ -113,7 +113,7 @@ def _ceiling_change(c: Context, mtu: int) -> tuple[float, float] | None:
     link without a ceiling (unshaped, UDP)."""
     s = c.subject
     before = for_config(s.config, s.resolved)
-    after = for_config(s.config, replace(s.resolved, tunnel_mtu=mtu))
+    after = for_config(s.config, replace(s.resolved, setup=replace(s.resolved.setup, mtu=mtu)))
     if before is None or after is None:
         return None
     return before.goodput_bps, after.goodput_bps

@@ -274,7 +274,7 @@ def queue_drops(s: Subject) -> Finding | None:
         wan = drop_sites.dropped(s.metrics, "wan")
         reader = ""
         if s.resolved.tunnel is not None and s.resolved.tunnel.userspace:
-            reader = f": {s.resolved.tunnel_implementation}, which reads it, did not keep up"
+            reader = f": {s.resolved.setup.implementation}, which reads it, did not keep up"
         head = (
             f"the tunnel device's own queue ({worst.name}) dropped {drops:,.0f} packets"
             f" ({share:.2f}% of those offered){reader}"

@@ -101,7 +101,7 @@ def tunnel_queue(c: Context) -> Advice | None:
         return None
     resolved = c.subject.resolved
     if resolved.tunnel is not None and resolved.tunnel.userspace:
-        daemon = resolved.tunnel_implementation or "the tunnel's daemon"
+        daemon = resolved.setup.implementation or "the tunnel's daemon"
         suggestion = (
             f"speed up {daemon}, not the WAN queue: it did not read the tunnel device as"
             " fast as the kernel filled it (a faster implementation, or more CPU for it; a"

@@ -101,7 +101,7 @@ class ConfigSummary:
         tunnel = settings.kind.value
         if settings.protection is not Protection.NONE:
             tunnel = f"{tunnel}+{settings.protection.value}"
-        implementation = self.resolved.tunnel_implementation
+        implementation = self.resolved.setup.implementation
         if settings.protection is not Protection.NONE:
             # The protected kind's own implementation is the kernel's: who does ESP
             # (kernel or libipsec) is what varies.
@@ -165,7 +165,7 @@ def summarize_run(
         groups.setdefault(trial.config_key, []).append(trial)
     summaries = []
     for key, group in groups.items():
-        config = TrialConfig.from_dict(group[0].config)
+        config = group[0].config
         ok = [t for t in group if t.status is TrialStatus.OK]
         baseline = config.baseline().key()
         metrics = medians(t.metrics for t in ok)

@@ -283,7 +283,7 @@ def figure(value: float | None, target: Target) -> str:
 def describe(step: Step, candidate: Candidate, target: Target, end: End | None = None) -> str:
     """``lab.wan.queue_limit 4 → 64: +33% (95% CI +26..+36%, p = 0.008), loaded RTT p95
     21.0 → 4.1 ms: better``: the change, its effect and the verdict."""
-    before = show(flatten(step.best_config).get(candidate.setting))
+    before = show(flatten(step.best_config.to_dict()).get(candidate.setting))
     head = f"{candidate.setting} {before} → {show(candidate.value)}"
     if candidate.outcome is Outcome.FAILED:
         return f"{head}: failed ({candidate.note})"

@@ -177,7 +177,7 @@ def link_bound_pct(s: Subject) -> float:
     round trip) takes of the measured window: a window shorter than BBR's 8-RTT cycle
     may hold that round trip without the one that makes up for it. Under TCG a 3 Mbit/s
     link's loaded RTT read 396 ms: over 2 s, 95 - 4.95 = 90.05% (a run read 94%)."""
-    senders = s.resolved.congestion or s.config.traffic.congestion or ""
+    senders = s.resolved.traffic.congestion or s.config.traffic.congestion or ""
     rtt_ms = s.metrics.get(metric.RTT_LOADED.name)
     window = s.metrics.get(metric.GOODPUT_WINDOW.name) or s.config.traffic.duration
     if "bbr" not in senders.split(",") or not rtt_ms or window <= 0:

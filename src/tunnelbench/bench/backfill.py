@@ -18,7 +18,7 @@ from tunnelbench.tunnels.base import TunnelSpec
 
 def backfill(config: TrialConfig, resolved: Resolved) -> Resolved:
     """``resolved`` with its missing facts filled in (the same object)."""
-    if resolved.tunnel_implementation is None:
+    if resolved.setup.implementation is None:
         return resolved  # skipped: nothing resolved, nothing ran
     if resolved.generator is None:
         resolved.generator = GENERATORS.get(config.traffic.generator).facts()
@@ -28,12 +28,12 @@ def backfill(config: TrialConfig, resolved: Resolved) -> Resolved:
         except UserError:
             return resolved
         spec = TunnelSpec(
-            implementation=resolved.tunnel_implementation,
-            mtu=resolved.tunnel_mtu or 0,
-            cipher=Cipher(resolved.tunnel_cipher) if resolved.tunnel_cipher else None,
+            implementation=resolved.setup.implementation,
+            mtu=resolved.setup.mtu or 0,
+            cipher=Cipher(resolved.setup.cipher) if resolved.setup.cipher else None,
             esp_mode=config.tunnel.esp_mode,
             protection=config.tunnel.protection,
-            esp_implementation=resolved.esp_implementation,
+            esp_implementation=resolved.esp.implementation,
         )
         resolved.tunnel = kind.facts(spec, resolved.setup_found())
     return resolved

@@ -20,7 +20,7 @@ from tunnelbench.bench.sink import store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError
 from tunnelbench.model import metrics as metric
-from tunnelbench.model.plan import Experiment, Trial, VmSettings
+from tunnelbench.model.plan import Experiment, Trial, TrialConfig, VmSettings
 from tunnelbench.model.records import Resolved, TrialStatus, Where
 from tunnelbench.probes import vmhost
 from tunnelbench.vm import machine
@@ -137,7 +137,7 @@ def _store(store: Store, run_id: int, record: dict[str, Any]) -> dict[str, Any]:
         seq=fields["seq"],
         repetition=fields["repetition"],
         config_key=fields["config_key"],
-        config=fields["config"],
+        config=TrialConfig.from_dict(fields["config"]),
         resolved=Resolved.from_dict(fields["resolved"]),
         status=TrialStatus(fields["status"]),
         error=fields["error"],

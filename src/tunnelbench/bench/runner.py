@@ -229,7 +229,7 @@ def start(
     facts = dict(facts) if facts is not None else lab_environment(prepared)
     if lock is not None:
         facts["measurement_lock"] = lock
-    return store.start_run(command_line, prepared.experiment.to_dict(), facts, owner())
+    return store.start_run(command_line, prepared.experiment, facts, owner())
 
 
 def lab_environment(prepared: Prepared) -> dict[str, Any]:
@@ -366,7 +366,7 @@ def _run_extra_rounds(
             round_, {t.config.key(): standing[t.config.key()] for t in round_}, target
         )
         run_trials(prepared, store, run_id, round_, progress, testbed)
-    configs = {t.config_key: TrialConfig.from_dict(t.config) for t in trials}
+    configs = {t.config_key: t.config for t in trials}
     progress.precision_final([(configs[key], p) for key, p in standing.items()], target)
 
 
@@ -383,7 +383,7 @@ def resumable(store: Store, ref: str) -> tuple[int, Experiment]:
             f"--resume: run {run.id} is a tuning session; `tunnelbench tune --resume {run.id}`"
             " continues it"
         )
-    experiment = Experiment.from_dict(run.experiment)
+    experiment = run.experiment
     check_stored(store, run.id, expand(experiment), adaptive=experiment.adaptive is not None)
     return run.id, experiment
 
@@ -470,11 +470,11 @@ def _measure(
             metrics = traffic_metrics(traffic) | readings.metrics | ran.window
             metrics |= window_verdict(metrics) | warmup_fallback(config.traffic, traffic)
             setup.check(metrics, config.traffic.duration)
-            resolved.processes = traffic.processes
+            resolved.traffic.processes = traffic.processes
             # What the senders reported (iperf3), else what they were given (iperf2
             # reports none).
             requested = ran.settings.congestion
-            resolved.congestion = traffic.congestion or requested
+            resolved.traffic.congestion = traffic.congestion or requested
             if None not in (traffic.congestion, requested) and traffic.congestion != requested:
                 named = "traffic.congestion" if config.traffic.congestion else "the lab's default"
                 raise LabError(
@@ -502,7 +502,7 @@ class _Ran:
 def _traffic(config: TrialConfig, resolved: Resolved, setup: Setup) -> _Ran:
     """The generator's traffic with the probes and the testbed's window around it."""
     generator = GENERATORS.get(config.traffic.generator)
-    assert resolved.stream_mode is not None  # the testbed's acquire resolved it
+    assert resolved.traffic.stream_mode is not None  # the testbed's acquire resolved it
     probe_set = new_probe_set()
     readings: ProbeReadings | None = None
     duration = config.traffic.duration
@@ -517,7 +517,7 @@ def _traffic(config: TrialConfig, resolved: Resolved, setup: Setup) -> _Ran:
         probe_set.before(setup.machines, setup.context)
         settings = setup.traffic(config.traffic)
         traffic = generator.run(
-            setup.ends, settings, resolved.stream_mode, on_started, setup.broken,
+            setup.ends, settings, resolved.traffic.stream_mode, on_started, setup.broken,
             setup.signals(probe_set),
         )  # fmt: skip
         window, raw = setup.close_window()

@@ -4,7 +4,7 @@ run's :class:`~tunnelbench.bench.store.Store`, a VM guest's event stream
 
 from typing import Any, Protocol
 
-from tunnelbench.model.plan import Trial
+from tunnelbench.model.plan import Trial, TrialConfig
 from tunnelbench.model.records import Resolved, TrialStatus
 
 
@@ -19,7 +19,7 @@ class TrialSink(Protocol):
         seq: int,
         repetition: int,
         config_key: str,
-        config: dict[str, Any],
+        config: TrialConfig,
         resolved: Resolved,
         status: TrialStatus,
         error: str | None,
@@ -48,7 +48,7 @@ def store_trial(
         seq=trial.seq,
         repetition=trial.repetition,
         config_key=trial.config.key(),
-        config=trial.config.to_dict(),
+        config=trial.config,
         resolved=resolved,
         status=status,
         error=error,

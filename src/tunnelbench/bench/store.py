@@ -37,7 +37,7 @@ from tunnelbench.echo import capped, shown
 from tunnelbench.errors import StorageError, UserError
 from tunnelbench.model.environment import Environment
 from tunnelbench.model.metrics import WARMUP_S
-from tunnelbench.model.plan import TrialConfig
+from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.model.records import (
     GUESTS,
     Resolved,
@@ -47,6 +47,7 @@ from tunnelbench.model.records import (
     TrialRecord,
     TrialStatus,
 )
+from tunnelbench.model.tuning import TuneRecord
 from tunnelbench.system import ownership
 
 SCHEMA_VERSION = 6
@@ -141,12 +142,12 @@ def _run_record(row: Any) -> RunRecord:
     return RunRecord(
         id=row[0], started_at=row[1], ended_at=row[2], status=RunStatus(row[3]),
         command_line=row[4],
-        experiment=json.loads(row[5]),
+        experiment=Experiment.from_dict(json.loads(row[5])),
         environment=Environment.from_dict(json.loads(row[6])),
         owner=json.loads(row[7]) if row[7] else None,
         precision=json.loads(row[8]) if row[8] else None,
         error=row[9],
-        tune=json.loads(row[10]) if row[10] else None,
+        tune=TuneRecord.from_dict(json.loads(row[10])) if row[10] else None,
         label=row[11], notes=row[12],
     )  # fmt: skip
 
@@ -543,7 +544,7 @@ class Store:
     def start_run(
         self,
         command_line: str,
-        experiment: dict[str, Any],
+        experiment: Experiment,
         env: dict[str, Any],
         owner: dict[str, int] | None = None,
     ) -> int:
@@ -554,7 +555,7 @@ class Store:
                 (
                     time.time(),
                     command_line,
-                    json.dumps(experiment),
+                    json.dumps(experiment.to_dict()),
                     json.dumps(env),
                     json.dumps(owner),
                 ),
@@ -641,10 +642,11 @@ class Store:
                     (json.dumps(environment), run_id),
                 )
 
-    def set_tune(self, run_id: int, record: dict[str, Any]) -> None:
+    def set_tune(self, run_id: int, record: TuneRecord) -> None:
         """Record where a tuning session stands (its path so far and how it ended)."""
+        stored = json.dumps(record.to_dict())
         with self._transaction() as db:
-            db.execute("UPDATE runs SET tune = ? WHERE id = ?", (json.dumps(record), run_id))
+            db.execute("UPDATE runs SET tune = ? WHERE id = ?", (stored, run_id))
 
     def add_trial(
         self,
@@ -653,7 +655,7 @@ class Store:
         seq: int,
         repetition: int,
         config_key: str,
-        config: dict[str, Any],
+        config: TrialConfig,
         resolved: Resolved,
         status: TrialStatus,
         error: str | None,
@@ -671,7 +673,7 @@ class Store:
                     seq,
                     repetition,
                     config_key,
-                    json.dumps(config),
+                    json.dumps(config.to_dict()),
                     json.dumps(resolved.to_dict()),
                     status.value,
                     error,
@@ -761,7 +763,7 @@ class Store:
                     # Recomputed, not r[4]: a configuration stored before a setting existed
                     # takes its default, and must match today's equal configuration.
                     config_key=config.key(),
-                    config=json.loads(r[5]),
+                    config=config,
                     resolved=backfill(config, Resolved.from_dict(json.loads(r[6]))),
                     status=TrialStatus(r[7]),
                     error=r[8],
@@ -795,7 +797,7 @@ class Store:
                     warmup_s=warmup_s,
                     expected_warmup=settings.expected_warmup,
                     in_vm=settings.lab.in_vm,
-                    lab_fresh=facts.lab_fresh,
+                    lab_fresh=facts.lab.fresh,
                     tunnel=settings.tunnel if facts.remote is not None else None,
                 )
             )

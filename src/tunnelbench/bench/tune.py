@@ -50,7 +50,6 @@ from tunnelbench.model.tuning import (
     Step,
     Target,
     TuneRecord,
-    plain,
 )
 from tunnelbench.remote.hostsfile import HostsFile
 
@@ -149,9 +148,9 @@ def begin(
         min_gain_pct=request.min_gain_pct,
         max_steps=request.max_steps,
         seed=secrets.randbelow(2**32),
-        steps=[Step(0, start.key(), plain(start), 1, runs_needed=len(prepared.trials))],
+        steps=[Step(0, start.key(), start, 1, runs_needed=len(prepared.trials))],
     )
-    store.set_tune(run_id, record.to_dict())
+    store.set_tune(run_id, record)
     return run_id, record
 
 
@@ -169,7 +168,7 @@ def resumable(store: Store, ref: str, hosts: HostsFile | None = None) -> tuple[i
         )
     if hosts is not None:
         hosts_plan.resumed(run, hosts)
-    return run.id, TuneRecord.from_dict(run.tune)
+    return run.id, run.tune
 
 
 def on_hosts(run: RunRecord) -> bool:
@@ -203,7 +202,7 @@ class Session:
         return runner.guarded(self.store, self.run_id, self._loop, ended)
 
     def _save(self) -> None:
-        self.store.set_tune(self.run_id, self.record.to_dict())
+        self.store.set_tune(self.run_id, self.record)
 
     def _loop(self) -> None:
         with self.bench.testbed:
@@ -241,15 +240,15 @@ class Session:
                 most = max(self.record.max_runs, step.runs_needed)
                 if tuning.start_measured(best, step.runs_needed, most):
                     break
-                round_ = [TrialConfig.from_dict(step.best_config)]
+                round_ = [step.best_config]
             else:
                 undecided = self._judge(step, _ok(best), groups)
                 if not undecided:
                     break
-                round_ = [TrialConfig.from_dict(c.config) for c in undecided]
+                round_ = [c.config for c in undecided]
                 most = max(len(_ok(groups.get(c.key, []))) for c in undecided)
                 if len(_ok(best)) <= most:
-                    round_.append(TrialConfig.from_dict(step.best_config))
+                    round_.append(step.best_config)
                 seed = f"{self.record.seed}/{step.number}/{len(groups.get(undecided[0].key, []))}"
                 random.Random(seed).shuffle(round_)
             self._save()
@@ -329,10 +328,7 @@ class Session:
 
     def _next_step(self, step: Step) -> None:
         record = self.record
-        if step.winner is not None:
-            best = TrialConfig.from_dict(step.candidate(step.winner).config)
-        else:
-            best = TrialConfig.from_dict(step.best_config)
+        best = step.best_config if step.winner is None else step.candidate(step.winner).config
         record.final_key = best.key()
         if step.number > 0 and step.winner is None:
             record.end = End.NOTHING_HELPED
@@ -349,7 +345,7 @@ class Session:
         following = Step(
             step.number + 1,
             best.key(),
-            plain(best),
+            best,
             first_seq=max(t.seq for t in self.store.trials(self.run_id)) + 1,
             diagnosis=verdict,
             left_out=left_out,
@@ -391,7 +387,7 @@ class Session:
             step.excluded.append(Excluded(proposal.setting, proposal.value, str(exc)))
             return
         step.candidates.append(
-            Candidate(proposal.setting, proposal.value, key, plain(config), proposal.suggestion)
+            Candidate(proposal.setting, proposal.value, key, config, proposal.suggestion)
         )
 
 

@@ -73,7 +73,7 @@ class TuneLines(TuneProgress):
             )
 
     def step_started(self, step: Step, record: TuneRecord) -> None:
-        self._say(f"step {step.number}: {label(TrialConfig.from_dict(step.best_config))}")
+        self._say(f"step {step.number}: {label(step.best_config)}")
         if step.diagnosis:
             self._say(f"  diagnosis: {step.diagnosis}")
         if step.left_out:
@@ -92,7 +92,7 @@ class TuneLines(TuneProgress):
             need, most_runs = step.runs_needed, max(record.max_runs, step.runs_needed)
             least = k * need + max(0, need - carried)
             most = k * most_runs + max(0, most_runs - carried)
-            each = self._each(TrialConfig.from_dict(step.best_config))
+            each = self._each(step.best_config)
             self._say(
                 f"  this step: {least}-{most} trials, about {format_duration(least * each)} to"
                 f" {format_duration(most * each)}"

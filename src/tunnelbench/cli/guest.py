@@ -42,9 +42,20 @@ class EventSink:
         os.fsync(self.stream.fileno())
 
     def add_trial(
-        self, run_id: int, *, resolved: Resolved, status: TrialStatus, **fields: Any
+        self,
+        run_id: int,
+        *,
+        config: TrialConfig,
+        resolved: Resolved,
+        status: TrialStatus,
+        **fields: Any,
     ) -> int:
-        record = {**fields, "resolved": resolved.to_dict(), "status": status.value}
+        record = {
+            **fields,
+            "config": config.to_dict(),
+            "resolved": resolved.to_dict(),
+            "status": status.value,
+        }
         self.emit("trial", trial=record)
         return 0
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from tunnelbench.bench.store import Store
 from tunnelbench.cli.parsing import Verbs, add_db_argument
-from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import RunRecord
 from tunnelbench.report import runs as run_list
 from tunnelbench.report.json_report import planned_trials
@@ -24,7 +23,7 @@ def register(verbs: Verbs) -> None:
 def to_json(store: Store, run: RunRecord) -> dict[str, Any]:
     """One run as the table shows it, in plain values: times in seconds since the epoch
     (``ended_at`` and ``duration_s`` null while it has not ended)."""
-    experiment = Experiment.from_dict(run.experiment)
+    experiment = run.experiment
     counts = store.trial_counts(run.id)
     stored = sum(counts.values())
     return {

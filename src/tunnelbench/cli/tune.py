@@ -260,11 +260,9 @@ def _on_bench(
     args: argparse.Namespace, store: Store, run_id: int, session: Session, _: runner.Prepared
 ) -> int:
     """The session ``run_id`` on the connected hosts, from its path as stored."""
-    tune = store.run(str(run_id)).tune
-    assert tune is not None  # begin recorded it
-    record = TuneRecord.from_dict(tune)
-    start = TrialConfig.from_dict(record.steps[0].best_config)
-    return _execute(args, store, run_id, record, HostsBench(session, start))
+    record = store.run(str(run_id)).tune
+    assert record is not None  # begin recorded it
+    return _execute(args, store, run_id, record, HostsBench(session, record.start))
 
 
 def _execute(

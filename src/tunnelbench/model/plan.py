@@ -285,7 +285,10 @@ class TrialConfig:
     traffic: TrafficSettings = field(default_factory=TrafficSettings)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The stored form, which :meth:`from_dict` reads back equal: nested by section,
+        a tuple as the list JSON keeps (a stored configuration read and written again
+        is the dict it was)."""
+        return asdict(self, dict_factory=_listed)
 
     def key(self) -> str:
         """A canonical text identity: equal configurations have equal keys.
@@ -353,6 +356,10 @@ LEGACY: dict[tuple[str, ...], Any] = {
     ("lab", "wan", "queue_bytes"): None,
     ("traffic", "warmup_max"): WARMUP_MAX_DEFAULT,
 }
+
+
+def _listed(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in items}
 
 
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -23,8 +23,9 @@ from tunnelbench.model.kindfacts import (
     SetupFound,
     TunnelFacts,
 )
-from tunnelbench.model.plan import TunnelSettings
+from tunnelbench.model.plan import Experiment, TrialConfig, TunnelSettings
 from tunnelbench.model.remotefacts import RemoteFacts
+from tunnelbench.model.tuning import TuneRecord
 
 
 class TrialStatus(StrEnum):
@@ -41,7 +42,7 @@ class RunStatus(StrEnum):
 
 
 #: The stored keys of the kind and generator facts.
-#: ``Resolved.virtualization``: this machine's own kernel, or a guest with hardware
+#: ``Resolved.where.virtualization``: this machine's own kernel, or a guest with hardware
 #: virtualisation, or one whose CPU QEMU emulates.
 NO_VM, KVM, TCG = "none", "kvm", "tcg"
 TUNNEL_FACTS_KEY = "tunnel_facts"
@@ -70,25 +71,61 @@ class Where:
 
 
 @dataclass
-class Resolved:
-    """What a trial's settings became on this machine, and what set-up found out.
+class TunnelSetup:
+    """The tunnel as set-up resolved it: who implemented it, which version, its
+    device's MTU (None without a tunnel) and the AEAD an encrypting tunnel (or ESP
+    around one) used."""
 
-    Every field is optional: a skipped trial resolved nothing, and older databases lack
-    later fields. ``tunnel`` and ``generator`` are the declared facts; a reader of an old
-    database fills them from the registries (:mod:`tunnelbench.bench.store`).
-    """
+    implementation: str | None = None
+    version: str | None = None
+    mtu: int | None = None
+    cipher: str | None = None
 
-    tunnel_implementation: str | None = None
-    tunnel_version: str | None = None
-    #: The tunnel device's MTU; None without a tunnel.
-    tunnel_mtu: int | None = None
-    stream_mode: StreamMode | None = None
-    #: The AEAD an encrypting tunnel (or ESP around one) used.
-    tunnel_cipher: str | None = None
-    #: Who did ESP (``kernel`` or ``libipsec``), for ipsec and for protection.
-    esp_implementation: str | None = None
-    lab_id: str | None = None
-    lab_families: tuple[int, ...] | None = None
+
+@dataclass
+class EspSetup:
+    """ESP as set-up found it (:class:`tunnelbench.model.kindfacts.EspFound`), for ipsec
+    and for protection: who did it (``kernel`` or ``libipsec``, known before set-up
+    ran), its version, cipher and algorithm, mode, and ``udp`` (NAT-T) or ``none``."""
+
+    implementation: str | None = None
+    version: str | None = None
+    cipher: str | None = None
+    algorithm: str | None = None
+    mode: str | None = None
+    encapsulation: str | None = None
+
+
+@dataclass
+class OpenVpnSetup:
+    """OpenVPN as set-up found it (:class:`tunnelbench.model.kindfacts.OpenVpnFound`)."""
+
+    dco: bool | None = None
+    dco_reason: str | None = None
+    data_cipher: str | None = None
+
+
+@dataclass
+class WhereRan:
+    """Where the lab ran: the kernel's release (and Debian package when it was
+    fetched), ``none`` (this machine's kernel), ``kvm`` or ``tcg`` (a VM guest: CPU-bound
+    figures under ``tcg`` measure QEMU's emulation) and why not KVM, the guest's size."""
+
+    kernel_release: str | None = None
+    kernel_package: str | None = None
+    virtualization: str | None = None
+    virtualization_reason: str | None = None
+    vm_cpus: int | None = None
+    vm_memory_mib: int | None = None
+
+
+@dataclass
+class LabFound:
+    """What the lab was and what it applied: its id and IP versions, links, steering,
+    PPPoE, the CPU budgets, and whether it was built for the trial."""
+
+    id: str | None = None
+    families: tuple[int, ...] | None = None
     #: role -> feature -> on, when the lab set offloads (see lab.netns.role_offloads).
     offloads: dict[str, dict[str, bool]] | None = None
     #: role -> the gso_max_segs set on its links (1: every skb one wire packet), where
@@ -111,19 +148,8 @@ class Resolved:
     unbundled_tunnel_devices: dict[str, str] | None = None
     #: Whether the trial's lab was built for it (True) or kept from an earlier trial of
     #: the run (bench.labpool), and the how-manyth trial of that lab it was (1: fresh).
-    lab_fresh: bool | None = None
-    lab_trial: int | None = None
-    # ESP as set-up found it (model.kindfacts.EspFound).
-    esp_version: str | None = None
-    esp_cipher: str | None = None
-    esp_algorithm: str | None = None
-    esp_mode: str | None = None
-    #: ``udp`` (NAT-T) or ``none``.
-    esp_encapsulation: str | None = None
-    # OpenVPN as set-up found it (model.kindfacts.OpenVpnFound).
-    openvpn_dco: bool | None = None
-    openvpn_dco_reason: str | None = None
-    openvpn_data_cipher: str | None = None
+    fresh: bool | None = None
+    trial: int | None = None
     # The CPU budget as applied (lab.cgroup.Limit.resolved).
     cgroup_version: int | None = None
     cpu_period_us: int | None = None
@@ -132,18 +158,64 @@ class Resolved:
     #: The role budgets as applied (lab.budget: lab.cgroup.RoleLimits.resolved).
     role_quotas_us: dict[str, int] | None = None
     role_cgroups: dict[str, str] | None = None
-    #: Generator processes that ran, and the congestion control the senders used.
+
+
+@dataclass
+class TrafficFound:
+    """How the traffic ran: one process for every stream or one each, the generator
+    processes that ran, and the congestion control the senders used."""
+
+    stream_mode: StreamMode | None = None
     processes: int | None = None
     congestion: str | None = None
-    #: Where the lab ran: the kernel's release (and Debian package when it was fetched),
-    #: ``none`` (this machine's kernel), ``kvm`` or ``tcg`` (a VM guest: CPU-bound figures
-    #: under ``tcg`` measure QEMU's emulation) and why not KVM, the guest's size.
-    kernel_release: str | None = None
-    kernel_package: str | None = None
-    virtualization: str | None = None
-    virtualization_reason: str | None = None
-    vm_cpus: int | None = None
-    vm_memory_mib: int | None = None
+
+
+#: The groups of :class:`Resolved`, each with the flat keys its fields are stored under.
+_GROUPS = {
+    "setup": TunnelSetup,
+    "esp": EspSetup,
+    "openvpn": OpenVpnSetup,
+    "where": WhereRan,
+    "lab": LabFound,
+    "traffic": TrafficFound,
+}
+#: Each group's fields are stored flat, under the keys every version wrote: the field's
+#: name after its group's prefix (the lab's ``id``, ``families``, ``fresh`` and ``trial``
+#: after ``lab_``, its other fields bare).
+_PREFIXES = {"setup": "tunnel_", "esp": "esp_", "openvpn": "openvpn_", "where": "", "traffic": ""}
+_LAB_PREFIXED = frozenset({"id", "families", "fresh", "trial"})
+
+
+def _key(group: str, name: str) -> str:
+    if group == "lab":
+        return f"lab_{name}" if name in _LAB_PREFIXED else name
+    return _PREFIXES[group] + name
+
+
+#: Stored key -> (group, field).
+_KEYS = {
+    _key(group, f.name): (group, f.name) for group, cls in _GROUPS.items() for f in fields(cls)
+}
+
+
+@dataclass
+class Resolved:
+    """What a trial's settings became on this machine, and what set-up found out, by
+    owner: the tunnel's set-up (``setup``, ``esp``, ``openvpn``), where it ran
+    (``where``), the lab's facts (``lab``) and the traffic's (``traffic``).
+
+    Every field is optional: a skipped trial resolved nothing, and older databases lack
+    later fields. ``tunnel`` and ``generator`` are the declared facts; a reader of an old
+    database fills them from the registries (:mod:`tunnelbench.bench.store`). Stored flat,
+    under the keys every version wrote (``esp_version``, ``lab_fresh``).
+    """
+
+    setup: TunnelSetup = field(default_factory=TunnelSetup)
+    esp: EspSetup = field(default_factory=EspSetup)
+    openvpn: OpenVpnSetup = field(default_factory=OpenVpnSetup)
+    where: WhereRan = field(default_factory=WhereRan)
+    lab: LabFound = field(default_factory=LabFound)
+    traffic: TrafficFound = field(default_factory=TrafficFound)
     #: A run on real hosts (tunnelbench.remote): the DUT whose cores ``cpu<N>.*`` are,
     #: each role's SSH destination and kernel, whether tunnelbench built the tunnel or
     #: only used the user's, the DUT's crypto drivers, thermal zones and top clocks.
@@ -156,52 +228,50 @@ class Resolved:
     @property
     def single_process(self) -> bool:
         """Whether every stream ran in one generator process (``-P N``)."""
-        return self.stream_mode is StreamMode.SINGLE
+        return self.traffic.stream_mode is StreamMode.SINGLE
 
     @property
     def esp_or_tunnel_implementation(self) -> str | None:
         """Who did the work that varies: ESP's implementation where ESP ran, else the
         tunnel's."""
-        return self.esp_implementation or self.tunnel_implementation
+        return self.esp.implementation or self.setup.implementation
 
     def record_setup(self, found: SetupFound) -> None:
         """Store what a tunnel's set-up found out, under the record's fields."""
         if (esp := found.esp) is not None:
-            self.esp_implementation, self.esp_version = esp.implementation, esp.version
-            self.esp_cipher, self.esp_algorithm = esp.cipher, esp.algorithm
-            self.esp_mode, self.esp_encapsulation = esp.mode, esp.encapsulation
+            self.esp = EspSetup(
+                esp.implementation, esp.version, esp.cipher, esp.algorithm, esp.mode,
+                esp.encapsulation,
+            )  # fmt: skip
         if (openvpn := found.openvpn) is not None:
-            self.openvpn_dco, self.openvpn_dco_reason = openvpn.dco, openvpn.dco_reason
-            self.openvpn_data_cipher = openvpn.data_cipher
+            self.openvpn = OpenVpnSetup(openvpn.dco, openvpn.dco_reason, openvpn.data_cipher)
 
     def setup_found(self) -> SetupFound:
         """What set-up found out, as :meth:`record_setup` stored it (a trial stored
         before :class:`SetupFound` was typed reads back the same)."""
         openvpn = None
-        if self.openvpn_dco is not None:
-            openvpn = OpenVpnFound(
-                self.openvpn_dco, self.openvpn_dco_reason or "", self.openvpn_data_cipher
-            )
+        if (o := self.openvpn).dco is not None:
+            openvpn = OpenVpnFound(o.dco, o.dco_reason or "", o.data_cipher)
         esp = None
-        if self.esp_version is not None and self.esp_implementation is not None:
+        if (e := self.esp).version is not None and e.implementation is not None:
             esp = EspFound(
-                self.esp_implementation, self.esp_version, self.esp_cipher or "",
-                self.esp_algorithm or "", self.esp_mode or "", self.esp_encapsulation or "",
+                e.implementation, e.version, e.cipher or "", e.algorithm or "", e.mode or "",
+                e.encapsulation or "",
             )  # fmt: skip
         return SetupFound(esp, openvpn)
 
     def record_where(self, where: Where) -> None:
-        self.kernel_release, self.kernel_package = where.kernel_release, where.kernel_package
-        self.virtualization = where.virtualization
-        self.virtualization_reason = where.virtualization_reason
-        self.vm_cpus, self.vm_memory_mib = where.vm_cpus, where.vm_memory_mib
+        self.where = WhereRan(
+            where.kernel_release, where.kernel_package, where.virtualization,
+            where.virtualization_reason, where.vm_cpus, where.vm_memory_mib,
+        )  # fmt: skip
 
     def record_cpu_limit(
         self, version: int, period_us: int, quota_us: int, cgroups: Mapping[str, str]
     ) -> None:
         """``tunnel.cpu_budget`` as applied (:class:`tunnelbench.lab.cgroup.CpuLimit`)."""
-        self.cgroup_version, self.cpu_period_us = version, period_us
-        self.cpu_quota_us, self.cgroups = quota_us, dict(cgroups)
+        self.lab.cgroup_version, self.lab.cpu_period_us = version, period_us
+        self.lab.cpu_quota_us, self.lab.cgroups = quota_us, dict(cgroups)
 
     def record_role_budgets(
         self,
@@ -211,25 +281,27 @@ class Resolved:
         cgroups: Mapping[str, str],
     ) -> None:
         """``lab.budget`` as applied (:class:`tunnelbench.lab.state.RoleLimitsRecord`)."""
-        self.cgroup_version, self.cpu_period_us = version, period_us
-        self.role_quotas_us, self.role_cgroups = dict(quotas_us), dict(cgroups)
+        self.lab.cgroup_version, self.lab.cpu_period_us = version, period_us
+        self.lab.role_quotas_us, self.lab.role_cgroups = dict(quotas_us), dict(cgroups)
 
     def to_dict(self, *, facts: bool = True) -> dict[str, Any]:
-        """The stored form; without ``facts``, only what the settings became (the
-        declared kind and generator facts left out, as in the CSV report)."""
-        out: dict[str, Any] = {}
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if item.name in ("tunnel", "generator", "extra") or value is None:
+        """The stored form, flat, in the order of the keys before the record was
+        grouped; without ``facts``, only what the settings became (the declared kind and
+        generator facts left out, as in the CSV report)."""
+        found: dict[str, Any] = {}
+        for key, (group, name) in _KEYS.items():
+            value = getattr(getattr(self, group), name)
+            if value is None:
                 continue
-            if item.name == "stream_mode":
+            if key == "stream_mode":
                 value = value.value
-            elif item.name == "remote":
-                value = value.to_dict()
-            elif item.name == "lab_families":
+            elif key == "lab_families":
                 value = list(value)
-            out[item.name] = value
-        if self.tunnel_implementation is not None and "tunnel_mtu" not in out:
+            found[key] = value
+        out = {key: found[key] for key in _ORDER if key in found}
+        if self.remote is not None:
+            out["remote"] = self.remote.to_dict()
+        if self.setup.implementation is not None and "tunnel_mtu" not in out:
             out["tunnel_mtu"] = None  # stored explicitly: a run without a tunnel
         if self.tunnel is not None and facts:
             out[TUNNEL_FACTS_KEY] = self.tunnel.to_dict()
@@ -239,31 +311,43 @@ class Resolved:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Resolved":
-        known = {item.name for item in fields(cls)} - {"tunnel", "generator", "extra"}
-        values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
-        if values.get("stream_mode") is not None:
-            values["stream_mode"] = StreamMode(values["stream_mode"])
-        if values.get("lab_families") is not None:
-            values["lab_families"] = tuple(values["lab_families"])
-        if values.get("remote") is not None:
-            values["remote"] = RemoteFacts.from_dict(values["remote"])
+        groups: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
+        for key, value in data.items():
+            if key in _KEYS and value is not None:
+                group, name = _KEYS[key]
+                groups[group][name] = value
+        if (mode := groups["traffic"].get("stream_mode")) is not None:
+            groups["traffic"]["stream_mode"] = StreamMode(mode)
+        if (families := groups["lab"].get("families")) is not None:
+            groups["lab"]["families"] = tuple(families)
+        remote = data.get("remote")
         tunnel = data.get(TUNNEL_FACTS_KEY)
         if tunnel and "kernel_path" not in tunnel:
             # Stored before kinds declared it: the store's backfill asks the kind again,
             # as for a trial stored before any facts were.
             tunnel = None
         generator = data.get(GENERATOR_FACTS_KEY)
-        extra = {
-            k: v
-            for k, v in data.items()
-            if k not in known and k not in (TUNNEL_FACTS_KEY, GENERATOR_FACTS_KEY)
-        }
+        known = {*_KEYS, "remote", TUNNEL_FACTS_KEY, GENERATOR_FACTS_KEY}
         return cls(
-            **values,
+            **{group: _GROUPS[group](**values) for group, values in groups.items()},
+            remote=RemoteFacts.from_dict(remote) if remote is not None else None,
             tunnel=TunnelFacts.from_dict(tunnel) if tunnel else None,
             generator=GeneratorFacts.from_dict(generator) if generator else None,
-            extra=extra,
+            extra={k: v for k, v in data.items() if k not in known},
         )
+
+
+#: The stored keys in the order a trial has always stored them (before ``remote``).
+_ORDER = (
+    "tunnel_implementation", "tunnel_version", "tunnel_mtu", "stream_mode", "tunnel_cipher",
+    "esp_implementation", "lab_id", "lab_families", "offloads", "gso_max_segs", "placement",
+    "rps", "rps_tunnel_devices", "pppoe", "rps_pppoe_wan", "unbundled_tunnel_devices",
+    "lab_fresh", "lab_trial", "esp_version", "esp_cipher", "esp_algorithm", "esp_mode",
+    "esp_encapsulation", "openvpn_dco", "openvpn_dco_reason", "openvpn_data_cipher",
+    "cgroup_version", "cpu_period_us", "cpu_quota_us", "cgroups", "role_quotas_us",
+    "role_cgroups", "processes", "congestion", "kernel_release", "kernel_package",
+    "virtualization", "virtualization_reason", "vm_cpus", "vm_memory_mib",
+)  # fmt: skip
 
 
 @dataclass
@@ -273,7 +357,9 @@ class TrialRecord:
     seq: int
     repetition: int
     config_key: str
-    config: dict[str, Any]
+    #: The requested configuration (read through :meth:`TrialConfig.from_dict`, so a
+    #: trial stored before a setting existed carries the value it ran with).
+    config: TrialConfig
     resolved: Resolved
     status: TrialStatus
     error: str | None
@@ -305,15 +391,15 @@ class RunRecord:
     ended_at: float | None
     status: RunStatus
     command_line: str
-    experiment: dict[str, Any]
+    experiment: Experiment
     environment: Environment
     owner: dict[str, int] | None = None
     # Adaptive runs: config key -> analysis.precision.Precision.to_dict(), as last decided.
     precision: dict[str, dict[str, Any]] | None = None
     # Why the run stopped early, when it was recorded (a storage fault, say).
     error: str | None = None
-    # A tuning session's model.tuning.TuneRecord.to_dict(); None for a run of a plan.
-    tune: dict[str, Any] | None = None
+    # A tuning session's path and end; None for a run of a plan.
+    tune: TuneRecord | None = None
     # The user's short name for the run and notes on it (run --label, --notes).
     label: str | None = None
     notes: str | None = None

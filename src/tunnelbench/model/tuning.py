@@ -79,7 +79,7 @@ class Candidate:
     setting: str
     value: Any  # JSON: None unsets the setting
     key: str
-    config: dict[str, Any]
+    config: TrialConfig
     suggestion: str  # the advice that proposed it
     outcome: Outcome = Outcome.UNDECIDED
     runs: int = 0  # its successful runs in the step
@@ -115,7 +115,7 @@ class Excluded:
 class Step:
     number: int
     best_key: str
-    best_config: dict[str, Any]
+    best_config: TrialConfig
     first_seq: int  # the step's trials are those from this sequence number on
     diagnosis: str = ""  # the best configuration's verdict, which gave the candidates
     #: The best configuration's runs the diagnosis left out, with what disturbed each.
@@ -154,11 +154,11 @@ class TuneRecord:
 
     @property
     def start(self) -> TrialConfig:
-        return TrialConfig.from_dict(self.steps[0].best_config)
+        return self.steps[0].best_config
 
     @property
     def best(self) -> TrialConfig:
-        return TrialConfig.from_dict(self.steps[-1].best_config)
+        return self.steps[-1].best_config
 
     def kept(self) -> list[tuple[Step, Candidate]]:
         """The changes kept, in order."""
@@ -176,16 +176,30 @@ class TuneRecord:
         return keys | {c.key for s in self.steps for c in s.candidates}
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(json.dumps(asdict(self)))  # enums as values
+        """The stored form: plain JSON values (enums as their values, each configuration
+        as :meth:`TrialConfig.to_dict` writes it)."""
+        data: dict[str, Any] = json.loads(json.dumps(asdict(self)))
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TuneRecord":
+        """The inverse of :meth:`to_dict`; a configuration recorded before a setting
+        existed takes the value it ran with (:meth:`TrialConfig.from_dict`)."""
         steps = [
             Step(
-                **{k: v for k, v in s.items() if k not in ("candidates", "excluded")},
+                **{
+                    k: v for k, v in s.items() if k not in ("candidates", "excluded", "best_config")
+                },
+                best_config=TrialConfig.from_dict(s["best_config"]),
                 candidates=[
-                    Candidate(**{**c, "outcome": Outcome(c["outcome"])}) for c in s["candidates"]
+                    Candidate(
+                        **c
+                        | {
+                            "outcome": Outcome(c["outcome"]),
+                            "config": TrialConfig.from_dict(c["config"]),
+                        }
+                    )
+                    for c in s["candidates"]
                 ],
                 excluded=[Excluded(**e) for e in s["excluded"]],
             )
@@ -198,13 +212,6 @@ class TuneRecord:
             steps=steps,
             end=None if end is None else End(end),
         )
-
-
-def plain(config: TrialConfig) -> dict[str, Any]:
-    """A configuration as the record holds it: plain JSON values (enums as their values,
-    tuples as lists), equal after a trip through the store."""
-    data: dict[str, Any] = json.loads(json.dumps(config.to_dict()))
-    return data
 
 
 def show(value: Any) -> str:

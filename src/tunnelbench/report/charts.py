@@ -266,7 +266,7 @@ def throughput_chart(summaries: Sequence[ConfigSummary], labels: dict[str, str])
 def _effective_mtu(s: ConfigSummary) -> int:
     """The largest packet the traffic can send: the LAN MTU capped by the tunnel's MTU, or
     by the WAN MTU when there is no tunnel."""
-    tunnel_mtu = s.resolved.tunnel_mtu or s.config.tunnel.mtu
+    tunnel_mtu = s.resolved.setup.mtu or s.config.tunnel.mtu
     path = tunnel_mtu if tunnel_mtu else s.config.lab.wan.mtu
     return int(min(s.config.lab.lan_mtu, path))
 

@@ -32,7 +32,7 @@ from tunnelbench.bench.store import Store
 from tunnelbench.echo import capped
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
-from tunnelbench.model.plan import ROLES, Experiment, flatten
+from tunnelbench.model.plan import ROLES, flatten
 from tunnelbench.model.records import NO_VM, TCG, RunRecord
 from tunnelbench.report import pairing, view
 from tunnelbench.report.fit import aligned, fitted, wrap, wrapped
@@ -122,7 +122,7 @@ class Side:
         return f"run {self.run.id}{label}" + (f" @ {self.selector}" if self.selector else "")
 
     def describe(self) -> str:
-        name = Experiment.from_dict(self.run.experiment).name or "benchmark"
+        name = self.run.experiment.name or "benchmark"
         when = utc(self.run.started_at)
         where = f" where {self.selector}" if self.selector else ""
         label = f" «{self.run.label}»" if self.run.label else ""
@@ -336,7 +336,7 @@ def compare(a: Side, b: Side) -> Comparison:
 def _emulation(s: ConfigSummary) -> str:
     """How the configuration's CPU ran: ``tcg`` (emulated), ``kvm`` or ``none`` (this
     machine's kernel; also every run recorded before labs ran in guests)."""
-    return s.resolved.virtualization or NO_VM
+    return s.resolved.where.virtualization or NO_VM
 
 
 def _refuse_emulated(row: Row) -> None:

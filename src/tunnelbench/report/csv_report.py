@@ -68,7 +68,7 @@ def _metric_columns(trials: list[TrialRecord]) -> list[str]:
 
 def rows(trials: list[TrialRecord]) -> tuple[list[str], list[list[str]]]:
     """The header and one row per trial."""
-    configs = [flatten(t.config) for t in trials]
+    configs = [flatten(t.config.to_dict()) for t in trials]
     resolved = [flatten(t.resolved.to_dict(facts=False)) for t in trials]
     config_paths = _in_order(p for c in configs for p in c)
     resolved_keys = _in_order(k for r in resolved for k in r)

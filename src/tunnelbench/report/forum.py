@@ -21,7 +21,6 @@ from urllib.parse import quote
 
 from tunnelbench.analysis.stats import consistency
 from tunnelbench.analysis.summary import ConfigSummary
-from tunnelbench.model.plan import Experiment
 from tunnelbench.report import figures, files, findings, markdown, precision, tune
 from tunnelbench.report.charts import config_labels, label_axes, setting_parts, summary_charts
 from tunnelbench.report.markdown import escape
@@ -224,7 +223,7 @@ def document(view: RunView, image: str | None = None, width: int = WIDTH) -> str
 
 
 def view_title(view: RunView) -> str:
-    name = Experiment.from_dict(view.run.experiment).name or "benchmark"
+    name = view.run.experiment.name or "benchmark"
     return f"{name}: run {view.run.id} at a glance"
 
 

@@ -205,20 +205,19 @@ def _list(title: str, items: Sequence[str], section: str) -> str:
 
 
 def _header(run: RunRecord, summaries: Sequence[ConfigSummary]) -> str:
-    name = run.experiment.get("name")
+    experiment = run.experiment
+    name = experiment.name
     title = f"tunnelbench run {run.id}" + (f": {name}" if name else "")
     trials = sum(len(s.trials) for s in summaries)
     duration = (
         f", {(run.ended_at - run.started_at) / 60:.1f} min" if run.ended_at is not None else ""
     )
-    repetitions = run.experiment.get("repetitions")
-    if adaptive := run.experiment.get("adaptive"):
-        repetitions = f"{repetitions}-{adaptive['max_repetitions']}"
-    order = run.experiment.get("order")
-    seed = run.experiment.get("seed")
-    design = f"{len(summaries)} configurations \u00d7 {repetitions} runs" if repetitions else ""
-    design += f", {order} order" if order else ""
-    design += f" (seed {seed})" if seed is not None else ""
+    repetitions = str(experiment.repetitions)
+    if (adaptive := experiment.adaptive) is not None:
+        repetitions = f"{repetitions}-{adaptive.max_repetitions}"
+    design = f"{len(summaries)} configurations \u00d7 {repetitions} runs"
+    design += f", {experiment.order.value} order"
+    design += f" (seed {experiment.seed})" if experiment.seed is not None else ""
     if (record := tune.record_of(run)) is not None:
         design = tune.design(record)
     label = f" — {run.label}" if run.label else ""
@@ -295,7 +294,7 @@ def render(view: RunView) -> str:
     record = tune.record_of(run)
     sentences = answer_sentences(summaries) if record is None else tune.answer(record)
     answer = "".join(f"<li>{escape(s)}</li>" for s in sentences)
-    name = run.experiment.get("name")
+    name = run.experiment.name
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'

@@ -119,7 +119,7 @@ def planned_trials(experiment: Experiment) -> int:
 
 def run_section(view: RunView) -> dict[str, Any]:
     run = view.run
-    experiment = Experiment.from_dict(run.experiment)
+    experiment = run.experiment
     counts = view.trial_counts
     stored = sum(counts.get(status, 0) for status in ("ok", "failed", "skipped"))
     return {

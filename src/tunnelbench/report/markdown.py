@@ -24,7 +24,7 @@ from tunnelbench.kinds import (
 )
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.environment import Environment
-from tunnelbench.model.plan import Experiment, TrialConfig, varying_paths
+from tunnelbench.model.plan import TrialConfig, varying_paths
 from tunnelbench.model.records import TCG, Resolved, RunRecord, TrialRecord
 from tunnelbench.model.tuning import TuneRecord
 from tunnelbench.model.wan import format_pct, format_us
@@ -164,7 +164,7 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
         out.append(("traffic.protocol", "TCP"))
     streams = f"{traffic.streams} stream{'s' if traffic.streams > 1 else ''}"
     out.append(("traffic.streams", streams))
-    mode = resolved.stream_mode or traffic.stream_mode
+    mode = resolved.traffic.stream_mode or traffic.stream_mode
     if traffic.streams > 1:
         each = (
             "one iperf3 process per stream"
@@ -213,7 +213,7 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
             out.append(("tunnel.mtu", f"tunnel MTU {tunnel.mtu}"))
         if tunnel.cpu_budget is not None:
             out.append(("tunnel.cpu_budget", f"tunnel CPU budget {tunnel.cpu_budget:.0%}"))
-        if cipher := resolved.tunnel_cipher:
+        if cipher := resolved.setup.cipher:
             out.append(("tunnel.cipher", f"cipher {cipher}"))
         if tunnel.protection is not Protection.NONE:
             out.append(("tunnel.protection", f"protected by {tunnel.protection.value}"))
@@ -250,7 +250,7 @@ def common_settings(summaries: list[ConfigSummary]) -> str:
 def header_lines(
     run: RunRecord, trials: list[TrialRecord], summaries: list[ConfigSummary]
 ) -> list[str]:
-    experiment = Experiment.from_dict(run.experiment)
+    experiment = run.experiment
     title = experiment.name or "benchmark"
     when = utc(run.started_at)
     if run.ended_at is not None:

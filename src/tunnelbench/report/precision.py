@@ -7,7 +7,6 @@ decision, rather than recomputing it, so a report says what the run decided.
 
 from tunnelbench.analysis.precision import Precision, State
 from tunnelbench.bench.progress import describe
-from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.model.records import RunRecord, TrialRecord
 
 
@@ -20,11 +19,11 @@ def standing(run: RunRecord) -> dict[str, Precision]:
 def lines(run: RunRecord, trials: list[TrialRecord]) -> list[str]:
     """``precision: 4 of 6 configurations within ±2%`` and a line for each of the
     others: ``wireguard, 1 stream, upload: target not met (±3.4% after 10 runs)``."""
-    experiment = Experiment.from_dict(run.experiment)
+    experiment = run.experiment
     by_key = standing(run)
     if experiment.adaptive is None or not by_key:
         return []
-    configs = {t.config_key: TrialConfig.from_dict(t.config) for t in trials}
+    configs = {t.config_key: t.config for t in trials}
     met = sum(1 for p in by_key.values() if p.state is State.MET)
     out = [
         f"precision: {met} of {len(by_key)} configuration(s) within"

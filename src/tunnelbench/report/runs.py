@@ -6,7 +6,6 @@ import time
 from tunnelbench.bench.progress import format_duration
 from tunnelbench.bench.store import Store
 from tunnelbench.lab.state import process_start_time
-from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import RunRecord, RunStatus
 from tunnelbench.report.fit import aligned
 from tunnelbench.report.json_report import planned_trials
@@ -45,7 +44,7 @@ def trials_cell(counts: dict[str, int], planned: int) -> str:
 
 
 def row(store: Store, run: RunRecord) -> list[str]:
-    experiment = Experiment.from_dict(run.experiment)
+    experiment = run.experiment
     took = "-" if run.ended_at is None else format_duration(run.ended_at - run.started_at)
     return [
         str(run.id),

@@ -18,12 +18,6 @@ from tunnelbench.model.records import RunRecord, TrialRecord
 _PATH = re.compile(r" \(/[^()]*\)$")
 
 
-def _kind(trial: TrialRecord) -> TunnelKind | None:
-    """The kind of tunnel ``trial`` ran; None for a trial stored without one."""
-    kind = (trial.config.get("tunnel") or {}).get("kind")
-    return None if kind is None else TunnelKind(kind)
-
-
 def entries(run: RunRecord, trials: Sequence[TrialRecord]) -> list[tuple[str, str]]:
     """``(name, version)``: tunnel implementations (``kind/implementation``, and
     ``esp/<implementation>`` for ESP protecting another tunnel) first, then the
@@ -33,13 +27,13 @@ def entries(run: RunRecord, trials: Sequence[TrialRecord]) -> list[tuple[str, st
     recorded = [(str(k), str(v)) for k, v in (env.versions or {}).items()]
     tunnels = [(k, v) for k, v in recorded if "/" in k and not k.startswith("none/")]
     for trial in trials:
-        resolved, kind = trial.resolved, _kind(trial)
-        if kind in (None, TunnelKind.NONE):
+        resolved, kind = trial.resolved, trial.config.tunnel.kind
+        if kind is TunnelKind.NONE:
             continue
-        if resolved.tunnel_implementation and resolved.tunnel_version:
-            tunnels.append((f"{kind}/{resolved.tunnel_implementation}", resolved.tunnel_version))
-        if kind is not TunnelKind.IPSEC and resolved.esp_implementation and resolved.esp_version:
-            tunnels.append((f"esp/{resolved.esp_implementation}", resolved.esp_version))
+        if resolved.setup.implementation and resolved.setup.version:
+            tunnels.append((f"{kind}/{resolved.setup.implementation}", resolved.setup.version))
+        if kind is not TunnelKind.IPSEC and resolved.esp.implementation and resolved.esp.version:
+            tunnels.append((f"esp/{resolved.esp.implementation}", resolved.esp.version))
     out = list(dict.fromkeys(tunnels))
     out += [(k, v) for k, v in recorded if "/" not in k]
     for key, version in (("iproute2", env.iproute2), ("tunnelbench", env.tunnelbench)):
@@ -74,7 +68,7 @@ def mismatched_ends(trials: Sequence[TrialRecord]) -> list[str]:
                 remote.tunnel_ends.items()}  # fmt: skip
         if len(set(ends.values())) < 2:
             continue
-        kind = (trial.config.get("tunnel") or {}).get("kind", "tunnel")
+        kind = trial.config.tunnel.kind
         said = "; ".join(
             f"{role} {version}" if version.startswith(implementation) else
             f"{role} {implementation} {version}"

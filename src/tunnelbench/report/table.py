@@ -139,10 +139,10 @@ def axis_value(summary: ConfigSummary, path: str) -> str:
         return "on" if value else "off"
     if isinstance(value, list | tuple):
         return ",".join(str(v) for v in value) or "all"
-    if path == "tunnel.mtu" and value is None and summary.resolved.tunnel_mtu:
-        return str(summary.resolved.tunnel_mtu)
+    if path == "tunnel.mtu" and value is None and summary.resolved.setup.mtu:
+        return str(summary.resolved.setup.mtu)
     if path == "tunnel.cipher" and value == "auto":
-        return summary.resolved.tunnel_cipher or "-"  # what auto became
+        return summary.resolved.setup.cipher or "-"  # what auto became
     return "-" if value is None else str(value)
 
 

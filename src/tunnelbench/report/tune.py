@@ -6,13 +6,12 @@ from typing import Any
 from tunnelbench.analysis.tuning import describe, figure, signed_pct
 from tunnelbench.bench.progress import describe as label
 from tunnelbench.bench.progress import format_duration
-from tunnelbench.model.plan import TrialConfig
 from tunnelbench.model.records import RunRecord
-from tunnelbench.model.tuning import TuneRecord, plain, plan_snippet, show
+from tunnelbench.model.tuning import TuneRecord, plan_snippet, show
 
 
 def record_of(run: RunRecord) -> TuneRecord | None:
-    return None if run.tune is None else TuneRecord.from_dict(run.tune)
+    return run.tune
 
 
 def design(record: TuneRecord) -> str:
@@ -59,7 +58,7 @@ def step_lines(record: TuneRecord) -> list[list[str]]:
     marked) and what it could not try."""
     steps = []
     for step in record.steps:
-        config = TrialConfig.from_dict(step.best_config)
+        config = step.best_config
         if step.number == 0:
             runs = f" ({step.best_runs} runs)" if step.best_runs else ""
             head = (
@@ -92,7 +91,7 @@ def step_lines(record: TuneRecord) -> list[list[str]]:
 
 def final_plan(record: TuneRecord) -> str:
     kept = record.kept()
-    config = TrialConfig.from_dict(kept[-1][1].config) if kept else record.start
+    config = kept[-1][1].config if kept else record.start
     return plan_snippet(config)
 
 
@@ -106,11 +105,6 @@ def terminal(record: TuneRecord) -> str:
 
 
 def json_section(record: TuneRecord) -> dict[str, Any]:
-    data = record.to_dict()
-    # Every configuration whole, as it ran: one recorded before a setting existed gets
-    # the value it ran with (model.plan.LEGACY).
-    for step in data["steps"]:
-        step["best_config"] = plain(TrialConfig.from_dict(step["best_config"]))
-        for candidate in step["candidates"]:
-            candidate["config"] = plain(TrialConfig.from_dict(candidate["config"]))
-    return data | {"headline": headline(record), "plan": final_plan(record)}
+    # Every configuration whole, as it ran: one recorded before a setting existed was
+    # read with the value it ran with (model.plan.LEGACY).
+    return record.to_dict() | {"headline": headline(record), "plan": final_plan(record)}

@@ -63,15 +63,15 @@ class HostsTestbed(Testbed):
         traffic = config.traffic
         tunnel = for_trial(session, config.tunnel, self.standing)
         tunnelled = tunnel.kind is not TunnelKind.NONE
-        resolved.tunnel_implementation = tunnel.implementation
+        resolved.setup.implementation = tunnel.implementation
         if tunnelled:
-            resolved.tunnel_version = tunnel.version()
-            resolved.tunnel_mtu = tunnel.mtu
+            resolved.setup.version = tunnel.version()
+            resolved.setup.mtu = tunnel.mtu
             resolved.record_setup(tunnel.found)
-            resolved.tunnel, resolved.tunnel_cipher = tunnel.kind_facts, tunnel.cipher
+            resolved.tunnel, resolved.setup.cipher = tunnel.kind_facts, tunnel.cipher
         elif (dut := session.facts.get(session.file.dut)) is not None:
             # No tunnel: the kernel that routes is what runs, as the lab records its own.
-            resolved.tunnel_version = f"linux {dut.kernel}"
+            resolved.setup.version = f"linux {dut.kernel}"
         resolved.remote = remote_facts(session, tunnel if tunnelled else None)
         # "auto" as the client's generator resolves it (iperf3 before 3.16: a process per
         # stream, as in the lab).
@@ -79,7 +79,9 @@ class HostsTestbed(Testbed):
         version = client.iperf3 if traffic.generator is Generator.IPERF3 else client.iperf2
         if version is None:  # never this machine's instead (the run's check needs it)
             raise LabError(f"client: no {traffic.generator.value} version in its facts")
-        resolved.stream_mode = GENERATORS.get(traffic.generator).resolve_mode(traffic, version)
+        resolved.traffic.stream_mode = GENERATORS.get(traffic.generator).resolve_mode(
+            traffic, version
+        )
         self.link.set(config.lab.wan)
         self.trials += 1
         return HostsSetup(session, tunnel, config, self.link.devices, f"{self.trials}")

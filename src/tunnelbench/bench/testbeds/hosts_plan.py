@@ -205,7 +205,7 @@ def resumed(run: RunRecord, hosts: HostsFile) -> Experiment:
             f"--hosts: {hosts.path} is not the hosts file run {run.id} ran with"
             f" ({stored.get('path')}, as it was then); resume it with that one"
         )
-    return Experiment.from_dict(run.experiment)
+    return run.experiment
 
 
 def environment(session: Session) -> dict[str, Any]:

@@ -65,13 +65,13 @@ class LabTestbed(Testbed):
     ) -> "LabSetup":
         assert resolution is not None  # the lab resolves every configuration beforehand
         spec = resolution.tunnel
-        resolved.tunnel_implementation = resolution.implementation
-        resolved.tunnel_version = resolution.version
+        resolved.setup.implementation = resolution.implementation
+        resolved.setup.version = resolution.version
         if config.tunnel.kind is not TunnelKind.NONE:
-            resolved.tunnel_mtu = resolution.tunnel_mtu
-        resolved.stream_mode = resolution.stream_mode
-        resolved.tunnel_cipher = spec.cipher.value if spec.cipher is not None else None
-        resolved.esp_implementation = spec.esp_implementation
+            resolved.setup.mtu = resolution.tunnel_mtu
+        resolved.traffic.stream_mode = resolution.stream_mode
+        resolved.setup.cipher = spec.cipher.value if spec.cipher is not None else None
+        resolved.esp.implementation = spec.esp_implementation
         resolved.tunnel = TUNNELS.get(config.tunnel.kind).facts(spec)
         standing = self.labs.acquire(config, spec)
         try:
@@ -95,21 +95,21 @@ def _record(
     """What the lab and its tunnel's set-up tell about the trial."""
     session = standing.session
     lab, handle = session.lab, session.handle
-    resolved.lab_id = lab.lab_id
-    resolved.lab_families = config.lab.families
-    resolved.lab_fresh, resolved.lab_trial = standing.fresh, standing.trials
+    found = resolved.lab
+    found.id, found.families = lab.lab_id, config.lab.families
+    found.fresh, found.trial = standing.fresh, standing.trials
     facts = lab.state.facts
-    resolved.offloads, resolved.gso_max_segs = facts.offloads or None, facts.gso_max_segs or None
-    resolved.placement, resolved.rps = facts.placement or None, facts.rps or None
-    resolved.pppoe, resolved.rps_pppoe_wan = facts.pppoe or None, facts.rps_pppoe_wan or None
+    found.offloads, found.gso_max_segs = facts.offloads or None, facts.gso_max_segs or None
+    found.placement, found.rps = facts.placement or None, facts.rps or None
+    found.pppoe, found.rps_pppoe_wan = facts.pppoe or None, facts.rps_pppoe_wan or None
     if (budgets := facts.role_budgets) is not None:
         resolved.record_role_budgets(
             budgets.cgroup_version, budgets.cpu_period_us,
             budgets.role_quotas_us, budgets.role_cgroups,
         )  # fmt: skip
     resolved.record_setup(handle.found)
-    resolved.unbundled_tunnel_devices = session.unbundled or None
-    resolved.rps_tunnel_devices = session.steered or None
+    found.unbundled_tunnel_devices = session.unbundled or None
+    found.rps_tunnel_devices = session.steered or None
     if (limit := session.limit) is not None:
         resolved.record_cpu_limit(limit.version, limit.period_us, limit.quota_us, limit.cgroups)
     # What only set-up could tell (OpenVPN's data channel in the kernel or not).
