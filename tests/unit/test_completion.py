@@ -92,6 +92,7 @@ def test_options(bash_script: Path) -> None:
         "--quick",
         "--json",
         "--db",
+        "--hosts",
     }
     assert {"--db", "--json"} <= complete(bash_script, "tunnelbench runs --")
 
