@@ -11,9 +11,12 @@ the number of wire packets per queued packet.
 
 from pathlib import Path
 
+import pytest
+
 from tests.integration.helpers import run_plan
 from tunnelbench.model.plan import LinkSettings
 from tunnelbench.model.wan import AGGREGATE_MAX_BYTES, bfifo_bytes, bytes_per_packet, queue_wait_s
+from tunnelbench.system import probing
 
 RATE = 20_000_000
 OFF = '"lab.offloads.gro" = false, "lab.offloads.gso" = false, "lab.offloads.tso" = false'
@@ -32,6 +35,7 @@ streams = 2
 stream_mode = "single"
 duration = 2
 warmup = 1
+congestion = "bbr"
 [matrix]
 queues = [
     {{ "lab.wan.queue" = "pfifo" }},
@@ -42,6 +46,14 @@ queues = [
 
 
 def test_queues_hold_aggregates_by_default_and_their_figures_follow_the_bytes(tmp_path: Path):
+    # bbr, not the lab's cubic: two cubic flows keep the FIFO of aggregates at its 20
+    # packets so much of the time that the probe's pings meet it full and are dropped
+    # (18 of 18 in one 2 s window, none in another, whose highest RTT was 502 ms against
+    # 214 ms for a full queue of the window's mean aggregate), so the bounds below could
+    # not be read; bbr's queue stands below its limit.
+    kernel = probing.congestion()
+    if "bbr" not in kernel.available + kernel.loadable:
+        pytest.skip(f"traffic.congestion: this kernel has no bbr ({kernel.detail})")
     found = run_plan(tmp_path, PLAN)
     aggregates, byte_limited, wire = found.trials
     assert [t.status for t in found.trials] == ["ok"] * 3, [t.error for t in found.trials]

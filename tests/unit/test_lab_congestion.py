@@ -1,6 +1,5 @@
-"""The lab's senders use the kernel's default unless the plan names a congestion
-control; a lab default (cubic, what users' endpoints run) is built, not yet switched on
-(bench/congestion.py says why)."""
+"""The lab's senders use cubic (what users' endpoints run) unless the plan names a
+congestion control; a kernel without cubic keeps its default."""
 
 from dataclasses import replace
 
@@ -13,8 +12,9 @@ HERE = ("reno", "bbr", "cubic")
 
 
 def test_tcp_without_a_named_one_keeps_the_kernels_default_or_gets_the_labs():
-    assert LAB_DEFAULT is None
-    assert lab_traffic(TrafficSettings(), HERE).congestion is None
+    assert LAB_DEFAULT == "cubic"
+    assert lab_traffic(TrafficSettings(), HERE).congestion == "cubic"
+    assert lab_traffic(TrafficSettings(), HERE, None).congestion is None
     assert lab_traffic(TrafficSettings(), HERE, "cubic").congestion == "cubic"
 
 

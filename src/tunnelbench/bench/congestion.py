@@ -1,17 +1,11 @@
-"""The lab's TCP congestion control: the kernel's default, unless the plan names one.
+"""The lab's TCP congestion control: cubic, unless the plan names one.
 
 Users' endpoints run cubic (Linux's default, and Windows' and macOS's); this machine's
 default is bbr, and a namespace inherits the default of the namespace that created it,
-so a lab that keeps it measures bbr, which fills a FIFO differently (it paces to its
-estimate of the bottleneck and keeps the queue short). A plan names cubic with
-``traffic.congestion = "cubic"`` (``--congestion cubic``), and every trial records what
-its senders used (``congestion`` in its resolved settings).
-
-Making cubic the lab's default (:data:`LAB_DEFAULT` set to ``"cubic"``, built and tested
-here through :func:`lab_traffic`'s ``default``) is not switched on yet: under cubic, four
-integration tests whose expectations were measured under bbr (a tiny FIFO that tune
-raises, tune's budget and latency sessions, the aggregate FIFO's delay bound) no longer
-hold as written, and their figures must be measured again first (issue 42's note).
+so a lab that kept it would measure bbr, which fills a FIFO differently (it paces to its
+estimate of the bottleneck and keeps the queue short). A plan names another with
+``traffic.congestion`` (``--congestion``), and every trial records what its senders used
+(``congestion`` in its resolved settings). A kernel without cubic keeps its default.
 
 A congestion control is set per socket, by the generator (iperf3 ``-C``, iperf2 ``-Z``),
 not as the namespaces' default: the sysctl ``net.ipv4.tcp_congestion_control`` is per
@@ -28,9 +22,8 @@ from dataclasses import replace
 from tunnelbench.kinds import Direction, Generator, Protocol
 from tunnelbench.model.plan import TrafficSettings
 
-#: What the lab's senders use when the plan names none: None, the kernel's default (see
-#: the module's notes for why not cubic yet).
-LAB_DEFAULT: str | None = None
+#: What the lab's senders use when the plan names none (None: the kernel's default).
+LAB_DEFAULT: str | None = "cubic"
 
 
 def lab_traffic(

@@ -76,7 +76,7 @@ DEFAULTS: dict[str, Any] = {
     "queue": None,  # a pfifo of queue_limit packets
     "queue_bytes": None,
     "cpu_budget": None,  # no role held to a CPU budget
-    "congestion": None,  # the kernel's default
+    "congestion": None,  # the lab's (cubic) or the hosts' own
     "udp": None,  # TCP
     "delay": None,  # the WAN's impairments: off
     "jitter": None,
@@ -225,7 +225,10 @@ def add_traffic_choices(group: argparse._ActionsContainer) -> None:
     group.add_argument(
         "--congestion",
         metavar="CC",
-        help="TCP's congestion control on both ends, e.g. bbr (default the kernel's)",
+        help=(
+            "TCP's congestion control on both ends, e.g. bbr (default cubic in the lab,"
+            " the hosts' own on real hosts)"
+        ),
     )
 
 
