@@ -313,7 +313,7 @@ def latency_under_load(s: Subject) -> Finding | None:
 
 
 def probe_lost(s: Subject) -> Finding | None:
-    """The round-trip probe's pings lost in the measured window, in most runs: a queue
+    """The round-trip probe's pings lost in the measured window, in half the runs or more: a queue
     that is full when a ping arrives drops it, so the pings that came back (if any) are
     the ones that found room, and the loaded round trip is missing or reads low. Seen:
     two cubic flows kept a 20-packet FIFO of aggregates at 20 Mbit/s full so much of

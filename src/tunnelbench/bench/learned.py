@@ -14,8 +14,10 @@ trials keeps the reference figure, and what was learned is said with the estimat
 """
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from tunnelbench.bench import environment
 from tunnelbench.bench.planfile import REFERENCE, RUN_START_S, Overheads
@@ -65,15 +67,30 @@ def learn(runs: list[RunRecord], timed: list[TimedTrial], machine: Environment) 
         for trial in timed
         if trial.run_id in here and trial.seq == 1 and trial.in_vm
     ]
+    return with_medians(REFERENCE, samples)
+
+
+class _Figures(Protocol):
+    """A dataclass of seconds per kind of overhead, with ``learned`` among its fields."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+Figures = TypeVar("Figures", bound=_Figures)
+
+
+def with_medians(reference: Figures, samples: Mapping[str, list[float]]) -> Figures:
+    """``reference`` with each field that has :data:`ENOUGH` samples set to their median
+    (in seconds, to 0.01), and ``learned`` naming those fields and their counts."""
     learned = {
         field: (round(statistics.median(values), 2), len(values))
         for field, values in samples.items()
         if len(values) >= ENOUGH
     }
     if not learned:
-        return REFERENCE
+        return reference
     return replace(
-        REFERENCE,
+        reference,
         **{field: value for field, (value, _) in learned.items()},
         learned=tuple(sorted((field, count) for field, (_, count) in learned.items())),
     )

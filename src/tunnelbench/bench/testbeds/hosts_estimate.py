@@ -22,12 +22,11 @@ figure is learned from the stored trials of runs on the same hosts file
 cannot be (the run is stored once the hosts are checked) and stays the reference's.
 """
 
-import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from tunnelbench.bench.learned import ENOUGH, RECENT, traffic_seconds
+from tunnelbench.bench.learned import RECENT, traffic_seconds, with_medians
 from tunnelbench.bench.planfile import REPORT_PER_CONFIG_S, REPORT_S
 from tunnelbench.bench.store import Store
 from tunnelbench.kinds import TunnelKind, TunnelMode
@@ -131,15 +130,4 @@ def learn(runs: list[RunRecord], timed: list[TimedTrial], hosts: HostsFile) -> H
         previous = before[1] if before is not None else None
         field = "built_s" if builds(previous, tunnel, existing=existing) else "kept_s"
         samples[field].append(max(0.0, trial.seconds - traffic_seconds(trial)))
-    medians = {
-        field: (round(statistics.median(values), 2), len(values))
-        for field, values in samples.items()
-        if len(values) >= ENOUGH
-    }
-    if not medians:
-        return REFERENCE
-    return replace(
-        REFERENCE,
-        **{field: value for field, (value, _) in medians.items()},
-        learned=tuple(sorted((field, count) for field, (_, count) in medians.items())),
-    )
+    return with_medians(REFERENCE, samples)

@@ -22,6 +22,7 @@ from typing import Any
 from tunnelbench import __version__
 from tunnelbench.bench import skips
 from tunnelbench.bench.runner import Prepared, planned
+from tunnelbench.bench.testbeds import hosts_estimate
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Protection, Topology, TunnelKind, TunnelMode
 from tunnelbench.model.environment import Environment
@@ -199,8 +200,7 @@ def resumed(run: RunRecord, hosts: HostsFile) -> Experiment:
     stored = (run.environment.remote or {}).get("hosts")
     if stored is None:
         raise UserError(f"--hosts: run {run.id} ran in the lab; resume it without --hosts")
-    # The same machines, layout and tunnel, wherever the file lies now.
-    if {**stored, "path": None} != {**hosts.to_dict(), "path": None}:
+    if not hosts_estimate.ran_on(run, hosts):
         raise UserError(
             f"--hosts: {hosts.path} is not the hosts file run {run.id} ran with"
             f" ({stored.get('path')}, as it was then); resume it with that one"
