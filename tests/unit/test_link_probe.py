@@ -123,6 +123,23 @@ def test_every_router_must_have_sent_what_arrived():
         check_forwarded(forwarded(gwa_wan=21_000_000), ["gwa", "gwb"], 2)
 
 
+def test_what_arrived_is_counted_over_the_intervals_the_generator_counted():
+    # Seen in CI: a 1 s bidirectional trial at 10.6 Gbit/s, whose receivers' intervals
+    # in the window spanned 2 ms less than it; 10.6 Gbit/s x 1 s is 0.15 % more than
+    # the router sent, and more than arrived.
+    metrics = forwarded(gw_lan=1_321_660_339) | {
+        "goodput_bps": 15.9e9,
+        "upload_bps": 10_589_402_240.0,
+        "download_bps": 5.3e9,
+    }
+    with pytest.raises(LabError, match="fewer than the 1,323,675,280"):
+        check_forwarded(metrics, ["gw"], 1)
+    check_forwarded(metrics | {"goodput.window_s": 0.998}, ["gw"], 1)
+    # ... and a router 0.5 % short of what those intervals received is still refused
+    with pytest.raises(LabError, match="gw sent"):
+        check_forwarded(metrics | {"goodput.window_s": 1.004}, ["gw"], 1)
+
+
 def test_a_bidirectional_test_is_held_to_its_busier_direction():
     # 80 up and 40 down leave the router by two interfaces: neither carries 120 Mbit/s
     metrics = forwarded(gw_lan=20_500_000, gw_wan=10_500_000) | {

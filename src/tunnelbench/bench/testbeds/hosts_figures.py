@@ -94,7 +94,7 @@ def check_counters(session: Session, metrics: dict[str, float], duration: int) -
         links.check_forwarded(metrics, [dut], duration)
         return
     for receiver, name in (("server", metric.UPLOAD.name), ("client", metric.DOWNLOAD.name)):
-        arrived = metrics.get(name, 0.0) * duration / 8
+        arrived = metrics.get(name, 0.0) * links.counted_seconds(metrics, duration) / 8
         received = links.busiest(metrics, receiver, "rx_bytes") or 0
         if arrived and received < arrived:
             raise LabError(
