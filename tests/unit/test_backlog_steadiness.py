@@ -87,7 +87,7 @@ def test_a_window_placed_in_the_fill_calls_itself_rising_and_is_flagged():
     _, queues = _load("fifo-30mbit-300-download-aggregates.json")
     for begin in (0.5, 2.0, 4.0):
         window = (begin, begin + DURATION)
-        found = queue_window(queues["gw.wan"], window, DURATION)
+        found = queue_window("gw.wan", queues["gw.wan"], window, DURATION)
         assert found is not None and found.filling and found.standing
         metrics = window_metrics(queues, window, DURATION)
         assert metrics["qdisc.gw.wan.window_filling"] == 1
@@ -116,7 +116,7 @@ def test_a_flat_standing_queue_with_no_drop_is_steady():
     for now in _moments(2.1, 3.3):
         found = queue_judged(queues, now=now, stretch=0.5, duration_s=DURATION)
         assert found is not None and found[0], now
-    window = queue_window(client, tuple(data["window"]), DURATION)
+    window = queue_window("client.wan", client, tuple(data["window"]), DURATION)
     assert window is not None and window.standing and not window.filling
     assert window_rising(window_metrics(queues, tuple(data["window"]), DURATION)) == ()
 

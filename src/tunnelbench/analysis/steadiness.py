@@ -22,7 +22,9 @@ from tunnelbench.model import metrics as metric
 
 @dataclass(frozen=True)
 class QueueReading:
-    """One reading of a queue: when (monotonic s), what it held, and its drops so far."""
+    """One reading of a queue: when (monotonic s), what it held, and its drops so far (a
+    machine's TCP senders, :func:`is_senders`: their bytes in flight, the sum of their
+    windows in segments, and their loss recoveries)."""
 
     at: float
     backlog_bytes: int
@@ -101,14 +103,22 @@ def unsteady(metrics: dict[str, float]) -> tuple[str, ...]:
 
 
 def queue_windows(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
-    """``role.link`` -> its ``window_*`` figures (:func:`tunnelbench.probes.qdisc.window_metrics`)
-    of every watched queue."""
+    """``role.link`` -> its ``window_*`` figures of every watched queue: a qdisc's
+    (:func:`tunnelbench.probes.qdisc.window_metrics`) and a machine's TCP senders'
+    (``role.cwnd``, :mod:`tunnelbench.probes.senders`)."""
     found: dict[str, dict[str, float]] = {}
     for name, value in metrics.items():
-        parsed = metric.parse_device(name, "qdisc")
+        parsed = metric.parse_device(name, "qdisc") or metric.parse_device(name, "tcp")
         if parsed is not None and parsed[1].startswith("window_"):
             found.setdefault(parsed[0], {})[parsed[1]] = value
     return found
+
+
+def _window_levels(name: str, figures: dict[str, float]) -> tuple[float, float]:
+    """A queue's mean level over the window's first and last third, as stored: a
+    qdisc's ``window_first_bytes``, the senders' ``window_first`` (segments)."""
+    unit = "" if is_senders(name) else "_bytes"
+    return figures.get(f"window_first{unit}", 0.0), figures.get(f"window_last{unit}", 0.0)
 
 
 def _trend(metrics: dict[str, float], trend: metric.Metric) -> bool:
@@ -130,9 +140,9 @@ def window_rising(metrics: dict[str, float]) -> tuple[str, ...]:
     loaded round trip and the goodput are."""
     queues = queue_windows(metrics)
     filling = [
-        f"not steady: the {name} queue still filled across the window"
-        f" ({_kb(q.get('window_first_bytes', 0))} → {_kb(q.get('window_last_bytes', 0))},"
-        " no drop yet; lengthen traffic.warmup)"
+        "not steady: "
+        + still_filling(name, "across the window", *_window_levels(name, q))[:-1]
+        + "; lengthen traffic.warmup)"
         for name, q in sorted(queues.items())
         if q.get("window_filling") == 1
     ]
@@ -315,30 +325,65 @@ def _kb(value: float) -> str:
     return f"{value / 1000:,.0f} kB" if value >= 10_000 else f"{value / 1000:,.1f} kB"
 
 
+#: The queue of a machine's TCP senders, after its role's name (``client.cwnd``): their
+#: congestion windows summed, in segments (:mod:`tunnelbench.probes.senders`).
+CWND = "cwnd"
+#: The senders' windows grow when they would grow by more than this (and by more than
+#: :data:`TREND_PCT` of their sum) over the measured duration, as a qdisc's backlog by
+#: :data:`BACKLOG_FLOOR_BYTES`.
+CWND_FLOOR_SEGMENTS = 10
+
+
+def is_senders(name: str) -> bool:
+    """Whether the queue ``name`` (``role.link``) is a machine's TCP senders' windows,
+    which a bulk sender always holds: they say when a queue still fills, never that one
+    stands."""
+    return name.rpartition(".")[2] == CWND
+
+
+def level(name: str, reading: QueueReading) -> float:
+    """What a queue is judged by: a qdisc's backlog in bytes, the senders' windows in
+    segments."""
+    return float(reading.backlog_packets if is_senders(name) else reading.backlog_bytes)
+
+
+def _floor(name: str) -> float:
+    return CWND_FLOOR_SEGMENTS if is_senders(name) else BACKLOG_FLOOR_BYTES
+
+
+def still_filling(name: str, over: str, first: float, last: float) -> str:
+    """The words for a queue still filling ``over`` a stretch, from ``first`` to ``last``
+    (its :func:`level`), with nothing dropped (or, for the senders, lost) yet."""
+    if is_senders(name):
+        return (
+            f"the {name.rpartition('.')[0]}'s TCP senders still grew their windows {over}"
+            f" ({first:,.0f} → {last:,.0f} segments, no loss yet)"
+        )
+    return f"the {name} queue still filled {over} ({_kb(first)} → {_kb(last)}, no drop yet)"
+
+
 def queue_judged(
     queues: QueueSeries, *, now: float, stretch: float, duration_s: float
 ) -> tuple[bool, str] | None:
     """What the queues' own readings over the ``stretch`` seconds before ``now`` say:
-    (False, why) when one still fills (its backlog rises, :func:`rising`, and it has
-    dropped nothing since the traffic began); (True, why) when one holds a standing queue
-    (not empty at any reading of the stretch) that has overflowed or no longer grows;
-    None when none holds one (the bottleneck is elsewhere, or nothing is queued: the
-    round trip and the rate judge) or the stretch holds fewer than
-    :data:`SETTLE_SAMPLES` readings."""
+    (False, why) when one still fills (its :func:`level` rises, :func:`rising`, and it
+    has dropped nothing since the traffic began); (True, why) when one holds a standing
+    queue (not empty at any reading of the stretch) that has overflowed or no longer
+    grows (the senders' windows, :func:`is_senders`, are held only to the first); None
+    when none holds one (the bottleneck is elsewhere, or nothing is queued: the round
+    trip and the rate judge) or the stretch holds fewer than :data:`SETTLE_SAMPLES`
+    readings."""
     standing: list[str] = []
     for name, readings in sorted(queues.items()):
         inside = [r for r in readings if now - stretch <= r.at <= now]
         if len(inside) < SETTLE_SAMPLES:
             continue
-        backlog = [(r.at, float(r.backlog_bytes)) for r in inside]
+        series = [(r.at, level(name, r)) for r in inside]
         dropped = inside[-1].drops - readings[0].drops
-        if not dropped and rising(backlog, duration_s, BACKLOG_FLOOR_BYTES):
-            return False, (
-                f"the {name} queue still filled over {stretch:.1f} s"
-                f" ({_kb(backlog[0][1])} → {_kb(backlog[-1][1])}, no drop yet)"
-            )
-        if all(r.backlog_bytes > 0 for r in inside):
-            held = sum(v for _, v in backlog) / len(backlog)
+        if not dropped and rising(series, duration_s, _floor(name)):
+            return False, still_filling(name, f"over {stretch:.1f} s", series[0][1], series[-1][1])
+        if not is_senders(name) and all(r.backlog_bytes > 0 for r in inside):
+            held = sum(v for _, v in series) / len(series)
             standing.append(
                 f"the {name} queue overflowed ({dropped:,} drops), holding {_kb(held)}"
                 if dropped
@@ -349,8 +394,8 @@ def queue_judged(
 
 @dataclass(frozen=True)
 class QueueWindow:
-    """One queue over the measured window: its mean backlog over the window's first and
-    last third, whether it held a standing queue throughout (the bottleneck's), and
+    """One queue over the measured window: its mean :func:`level` over the window's first
+    and last third, whether it held a standing queue throughout (the bottleneck's), and
     whether it was still filling: its backlog rose (:func:`rising`) over the part of the
     window before its first drop since the traffic began, and its last third held at
     least :data:`RTT_RISE_PCT` more than its first (as a round trip must rise to be
@@ -359,29 +404,29 @@ class QueueWindow:
     rate) and stayed there: a significant slope, 21% more in the last third than in
     the first, no drop, and no queue filling."""
 
-    first_bytes: float
-    last_bytes: float
+    first: float  # its level (:func:`level`)
+    last: float
     standing: bool
     filling: bool
 
 
 def queue_window(
-    readings: Sequence[QueueReading], window: tuple[float, float], duration_s: float
+    name: str, readings: Sequence[QueueReading], window: tuple[float, float], duration_s: float
 ) -> QueueWindow | None:
-    """One queue's :class:`QueueWindow`; None with fewer than three readings in it."""
+    """The :class:`QueueWindow` of the queue ``name``; None with fewer than three
+    readings in it."""
     begin, end = window
     inside = [r for r in readings if begin <= r.at <= end]
-    pair = thirds([float(r.backlog_bytes) for r in inside])
+    pair = thirds([level(name, r) for r in inside])
     if pair is None:
         return None
     dropped_at = first_drop(readings)
-    before = [
-        (r.at, float(r.backlog_bytes)) for r in inside if dropped_at is None or r.at <= dropped_at
-    ]
+    before = [(r.at, level(name, r)) for r in inside if dropped_at is None or r.at <= dropped_at]
+    floor = _floor(name)
     filling = (
         len(before) >= SETTLE_SAMPLES
-        and rising(before, duration_s, BACKLOG_FLOOR_BYTES)
-        and pair[1] - pair[0] >= max(pair[0] * RTT_RISE_PCT / 100, BACKLOG_FLOOR_BYTES)
+        and rising(before, duration_s, floor)
+        and pair[1] - pair[0] >= max(pair[0] * RTT_RISE_PCT / 100, floor)
     )
-    standing = all(r.backlog_bytes > 0 for r in inside)
+    standing = not is_senders(name) and all(r.backlog_bytes > 0 for r in inside)
     return QueueWindow(pair[0], pair[1], standing, filling)

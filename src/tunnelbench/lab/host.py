@@ -55,7 +55,7 @@ from typing import IO, Final
 
 from tunnelbench.errors import LabError
 from tunnelbench.lab.state import LabState
-from tunnelbench.system import netdev, netns_files, rtnetlink, stopping
+from tunnelbench.system import netdev, netns_files, rtnetlink, sockdiag, stopping
 from tunnelbench.system.command import in_netns, run, spawn
 
 #: ``stderr`` for :meth:`Host.spawn`: into the same file as standard output.
@@ -129,6 +129,11 @@ class Host(ABC):
         """Every queue discipline of the host with its statistics, as
         ``tc -s -j qdisc show`` prints them."""
         return self.run(["tc", "-s", "-j", "qdisc", "show"]).stdout
+
+    def tcp_sockets(self) -> sockdiag.TcpSockets:
+        """The host's TCP sockets and counters, asked of its kernel from this process
+        (:attr:`reads_in_process`); a :class:`LabError` where it cannot be."""
+        raise LabError(f"{self.name}'s TCP sockets cannot be read from this process")
 
     def set_sysctls(self, values: Mapping[str, str]) -> None:
         """Set network sysctls of the role (``net.ipv4.ip_forward`` -> ``1``)."""
@@ -261,7 +266,7 @@ class NetnsHost(Host):
         except OSError as exc:
             raise LabError(f"cannot read /proc/net in {self.name}: {exc}") from None
 
-    # The four below go through the kernel from a thread in the namespace: no process
+    # The five below go through the kernel from a thread in the namespace: no process
     # (an emulated guest takes 0.2-0.5 s to start each; a lab's build ran 10 of them,
     # and every trial nine tc).
 
@@ -270,6 +275,12 @@ class NetnsHost(Host):
             return json.dumps(netns_files.inside(self.name, rtnetlink.qdiscs))
         except OSError as exc:
             raise LabError(f"cannot read the qdiscs of {self.name}: {exc}") from None
+
+    def tcp_sockets(self) -> sockdiag.TcpSockets:
+        try:
+            return netns_files.inside(self.name, sockdiag.open_here)
+        except OSError as exc:
+            raise LabError(f"cannot open the TCP sockets of {self.name}: {exc}") from None
 
     def set_sysctls(self, values: Mapping[str, str]) -> None:
         try:

@@ -33,7 +33,8 @@ from tunnelbench.errors import LabError
 #: How often the queues are read: the warm-up's own pace (tunnelbench.traffic.warmup).
 POLL_S = 0.1
 #: What a role's queues read as: device -> its root qdisc's fields (``backlog_bytes``,
-#: ``backlog_packets``, ``drops``: :data:`tunnelbench.probes.qdisc.GAUGES` and counters).
+#: ``backlog_packets``, ``drops``: :data:`tunnelbench.probes.qdisc.GAUGES` and counters),
+#: or another queue's same fields (:mod:`tunnelbench.probes.senders`).
 Read = Callable[[str], Mapping[str, Mapping[str, int]]]
 
 
@@ -41,10 +42,20 @@ class BacklogWatch:
     """Reads the watched queues every :data:`POLL_S` in a thread of its own, from
     :meth:`start` until :meth:`stop`; :meth:`readings` gives what it read so far."""
 
-    def __init__(self, queues: Mapping[str, tuple[str, str]], read: Read) -> None:
-        """``queues``: ``role.link`` -> (role, device); ``read``: a role's queues."""
+    def __init__(
+        self,
+        queues: Mapping[str, tuple[str, str]],
+        read: Read,
+        what: str = "the WAN queues",
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
+        """``queues``: ``role.link`` -> (role, device); ``read``: a role's queues;
+        ``what``: the queues, in words, for the error that ends the watch; ``on_stop``:
+        what releases what ``read`` holds, once the last reading is taken."""
         self.queues = dict(queues)
         self.read = read
+        self.what = what
+        self.on_stop = on_stop
         self.roles = sorted({role for role, _ in self.queues.values()})
         self._readings: dict[str, list[QueueReading]] = {name: [] for name in self.queues}
         self._lock = threading.Lock()
@@ -80,7 +91,7 @@ class BacklogWatch:
             try:
                 self._read()
             except (LabError, ValueError, KeyError) as exc:
-                self._failure = LabError(f"cannot read the WAN queues' backlog: {exc}")
+                self._failure = LabError(f"cannot read {self.what}: {exc}")
                 return
 
     def readings(self) -> QueueSeries:
@@ -95,11 +106,15 @@ class BacklogWatch:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
-        if self._failure is None:
-            try:
+        try:
+            if self._failure is None:
                 self._read()
-            except (LabError, ValueError, KeyError) as exc:
-                self._failure = LabError(f"cannot read the WAN queues' backlog: {exc}")
+        except (LabError, ValueError, KeyError) as exc:
+            self._failure = LabError(f"cannot read {self.what}: {exc}")
+        finally:
+            if self.on_stop is not None and not self._thread.is_alive():
+                self.on_stop()
+                self.on_stop = None
         return self.readings()
 
 

@@ -244,12 +244,12 @@ def window_metrics(
     drop since the traffic began."""
     metrics: dict[str, float] = {}
     for name, readings in series.items():
-        found = queue_window(readings, window, duration_s)
+        found = queue_window(name, readings, window, duration_s)
         if found is None:
             continue
         role, link = name.split(".", 1)
-        metrics[metric.qdisc(role, link, "window_first_bytes")] = round(found.first_bytes)
-        metrics[metric.qdisc(role, link, "window_last_bytes")] = round(found.last_bytes)
+        metrics[metric.qdisc(role, link, "window_first_bytes")] = round(found.first)
+        metrics[metric.qdisc(role, link, "window_last_bytes")] = round(found.last)
         metrics[metric.qdisc(role, link, "window_standing")] = float(found.standing)
         metrics[metric.qdisc(role, link, "window_filling")] = float(found.filling)
     return metrics

@@ -36,12 +36,16 @@ the same window the two agree, and the kernel's count also holds the connections
 does not count (its control connection).
 """
 
+import contextlib
 import os
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+from tunnelbench.analysis.steadiness import CWND, QueueSeries
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
 from tunnelbench.model import metrics as metric
+from tunnelbench.probes import backlog, senders
 from tunnelbench.probes.load import netns_inode
 from tunnelbench.probes.trial import (
     Machines,
@@ -205,24 +209,50 @@ def read(host: Host) -> str:
 
 
 class TcpProbe(TrialProbe):
+    """The ends' TCP counters before and after the traffic, and their senders' windows
+    read through it (:mod:`tunnelbench.probes.senders`): the warm-up's evidence
+    while it runs (:meth:`queue_readings`), the window's afterwards."""
+
     kind = ProbeKind.TCP
 
     def before(self, machines: Machines, context: ProbeContext) -> None:
         self.machines = machines
         self.roles = (CLIENT, SERVER)
+        self.duration = context.traffic.duration
+        self.window: tuple[float, float] | None = None
         self.before_text = read_each(self.roles, lambda role: read(machines.host(role)))
+        self.watch = senders.watch(machines, self.roles)
+        if self.watch is not None:
+            self.watch.start()
+
+    def started(self, begin: float) -> None:
+        self.window = (begin, begin + self.duration)
+
+    def queue_readings(self) -> QueueSeries:
+        """The senders' windows so far; none where they are not watched."""
+        return {} if self.watch is None else self.watch.readings()
 
     def after(self) -> ProbeReading:
+        series = self.watch.stop() if self.watch is not None else {}
         after_text = read_each(self.roles, lambda role: read(self.machines.host(role)))
         metrics: dict[str, float] = {}
-        raw: dict[str, dict[str, dict[str, int]]] = {"before": {}, "after": {}}
+        raw: dict[str, Any] = {"before": {}, "after": {}}
         for role in self.roles:
             before = parse_counters(self.before_text[role])
             after = parse_counters(after_text[role])
             metrics |= tcp_metrics(role, before, after)
             raw["before"][role] = _kept(before)
             raw["after"][role] = _kept(after)
+        if series:
+            raw[CWND] = backlog.raw(series, self.window)
+            if self.window is not None:
+                metrics |= senders.window_metrics(series, self.window, self.duration)
         return ProbeReading(metrics, raw)
+
+    def abandon(self) -> None:
+        if self.watch is not None:
+            with contextlib.suppress(LabError):
+                self.watch.stop()
 
 
 def _kept(counters: Mapping[Counter, int]) -> dict[str, int]:

@@ -8,10 +8,12 @@ The same testbed runs in a VM guest on the guest's kernel
 """
 
 import os
+from collections.abc import Sequence
 from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
 
+from tunnelbench.analysis.steadiness import QueueReading, QueueSeries
 from tunnelbench.bench import congestion
 from tunnelbench.bench.figures import probe_metrics
 from tunnelbench.bench.labpool import LabPool, lab_key
@@ -27,6 +29,7 @@ from tunnelbench.probes.devices import DeviceNames
 from tunnelbench.probes.qdisc import QdiscProbe
 from tunnelbench.probes.rtt import RttProbe
 from tunnelbench.probes.sampler import Sampler
+from tunnelbench.probes.tcp import TcpProbe
 from tunnelbench.probes.trial import ProbeContext, ProbeSet
 from tunnelbench.system import probing
 from tunnelbench.traffic.base import PathSignals, WindowClosed
@@ -208,13 +211,21 @@ def _comm(pid: int, fallback: str) -> str:
 
 def path_signals(probe_set: ProbeSet) -> PathSignals | None:
     """What an "auto" warm-up watches (:mod:`tunnelbench.traffic.warmup`): the trial's
-    loaded pings, and the WAN queues' backlog where the queue probe reads it."""
+    loaded pings, and the queues' readings where a probe reads them: the WAN queues'
+    backlog (the qdisc probe) and the senders' bytes in flight (the TCP probe)."""
     pings = [p.signals() for p in probe_set.probes if isinstance(p, RttProbe)]
-    queues = [p for p in probe_set.probes if isinstance(p, QdiscProbe)]
+    watched = [p for p in probe_set.probes if isinstance(p, QdiscProbe | TcpProbe)]
     rtt = pings[0] if pings else None
-    if not queues:
+    if not watched:
         return rtt
-    return PathSignals(rtt.loaded_rtt if rtt else no_pings, queues[0].queue_readings)
+
+    def queues() -> QueueSeries:
+        found: dict[str, Sequence[QueueReading]] = {}
+        for probe in watched:
+            found |= probe.queue_readings()
+        return found
+
+    return PathSignals(rtt.loaded_rtt if rtt else no_pings, queues)
 
 
 def no_pings() -> list[tuple[float, float]]:

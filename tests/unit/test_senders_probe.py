@@ -1,0 +1,138 @@
+"""The senders' own evidence (tunnelbench.probes.senders): their congestion windows read
+from /proc/net/tcp, and the steadiness rule held to them, on real captured readings.
+Captured on this machine's 6.18 kernel in the client's namespace of a lab running four
+cubic streams through wireguard-go (road-warrior, a fixed warm-up of 0 and a 10 s
+window): two streams at their bound from the first second, two growing their windows
+with nothing lost for 7.5 s, then all four bound."""
+
+import json
+import socket
+import struct
+from pathlib import Path
+
+import pytest
+
+from tunnelbench.analysis.steadiness import (
+    QueueReading,
+    QueueSeries,
+    queue_judged,
+    queue_window,
+    window_rising,
+)
+from tunnelbench.errors import LabError
+from tunnelbench.probes.backlog import from_raw
+from tunnelbench.probes.senders import parse_recoveries, reading, window_metrics, windows
+from tunnelbench.system.sockdiag import open_here, parse
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "steadiness"
+DURATION = 3
+
+
+def _text(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def _series() -> tuple[QueueSeries, tuple[float, float] | None]:
+    return from_raw(json.loads(_text("senders-wireguard-go-4streams.json")))
+
+
+def _dump() -> bytes:
+    return (FIXTURES / "sockdiag-wireguard-go-4streams.bin").read_bytes()
+
+
+def test_the_kernel_s_answer_gives_each_established_socket_s_window_and_write_queue():
+    # four data streams and their four iperf3 control connections (13 segments, nothing
+    # queued); the answer's last message says it is done
+    sockets, done = parse(_dump())
+    assert done
+    assert [s.cwnd for s in sockets] == [13, 3019, 13, 320, 13, 2928, 13, 607]
+    assert [s.write_queue for s in sockets if s.cwnd > 13] == [
+        3_289_200,
+        1_328_328,
+        2_646_240,
+        2_798_928,
+    ]
+    assert windows(sockets) == (6926, 10_062_696)
+    # the answer read in two pieces: the dump goes on after the first
+    first, done = parse(_dump()[:-20])
+    assert first == sockets and not done
+
+
+def test_an_error_from_the_kernel_is_raised():
+    error = struct.pack("=IHHIIi", 36, 2, 0, 1, 0, -13) + bytes(16)  # NLMSG_ERROR: EACCES
+    with pytest.raises(OSError, match="Permission denied"):
+        parse(error)
+
+
+def test_the_kernel_is_asked_for_a_connection_this_test_opened_on_loopback():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = server.accept()
+            with accepted:
+                mine = client.getsockname()[1]
+                asked = open_here()
+                try:
+                    found = asked.established()
+                    assert "TcpExt:" in asked.netstat()
+                finally:
+                    asked.close()
+    ours = {(s.local_port, s.remote_port): s for s in found}
+    assert set(ours) >= {(mine, port), (port, mine)}
+    assert ours[(mine, port)].cwnd >= 10 and ours[(mine, port)].write_queue == 0
+
+
+def test_the_loss_recoveries_are_the_namespace_s_recoveries_and_timeouts():
+    assert parse_recoveries(_text("proc-net-netstat-wireguard-go-4streams.txt")) == 0
+    # this machine's own namespace: 5 retransmission timeouts, no recovery
+    assert parse_recoveries(_text("proc-net-netstat-host.txt")) == 5
+    with pytest.raises(LabError, match="TcpExt"):
+        parse_recoveries("Ip: Forwarding\nIp: 1\n")
+
+
+def test_one_reading_is_a_queue_of_bytes_windows_and_recoveries():
+    sockets, _ = parse(_dump())
+    found = reading(sockets, _text("proc-net-netstat-wireguard-go-4streams.txt"))
+    assert found == {"backlog_bytes": 10_062_696, "backlog_packets": 6926, "drops": 0}
+
+
+def test_growing_windows_with_nothing_lost_keep_the_warm_up_going_until_they_are_bound():
+    series, _ = _series()
+    for now in (1.0, 3.0, 5.0, 7.0):
+        found = queue_judged(series, now=now, stretch=0.5, duration_s=DURATION)
+        assert found is not None and not found[0], now
+        assert found[1].startswith("the client's TCP senders still grew their windows over 0.5 s")
+        assert found[1].endswith("segments, no loss yet)")
+    # bound from 7.5 s: the windows say nothing more, and never that a queue stands
+    for now in (8.0, 9.0, 10.0):
+        assert queue_judged(series, now=now, stretch=0.5, duration_s=DURATION) is None
+
+
+def test_a_loss_ends_the_filling_the_windows_then_cycle():
+    series, _ = _series()
+    lost = {
+        name: [QueueReading(r.at, r.backlog_bytes, r.backlog_packets, r.drops + (r.at > 0.25))
+               for r in readings]
+        for name, readings in series.items()
+    }  # fmt: skip
+    assert queue_judged(lost, now=3.0, stretch=0.5, duration_s=DURATION) is None
+    window = queue_window("client.cwnd", lost["client.cwnd"], (0.3, 3.3), DURATION)
+    assert window is not None and not window.filling
+
+
+def test_a_window_opened_while_they_grew_is_flagged_and_one_opened_after_is_not():
+    series, window = _series()
+    assert window is not None
+    metrics = window_metrics(series, window, 10)  # the captured trial's 10 s window
+    assert metrics["tcp.client.cwnd.window_filling"] == 1
+    assert metrics["tcp.server.cwnd.window_filling"] == 0  # the receiver sends no data
+    (flag,) = window_rising(metrics)
+    assert flag == (
+        "not steady: the client's TCP senders still grew their windows across the window"
+        " (5,782 → 12,044 segments, no loss yet; lengthen traffic.warmup)"
+    )
+    late = window_metrics(series, (7.5, 10.5), DURATION)
+    assert late["tcp.client.cwnd.window_first"] == late["tcp.client.cwnd.window_last"] == 12078
+    assert window_rising(late) == ()
+    found = queue_window("client.cwnd", series["client.cwnd"], (7.5, 10.5), DURATION)
+    assert found is not None and not found.standing  # windows never settle a trial
