@@ -136,3 +136,25 @@ def test_a_window_opened_while_they_grew_is_flagged_and_one_opened_after_is_not(
     assert window_rising(late) == ()
     found = queue_window("client.cwnd", series["client.cwnd"], (7.5, 10.5), DURATION)
     assert found is not None and not found.standing  # windows never settle a trial
+
+
+def test_where_the_wan_queue_is_watched_its_drops_are_the_senders_losses():
+    """A retransmission timeout that a stalled guest fired with nothing lost (its FIFO
+    never dropped) does not end the fill; the FIFO's first drop does."""
+    series, _ = _series()
+    recovered = [
+        QueueReading(r.at, r.backlog_bytes, r.backlog_packets, r.drops + (r.at > 0.25))
+        for r in series["client.cwnd"]
+    ]
+    fifo = [QueueReading(r.at, 150_000, 100, 0) for r in recovered]
+    found = queue_judged(
+        {"client.cwnd": recovered, "client.wan": fifo}, now=3.0, stretch=0.5, duration_s=DURATION
+    )
+    assert found is not None and not found[0]
+    assert found[1].startswith("the client's TCP senders still grew their windows")
+    overflowed = [QueueReading(r.at, 150_000, 100, int(r.at > 2.0)) for r in recovered]
+    found = queue_judged(
+        {"client.cwnd": recovered, "client.wan": overflowed},
+        now=3.0, stretch=0.5, duration_s=DURATION,
+    )  # fmt: skip
+    assert found == (True, "the client.wan queue overflowed (1 drops), holding 150 kB")
