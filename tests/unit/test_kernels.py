@@ -251,7 +251,7 @@ def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
     event = json.loads(events.read_text())
     assert event["event"] == "trial"
     store = Store(tmp_path / "s.db")
-    run_id = store.start_run("t", Experiment(()), {})
+    run_id = store.start_run("t", Experiment(()), Environment())
     guest_trials._store(store, run_id, event["trial"])
     (trial,) = store.trials(run_id)
     assert trial.seq == 3 and trial.config_key == config.key()
@@ -263,8 +263,8 @@ def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
 
 def test_a_guest_environment_lands_under_the_runs_guests(tmp_path):
     store = Store(tmp_path / "s.db")
-    run_id = store.start_run("t", Experiment(()), {"kernel": "host-k"})
-    store.add_guest_environment(run_id, "debian", {"kernel": "6.1.0-9-amd64"})
+    run_id = store.start_run("t", Experiment(()), Environment(kernel="host-k"))
+    store.add_guest_environment(run_id, "debian", Environment(kernel="6.1.0-9-amd64"))
     run = store.run(str(run_id))
     assert run.environment.to_dict() == {
         "kernel": "host-k",

@@ -23,7 +23,7 @@ def _add(store: Store, run_id: int, seq: int) -> int:
 
 def test_round_trip(tmp_path):
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("tunnelbench run", Experiment(()), {"kernel": "x"})
+    run_id = store.start_run("tunnelbench run", Experiment(()), Environment(kernel="x"))
     trial_id = _add(store, run_id, 1)
     store.finish_run(run_id, RunStatus.COMPLETE)
     run = store.run("latest")
@@ -38,7 +38,7 @@ def test_round_trip(tmp_path):
 def test_finished_trials_are_visible_before_the_run_ends(tmp_path):
     """A crash after a trial must not lose it: another connection sees it at once."""
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("x", Experiment(()), {})
+    run_id = store.start_run("x", Experiment(()), Environment())
     _add(store, run_id, 1)
     other = sqlite3.connect(tmp_path / "r.db")
     assert other.execute("SELECT COUNT(*) FROM trials").fetchone() == (1,)
@@ -91,7 +91,7 @@ def test_a_version_2_database_gains_the_later_columns(tmp_path):
 
 def test_a_new_run_has_no_precision_until_the_runner_records_it(tmp_path):
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("x", Experiment(()), {}, {"pid": 1, "start_time": 2})
+    run_id = store.start_run("x", Experiment(()), Environment(), {"pid": 1, "start_time": 2})
     run = store.run("latest")
     assert (run.precision, run.owner) == (None, {"pid": 1, "start_time": 2})
     store.set_precision(run_id, {"k": {"state": "met"}})

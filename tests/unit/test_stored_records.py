@@ -17,6 +17,7 @@ from tests.report_fixtures import recorded
 from tunnelbench.bench import planfile
 from tunnelbench.bench.store import Store
 from tunnelbench.kinds import Cipher, Placement, Queue, TunnelKind, WanEncapsulation
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import (
     LEGACY,
     Experiment,
@@ -132,7 +133,7 @@ def test_every_scenario_experiment_reads_back_equal(path: Path, tmp_path: Path):
     assert Experiment.from_dict(stored).to_dict() == stored
     store = Store(tmp_path / "r.db")
     try:
-        store.start_run("tunnelbench run", experiment, {})
+        store.start_run("tunnelbench run", experiment, Environment())
         assert store.run("latest").experiment == experiment
     finally:
         store.close()

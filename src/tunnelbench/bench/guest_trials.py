@@ -20,6 +20,7 @@ from tunnelbench.bench.sink import store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError
 from tunnelbench.model import metrics as metric
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, VmSettings
 from tunnelbench.model.records import Resolved, TrialStatus, Where
 from tunnelbench.probes import vmhost
@@ -73,9 +74,8 @@ def run(
                 if event["event"] == "ready":
                     log.info("guest %s up after %.1f s", event["release"], event["uptime_s"])
                 elif event["event"] == "environment":
-                    store.add_guest_environment(
-                        run_id, kernel.spec, event["facts"] | where.to_dict()
-                    )
+                    facts = Environment.from_dict(event["facts"]).with_keys(**where.to_dict())
+                    store.add_guest_environment(run_id, kernel.spec, facts)
                 elif event["event"] == "started":
                     progress.trial_started(by_seq[event["seq"]])
                 elif event["event"] == "trial":

@@ -36,6 +36,7 @@ from tunnelbench.bench.backfill import backfill
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import StorageError, UserError
 from tunnelbench.model.environment import Environment
+from tunnelbench.model.lockrecord import Measurer
 from tunnelbench.model.metrics import WARMUP_S
 from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.model.records import (
@@ -545,7 +546,7 @@ class Store:
         self,
         command_line: str,
         experiment: Experiment,
-        env: dict[str, Any],
+        env: Environment,
         owner: dict[str, int] | None = None,
     ) -> int:
         with self._transaction() as db:
@@ -556,7 +557,7 @@ class Store:
                     time.time(),
                     command_line,
                     json.dumps(experiment.to_dict()),
-                    json.dumps(env),
+                    json.dumps(env.to_dict()),
                     json.dumps(owner),
                 ),
             )
@@ -612,18 +613,18 @@ class Store:
             if notes is not None:
                 db.execute("UPDATE runs SET notes = ? WHERE id = ?", (notes, run_id))
 
-    def add_guest_environment(self, run_id: int, kernel: str, facts: dict[str, Any]) -> None:
+    def add_guest_environment(self, run_id: int, kernel: str, facts: Environment) -> None:
         """Record the environment of a VM guest the run's trials on ``kernel`` (the
         ``lab.kernel`` value) ran in, under the run's environment's ``guests``."""
         with self._transaction() as db:
             row = db.execute("SELECT environment FROM runs WHERE id = ?", (run_id,)).fetchone()
             environment = json.loads(row[0]) if row and row[0] else {}
-            environment.setdefault(GUESTS, {})[kernel] = facts
+            environment.setdefault(GUESTS, {})[kernel] = facts.to_dict()
             db.execute(
                 "UPDATE runs SET environment = ? WHERE id = ?", (json.dumps(environment), run_id)
             )
 
-    def add_concurrent(self, owner: dict[str, int], others: list[dict[str, Any]]) -> None:
+    def add_concurrent(self, owner: dict[str, int], others: tuple[Measurer, ...]) -> None:
         """Record under ``measurement_lock.beside`` of the environment of each run this
         ``owner`` (a process) started or resumed which measurements ran beside it
         (:meth:`tunnelbench.bench.measurement_lock.MeasurementLock.beside`)."""
@@ -632,14 +633,14 @@ class Store:
                 "SELECT id, environment FROM runs WHERE owner = ?", (json.dumps(owner),)
             ).fetchall()
             for run_id, text in rows:
-                environment = json.loads(text) if text else {}
-                lock = environment.setdefault("measurement_lock", {})
-                known = {(r.get("pid"), r.get("since")) for r in lock.get("beside", [])}
-                new = [r for r in others if (r.get("pid"), r.get("since")) not in known]
-                lock["beside"] = [*lock.get("beside", []), *new]
+                environment = Environment.from_dict(json.loads(text) if text else {})
+                # A run started without the lock's record (none today) records none.
+                if (lock := environment.measurement_lock) is None:
+                    continue
+                environment = environment.with_keys(measurement_lock=lock.with_beside(others))
                 db.execute(
                     "UPDATE runs SET environment = ? WHERE id = ?",
-                    (json.dumps(environment), run_id),
+                    (json.dumps(environment.to_dict()), run_id),
                 )
 
     def set_tune(self, run_id: int, record: TuneRecord) -> None:

@@ -208,11 +208,10 @@ def resumed(run: RunRecord, hosts: HostsFile) -> Experiment:
     return run.experiment
 
 
-def environment(session: Session) -> dict[str, Any]:
+def environment(session: Session) -> Environment:
     """The run's environment: the DUT's (it is the machine measured; a black box's as its
     SNMP agent describes it, or unknown), every host's facts, and the machine that
-    controlled the run. Stored as :class:`~tunnelbench.model.environment.Environment`
-    declares it (the JSON the store keeps)."""
+    controlled the run."""
     client = session.facts["client"]
     found: Environment
     if (dut := session.facts.get(session.file.dut)) is not None:
@@ -240,4 +239,4 @@ def environment(session: Session) -> dict[str, Any]:
             "facts": {role: f.to_dict() for role, f in session.facts.items()},
             "controller": {"kernel": platform.release(), "pid": os.getpid()},
         },
-    ).to_dict()
+    )
