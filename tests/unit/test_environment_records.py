@@ -1,9 +1,10 @@
 """The typed records inside a run's environment read back from what runs stored and write
 the same JSON: the kernel's capabilities (the lab's own, and a DUT's asked over SSH), the
-measurement lock (held alone, beside another run, with the runs that measured beside
-it). The fixtures are environments real runs stored: the recorded runs' databases, a
-hosts run over SSH (``environments/hosts-wireguard.json``) and two runs measured at once
-by ``tests/integration/test_concurrent_runs.py`` (``lab-beside``, ``lab-concurrent``)."""
+measurement lock (held alone, beside another run, with the runs that measured beside it)
+and the hosts a run on real hosts measured. The fixtures are environments real runs
+stored: the recorded runs' databases, a hosts run over SSH
+(``environments/hosts-wireguard.json``) and two runs measured at once by
+``tests/integration/test_concurrent_runs.py`` (``lab-beside``, ``lab-concurrent``)."""
 
 import json
 import sqlite3
@@ -14,8 +15,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import FIXTURES
+from tunnelbench.kinds import TunnelKind, TunnelMode
 from tunnelbench.model.capability_record import KernelCapabilities
 from tunnelbench.model.environment import Environment
+from tunnelbench.model.hostsrecord import RemoteRecord
 from tunnelbench.model.lockrecord import LockMode, LockRecord, Measurer
 
 CAPTURED = sorted((FIXTURES / "environments").glob("*.json"))
@@ -44,6 +47,9 @@ def test_a_stored_environment_is_written_back_byte_for_byte(text: str) -> None:
     if "measurement_lock" in data:
         assert isinstance(environment.measurement_lock, LockRecord)
         assert environment.measurement_lock.to_json() == data["measurement_lock"]
+    if "remote" in data:
+        assert isinstance(environment.remote, RemoteRecord)
+        assert environment.remote.to_json() == data["remote"]
 
 
 def _captured(name: str) -> Environment:
@@ -91,3 +97,33 @@ def test_the_lock_names_the_run_it_measured_beside_and_those_beside_it() -> None
 def test_what_is_not_a_measurers_record_is_refused(line: str) -> None:
     with pytest.raises((KeyError, TypeError)):
         Measurer.from_json(json.loads(line))
+
+
+def test_a_hosts_runs_record_reads_as_fields() -> None:
+    remote = _captured("hosts-wireguard.json").remote
+    assert remote is not None
+    assert remote.hosts.dut == "gw" and remote.hosts.tunnel_mode is TunnelMode.BUILD
+    assert remote.hosts.tunnel_kind is TunnelKind.WIREGUARD
+    assert remote.hosts.hosts["server"].address == "198.18.1.2"
+    assert remote.facts["server"].busybox and not remote.facts["gw"].busybox
+    software = remote.facts["gw"].software
+    assert software is not None and software.kernel_wireguard.startswith("not found")
+
+
+def test_a_hosts_record_of_the_first_versions_shape_is_written_back_as_it_was() -> None:
+    """The first hosts runs stored no trip points, software or tunnel protection: they
+    read back without them and are written again without them."""
+    data = json.loads((FIXTURES / "environments" / "hosts-wireguard.json").read_text())
+    remote = data["remote"]
+    del remote["hosts"]["tunnel_protection"]
+    for facts in remote["facts"].values():
+        del facts["trips_c"], facts["software"]
+    record = RemoteRecord.from_json(remote)
+    assert record.hosts.tunnel_protection is None and record.facts["gw"].software is None
+    assert json.dumps(record.to_json()) == json.dumps(remote)
+
+
+def test_a_remote_record_this_version_cannot_read_is_kept_as_it_was() -> None:
+    data = {"kernel": "6.1.0", "remote": {"hosts": {"layout": "road-warrior"}}}
+    environment = Environment.from_dict(data)
+    assert environment.remote is None and environment.to_dict() == data

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
 from tunnelbench.model.capability_record import KernelCapabilities
+from tunnelbench.model.hostsrecord import RemoteRecord
 from tunnelbench.model.lockrecord import LockRecord
 
 #: The owners of the keys: the testbeds that describe the machine measured, and the
@@ -103,7 +104,7 @@ class Environment:
             HOSTS,
         ),
     )
-    remote: dict[str, Any] | None = field(
+    remote: RemoteRecord | None = field(
         default=None,
         metadata=_key(
             "real hosts: the hosts file, each role's facts, the controlling machine", HOSTS
@@ -158,6 +159,11 @@ class Environment:
                 values[name] = KernelCapabilities.from_json(value)
             elif name == "measurement_lock" and isinstance(value, Mapping):
                 values[name] = LockRecord.from_json(value)
+            elif name == "remote":
+                try:
+                    values[name] = RemoteRecord.from_json(value)
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    other[name] = value  # not a record this version reads: kept as is
             else:
                 values[name] = value
         return cls(**values, other=other, order=tuple(data))
@@ -181,7 +187,7 @@ class Environment:
             return {spec: facts.to_dict() for spec, facts in value.items()}
         if name == "cpu_flags" and value is not None:
             return list(value)
-        if isinstance(value, KernelCapabilities | LockRecord):
+        if isinstance(value, KernelCapabilities | LockRecord | RemoteRecord):
             return value.to_json()
         return value
 

@@ -11,6 +11,7 @@ its path; and whether the kernel has WireGuard. All read-only, with busybox's to
 from dataclasses import dataclass, field
 
 from tunnelbench.kinds import TunnelKind
+from tunnelbench.model.hostsrecord import SoftwareRecord
 from tunnelbench.system.probing import PROBE_DEVICE
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
@@ -243,11 +244,10 @@ class Software:
             return "not found (no wireguard module for this kernel)"
         return "not looked at"
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "programs": {name: self.describe(name) for name in self.programs},
-            "kernel_wireguard": self.kernel_wireguard(),
-        }
+    def record(self) -> SoftwareRecord:
+        return SoftwareRecord(
+            {name: self.describe(name) for name in self.programs}, self.kernel_wireguard()
+        )
 
 
 def link_types(text: str) -> frozenset[str] | None:

@@ -26,6 +26,7 @@ from tunnelbench.bench.testbeds import hosts_estimate
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Protection, Topology, TunnelKind, TunnelMode
 from tunnelbench.model.environment import Environment
+from tunnelbench.model.hostsrecord import Controller, RemoteRecord
 from tunnelbench.model.plan import Experiment, LabSettings, TrialConfig, expand, with_baselines
 from tunnelbench.model.records import RunRecord
 from tunnelbench.remote import capabilities, wan
@@ -197,13 +198,13 @@ def connected(session: Session, prepared: Prepared) -> Prepared:
 def resumed(run: RunRecord, hosts: HostsFile) -> Experiment:
     """The experiment of a stopped hosts run, checked to be resumed with the hosts file
     it ran with (the same machines, layout and tunnel)."""
-    stored = (run.environment.remote or {}).get("hosts")
-    if stored is None:
+    remote = run.environment.remote
+    if remote is None:
         raise UserError(f"--hosts: run {run.id} ran in the lab; resume it without --hosts")
     if not hosts_estimate.ran_on(run, hosts):
         raise UserError(
             f"--hosts: {hosts.path} is not the hosts file run {run.id} ran with"
-            f" ({stored.get('path')}, as it was then); resume it with that one"
+            f" ({remote.hosts.path}, as it was then); resume it with that one"
         )
     return run.experiment
 
@@ -234,9 +235,9 @@ def environment(session: Session) -> Environment:
     return found.with_keys(
         tunnelbench=__version__,
         versions={"iperf3": client.iperf3 or "?"},
-        remote={
-            "hosts": session.file.to_dict(),
-            "facts": {role: f.to_dict() for role, f in session.facts.items()},
-            "controller": {"kernel": platform.release(), "pid": os.getpid()},
-        },
+        remote=RemoteRecord(
+            session.file.record(),
+            {role: f.record() for role, f in session.facts.items()},
+            Controller(platform.release(), os.getpid()),
+        ),
     )
