@@ -232,7 +232,7 @@ def test_a_guest_that_cannot_boot_leaves_no_exchange_directory(tmp_path, monkeyp
 
 def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
     events = tmp_path / "events.jsonl"
-    config = TrialConfig.from_settings({"lab": {"kernel": "debian"}})
+    config = TrialConfig.from_settings({"lab.kernel": "debian"})
     resolved = Resolved(TunnelSetup("kernel"), where=WhereRan(virtualization=TCG, vm_cpus=2))
     with events.open("a") as stream:
         EventSink(stream).add_trial(
@@ -334,7 +334,7 @@ def test_advice_reads_the_capabilities_of_the_kernel_the_configuration_ran_on():
         {"kernel": "host-k", "guests": {"debian": {"kernel": "6.1.0-9-amd64"}}}
     )
     on_host = TrialConfig()
-    in_guest = TrialConfig.from_settings({"lab": {"kernel": "debian"}})
+    in_guest = TrialConfig.from_settings({"lab.kernel": "debian"})
     assert where(on_host, host) is host
     assert where(in_guest, host) == Environment(kernel="6.1.0-9-amd64")
 

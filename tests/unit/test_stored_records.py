@@ -120,6 +120,8 @@ def test_every_recorded_trial_keeps_every_stored_setting(db: Path, tmp_path: Pat
         assert set(was) <= set(now), db.stem
         for path, value in now.items():
             assert value == was.get(path, ran_with[path]), (db.stem, trial.seq, path)
+        # Its settings by path make the same configuration again (as a plan's do).
+        assert TrialConfig.from_settings(trial.config.settings()) == trial.config
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
