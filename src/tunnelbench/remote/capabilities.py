@@ -11,6 +11,7 @@ kernel it is. A black box's is unknown: nothing is recorded, and advice says so.
 from tunnelbench.kinds import Protection, TunnelKind, TunnelMode
 from tunnelbench.model.capability_record import Found, KernelCapabilities
 from tunnelbench.remote.session import Session
+from tunnelbench.remote.software import WIREGUARD_MODULE
 from tunnelbench.remote.tunnel import esp_refusal
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.openvpn import kernel_dco
@@ -27,7 +28,7 @@ def dut_record(session: Session) -> KernelCapabilities | None:
     links: dict[str, Found] = {}
     software = facts.software
     if software.wireguard_module is not None:
-        has = software.has_module("wireguard")
+        has = software.has_module(WIREGUARD_MODULE)
         links["wireguard"] = Found(has, software.kernel_wireguard())
     esp: dict[str, Found] = {}
     plan = session.file.tunnel
