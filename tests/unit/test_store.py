@@ -5,6 +5,7 @@ import sqlite3
 import pytest
 
 from tests.conftest import FIXTURES
+from tunnelbench.analysis.precision import Precision, State
 from tunnelbench.bench.store import SCHEMA_VERSION, Store
 from tunnelbench.errors import UserError
 from tunnelbench.model.environment import Environment
@@ -84,9 +85,9 @@ def test_a_version_2_database_gains_the_later_columns(tmp_path):
     # Columns are read by position: the new one must not shift the others.
     assert run.precision is None and set(run.owner or {}) == {"pid", "start_time"}
     assert run.experiment.repetitions == 3
-    standing = {"k": {"state": "not met", "half_width_pct": 3.4, "runs": 10, "attempts": 10}}
-    store.set_precision(run.id, standing)
-    assert store.run(str(run.id)).precision == standing
+    stored = {"k": {"state": "not met", "half_width_pct": 3.4, "runs": 10, "attempts": 10}}
+    store.set_precision(run.id, {"k": Precision.from_dict(stored["k"])})
+    assert store.run(str(run.id)).precision == stored
 
 
 def test_a_new_run_has_no_precision_until_the_runner_records_it(tmp_path):
@@ -94,5 +95,6 @@ def test_a_new_run_has_no_precision_until_the_runner_records_it(tmp_path):
     run_id = store.start_run("x", Experiment(()), Environment(), {"pid": 1, "start_time": 2})
     run = store.run("latest")
     assert (run.precision, run.owner) == (None, {"pid": 1, "start_time": 2})
-    store.set_precision(run_id, {"k": {"state": "met"}})
-    assert store.run("latest").precision == {"k": {"state": "met"}}
+    store.set_precision(run_id, {"k": Precision(State.MET, 1.5, 3, 3)})
+    met = {"state": "met", "half_width_pct": 1.5, "runs": 3, "attempts": 3}
+    assert store.run("latest").precision == {"k": met}

@@ -357,7 +357,7 @@ def _run_extra_rounds(
         trials = store.trials(run_id)
         attempts = precision.attempts_by_config(trials)
         standing = precision.assess_all(experiment, attempts)
-        store.set_precision(run_id, {key: p.to_dict() for key, p in standing.items()})
+        store.set_precision(run_id, standing)
         next_seq = max((t.seq for t in trials), default=0) + 1
         round_ = precision.next_round(
             experiment, attempts, next_seq=next_seq, exclude=prepared.skipped

@@ -26,12 +26,13 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tunnelbench.analysis.precision import Precision
 from tunnelbench.bench.backfill import backfill
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import StorageError, UserError
@@ -598,12 +599,12 @@ class Store:
             f"`tunnelbench run --resume {run_id} --db {self.path}` runs the rest"
         )
 
-    def set_precision(self, run_id: int, precision: dict[str, dict[str, Any]]) -> None:
-        """Record where each configuration of an adaptive run stands against its target."""
+    def set_precision(self, run_id: int, precision: Mapping[str, Precision]) -> None:
+        """Record where each configuration of an adaptive run stands against its target
+        (by its configuration's key)."""
+        stored = json.dumps({key: p.to_dict() for key, p in precision.items()})
         with self._transaction() as db:
-            db.execute(
-                "UPDATE runs SET precision = ? WHERE id = ?", (json.dumps(precision), run_id)
-            )
+            db.execute("UPDATE runs SET precision = ? WHERE id = ?", (stored, run_id))
 
     def set_label(self, run_id: int, label: str | None, notes: str | None) -> None:
         """Name a run and note what it was for (None leaves that one as it is)."""
