@@ -18,6 +18,7 @@ from tunnelbench.bench.store import Store
 from tunnelbench.bench.testbeds.lab import LabTestbed
 from tunnelbench.kinds import StreamMode
 from tunnelbench.lab import netns
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import (
     Experiment,
     LabSettings,
@@ -75,7 +76,7 @@ def compare(label: str, settings: LabSettings) -> float:
     ours, theirs = [], []
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "bench.db")
-        run_id = store.start_run("benchmark", Experiment((config,)), {})
+        run_id = store.start_run("benchmark", Experiment((config,)), Environment())
         for i in range(ROUNDS):
             with LabTestbed(LabPool()) as lab:
                 outcome = run_trial(store, run_id, Trial(i + 1, i + 1, config), resolution, lab)

@@ -67,7 +67,7 @@ def _tune(start: TrialConfig, db: Path) -> tuple[float, TuneRecord, int]:
     prepared = tuning.prepare(request)
     store = Store(db)
     began = time.monotonic()
-    run_id, record = tuning.begin(request, prepared, store, command_line="benchmark", lock={})
+    run_id, record = tuning.begin(request, prepared, store, command_line="benchmark", lock=None)
     tuning.Session(store, run_id, record, TuneProgress()).execute()
     wall = time.monotonic() - began
     trials = len(store.trials(run_id))

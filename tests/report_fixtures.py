@@ -44,7 +44,7 @@ def wide(directory: Path, mtus: tuple[int, ...] = (1280, 1500, 4000, 6000, 9000)
             by_kind.setdefault(trial.config.tunnel.kind, []).append(trial)
     store = Store(directory / "wide.db")
     run_id = store.start_run(
-        "tunnelbench run wide.toml", replace(run.experiment, name="wide"), run.environment.to_dict()
+        "tunnelbench run wide.toml", replace(run.experiment, name="wide"), run.environment
     )
     seq = 0
     for kind in ("none", "vxlan"):

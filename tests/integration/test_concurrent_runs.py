@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.integration.helpers import tunnelbench
 from tunnelbench.bench.measurement_lock import LOCK_PATH
 from tunnelbench.bench.store import Store
+from tunnelbench.model.lockrecord import LockMode
 
 
 def _holder_pid() -> int | None:
@@ -49,12 +50,13 @@ def test_a_second_run_is_refused_and_a_concurrent_one_is_recorded(tmp_path: Path
         )  # fmt: skip
         assert beside.returncode == 0, beside.stderr
         environment = Store(third_db).run("latest").environment
-        assert (environment.measurement_lock or {})["mode"] == "none"
-        assert (environment.measurement_lock or {})["concurrent_with"]["pid"] == first.pid
+        lock = environment.measurement_lock
+        assert lock is not None and lock.mode is LockMode.NONE
+        assert lock.concurrent_with is not None and lock.concurrent_with.pid == first.pid
     finally:
         out, err = first.communicate(timeout=120)
     assert first.returncode == 0, out + err
-    held = Store(first_db).run("latest").environment.measurement_lock or {}
-    assert (held["mode"], held["concurrent_with"]) == ("exclusive", None)
+    held = Store(first_db).run("latest").environment.measurement_lock
+    assert held is not None and (held.mode, held.concurrent_with) == (LockMode.EXCLUSIVE, None)
     # The run that held the lock records who measured beside it.
-    assert [str(third_db) in b["command"] for b in held["beside"]] == [True]
+    assert [str(third_db) in b.command for b in held.beside or ()] == [True]

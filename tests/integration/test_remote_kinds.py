@@ -237,10 +237,10 @@ def test_ipsec_is_built_on_real_hosts_beside_a_hosts_own_ike_daemon(farm):
         trials = run.trials
         assert sorted(t.config.tunnel.kind for t in trials) == sorted(2 * ["none", "ipsec"])
         # what the DUT's kernel says of the kernel's ESP, asked there (for advice)
-        record = run.run.environment.capabilities or {}
-        assert record["where"] == "gw's kernel"
-        gcm = record["esp"]["rfc4106(gcm(aes))"]
-        assert gcm["ok"] is (probing.esp("rfc4106(gcm(aes))").ok is not False)
+        record = run.run.environment.capabilities
+        assert record is not None and record.where == "gw's kernel"
+        gcm = record.found("esp", "rfc4106(gcm(aes))")
+        assert gcm is not None and gcm.ok is (probing.esp("rfc4106(gcm(aes))").ok is not False)
         for trial in trials:
             assert trial.status.value == "ok", trial.error
             m = trial.metrics

@@ -14,8 +14,9 @@ from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose
 from tunnelbench.bench.testbeds import hosts_figures
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.model.environment import Environment
+from tunnelbench.model.hostsrecord import Controller, RemoteRecord
 from tunnelbench.model.plan import TrialConfig
-from tunnelbench.remote import hostsfile, snmp
+from tunnelbench.remote import hostsfile, probes, snmp
 from tunnelbench.remote.session import BlackBox, Session
 from tunnelbench.report.markdown import hosts_line
 
@@ -42,7 +43,7 @@ def test_a_router_without_ssh_is_a_black_box_with_its_agent():
     assert gw.black_box and gw.snmp == snmp.Agent("udp:192.168.88.1:161")
     assert gw.community == "tb-read" and gw.snmp_cache == hostsfile.SNMP_CACHE_S
     assert hosts.logins == ("client", "server")
-    recorded = hosts.to_dict()["hosts"]["gw"]
+    recorded = hosts.record().to_json()["hosts"]["gw"]
     assert recorded == {"ssh": None, "address": "192.168.88.1", "snmp": "udp:192.168.88.1:161"}
     assert "tb-read" not in repr(hosts)  # the community is never shown
     assert not parse(BOX.replace('snmp = "udp:192.168.88.1:161"\ncommunity = "tb-read"\n', ""))\
@@ -172,20 +173,13 @@ def test_a_dut_logged_into_is_not_called_a_black_box():
 
 
 def test_the_reports_hosts_line_names_the_black_box_and_its_agent():
-    remote = {
-        "hosts": {
-            "dut": "gw",
-            "hosts": {
-                "client": {"ssh": "client"},
-                "gw": {"ssh": None, "snmp": "udp:192.168.88.1:161"},
-                "server": {"ssh": "server"},
-            },
-        },
-        "facts": {"client": {"kernel": "6.1.0", "cores": 4}},
-    }
+    client = probes.parse_facts("kernel 6.1.0\nmachine x86_64\ncores 4\n").record()
+    remote = RemoteRecord(parse(BOX).record(), {"client": client}, Controller("6.1.0", 1))
     line = hosts_line(remote)
     assert "gw = DUT (a black box, no login: its SNMP agent `udp:192.168.88.1:161`)" in line
     assert line.startswith("client (`client`: kernel 6.1.0, 4 cores)")
+    assert "server (`server`: kernel ?, ? cores)" in line  # its facts were not recorded
+    assert line.endswith("tunnel: none (the lab settings do not apply to real hosts)")
 
 
 def black_box_session() -> Session:

@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from tests.conftest import FIXTURES
+from tunnelbench.bench.doctor_report import Report
 from tunnelbench.cli import doctor
 from tunnelbench.system import programs
 from tunnelbench.system.probing import Capabilities, CgroupCpu, Check, Congestion, Program
@@ -74,7 +76,7 @@ def strongswan_installed(monkeypatch):
 
 
 def test_collect_is_json_with_every_section():
-    report = doctor.collect(VM, LOADS)
+    report = doctor.collect(VM, LOADS).to_json()
     assert json.loads(json.dumps(report)) == report
     assert list(report) == ["kernel", *doctor.SECTIONS]
     assert report["kernel"] == "6.18.44-fc-v669"
@@ -211,7 +213,8 @@ def test_not_probed_is_said_with_its_reason():
         cgroup=CgroupCpu(False, "no cgroup hierarchy is mounted"),
         programs={name: Program(False, f"{name} is not installed") for name in VM.programs},
     )
-    report = doctor.collect(blind, LOADS)
+    collected = doctor.collect(blind, LOADS)
+    report = collected.to_json()
     assert report["privileges"]["root"]["detail"] == "euid 65534; a run needs root"
     assert report["tunnels"]["vxlan"] == {"status": "not probed", "detail": DENIED}
     assert report["congestion"] == {
@@ -221,7 +224,7 @@ def test_not_probed_is_said_with_its_reason():
         }
     }
     assert report["generators"]["iperf3"]["multithreaded"] is None
-    lines = doctor.render(report).splitlines()
+    lines = doctor.render(collected).splitlines()
     assert f"privilege network namespace  no          {DENIED}" in lines
     assert f"link vxlan                   not probed  {DENIED}" in lines
     assert lines[-2:] == doctor.NOT_PROBED_NOTE.splitlines()
@@ -262,9 +265,10 @@ def test_module_loading_is_read_from_proc(tmp_path):
 
 def test_without_module_support_one_row_names_what_is_missing_and_no_modprobe(tmp_path):
     # This VM's kernel: no /proc/modules. A hint per row would be 15 commands that fail.
-    report = doctor.collect(VM, doctor.module_loading(tmp_path))
-    text = doctor.render(report)
+    collected = doctor.collect(VM, doctor.module_loading(tmp_path))
+    text = doctor.render(collected)
     assert "modprobe" not in text
+    report = collected.to_json()
     hints = [e.get("hint", "") for section in doctor.SECTIONS for e in report[section].values()]
     assert not [hint for hint in hints if hint.startswith("modprobe")]
     row = report["modules"]["modules"]
@@ -280,3 +284,18 @@ def test_without_module_support_one_row_names_what_is_missing_and_no_modprobe(tm
     )
     # What a package gives is still hinted: installing works without modules.
     assert report["wireguard"]["boringtun"]["hint"].startswith("make setup")
+
+
+def test_a_reports_json_reads_back_as_the_report_it_was():
+    """``doctor --json`` as this machine printed it (a 6.18 VM without module support,
+    2026-11-28), and the JSON a guest sends its host: read as rows and written again,
+    byte for byte; the table is rendered from the rows."""
+    text = (FIXTURES / "doctor" / "vm-6.18-no-modules.json").read_text()
+    report = Report.from_json(json.loads(text))
+    assert json.dumps(report.to_json(), indent=2) + "\n" == text
+    row = report.sections["modules"]["modules"]
+    missing = row.facts["missing"]
+    assert row.status == "no" and row.hint is None
+    assert isinstance(missing, list) and "wan pppoe" in missing
+    assert report.sections["wireguard"]["wireguard-go"].facts["pinned"]
+    assert doctor.render(report).startswith("kernel 6.18.44-fc-v595\n")

@@ -20,6 +20,8 @@ from tunnelbench.bench.testbeds.hosts_estimate import REFERENCE, estimate_second
 from tunnelbench.cli.plan import OnHosts, render, to_json
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelKind
+from tunnelbench.model.environment import Environment
+from tunnelbench.model.hostsrecord import Controller, RemoteRecord
 from tunnelbench.model.plan import TunnelSettings
 from tunnelbench.model.records import Resolved, TrialStatus
 from tunnelbench.model.remotefacts import RemoteFacts
@@ -105,7 +107,8 @@ def test_the_estimate_counts_the_hosts_overheads_not_the_labs():
 
 def _store_hosts_run(store: Store, hosts: hostsfile.HostsFile, extras: list[float]) -> None:
     """A hosts run of PLAN's trials in order, each ``extra`` seconds besides its traffic."""
-    env = {"kernel": "6.1.0", "remote": {"hosts": hosts.to_dict()}}
+    remote = RemoteRecord(hosts.record(), {}, Controller("6.1.0", 1))
+    env = Environment(kernel="6.1.0", remote=remote)
     experiment = planfile.parse(PLAN, "p.toml").experiment
     run_id = store.start_run("tunnelbench run --hosts", experiment, env)
     at = time.time() - 10_000

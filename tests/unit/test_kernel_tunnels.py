@@ -379,7 +379,7 @@ def test_doctor_lists_each_kind_with_the_kernels_refusal():
     # On a kernel that loads modules (this VM's cannot: tests/unit/test_doctor.py).
     report = doctor.collect(VM, Check(True, "loads modules"))
     for kind in KERNEL_LINKS:
-        assert report["tunnels"][kind.value] == {
+        assert report.to_json()["tunnels"][kind.value] == {
             "status": "no",
             "detail": "Unknown device type",
             "hint": f"modprobe {TUNNELS.get(kind).kernel_module}",

@@ -232,7 +232,7 @@ def test_a_guest_that_cannot_boot_leaves_no_exchange_directory(tmp_path, monkeyp
 
 def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
     events = tmp_path / "events.jsonl"
-    config = TrialConfig.from_settings({"lab": {"kernel": "debian"}})
+    config = TrialConfig.from_settings({"lab.kernel": "debian"})
     resolved = Resolved(TunnelSetup("kernel"), where=WhereRan(virtualization=TCG, vm_cpus=2))
     with events.open("a") as stream:
         EventSink(stream).add_trial(
@@ -251,7 +251,7 @@ def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
     event = json.loads(events.read_text())
     assert event["event"] == "trial"
     store = Store(tmp_path / "s.db")
-    run_id = store.start_run("t", Experiment(()), {})
+    run_id = store.start_run("t", Experiment(()), Environment())
     guest_trials._store(store, run_id, event["trial"])
     (trial,) = store.trials(run_id)
     assert trial.seq == 3 and trial.config_key == config.key()
@@ -263,8 +263,8 @@ def test_a_guest_trial_is_stored_on_the_host_as_the_guest_recorded_it(tmp_path):
 
 def test_a_guest_environment_lands_under_the_runs_guests(tmp_path):
     store = Store(tmp_path / "s.db")
-    run_id = store.start_run("t", Experiment(()), {"kernel": "host-k"})
-    store.add_guest_environment(run_id, "debian", {"kernel": "6.1.0-9-amd64"})
+    run_id = store.start_run("t", Experiment(()), Environment(kernel="host-k"))
+    store.add_guest_environment(run_id, "debian", Environment(kernel="6.1.0-9-amd64"))
     run = store.run(str(run_id))
     assert run.environment.to_dict() == {
         "kernel": "host-k",
@@ -334,7 +334,7 @@ def test_advice_reads_the_capabilities_of_the_kernel_the_configuration_ran_on():
         {"kernel": "host-k", "guests": {"debian": {"kernel": "6.1.0-9-amd64"}}}
     )
     on_host = TrialConfig()
-    in_guest = TrialConfig.from_settings({"lab": {"kernel": "debian"}})
+    in_guest = TrialConfig.from_settings({"lab.kernel": "debian"})
     assert where(on_host, host) is host
     assert where(in_guest, host) == Environment(kernel="6.1.0-9-amd64")
 

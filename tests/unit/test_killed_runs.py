@@ -12,6 +12,7 @@ import tunnelbench.cli.runs as runs_verb
 import tunnelbench.report.runs as runs
 from tunnelbench.bench.store import Store
 from tunnelbench.lab.state import process_start_time
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.model.records import RunStatus
 
@@ -31,10 +32,12 @@ def test_a_running_run_whose_process_is_gone_reads_killed(tmp_path: Path):
     try:
         plan = Experiment(configs=(TrialConfig(),), repetitions=1)
         mine = {"pid": os.getpid(), "start_time": process_start_time(os.getpid()) or 0}
-        alive = store.start_run("tunnelbench run", plan, {}, mine)
-        gone = store.start_run("tunnelbench run --hosts h.toml", plan, {}, killed_process())
-        reused = store.start_run("tunnelbench run", plan, {}, mine | {"start_time": 1})
-        done = store.start_run("tunnelbench run", plan, {}, killed_process())
+        alive = store.start_run("tunnelbench run", plan, Environment(), mine)
+        gone = store.start_run(
+            "tunnelbench run --hosts h.toml", plan, Environment(), killed_process()
+        )
+        reused = store.start_run("tunnelbench run", plan, Environment(), mine | {"start_time": 1})
+        done = store.start_run("tunnelbench run", plan, Environment(), killed_process())
         store.finish_run(done, RunStatus.COMPLETE)
         shown = {run.id: runs.status(run) for run in store.runs()}
         assert shown == {alive: "running", gone: "killed", reused: "killed", done: "complete"}

@@ -12,6 +12,7 @@ from tunnelbench.bench import environment, learned, planfile
 from tunnelbench.bench.planfile import REFERENCE, RUN_START_S, estimate_seconds
 from tunnelbench.bench.store import Store
 from tunnelbench.cli.plan import render, to_json
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, LabSettings, TrafficSettings, TrialConfig, expand
 from tunnelbench.model.records import LabFound, Resolved, TrialStatus
 
@@ -24,7 +25,11 @@ def config(kernel: str | None = None, duration: int = 2) -> TrialConfig:
 
 
 def store_run(
-    store: Store, env: dict, trials: list[tuple[TrialConfig, bool, float]], *, boot: float = 0
+    store: Store,
+    env: Environment,
+    trials: list[tuple[TrialConfig, bool, float]],
+    *,
+    boot: float = 0,
 ) -> None:
     """A run whose trials (configuration, lab built, seconds besides the traffic) ran one
     after the other, the first ``boot`` seconds after the run's own start."""
@@ -49,8 +54,8 @@ def store_run(
 
 
 @pytest.fixture
-def here() -> dict:
-    return environment.machine().to_dict() | {"versions": {}}
+def here() -> Environment:
+    return environment.machine().with_keys(versions={})
 
 
 def test_the_medians_of_this_machines_trials_replace_the_reference(tmp_path: Path, here):
@@ -59,7 +64,7 @@ def test_the_medians_of_this_machines_trials_replace_the_reference(tmp_path: Pat
     kept = [(config(), False, extra) for extra in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)]
     store_run(store, here, built + kept)
     # Another machine's slow trials are not this one's.
-    elsewhere = here | {"cpu_model": "ARM Cortex-A72", "cores": 4}
+    elsewhere = here.with_keys(cpu_model="ARM Cortex-A72", cores=4)
     store_run(store, elsewhere, [(config(), True, 30.0)] * 6)
     store.close()
 

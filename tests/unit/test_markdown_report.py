@@ -16,6 +16,7 @@ from tests.conftest import FIXTURES
 from tests.report_fixtures import RECORDED, recorded, wide
 from tunnelbench.analysis.summary import summarize_run
 from tunnelbench.bench.store import Store
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.model.records import Resolved, RunStatus, TrialStatus
 from tunnelbench.report import markdown, view
@@ -95,7 +96,7 @@ def test_a_run_that_measured_nothing_has_no_charts(tmp_path):
     store = Store(tmp_path / "skipped.db")
     config = TrialConfig()
     experiment = Experiment(configs=(config,), repetitions=2)
-    run_id = store.start_run("tunnelbench run", experiment, {"versions": {}})
+    run_id = store.start_run("tunnelbench run", experiment, Environment(versions={}))
     for seq in (1, 2):
         store.add_trial(
             run_id, seq=seq, repetition=seq, config_key=config.key(), config=config,

@@ -6,6 +6,8 @@ import pytest
 
 from tunnelbench.bench.measurement_lock import acquire
 from tunnelbench.errors import UserError
+from tunnelbench.model.environment import Environment
+from tunnelbench.model.lockrecord import LockMode, LockRecord
 from tunnelbench.model.plan import Experiment
 
 
@@ -30,7 +32,8 @@ def test_allow_concurrent_runs_beside_it_and_says_beside_whom(tmp_path):
     try:
         beside = acquire(allow_concurrent=True, path=path)
         assert beside.mode == "none"
-        assert beside.record()["concurrent_with"]["pid"] == os.getpid()
+        holder = beside.record().concurrent_with
+        assert holder is not None and holder.pid == os.getpid()
     finally:
         first.release()
 
@@ -38,7 +41,7 @@ def test_allow_concurrent_runs_beside_it_and_says_beside_whom(tmp_path):
 def test_a_concurrent_run_holds_the_lock_shared_so_a_normal_run_still_refuses(tmp_path):
     path = tmp_path / "m.lock"
     shared = acquire(allow_concurrent=True, path=path)
-    assert shared.record() == {"mode": "shared", "concurrent_with": None}
+    assert shared.record().to_json() == {"mode": "shared", "concurrent_with": None}
     try:
         with pytest.raises(UserError, match="another tunnelbench measurement holds"):
             acquire(allow_concurrent=False, path=path)
@@ -68,22 +71,22 @@ def test_the_holder_learns_who_ran_beside_it_and_records_it(tmp_path):
     path = tmp_path / "m.lock"
     holder = acquire(allow_concurrent=False, path=path)
     try:
-        assert holder.beside() == []
+        assert holder.beside() == ()
         beside = acquire(allow_concurrent=True, path=path)
         assert beside.mode == "none"
         (other,) = holder.beside()
-        assert other["pid"] == os.getpid() and "command" in other
-        assert beside.beside() == []  # its own record is not another run
+        assert other.pid == os.getpid() and other.command
+        assert beside.beside() == ()  # its own record is not another run
     finally:
         holder.release()
     store = Store(tmp_path / "r.db")
     run_id = store.start_run(
-        "x", Experiment(()), {"measurement_lock": holder.record()}, runner.owner()
+        "x", Experiment(()), Environment(measurement_lock=holder.record()), runner.owner()
     )
-    store.add_concurrent(runner.owner(), [other])
-    store.add_concurrent(runner.owner(), [other])  # said twice, kept once
-    lock = store.run(str(run_id)).environment.measurement_lock or {}
-    assert lock["mode"] == "exclusive" and lock["beside"] == [other]
+    store.add_concurrent(runner.owner(), (other,))
+    store.add_concurrent(runner.owner(), (other,))  # said twice, kept once
+    lock = store.run(str(run_id)).environment.measurement_lock
+    assert lock == LockRecord(LockMode.EXCLUSIVE, None, (other,))
     store.close()
     # The next exclusive holder keeps only the records of runs still alive.
     acquire(allow_concurrent=False, path=path).release()

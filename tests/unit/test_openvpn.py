@@ -372,17 +372,19 @@ def test_doctor_reports_openvpn_its_version_and_dco():
     first = VERSION.splitlines()[0]
     found = Program(True, f"{first} (/usr/sbin/openvpn)", path="/usr/sbin/openvpn", version=first)
     missing = Check(False, "no ovpn-dco-v2 netlink family in this kernel")
-    entry = doctor.collect(_caps(found, missing))["implementations"]["openvpn"]
+    entry = doctor.collect(_caps(found, missing)).to_json()["implementations"]["openvpn"]
     assert entry["status"] == "yes" and entry["dco"] is False
     assert entry["detail"] == (
         "OpenVPN 2.6.14 (/usr/sbin/openvpn); DCO no, runs in userspace: "
         "no ovpn-dco-v2 netlink family in this kernel"
     )
-    entry = doctor.collect(_caps(found, Check(True, "ovpn-dco 0.2")))["implementations"]["openvpn"]
+    entry = doctor.collect(_caps(found, Check(True, "ovpn-dco 0.2"))).to_json()["implementations"][
+        "openvpn"
+    ]
     assert entry["dco"] is True
     assert entry["detail"].endswith("; DCO yes: the kernel has ovpn-dco 0.2")
     absent = Program(False, "openvpn is not installed")
-    entry = doctor.collect(_caps(absent, missing))["implementations"]["openvpn"]
+    entry = doctor.collect(_caps(absent, missing)).to_json()["implementations"]["openvpn"]
     assert entry["status"] == "no" and entry["detail"] == "openvpn is not installed"
     assert "userspace openvpn" in doctor.render(doctor.collect(_caps(found, missing)))
 

@@ -17,6 +17,7 @@ from tunnelbench.model.plan import (
     WARMUP_SHAPED_ESTIMATE,
     AdaptiveRepetitions,
     Experiment,
+    Settings,
     TrialConfig,
     expand,
     flatten,
@@ -163,13 +164,13 @@ def test_estimate_counts_traffic_the_labs_built_and_kept_and_the_reports():
 def test_an_auto_warm_up_is_expected_longer_behind_a_shaped_wan_and_fixed_for_iperf2():
     auto = TrialConfig()
     assert auto.expected_warmup == WARMUP_AUTO_ESTIMATE  # the window kept at 0.1 s, mostly
-    shaped = TrialConfig.from_settings({"lab": {"wan": {"rate": "20mbit"}}})
+    shaped = TrialConfig.from_settings({"lab.wan.rate": "20mbit"})
     assert shaped.expected_warmup == WARMUP_SHAPED_ESTIMATE  # a queue fills first
-    bounded = {"lab": {"wan": {"rate": "20mbit"}}, "traffic": {"warmup_max": 1}}
+    bounded: Settings = {"lab.wan.rate": "20mbit", "traffic.warmup_max": 1}
     assert TrialConfig.from_settings(bounded).expected_warmup == 1
-    assert TrialConfig.from_settings({"traffic": {"warmup": 2}}).expected_warmup == 2
+    assert TrialConfig.from_settings({"traffic.warmup": 2}).expected_warmup == 2
     # iperf2 cannot end it on evidence: "auto" is its fixed fallback.
-    iperf2 = TrialConfig.from_settings({"traffic": {"generator": "iperf2"}})
+    iperf2 = TrialConfig.from_settings({"traffic.generator": "iperf2"})
     assert iperf2.expected_warmup == WARMUP_FIXED_FALLBACK
 
 

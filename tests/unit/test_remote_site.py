@@ -15,7 +15,7 @@ from tunnelbench.remote import hostsfile, session, software
 from tunnelbench.remote.probes import Facts
 from tunnelbench.remote.session import Session
 from tunnelbench.remote.site import HostsSite, shared_prefix, undo_of
-from tunnelbench.remote.software import Software, link_types
+from tunnelbench.remote.software import WIREGUARD_MODULE, ModuleState, Software, link_types
 from tunnelbench.tunnels import REGISTRY
 from tunnelbench.tunnels.site import Site
 
@@ -207,7 +207,7 @@ def test_a_kind_whose_end_runs_the_kernels_or_a_daemon_says_which_per_host():
     """WireGuard's end runs the kernel's where the host has the module, else its
     wireguard-go (the kind's ``auto_order``): neither is a refusal naming both."""
     facts = Facts(programs={"wg": "/usr/bin/wg", "ip": "/sbin/ip"})
-    facts.software.wireguard_module = "none"
+    facts.software.modules[WIREGUARD_MODULE] = ModuleState.NONE
     assert session.can_build(TunnelKind.WIREGUARD, facts) == (
         False,
         "no WireGuard module in its kernel and no wireguard-go",
@@ -217,7 +217,7 @@ def test_a_kind_whose_end_runs_the_kernels_or_a_daemon_says_which_per_host():
         True,
         "runs wg (/usr/bin/wg), ip (/sbin/ip), wireguard-go (/usr/local/bin/wireguard-go)",
     )
-    facts.software.wireguard_module = "available"
+    facts.software.modules[WIREGUARD_MODULE] = ModuleState.AVAILABLE
     assert session.can_build(TunnelKind.WIREGUARD, facts)[1].endswith(", the kernel's WireGuard")
     # a daemon kind lists the programs its ends run, with the package of a missing one
     assert session.can_build(TunnelKind.IPSEC, facts) == (

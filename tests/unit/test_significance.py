@@ -17,6 +17,7 @@ import pytest
 
 from tunnelbench.analysis.significance import (
     ALPHA,
+    Change,
     Comparison,
     by,
     compare,
@@ -124,7 +125,7 @@ def test_three_runs_each_can_never_be_significant_and_the_verdict_says_so():
     # Even a 2x difference: 3 vs 3 completely separated is p = 0.1.
     result = compare([100.0, 101.0, 102.0], [200.0, 201.0, 202.0])
     assert result.p == pytest.approx(0.1)
-    assert not result.can_be_significant and result.direction == "undecidable"
+    assert not result.can_be_significant and result.direction is Change.UNDECIDABLE
     assert result.verdict == (
         "cannot tell with 3 and 3 runs: no difference can reach p < 0.05 "
         "(smallest possible p = 0.1); run at least 4 repetitions"
@@ -165,7 +166,7 @@ def test_verdicts():
 def test_an_interval_that_reaches_past_the_margin_is_not_decided():
     # The tune session's case: -10%, 95% CI -17%..+1%, not significant at its level.
     c = Comparison(n1=5, n2=5, ratio=0.90, ratio_ci=(0.83, 1.01), p=0.029 * 2, method="exact")
-    assert c.direction == "none"
+    assert c.direction is Change.NONE
     assert c.verdict == "not decided (-10.0%, 95% CI -17.0%..+1.0%, p = 0.058)"
     assert not c.within(5) and not c.within(10) and c.within(17)
 
@@ -228,7 +229,7 @@ def test_a_ten_percent_shift_is_detected_with_enough_runs():
     for _ in range(200):
         a = [rng.gauss(1000.0, 50.0) for _ in range(8)]
         b = [rng.gauss(1100.0, 55.0) for _ in range(8)]
-        found += compare(a, b).direction == "faster"
+        found += compare(a, b).direction is Change.FASTER
     assert found >= 170, found
 
 

@@ -5,6 +5,7 @@ import sqlite3
 import pytest
 
 from tests.conftest import FIXTURES
+from tunnelbench.analysis.precision import Precision, State
 from tunnelbench.bench.store import SCHEMA_VERSION, Store
 from tunnelbench.errors import UserError
 from tunnelbench.model.environment import Environment
@@ -23,7 +24,7 @@ def _add(store: Store, run_id: int, seq: int) -> int:
 
 def test_round_trip(tmp_path):
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("tunnelbench run", Experiment(()), {"kernel": "x"})
+    run_id = store.start_run("tunnelbench run", Experiment(()), Environment(kernel="x"))
     trial_id = _add(store, run_id, 1)
     store.finish_run(run_id, RunStatus.COMPLETE)
     run = store.run("latest")
@@ -38,7 +39,7 @@ def test_round_trip(tmp_path):
 def test_finished_trials_are_visible_before_the_run_ends(tmp_path):
     """A crash after a trial must not lose it: another connection sees it at once."""
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("x", Experiment(()), {})
+    run_id = store.start_run("x", Experiment(()), Environment())
     _add(store, run_id, 1)
     other = sqlite3.connect(tmp_path / "r.db")
     assert other.execute("SELECT COUNT(*) FROM trials").fetchone() == (1,)
@@ -84,15 +85,16 @@ def test_a_version_2_database_gains_the_later_columns(tmp_path):
     # Columns are read by position: the new one must not shift the others.
     assert run.precision is None and set(run.owner or {}) == {"pid", "start_time"}
     assert run.experiment.repetitions == 3
-    standing = {"k": {"state": "not met", "half_width_pct": 3.4, "runs": 10, "attempts": 10}}
-    store.set_precision(run.id, standing)
-    assert store.run(str(run.id)).precision == standing
+    stored = {"k": {"state": "not met", "half_width_pct": 3.4, "runs": 10, "attempts": 10}}
+    store.set_precision(run.id, {"k": Precision.from_dict(stored["k"])})
+    assert store.run(str(run.id)).precision == stored
 
 
 def test_a_new_run_has_no_precision_until_the_runner_records_it(tmp_path):
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("x", Experiment(()), {}, {"pid": 1, "start_time": 2})
+    run_id = store.start_run("x", Experiment(()), Environment(), {"pid": 1, "start_time": 2})
     run = store.run("latest")
     assert (run.precision, run.owner) == (None, {"pid": 1, "start_time": 2})
-    store.set_precision(run_id, {"k": {"state": "met"}})
-    assert store.run("latest").precision == {"k": {"state": "met"}}
+    store.set_precision(run_id, {"k": Precision(State.MET, 1.5, 3, 3)})
+    met = {"state": "met", "half_width_pct": 1.5, "runs": 3, "attempts": 3}
+    assert store.run("latest").precision == {"k": met}

@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import FIXTURES
 from tunnelbench.bench.store import SCHEMA_VERSION, Store
 from tunnelbench.errors import StorageError, UserError
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import RunStatus
 
@@ -92,7 +93,7 @@ def test_reading_refuses_a_newer_schema(tmp_path):
 def test_reading_sees_what_a_live_writer_committed(tmp_path):
     path = tmp_path / "r.db"
     writer = Store(path)
-    run_id = writer.start_run("x", Experiment(()), {})
+    run_id = writer.start_run("x", Experiment(()), Environment())
     reader = Store.read(path)  # with SQLite's locks, beside the writer
     try:
         assert reader.run("latest").id == run_id
@@ -109,7 +110,7 @@ def test_nothing_of_the_database_is_memory_mapped(tmp_path):
     store = Store(tmp_path / "r.db")
     assert store.db.execute("PRAGMA mmap_size").fetchone() == (0,)
     assert store.db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
-    run_id = store.start_run("x", Experiment(()), {})
+    run_id = store.start_run("x", Experiment(()), Environment())
     reader = Store.read(tmp_path / "r.db")
     assert reader.db.execute("PRAGMA mmap_size").fetchone() == (0,)
     assert reader.run("latest").id == run_id
@@ -155,7 +156,7 @@ def test_a_database_that_turns_immutable_under_a_run_fails_its_next_write_cleanl
     was stored is still read."""
     path = tmp_path / "r.db"
     store = Store(path)
-    run_id = store.start_run("x", Experiment(()), {})
+    run_id = store.start_run("x", Experiment(()), Environment())
     immutable(path)
     with pytest.raises(StorageError) as caught:
         store.set_label(run_id, "late", None)
@@ -176,7 +177,7 @@ def test_a_directory_that_turns_immutable_is_named_as_the_cause(tmp_path, immuta
     store = Store(path)
     immutable(tmp_path)  # no journal can be created beside the database
     with pytest.raises(StorageError) as caught:
-        store.start_run("x", Experiment(()), {})
+        store.start_run("x", Experiment(()), Environment())
     assert str(caught.value) == (
         f"results database {str(path)!r}: it cannot be written ({str(tmp_path)!r} is"
         " immutable (`lsattr`))"
@@ -191,14 +192,14 @@ def test_a_write_to_a_read_only_store_is_a_storage_error_naming_the_cause(tmp_pa
     Store(path).close()
     store = Store.read(path)
     with pytest.raises(StorageError, match=r"'.*r.db': it cannot be written \(a read-only file"):
-        store.start_run("x", Experiment(()), {})
+        store.start_run("x", Experiment(()), Environment())
     store.close()
     assert StorageError("x").exit_code == 1
 
 
 def test_abandon_run_marks_the_run_failed_with_its_reason(tmp_path):
     store = Store(tmp_path / "r.db")
-    run_id = store.start_run("x", Experiment(()), {})
+    run_id = store.start_run("x", Experiment(()), Environment())
     error = store.abandon_run(run_id, StorageError("results database 'r.db': the disk is full"))
     assert str(error).startswith("results database 'r.db': the disk is full. 0 finished trial")
     assert f"run {run_id} is marked failed" in str(error)

@@ -17,6 +17,7 @@ from tests.report_fixtures import recorded
 from tunnelbench.bench import planfile
 from tunnelbench.bench.store import Store
 from tunnelbench.kinds import Cipher, Placement, Queue, TunnelKind, WanEncapsulation
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import (
     LEGACY,
     Experiment,
@@ -119,6 +120,8 @@ def test_every_recorded_trial_keeps_every_stored_setting(db: Path, tmp_path: Pat
         assert set(was) <= set(now), db.stem
         for path, value in now.items():
             assert value == was.get(path, ran_with[path]), (db.stem, trial.seq, path)
+        # Its settings by path make the same configuration again (as a plan's do).
+        assert TrialConfig.from_settings(trial.config.settings()) == trial.config
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
@@ -132,7 +135,7 @@ def test_every_scenario_experiment_reads_back_equal(path: Path, tmp_path: Path):
     assert Experiment.from_dict(stored).to_dict() == stored
     store = Store(tmp_path / "r.db")
     try:
-        store.start_run("tunnelbench run", experiment, {})
+        store.start_run("tunnelbench run", experiment, Environment())
         assert store.run("latest").experiment == experiment
     finally:
         store.close()

@@ -16,6 +16,8 @@ from tunnelbench.bench.store import Store
 from tunnelbench.bench.testbeds import hosts_plan
 from tunnelbench.bench.tune_benches import planned_change
 from tunnelbench.errors import UserError
+from tunnelbench.model.environment import Environment
+from tunnelbench.model.hostsrecord import Controller, RemoteRecord
 from tunnelbench.model.plan import LinkSettings, TrialConfig
 from tunnelbench.model.records import RunStatus
 from tunnelbench.remote import hostsfile
@@ -139,7 +141,7 @@ def test_a_stopped_hosts_tuning_session_resumes_on_the_hosts_it_ran_on_only(tmp_
     request = tuning.Request(start=planfile.parse(TINY_FIFO, "p.toml").experiment.configs[0])
     prepared = tuning.prepare_hosts(request, _hosts())
     store = Store(tmp_path / "t.db")
-    facts = {"remote": {"hosts": _hosts().to_dict()}}
+    facts = Environment(remote=RemoteRecord(_hosts().record(), {}, Controller("6.1.0", 1)))
     run_id, record = tuning.begin(
         request, prepared, store, command_line="tune", lock=None, facts=facts
     )

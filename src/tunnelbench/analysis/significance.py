@@ -37,6 +37,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Literal
 
 from tunnelbench.analysis.stats import LEVEL, RESAMPLES, seeded
@@ -56,6 +57,16 @@ EXACT_MAX_N = 40
 PERMUTATION_MAX = 200_000
 
 Method = Literal["exact", "permutation", "normal"]
+
+
+class Change(StrEnum):
+    """What a comparison shows of B against A: faster or slower (significantly), no
+    difference, or undecidable (samples too small for any outcome to be significant)."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    NONE = "none"
+    UNDECIDABLE = "undecidable"
 
 
 @dataclass(frozen=True)
@@ -92,12 +103,12 @@ class Comparison:
         return self.p < ALPHA
 
     @property
-    def direction(self) -> Literal["faster", "slower", "none", "undecidable"]:
+    def direction(self) -> Change:
         if not self.can_be_significant:
-            return "undecidable"
+            return Change.UNDECIDABLE
         if not self.significant or self.ratio is None or self.ratio == 1:
-            return "none"
-        return "faster" if self.ratio > 1 else "slower"
+            return Change.NONE
+        return Change.FASTER if self.ratio > 1 else Change.SLOWER
 
     def within(self, margin_pct: float) -> bool:
         """Whether the whole 95% interval of B/A lies within ± ``margin_pct`` percent of
@@ -111,13 +122,13 @@ class Comparison:
     def verdict(self) -> str:
         """One plain sentence: B is faster / slower by how much, or not decided."""
         p = format_p(self.p)
-        if self.direction == "undecidable":
+        if self.direction is Change.UNDECIDABLE:
             return (
                 f"cannot tell with {self.n1} and {self.n2} runs: no difference can reach "
                 f"p < {ALPHA:g} (smallest possible {format_p(self.smallest_p)}); "
                 f"run at least {repetitions_needed()} repetitions"
             )
-        if self.direction == "none" or self.ratio is None:
+        if self.direction is Change.NONE or self.ratio is None:
             return f"not decided ({self.change_text()}{p})"
         if self.ratio > FACTOR_ABOVE:
             ci = ""
@@ -125,7 +136,7 @@ class Comparison:
                 ci = f"95% CI {factor(self.ratio_ci[0])}..{factor(self.ratio_ci[1])}, "
             return f"B is {self.direction} {factor(self.ratio)} ({ci}{p})"
         # Slower by 1 - ratio: the interval's ends swap when turned into a slowdown.
-        sign = 1 if self.direction == "faster" else -1
+        sign = 1 if self.direction is Change.FASTER else -1
         change = sign * (self.ratio - 1)
         ci = ""
         if self.ratio_ci is not None:

@@ -153,18 +153,14 @@ def availability(environment: Environment, section: str, name: str, what: str) -
     """``capabilities.<section>.<name>`` of the run's environment (``section`` "links",
     "qdiscs", "esp", or "openvpn_dco" with ``name`` empty)."""
     record = environment.capabilities
-    if not isinstance(record, dict):
+    found = None if record is None else record.found(section, name)
+    if record is None or found is None:
         return Availability(what, "not recorded")
-    found = record.get(section)
-    if name and isinstance(found, dict):
-        found = found.get(name)
-    if not isinstance(found, dict) or "ok" not in found:
-        return Availability(what, "not recorded")
-    ok, detail = found["ok"], str(found.get("detail") or "")
-    where = str(record.get("where") or "this kernel")
-    if ok is None:
+    detail = found.detail or ""
+    where = record.where or "this kernel"
+    if found.ok is None:
         return Availability(what, "not probed", detail, where)
-    return Availability(what, "yes" if ok else "no", detail or "refused", where)
+    return Availability(what, "yes" if found.ok else "no", detail or "refused", where)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import platform
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import MappingProxyType
-from typing import Any
+from typing import TypeVar
 
 from tunnelbench.errors import LabError
 from tunnelbench.system import probing, programs
@@ -21,6 +21,8 @@ from tunnelbench.system.probing import Capabilities, Check
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.traffic.iperf3 import THREADED_SINCE, parse_version
 from tunnelbench.tunnels import REGISTRY as TUNNELS
+
+T = TypeVar("T")
 
 #: Probes run side by side (each mostly waits for a short process to start).
 PROBES_AT_ONCE = 8
@@ -152,10 +154,12 @@ def probe() -> Capabilities:
     prefix, how = probing.namespace()
     with ThreadPoolExecutor(max_workers=PROBES_AT_ONCE) as pool:
 
-        def each(check: Callable[..., Any], items: dict[str, Any]) -> dict[str, Future[Any]]:
+        def each(
+            check: Callable[..., T], items: dict[str, tuple[object, ...]]
+        ) -> dict[str, Future[T]]:
             return {name: pool.submit(check, *args) for name, args in items.items()}
 
-        def results(futures: dict[str, Future[Any]]) -> MappingProxyType[str, Any]:
+        def results(futures: dict[str, Future[T]]) -> MappingProxyType[str, T]:
             return MappingProxyType({name: future.result() for name, future in futures.items()})
 
         # The slowest first: with a pool of PROBES_AT_ONCE they would otherwise start last.

@@ -10,10 +10,10 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import Any
 
 from tunnelbench import __version__
 from tunnelbench.bench import capabilities
+from tunnelbench.model.capability_record import CongestionFound, Found, KernelCapabilities
 from tunnelbench.model.environment import Environment
 from tunnelbench.system import programs
 from tunnelbench.system.probing import Capabilities, Check
@@ -42,27 +42,29 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _check(found: Check) -> dict[str, Any]:
-    return {"ok": found.ok, "detail": found.detail}
+def _check(found: Check) -> Found:
+    return Found(found.ok, found.detail)
 
 
-def capability_record(caps: Capabilities) -> dict[str, Any]:
-    """What the kernel can do that advice depends on, as JSON-able data: per link kind,
-    queue discipline and ESP algorithm ``{"ok": true|false|null, "detail": ...}`` (null:
-    could not be probed, and ``detail`` says why; false: ``detail`` is the kernel's
-    refusal), OpenVPN's data channel offload likewise, and the congestion controls."""
-    return {
-        "links": {kind: _check(found) for kind, found in caps.links.items()},
-        "qdiscs": {kind: _check(found) for kind, found in caps.qdiscs.items()},
-        "esp": {name: _check(found) for name, found in caps.esp.items()},
-        "openvpn_dco": _check(caps.openvpn_dco),
-        "congestion": {
-            **_check(caps.congestion),
-            "available": list(caps.congestion.available),
-            "loadable": list(caps.congestion.loadable),
-            "default": caps.congestion.default,
-        },
-    }
+def capability_record(caps: Capabilities) -> KernelCapabilities:
+    """What the kernel can do that advice depends on: per link kind, queue discipline
+    and ESP algorithm whether it is there (None: could not be probed, and the detail
+    says why; False: the detail is the kernel's refusal), OpenVPN's data channel offload
+    likewise, and the congestion controls."""
+    congestion = caps.congestion
+    return KernelCapabilities(
+        links={kind: _check(found) for kind, found in caps.links.items()},
+        qdiscs={kind: _check(found) for kind, found in caps.qdiscs.items()},
+        esp={name: _check(found) for name, found in caps.esp.items()},
+        openvpn_dco=_check(caps.openvpn_dco),
+        congestion=CongestionFound(
+            congestion.ok,
+            congestion.detail,
+            tuple(congestion.available),
+            tuple(congestion.loadable),
+            congestion.default,
+        ),
+    )
 
 
 def machine(cpuinfo: str | None = None) -> Environment:
@@ -92,8 +94,3 @@ def describe(versions: dict[str, str], caps: Capabilities | None = None) -> Envi
         versions=versions,
         capabilities=capability_record(caps or capabilities.probe()),
     )
-
-
-def collect(versions: dict[str, str], caps: Capabilities | None = None) -> dict[str, Any]:
-    """:func:`describe` as the store keeps it (JSON)."""
-    return describe(versions, caps).to_dict()

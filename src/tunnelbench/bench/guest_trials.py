@@ -12,14 +12,17 @@ run goes on; Ctrl-C stops the guest and leaves no QEMU and no exchange directory
 import logging
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 from tunnelbench.bench.capabilities import probed_modules
+from tunnelbench.bench.doctor_report import Report, VmRun
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.sink import store_trial
 from tunnelbench.bench.store import Store
 from tunnelbench.errors import LabError
 from tunnelbench.model import metrics as metric
+from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, VmSettings
 from tunnelbench.model.records import Resolved, TrialStatus, Where
 from tunnelbench.probes import vmhost
@@ -73,9 +76,8 @@ def run(
                 if event["event"] == "ready":
                     log.info("guest %s up after %.1f s", event["release"], event["uptime_s"])
                 elif event["event"] == "environment":
-                    store.add_guest_environment(
-                        run_id, kernel.spec, event["facts"] | where.to_dict()
-                    )
+                    facts = Environment.from_dict(event["facts"]).with_keys(**where.to_dict())
+                    store.add_guest_environment(run_id, kernel.spec, facts)
                 elif event["event"] == "started":
                     progress.trial_started(by_seq[event["seq"]])
                 elif event["event"] == "trial":
@@ -157,7 +159,7 @@ def _store_failed(store: Store, run_id: int, trial: Trial, reason: str, where: W
     )  # fmt: skip
 
 
-def doctor(kernel: Kernel, vm: VmSettings) -> dict[str, Any]:
+def doctor(kernel: Kernel, vm: VmSettings) -> Report:
     """``doctor``'s report collected in a guest on ``kernel``, with how the guest ran."""
     accel = machine.accel(kernel, vm)
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
@@ -169,11 +171,8 @@ def doctor(kernel: Kernel, vm: VmSettings) -> dict[str, Any]:
                 booted = event["uptime_s"]
                 up = time.monotonic() - began
             elif event["event"] == "doctor":
-                report: dict[str, Any] = event["report"]
-                return report | {
-                    "vm": _where(kernel, vm, accel).to_dict()
-                    | {"virtualization_reason": accel.reason, "boot_s": booted, "up_s": up}
-                }
+                ran = VmRun(_where(kernel, vm, accel), accel.reason, booted, up)
+                return replace(Report.from_json(event["report"]), vm=ran)
         raise LabError(
             f"the VM running kernel {kernel.release} stopped before its report"
             f" ({guest.console_tail()})"

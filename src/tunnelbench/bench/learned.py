@@ -15,7 +15,7 @@ trials keeps the reference figure, and what was learned is said with the estimat
 
 import statistics
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import Field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -73,7 +73,7 @@ def learn(runs: list[RunRecord], timed: list[TimedTrial], machine: Environment) 
 class _Figures(Protocol):
     """A dataclass of seconds per kind of overhead, with ``learned`` among its fields."""
 
-    __dataclass_fields__: ClassVar[dict[str, Any]]
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
 
 Figures = TypeVar("Figures", bound=_Figures)

@@ -24,10 +24,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from tunnelbench.errors import UserError
 from tunnelbench.lab.state import process_start_time
+from tunnelbench.model.lockrecord import LockMode, LockRecord, Measurer
 
 LOCK_PATH = Path(os.environ.get("TUNNELBENCH_LOCK", "/run/tunnelbench/measurement.lock"))
 
@@ -36,28 +37,26 @@ LOCK_PATH = Path(os.environ.get("TUNNELBENCH_LOCK", "/run/tunnelbench/measuremen
 class MeasurementLock:
     """The lock as this run holds it, and what it found when it took it."""
 
-    mode: str  # "exclusive", "shared" (--allow-concurrent) or "none" (another run holds it)
-    other: dict[str, Any] | None  # the exclusive holder this run found, when it found one
+    mode: LockMode
+    other: Measurer | None  # the exclusive holder this run found, when it found one
     _file: IO[str] | None = None
     path: Path | None = None
-    me: dict[str, Any] | None = None  # this run's record (with a token of its own)
+    me: "Claim | None" = None  # this run's record (with a token of its own)
 
-    def beside(self) -> list[dict[str, Any]]:
+    def beside(self) -> tuple[Measurer, ...]:
         """The concurrent runs that started while this one held the lock (their records
         in :func:`beside_path`), without this one."""
         if self.path is None or self.me is None:
-            return []
-        found = []
-        for record in _read_beside(beside_path(self.path)):
-            if record.get("token") == self.me["token"]:
-                continue
-            if float(record.get("since", 0)) >= float(self.me["since"]):
-                found.append({k: v for k, v in record.items() if k != "token"})
-        return found
+            return ()
+        return tuple(
+            claim.measurer
+            for claim in _read_beside(beside_path(self.path))
+            if claim.token != self.me.token and claim.measurer.since >= self.me.measurer.since
+        )
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> LockRecord:
         """What the run's environment stores about it."""
-        return {"mode": self.mode, "concurrent_with": self.other}
+        return LockRecord(self.mode, self.other)
 
     def release(self) -> None:
         if self._file is not None:
@@ -83,32 +82,39 @@ def acquire(*, allow_concurrent: bool, path: Path | None = None) -> MeasurementL
             except BlockingIOError:
                 other = _holder(handle)
                 handle.close()
-                return MeasurementLock("none", other, path=path, me=me)
-            return MeasurementLock("shared", None, handle, path=path, me=me)
+                return MeasurementLock(LockMode.NONE, other, path=path, me=me)
+            return MeasurementLock(LockMode.SHARED, None, handle, path=path, me=me)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise UserError(_refusal(_holder(handle), path)) from None
         handle.seek(0)
         handle.truncate()
-        json.dump({k: v for k, v in me.items() if k != "token"}, handle)
+        json.dump(me.measurer.to_json(), handle)
         handle.flush()
         _prune_beside(beside_path(path))
-        return MeasurementLock("exclusive", None, handle, path=path, me=me)
+        return MeasurementLock(LockMode.EXCLUSIVE, None, handle, path=path, me=me)
     except BaseException:
         handle.close()
         raise
 
 
-def _me() -> dict[str, Any]:
+@dataclass(frozen=True)
+class Claim:
+    """A run's line in :func:`beside_path`: the run, and a token of its own by which it
+    knows its line from another process's of the same PID."""
+
+    measurer: Measurer
+    token: str
+
+    def to_json(self) -> dict[str, object]:
+        return self.measurer.to_json() | {"token": self.token}
+
+
+def _me() -> Claim:
     pid = os.getpid()
-    return {
-        "pid": pid,
-        "start_time": process_start_time(pid),
-        "since": time.time(),
-        "command": shlex.join(sys.argv),
-        "token": secrets.token_hex(8),
-    }
+    measurer = Measurer(pid, process_start_time(pid), time.time(), shlex.join(sys.argv))
+    return Claim(measurer, secrets.token_hex(8))
 
 
 def beside_path(lock: Path) -> Path:
@@ -116,29 +122,28 @@ def beside_path(lock: Path) -> Path:
     return lock.with_name(f"{lock.name}.beside")
 
 
-def _append_beside(path: Path, record: dict[str, Any]) -> None:
+def _append_beside(path: Path, claim: Claim) -> None:
     # One write of one line, O_APPEND: lines of runs starting together do not mix.
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, (json.dumps(record) + "\n").encode())
+        os.write(fd, (json.dumps(claim.to_json()) + "\n").encode())
     finally:
         os.close(fd)
 
 
-def _read_beside(path: Path) -> list[dict[str, Any]]:
+def _read_beside(path: Path) -> list[Claim]:
     try:
         lines = path.read_text().splitlines()
     except OSError:
         return []
-    records = []
+    claims = []
     for line in lines:
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+            claims.append(Claim(Measurer.from_json(record), str(record.get("token"))))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
             continue  # a line cut short
-        if isinstance(record, dict) and "since" in record:
-            records.append(record)
-    return records
+    return claims
 
 
 def _prune_beside(path: Path) -> None:
@@ -146,42 +151,40 @@ def _prune_beside(path: Path) -> None:
     if not path.exists():
         return
     alive = [
-        r for r in _read_beside(path)
-        if process_start_time(int(r.get("pid", 0))) == r.get("start_time")
+        c for c in _read_beside(path)
+        if process_start_time(c.measurer.pid) == c.measurer.start_time
     ]  # fmt: skip
     tmp = path.with_name(f"{path.name}.tmp")
     try:
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in alive))
+        tmp.write_text("".join(json.dumps(c.to_json()) + "\n" for c in alive))
         tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)
 
 
-def _holder(handle: IO[str]) -> dict[str, Any] | None:
+def _holder(handle: IO[str]) -> Measurer | None:
     """The exclusive holder's record, when it is readable and still its own."""
     handle.seek(0)
     try:
-        record: dict[str, Any] = json.loads(handle.read() or "null")
-    except json.JSONDecodeError:
+        holder = Measurer.from_json(json.loads(handle.read() or "null"))
+    except (json.JSONDecodeError, KeyError, TypeError):
         return None
-    if not isinstance(record, dict) or "pid" not in record:
-        return None
-    if process_start_time(int(record["pid"])) != record.get("start_time"):
+    if process_start_time(holder.pid) != holder.start_time:
         return None  # a shared holder runs; the record is an earlier run's
-    return record
+    return holder
 
 
-def _refusal(holder: dict[str, Any] | None, path: Path) -> str:
+def _refusal(holder: Measurer | None, path: Path) -> str:
     if holder is None:
         who = f"another tunnelbench measurement holds {path}"
     else:
-        since = time.strftime("%H:%M:%S", time.localtime(float(holder["since"])))
-        command = str(holder["command"])
+        since = time.strftime("%H:%M:%S", time.localtime(holder.since))
+        command = holder.command
         if len(command) > 80:
             command = command[:77] + "..."
         who = (
             "another tunnelbench measurement is running"
-            f" (pid {holder['pid']}, since {since}: {command})"
+            f" (pid {holder.pid}, since {since}: {command})"
         )
     return (
         f"{who}; two measurements at once share this machine's CPU and both report false"

@@ -17,8 +17,9 @@ import tomllib
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from tunnelbench.bench import conflicts
 from tunnelbench.bench.labpool import KEEP, farthest, lab_key
@@ -44,6 +45,8 @@ from tunnelbench.model.plan import (
     TRIALS_MAX,
     AdaptiveRepetitions,
     Experiment,
+    Settings,
+    SettingValue,
     Trial,
     TrialConfig,
     TunnelSettings,
@@ -53,7 +56,6 @@ from tunnelbench.model.plan import (
     check_size,
     check_target_pct,
     expand,
-    flatten,
 )
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY as TUNNELS
@@ -163,7 +165,7 @@ class Axis:
     (named freely) varies several together, one table of settings per value."""
 
     name: str
-    values: tuple[dict[str, Any], ...]  # each: setting path -> parsed value
+    values: tuple[Settings, ...]  # each: setting path -> parsed value
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,25 @@ class _Problems:
 
 #: A value that failed its check; distinct from None, which some settings mean.
 BAD = object()
+
+
+class _Invalid(Enum):
+    """A setting's value that failed its check (None is a value some settings take)."""
+
+    VALUE = 0
+
+
+def _setting(
+    problems: _Problems, path: str, key: str, raw: object
+) -> SettingValue | Literal[_Invalid.VALUE]:
+    """The setting at ``path`` parsed from a plan's ``raw`` value (``key`` names where
+    the plan gives it), or :attr:`_Invalid.VALUE` after recording why it is not valid."""
+    try:
+        value: SettingValue = SETTINGS[path].parse(key, raw)
+    except UserError as exc:
+        problems.add(str(exc))
+        return _Invalid.VALUE
+    return value
 
 
 def load(path: Path, *, quick: bool = False) -> Plan:
@@ -447,12 +468,12 @@ def estimate_seconds(
     )
 
 
-def derive(config: TrialConfig, changes: dict[str, Any]) -> TrialConfig:
+def derive(config: TrialConfig, changes: Settings) -> TrialConfig:
     """``config`` with the settings ``changes`` names (setting path -> typed value, None
     to unset) set, checked as a plan's configuration is; :class:`UserError` names the
     first conflict."""
     problems = _Problems()
-    derived = _config(problems, flatten(config.to_dict()) | changes, changes)
+    derived = _config(problems, config.settings() | changes, changes)
     if derived is None:
         raise UserError(problems.items[0])
     return derived
@@ -517,14 +538,14 @@ def _repetitions(problems: _Problems, raw: Any) -> tuple[object, AdaptiveRepetit
     return low, AdaptiveRepetitions(target_pct=target, max_repetitions=high)
 
 
-def _base(problems: _Problems, table: Any) -> dict[str, Any]:
+def _base(problems: _Problems, table: Any) -> Settings:
     if not isinstance(table, dict):
         problems.add(f"base: {shown(table)} is not a table of settings")
         return {}
-    parsed: dict[str, Any] = {}
+    parsed: Settings = {}
     for path, raw in _settings_of(problems, table, "base.").items():
-        value = problems.check(lambda: SETTINGS[path].parse(f"base.{path}", raw))  # noqa: B023
-        if value is not BAD:
+        value = _setting(problems, path, f"base.{path}", raw)
+        if value is not _Invalid.VALUE:
             parsed[path] = value
     return parsed
 
@@ -588,12 +609,12 @@ def _axes(problems: _Problems, table: Any) -> tuple[Axis, ...]:
 
 
 def _plain_axis(problems: _Problems, path: str, raw: list[Any]) -> Axis:
-    values: list[dict[str, Any]] = []
-    seen: set[Any] = set()
+    values: list[Settings] = []
+    seen: set[SettingValue] = set()
     for i, item in enumerate(raw):
         key = f"matrix.{path}[{i}]"
-        value = problems.check(lambda: SETTINGS[path].parse(key, item))  # noqa: B023
-        if value is BAD:
+        value = _setting(problems, path, key, item)
+        if value is _Invalid.VALUE:
             continue
         if value in seen:
             problems.add(f"{key}: {shown(item)} appears twice in the axis")
@@ -603,14 +624,14 @@ def _plain_axis(problems: _Problems, path: str, raw: list[Any]) -> Axis:
 
 
 def _linked_axis(problems: _Problems, name: str, raw: list[dict[str, Any]]) -> Axis:
-    values: list[dict[str, Any]] = []
-    seen: set[frozenset[tuple[str, Any]]] = set()
+    values: list[Settings] = []
+    seen: set[frozenset[tuple[str, SettingValue]]] = set()
     for i, table in enumerate(raw):
         where = f"matrix.{name}[{i}]."
-        entry: dict[str, Any] = {}
+        entry: Settings = {}
         for path, item in _settings_of(problems, table, where).items():
-            value = problems.check(lambda: SETTINGS[path].parse(where + path, item))  # noqa: B023
-            if value is not BAD:
+            value = _setting(problems, path, where + path, item)
+            if value is not _Invalid.VALUE:
                 entry[path] = value
         if not table:
             problems.add(f"matrix.{name}[{i}]: empty table; give the settings of this value")
@@ -621,18 +642,18 @@ def _linked_axis(problems: _Problems, name: str, raw: list[dict[str, Any]]) -> A
     return Axis(name, tuple(values))
 
 
-def _merge(base: dict[str, Any], choice: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+def _merge(base: Settings, choice: tuple[Settings, ...]) -> Settings:
     merged = dict(base)
     for part in choice:
         merged |= part
     return merged
 
 
-Combo = tuple[dict[str, Any], dict[str, Any]]  # (all settings, the matrix's own values)
+Combo = tuple[Settings, Settings]  # (all settings, the matrix's own values)
 
 
 def _exclude(
-    problems: _Problems, rules: Any, axes: tuple[Axis, ...], combos: list[dict[str, Any]]
+    problems: _Problems, rules: Any, axes: tuple[Axis, ...], combos: list[Settings]
 ) -> list[Combo]:
     varied = list(dict.fromkeys(p for a in axes for v in a.values for p in v))  # matrix order
     values_of: dict[str, dict[Any, None]] = {}  # each path's values, in order
@@ -666,16 +687,16 @@ def _exclude(
             alternatives = raw if isinstance(raw, list) and path in _SCALAR else [raw]
             parsed[path] = []
             for item in alternatives:
-                value = problems.check(lambda: SETTINGS[path].parse(where + path, item))  # noqa: B023
-                if value is BAD:
+                named = _setting(problems, path, where + path, item)
+                if named is _Invalid.VALUE:
                     continue
-                if value not in values_of[path]:
+                if named not in values_of[path]:
                     listed = ", ".join(_show(v, path) for v in values_of[path])
                     problems.add(
                         f"{where}{path}: {shown(item)} is not a value of the matrix"
                         f" ({capped(listed, 200)})"
                     )
-                parsed[path].append(value)
+                parsed[path].append(named)
         matched = _matching(parsed, holding) if parsed else 0
         if not rule:
             problems.add(f"exclude[{i}]: empty rule; it would remove every combination")
@@ -715,16 +736,9 @@ def _show(value: Any, path: str = "") -> str:
 # --- one configuration ---
 
 
-def _config(problems: _Problems, combo: dict[str, Any], own: dict[str, Any]) -> TrialConfig | None:
+def _config(problems: _Problems, combo: Settings, own: Settings) -> TrialConfig | None:
     """The configuration of one combination, or None after recording its conflicts."""
-    tree: dict[str, Any] = {}
-    for path, value in combo.items():
-        node = tree
-        *parents, leaf = path.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    config = TrialConfig.from_settings(tree)
+    config = TrialConfig.from_settings(combo)
     where = ", ".join(f"{p}={_show(v, p)}" for p, v in own.items())
     prefix = f"with {where}: " if where else ""
     before = len(problems)

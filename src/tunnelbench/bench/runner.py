@@ -39,6 +39,8 @@ from tunnelbench.errors import LabError, StorageError, UserError
 from tunnelbench.kinds import Order
 from tunnelbench.lab.state import process_start_time
 from tunnelbench.model import metrics as metric
+from tunnelbench.model.environment import Environment
+from tunnelbench.model.lockrecord import LockRecord
 from tunnelbench.model.plan import (
     Experiment,
     TrafficSettings,
@@ -220,19 +222,19 @@ def start(
     store: Store,
     *,
     command_line: str,
-    lock: dict[str, Any] | None = None,
-    facts: dict[str, Any] | None = None,
+    lock: LockRecord | None = None,
+    facts: Environment | None = None,
 ) -> int:
     """Record a new run of a prepared experiment; return its id. ``lock``: how the run
     holds the measurement lock (:mod:`tunnelbench.bench.measurement_lock`), for its
     environment; ``facts``: the environment a testbed other than the lab describes."""
-    facts = dict(facts) if facts is not None else lab_environment(prepared)
+    facts = facts if facts is not None else lab_environment(prepared)
     if lock is not None:
-        facts["measurement_lock"] = lock
+        facts = facts.with_keys(measurement_lock=lock)
     return store.start_run(command_line, prepared.experiment, facts, owner())
 
 
-def lab_environment(prepared: Prepared) -> dict[str, Any]:
+def lab_environment(prepared: Prepared) -> Environment:
     """This machine's environment and the versions of what the lab's trials run."""
     versions = {}
     for trial in prepared.trials:
@@ -243,7 +245,7 @@ def lab_environment(prepared: Prepared) -> dict[str, Any]:
             versions[name] = resolution.version
     for kind in {t.config.traffic.generator for t in prepared.trials}:
         versions[kind.value] = GENERATORS.get(kind).version()
-    return environment.collect(versions)
+    return environment.describe(versions)
 
 
 def execute(
@@ -355,7 +357,7 @@ def _run_extra_rounds(
         trials = store.trials(run_id)
         attempts = precision.attempts_by_config(trials)
         standing = precision.assess_all(experiment, attempts)
-        store.set_precision(run_id, {key: p.to_dict() for key, p in standing.items()})
+        store.set_precision(run_id, standing)
         next_seq = max((t.seq for t in trials), default=0) + 1
         round_ = precision.next_round(
             experiment, attempts, next_seq=next_seq, exclude=prepared.skipped

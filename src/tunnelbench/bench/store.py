@@ -26,16 +26,18 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tunnelbench.analysis.precision import Precision
 from tunnelbench.bench.backfill import backfill
 from tunnelbench.echo import capped, shown
 from tunnelbench.errors import StorageError, UserError
 from tunnelbench.model.environment import Environment
+from tunnelbench.model.lockrecord import Measurer
 from tunnelbench.model.metrics import WARMUP_S
 from tunnelbench.model.plan import Experiment, TrialConfig
 from tunnelbench.model.records import (
@@ -545,7 +547,7 @@ class Store:
         self,
         command_line: str,
         experiment: Experiment,
-        env: dict[str, Any],
+        env: Environment,
         owner: dict[str, int] | None = None,
     ) -> int:
         with self._transaction() as db:
@@ -556,7 +558,7 @@ class Store:
                     time.time(),
                     command_line,
                     json.dumps(experiment.to_dict()),
-                    json.dumps(env),
+                    json.dumps(env.to_dict()),
                     json.dumps(owner),
                 ),
             )
@@ -597,12 +599,12 @@ class Store:
             f"`tunnelbench run --resume {run_id} --db {self.path}` runs the rest"
         )
 
-    def set_precision(self, run_id: int, precision: dict[str, dict[str, Any]]) -> None:
-        """Record where each configuration of an adaptive run stands against its target."""
+    def set_precision(self, run_id: int, precision: Mapping[str, Precision]) -> None:
+        """Record where each configuration of an adaptive run stands against its target
+        (by its configuration's key)."""
+        stored = json.dumps({key: p.to_dict() for key, p in precision.items()})
         with self._transaction() as db:
-            db.execute(
-                "UPDATE runs SET precision = ? WHERE id = ?", (json.dumps(precision), run_id)
-            )
+            db.execute("UPDATE runs SET precision = ? WHERE id = ?", (stored, run_id))
 
     def set_label(self, run_id: int, label: str | None, notes: str | None) -> None:
         """Name a run and note what it was for (None leaves that one as it is)."""
@@ -612,18 +614,18 @@ class Store:
             if notes is not None:
                 db.execute("UPDATE runs SET notes = ? WHERE id = ?", (notes, run_id))
 
-    def add_guest_environment(self, run_id: int, kernel: str, facts: dict[str, Any]) -> None:
+    def add_guest_environment(self, run_id: int, kernel: str, facts: Environment) -> None:
         """Record the environment of a VM guest the run's trials on ``kernel`` (the
         ``lab.kernel`` value) ran in, under the run's environment's ``guests``."""
         with self._transaction() as db:
             row = db.execute("SELECT environment FROM runs WHERE id = ?", (run_id,)).fetchone()
             environment = json.loads(row[0]) if row and row[0] else {}
-            environment.setdefault(GUESTS, {})[kernel] = facts
+            environment.setdefault(GUESTS, {})[kernel] = facts.to_dict()
             db.execute(
                 "UPDATE runs SET environment = ? WHERE id = ?", (json.dumps(environment), run_id)
             )
 
-    def add_concurrent(self, owner: dict[str, int], others: list[dict[str, Any]]) -> None:
+    def add_concurrent(self, owner: dict[str, int], others: tuple[Measurer, ...]) -> None:
         """Record under ``measurement_lock.beside`` of the environment of each run this
         ``owner`` (a process) started or resumed which measurements ran beside it
         (:meth:`tunnelbench.bench.measurement_lock.MeasurementLock.beside`)."""
@@ -632,14 +634,14 @@ class Store:
                 "SELECT id, environment FROM runs WHERE owner = ?", (json.dumps(owner),)
             ).fetchall()
             for run_id, text in rows:
-                environment = json.loads(text) if text else {}
-                lock = environment.setdefault("measurement_lock", {})
-                known = {(r.get("pid"), r.get("since")) for r in lock.get("beside", [])}
-                new = [r for r in others if (r.get("pid"), r.get("since")) not in known]
-                lock["beside"] = [*lock.get("beside", []), *new]
+                environment = Environment.from_dict(json.loads(text) if text else {})
+                # A run started without the lock's record (none today) records none.
+                if (lock := environment.measurement_lock) is None:
+                    continue
+                environment = environment.with_keys(measurement_lock=lock.with_beside(others))
                 db.execute(
                     "UPDATE runs SET environment = ? WHERE id = ?",
-                    (json.dumps(environment), run_id),
+                    (json.dumps(environment.to_dict()), run_id),
                 )
 
     def set_tune(self, run_id: int, record: TuneRecord) -> None:

@@ -30,7 +30,6 @@ import secrets
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from tunnelbench.analysis import tuning
 from tunnelbench.analysis.summary import summarize_run
@@ -40,6 +39,8 @@ from tunnelbench.bench.testbeds import hosts_plan
 from tunnelbench.bench.tune_benches import Bench
 from tunnelbench.bench.tune_progress import TuneProgress
 from tunnelbench.errors import LabError, UserError
+from tunnelbench.model.environment import Environment
+from tunnelbench.model.lockrecord import LockRecord
 from tunnelbench.model.plan import Experiment, Trial, TrialConfig, flatten
 from tunnelbench.model.records import RunRecord, RunStatus, TrialRecord, TrialStatus
 from tunnelbench.model.tuning import (
@@ -134,8 +135,8 @@ def begin(
     store: Store,
     *,
     command_line: str,
-    lock: dict[str, Any] | None,
-    facts: dict[str, Any] | None = None,
+    lock: LockRecord | None,
+    facts: Environment | None = None,
 ) -> tuple[int, TuneRecord]:
     """Record a new tuning session as a run; its id and its (empty) path. ``facts``: the
     environment a testbed other than the lab describes."""

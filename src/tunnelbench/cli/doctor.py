@@ -12,10 +12,11 @@ one row says so and names what is missing.
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from tunnelbench.bench import capabilities, guest_trials, skips
+from tunnelbench.bench.doctor_report import Fact, Report, Row, VmRun
 from tunnelbench.bench.runner import require_root
 from tunnelbench.cli.options import add_kernel_arguments, lab_settings
 from tunnelbench.cli.parsing import Verbs
@@ -56,28 +57,26 @@ NOT_PROBED_NOTE = (
 )
 
 
-def _entry(
-    check: Check, detail: str | None = None, hint: str | None = None, **extra: Any
-) -> dict[str, Any]:
+def _entry(check: Check, detail: str | None = None, hint: str | None = None, **facts: Fact) -> Row:
     """A capability's row; ``hint`` (how to get it) is kept only when it is missing."""
-    entry = {"status": check.status, "detail": check.detail if detail is None else detail}
-    if check.ok is False and hint is not None:
-        entry["hint"] = hint
-    return entry | extra
+    kept = hint if check.ok is False else None
+    return Row(check.status, check.detail if detail is None else detail, kept, facts)
 
 
-def _program(found: Program, name: str, **extra: Any) -> dict[str, Any]:
+def _program(found: Program, name: str, **extra: Fact) -> Row:
     """A program's row; ``name``: as the kind or generator names it, for the hint."""
     hint = capabilities.install_hint(name)
-    return _entry(found, hint=hint, path=found.path, version=found.version or None, **extra)
+    facts: dict[str, Fact] = {"path": found.path, "version": found.version or None}
+    detail = extra.pop("detail", None)
+    return _entry(found, None if detail is None else str(detail), hint, **(facts | extra))
 
 
-def _module(found: Check, name: str) -> dict[str, Any]:
+def _module(found: Check, name: str) -> Row:
     """A kernel capability's row (a link type, queue discipline, ESP algorithm)."""
     return _entry(found, hint=capabilities.module_hint(name))
 
 
-def _pppoe(caps: Capabilities) -> dict[str, Any]:
+def _pppoe(caps: Capabilities) -> Row:
     """``lab.wan.encapsulation = "pppoe"``: the kernel's part, then pppd."""
     if caps.pppoe.ok is False:
         return _module(caps.pppoe, "pppoe")
@@ -87,24 +86,28 @@ def _pppoe(caps: Capabilities) -> dict[str, Any]:
     return _entry(caps.pppoe, f"{caps.pppoe.detail}; {pppd.version} ({pppd.path})")
 
 
-def _tunnels(caps: Capabilities) -> dict[str, Any]:
+def _tunnels(caps: Capabilities) -> dict[str, Row]:
     entries = {kind: _module(found, kind) for kind, found in caps.links.items()}
     wireguard = caps.links.get("wireguard")
     if wireguard is not None and wireguard.ok is False:
         # Say what "auto" falls back to, since that is what a run will use.
         using = skips.resolve(TunnelSettings(kind=TunnelKind.WIREGUARD), caps)
         fallback = f"auto uses {using}" if using else f"nor is {WIREGUARD_GO}, auto's fallback"
-        entries["wireguard"]["detail"] = f"{wireguard.detail}; {fallback}"
+        entries["wireguard"] = replace(
+            entries["wireguard"], detail=f"{wireguard.detail}; {fallback}"
+        )
     return entries
 
 
-def _strongswan(caps: Capabilities) -> dict[str, Any]:
+def _strongswan(caps: Capabilities) -> dict[str, Row]:
     """strongSwan's daemon and its userspace ESP (what ipsec uses without kernel ESP)."""
     charon = caps.programs.get(strongswan.CHARON, Program(None, "not probed"))
     entries = {"strongswan": _program(charon, strongswan.CHARON)}
     if charon.ok:
         swanctl = programs.find("swanctl")
-        entries["strongswan"]["detail"] += f"; swanctl {'at ' + swanctl if swanctl else 'missing'}"
+        found = entries["strongswan"]
+        at = f"; swanctl {'at ' + swanctl if swanctl else 'missing'}"
+        entries["strongswan"] = replace(found, detail=found.detail + at)
     missing = strongswan.missing_plugins(strongswan.LIBIPSEC)
     detail = (
         "kernel-libipsec: userspace ESP over a TUN device (tunnel mode, ESP in UDP, "
@@ -116,7 +119,7 @@ def _strongswan(caps: Capabilities) -> dict[str, Any]:
     return entries
 
 
-def _esp(caps: Capabilities) -> dict[str, Any]:
+def _esp(caps: Capabilities) -> dict[str, Row]:
     """The kernel's ESP AEADs, then what ipsec and protection use with each cipher."""
     entries = {name: _module(found, name) for name, found in caps.esp.items()}
     if not caps.esp:
@@ -134,7 +137,7 @@ def _esp(caps: Capabilities) -> dict[str, Any]:
     return entries
 
 
-def _openvpn(caps: Capabilities) -> dict[str, Any]:
+def _openvpn(caps: Capabilities) -> Row:
     """The openvpn program, and whether its data channel would run in the kernel (DCO)."""
     found = caps.programs.get("openvpn", Program(None, "not probed"))
     if not found.ok:
@@ -146,7 +149,7 @@ def _openvpn(caps: Capabilities) -> dict[str, Any]:
     return _program(found, "openvpn", detail=detail, dco=dco.enabled)
 
 
-def _wireguard(caps: Capabilities) -> dict[str, Any]:
+def _wireguard(caps: Capabilities) -> dict[str, Row]:
     """Every WireGuard implementation (``tunnel.implementation``): found or not, and the
     version a run would record."""
     entries = {KERNEL: _module(caps.links.get("wireguard", Check(None, "not probed")), "wireguard")}
@@ -168,7 +171,7 @@ def _wireguard(caps: Capabilities) -> dict[str, Any]:
     return entries
 
 
-def _generators(caps: Capabilities) -> dict[str, Any]:
+def _generators(caps: Capabilities) -> dict[str, Row]:
     iperf3, iperf2 = caps.programs["iperf3"], caps.programs["iperf"]
     threaded = capabilities.iperf3_threaded(caps)
     since = ".".join(map(str, THREADED_SINCE))
@@ -196,7 +199,7 @@ def _generators(caps: Capabilities) -> dict[str, Any]:
     }
 
 
-def _congestion(caps: Capabilities) -> dict[str, Any]:
+def _congestion(caps: Capabilities) -> dict[str, Row]:
     cc = caps.congestion
     if cc.ok is not True:
         return {"available": _entry(cc)}
@@ -234,15 +237,16 @@ def module_loading(proc: Path = Path("/proc")) -> Check:
     return Check(True, "loads modules")
 
 
-def _without_module_hints(report: dict[str, Any], loading: Check) -> dict[str, Any]:
+def _without_module_hints(report: Report, loading: Check) -> Report:
     """The report of a kernel that cannot load modules: a ``modprobe`` would fail, so
     instead of one hint a row, one row says so and names every capability missing for
     want of a module."""
     missing: dict[str, list[str]] = {}
     for section, label in SECTIONS.items():
-        for name, entry in report.get(section, {}).items():
-            if str(entry.get("hint", "")).startswith("modprobe"):
-                del entry["hint"]
+        rows = report.sections.get(section, {})
+        for name, row in rows.items():
+            if (row.hint or "").startswith("modprobe"):
+                rows[name] = replace(row, hint=None)
                 missing.setdefault(label, []).append(name)
     named = "; ".join(f"{label} {', '.join(names)}" for label, names in missing.items())
     what = f"; missing for want of a module: {named}" if missing else ""
@@ -251,19 +255,18 @@ def _without_module_hints(report: dict[str, Any], loading: Check) -> dict[str, A
         " them built in, or a lab on a Debian kernel in a VM (--kernel debian)"
     )
     flat = [f"{label} {name}" for label, names in missing.items() for name in names]
-    report["modules"] = {"modules": _entry(loading, detail, missing=flat)}
+    report.sections["modules"] = {"modules": _entry(loading, detail, missing=flat)}
     return report
 
 
-def collect(caps: Capabilities | None = None, loading: Check | None = None) -> dict[str, Any]:
-    """The report as JSON-able data: one section per kind of capability, each mapping a
-    name to its status ("yes", "no", "not probed"), detail and any facts of its own.
+def collect(caps: Capabilities | None = None, loading: Check | None = None) -> Report:
+    """The report: one section per kind of capability, each mapping a name to its row:
+    its status ("yes", "no", "not probed"), detail and any facts of its own.
     ``loading``: whether the kernel loads modules (read from /proc when not given)."""
     caps = caps or capabilities.probe()
     loading = loading or module_loading()
     root = Check(caps.root, f"euid {caps.euid}" + ("" if caps.root else "; a run needs root"))
-    report = {
-        "kernel": caps.kernel,
+    sections = {
         "privileges": {"root": _entry(root), "network namespace": _entry(caps.netns)},
         "modules": {"modules": _entry(loading)},
         "tunnels": _tunnels(caps),
@@ -293,21 +296,22 @@ def collect(caps: Capabilities | None = None, loading: Check | None = None) -> d
             )
         },
     }
+    report = Report(caps.kernel, sections)
     return report if loading.ok is not False else _without_module_hints(report, loading)
 
 
-def render(report: dict[str, Any], width: int | None = None) -> str:
+def render(report: Report, width: int | None = None) -> str:
     """A plain aligned table: capability, status, detail; with ``width``, the details
     (and the lines around the table) wrapped to it, each under its own column."""
     rows = [["capability", "status", "detail"]]
     for section, label in SECTIONS.items():
-        for name, entry in report.get(section, {}).items():
-            hint = f"; to get it: {entry['hint']}" if entry.get("hint") else ""
-            rows.append([f"{label} {name}", entry["status"], entry["detail"] + hint])
+        for name, entry in report.sections.get(section, {}).items():
+            hint = f"; to get it: {entry.hint}" if entry.hint else ""
+            rows.append([f"{label} {name}", entry.status, entry.detail + hint])
     widths = [max(len(row[i]) for row in rows) for i in range(2)]
     rows.insert(1, ["-" * widths[0], "-" * widths[1], "-" * len("detail")])
     lead = " " * (widths[0] + widths[1] + 4)
-    lines = _wrapped(f"kernel {report['kernel']}{_in_vm(report.get('vm'))}", width, "  ")
+    lines = _wrapped(f"kernel {report.kernel}{_in_vm(report.vm)}", width, "  ")
     lines.append("")
     for row in rows:
         head = f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  "
@@ -324,14 +328,15 @@ def _wrapped(text: str, width: int | None, hanging: str) -> list[str]:
     return [text] if width is None else wrap(text, width, hanging=hanging)
 
 
-def _in_vm(vm: dict[str, Any] | None) -> str:
+def _in_vm(vm: VmRun | None) -> str:
     if vm is None:
         return ""
-    why = f": {vm['virtualization_reason']}" if vm.get("virtualization_reason") else ""
+    why = f": {vm.reason}" if vm.reason else ""
+    where = vm.where
     return (
-        f", in a VM ({vm['virtualization']}{why}; {vm['vm_cpus']} vCPUs,"
-        f" {vm['vm_memory_mib']} MiB; booted in {vm['boot_s']:.1f} s guest time,"
-        f" {vm['up_s']:.1f} s wall)"
+        f", in a VM ({where.virtualization}{why}; {where.vm_cpus} vCPUs,"
+        f" {where.vm_memory_mib} MiB; booted in {vm.boot_s:.1f} s guest time,"
+        f" {vm.up_s:.1f} s wall)"
     )
 
 
@@ -343,7 +348,7 @@ def main(as_json: bool, kernel: str = HOST_KERNEL, vm: VmSettings | None = None)
     else:
         require_root("tunnelbench doctor --kernel")
         report = guest_trials.doctor(kernels.locate(kernel), vm or VmSettings())
-    text = json.dumps(report, indent=2) + "\n" if as_json else render(report, fit.width())
+    text = json.dumps(report.to_json(), indent=2) + "\n" if as_json else render(report, fit.width())
     print(text, end="")
     return 0
 

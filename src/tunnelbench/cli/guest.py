@@ -90,7 +90,7 @@ def main(exchange: Path) -> int:
         if "trials" in job:
             sink.emit("environment", facts=_environment(job).to_dict())
         if job.get("doctor"):
-            sink.emit("doctor", report=doctor.collect())
+            sink.emit("doctor", report=doctor.collect().to_json())
         else:
             _run_trials(job, sink)
         sink.emit("done")

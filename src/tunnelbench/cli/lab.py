@@ -4,8 +4,8 @@ import argparse
 import json
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tunnelbench.bench import capabilities, runner, skips
 from tunnelbench.bench.runner import require_root
@@ -78,63 +78,95 @@ def describe(lab_id: str, chain: Chain, tunnel: bool) -> str:
     return "\n".join(lines)
 
 
-def labs_status() -> list[dict[str, Any]]:
-    """Every lab tunnelbench recorded, as plain values (``lab status --json``; the shape
-    is documented in the README's Conventions). A lab whose state cannot be read has
-    ``error`` set and null for what only the state tells."""
+#: A lab's error where its state is root's and the user is not root.
+ROOT_ONLY = "its state is readable by root only"
+
+
+@dataclass(frozen=True)
+class LabStatus:
+    """A lab tunnelbench recorded: its id, topology and tunnel, its namespaces (recorded,
+    and present now), processes (recorded, and alive), who uses it; ``error`` where its
+    state could not be read (and None for what only the state tells)."""
+
+    id: str
+    namespaces_present: int
+    topology: str | None = None
+    tunnel: str | None = None
+    namespaces: int | None = None
+    processes: int | None = None
+    processes_alive: int | None = None
+    in_use_by: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """``lab status --json``'s entry (its shape is documented in docs/reference.md)."""
+        return {
+            "id": self.id,
+            "topology": self.topology,
+            "tunnel": self.tunnel,
+            "namespaces": self.namespaces,
+            "namespaces_present": self.namespaces_present,
+            "processes": self.processes,
+            "processes_alive": self.processes_alive,
+            "in_use_by": self.in_use_by,
+            "error": self.error,
+        }
+
+
+def labs_status() -> list[LabStatus]:
+    """Every lab tunnelbench recorded. A lab whose state cannot be read has ``error``
+    set and None for what only the state tells."""
     present = set(lab_state.list_namespaces())
-    found: list[dict[str, Any]] = []
+    found: list[LabStatus] = []
     for lab_id in lab_state.known_labs():
-        entry: dict[str, Any] = {
-            "id": lab_id, "topology": None, "tunnel": None, "namespaces": None,
-            "namespaces_present": sum(1 for n in present if n.startswith(f"tb-{lab_id}-")),
-            "processes": None, "processes_alive": None, "in_use_by": None, "error": None,
-        }  # fmt: skip
+        ours = sum(1 for n in present if n.startswith(f"tb-{lab_id}-"))
         try:
             st = lab_state.LabState.load(lab_id)
         except PermissionError:
             # Labs are root's: show what anyone may see, the namespaces that exist.
-            entry["error"] = "its state is readable by root only"
+            found.append(LabStatus(lab_id, ours, error=ROOT_ONLY))
         except lab_state.UntrustedState as exc:
-            entry["error"] = str(exc)
+            found.append(LabStatus(lab_id, ours, error=str(exc)))
         except (OSError, ValueError, TypeError, KeyError) as exc:
-            entry["error"] = f"unreadable state file {lab_state.STATE_ROOT / lab_id}: {exc}"
+            error = f"unreadable state file {lab_state.STATE_ROOT / lab_id}: {exc}"
+            found.append(LabStatus(lab_id, ours, error=error))
         else:
-            entry |= {
-                "topology": st.topology,
-                "tunnel": st.facts.tunnel,
-                "namespaces": len(st.namespaces),
-                "namespaces_present": sum(1 for n in st.namespaces if n in present),
-                "processes": len(st.processes),
-                "processes_alive": sum(1 for p in st.processes if lab_state.is_alive(p)),
-                "in_use_by": st.owner_description() if st.owner_alive() else None,
-            }
-        found.append(entry)
+            found.append(
+                LabStatus(
+                    lab_id,
+                    sum(1 for n in st.namespaces if n in present),
+                    topology=st.topology,
+                    tunnel=st.facts.tunnel,
+                    namespaces=len(st.namespaces),
+                    processes=len(st.processes),
+                    processes_alive=sum(1 for p in st.processes if lab_state.is_alive(p)),
+                    in_use_by=st.owner_description() if st.owner_alive() else None,
+                )
+            )
     return found
 
 
 def status(args: argparse.Namespace) -> int:
     labs = labs_status()
     if args.json:
-        print(json.dumps(labs, indent=2))
+        print(json.dumps([lab.to_json() for lab in labs], indent=2))
         return 0
     if not labs:
         print("no labs")
     for lab in labs:
-        lab_id = lab["id"]
-        if lab["error"] == "its state is readable by root only":
+        if lab.error == ROOT_ONLY:
             print(
-                f"{lab_id}: {lab['namespaces_present']} namespaces; its state is readable by"
+                f"{lab.id}: {lab.namespaces_present} namespaces; its state is readable by"
                 " root only (`sudo tunnelbench lab status` shows its processes)"
             )
-        elif lab["error"] is not None:
-            print(f"{lab_id}: {lab['error']}")
+        elif lab.error is not None:
+            print(f"{lab.id}: {lab.error}")
         else:
-            owner = f", in use by {lab['in_use_by']}" if lab["in_use_by"] else ""
+            owner = f", in use by {lab.in_use_by}" if lab.in_use_by else ""
             print(
-                f"{lab_id}: {lab['topology']}, tunnel {lab['tunnel'] or '?'}, "
-                f"{lab['namespaces_present']}/{lab['namespaces']} namespaces, "
-                f"{lab['processes_alive']}/{lab['processes']} processes alive{owner}"
+                f"{lab.id}: {lab.topology}, tunnel {lab.tunnel or '?'}, "
+                f"{lab.namespaces_present}/{lab.namespaces} namespaces, "
+                f"{lab.processes_alive}/{lab.processes} processes alive{owner}"
             )
     return 0
 

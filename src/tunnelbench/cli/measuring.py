@@ -7,13 +7,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from tunnelbench.bench import measurement_lock, runner
 from tunnelbench.bench.store import Store
 from tunnelbench.cli.parsing import add_db_argument
 from tunnelbench.cli.report import write_reports
 from tunnelbench.errors import StorageError
+from tunnelbench.model.lockrecord import LockRecord
 from tunnelbench.report import fit, terminal
 from tunnelbench.report.view import RunView
 
@@ -68,7 +68,7 @@ def add_measuring_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def holding(args: argparse.Namespace, *, existing: bool) -> Iterator[tuple[Store, dict[str, Any]]]:
+def holding(args: argparse.Namespace, *, existing: bool) -> Iterator[tuple[Store, LockRecord]]:
     """The measurement lock, then the store (``existing``: one to resume a run in), both
     released however the block ends; yields the store and how the lock is held, for the
     run's environment. Call it after every check of the input: it creates the database."""

@@ -7,6 +7,7 @@ refuse them); :func:`option` supplies the default.
 
 import argparse
 import re
+from dataclasses import replace
 from typing import Any
 
 from tunnelbench.bench import conflicts
@@ -58,7 +59,7 @@ from tunnelbench.units import parse_rate, parse_span, refuse_other_digits
 DEFAULT_TUNNELS = "none,wireguard,vxlan"
 
 #: Every option that describes the experiment, by its argparse destination.
-DEFAULTS: dict[str, Any] = {
+DEFAULTS: dict[str, str | int | bool | list[str] | None] = {
     "tunnels": DEFAULT_TUNNELS.split(","),
     "streams": ["1", "4"],
     "runs": REPETITIONS_DEFAULT,
@@ -332,15 +333,25 @@ def lab_settings(args: argparse.Namespace) -> LabSettings:
             raise UserError(f"{flag}: sizes the VM of a lab on another kernel; give --kernel too")
     rate_text = option(args, "rate")
     rate = parse_rate(rate_text, key="--rate") if rate_text is not None else None
+    topology = _field("lab.topology", "--topology", option(args, "topology"))
+    link = LinkSettings(
+        mtu=_field("lab.wan.mtu", "--wan-mtu", option(args, "wan_mtu")),
+        rate=rate,
+        shaper=_field("lab.wan.shaper", "--shaper", option(args, "shaper")),
+        queue_limit=_field("lab.wan.queue_limit", "--queue-limit", option(args, "queue_limit")),
+    )
+    queue, queue_bytes = _queue(args)
+    impaired = _impairments(args)
     return LabSettings(
-        topology=_field("lab.topology", "--topology", option(args, "topology")),
-        wan=LinkSettings(
-            mtu=_field("lab.wan.mtu", "--wan-mtu", option(args, "wan_mtu")),
-            rate=rate,
-            shaper=_field("lab.wan.shaper", "--shaper", option(args, "shaper")),
-            queue_limit=_field("lab.wan.queue_limit", "--queue-limit", option(args, "queue_limit")),
-            **_queue(args),
-            **_impairments(args),
+        topology=topology,
+        wan=replace(
+            link,
+            queue=queue,
+            queue_bytes=queue_bytes,
+            delay=impaired.delay,
+            jitter=impaired.jitter,
+            loss=impaired.loss,
+            reorder=impaired.reorder,
         ),
         budget=role_budgets(budget) if (budget := option(args, "cpu_budget")) else RoleBudgets(),
         lan_mtu=_field("lab.lan_mtu", "--lan-mtu", option(args, "lan_mtu")),
@@ -353,7 +364,7 @@ def lab_settings(args: argparse.Namespace) -> LabSettings:
     )
 
 
-def _queue(args: argparse.Namespace) -> dict[str, Any]:
+def _queue(args: argparse.Namespace) -> tuple[Queue | None, int | None]:
     """``--queue`` and ``--queue-bytes`` checked as their plan settings are, and together."""
     text, size = option(args, "queue"), option(args, "queue_bytes")
     queue: Queue | None = None if text is None else _field("lab.wan.queue", "--queue", text)
@@ -363,18 +374,22 @@ def _queue(args: argparse.Namespace) -> dict[str, Any]:
     keys = {"queue": "--queue", "queue_bytes": "--queue-bytes", **wan.PLAN_KEYS}
     if problems := wan.conflicts(LinkSettings(queue=queue, queue_bytes=limit), keys):
         raise UserError(problems[0])
-    return {"queue": queue, "queue_bytes": limit}
+    return queue, limit
 
 
-def _impairments(args: argparse.Namespace) -> dict[str, Any]:
+def _impairments(args: argparse.Namespace) -> LinkSettings:
     """``--delay``, ``--jitter``, ``--loss``, ``--reorder`` checked as their plan settings
-    are, alone and together; those not given are off."""
+    are, alone and together (a link with these alone set); those not given are off."""
     keys = {name: f"--{name}" for name in wan.PLAN_KEYS}
-    found: dict[str, Any] = {
-        name: None if (text := option(args, name)) is None else _field(path, keys[name], text)
-        for name, path in wan.PLAN_KEYS.items()
-    }
-    if problems := wan.conflicts(LinkSettings(**found), keys):
+
+    def given(name: str) -> Any:
+        text = option(args, name)
+        return None if text is None else _field(wan.PLAN_KEYS[name], keys[name], text)
+
+    found = LinkSettings(
+        delay=given("delay"), jitter=given("jitter"), loss=given("loss"), reorder=given("reorder")
+    )
+    if problems := wan.conflicts(found, keys):
         raise UserError(problems[0])
     return found
 
@@ -431,6 +446,7 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
         _field("traffic.streams", "--streams", _as_int("--streams", s))
         for s in option(args, "streams")
     ]
+    protocol = _protocol(args)
     base = TrialConfig(
         lab=lab_settings(args),
         traffic=TrafficSettings(
@@ -440,7 +456,9 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
             duration=_field("traffic.duration", "--duration", option(args, "duration")),
             warmup=_field("traffic.warmup", "--warmup", option(args, "warmup")),
             family=family,
-            **_protocol(args),
+            protocol=protocol.protocol,
+            udp_rate=protocol.udp_rate,
+            congestion=protocol.congestion,
         ),
     )
     _check_budget_roles(base.lab)
@@ -469,19 +487,19 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
     return experiment
 
 
-def _protocol(args: argparse.Namespace) -> dict[str, Any]:
-    """``--udp RATE`` (UDP at that rate per stream) or ``--congestion`` (TCP's)."""
+def _protocol(args: argparse.Namespace) -> TrafficSettings:
+    """``--udp RATE`` (UDP at that rate per stream) or ``--congestion`` (TCP's): traffic
+    with these alone set."""
     rate, congestion = option(args, "udp"), option(args, "congestion")
     if rate is not None and congestion is not None:
         raise UserError("--congestion: a TCP setting; it cannot go with --udp")
     if rate is not None:
-        return {
-            "protocol": Protocol.UDP,
-            "udp_rate": _field("traffic.udp_rate", "--udp", rate),
-        }
+        return TrafficSettings(
+            protocol=Protocol.UDP, udp_rate=_field("traffic.udp_rate", "--udp", rate)
+        )
     if congestion is not None:
-        return {"congestion": _field("traffic.congestion", "--congestion", congestion)}
-    return {}
+        return TrafficSettings(congestion=_field("traffic.congestion", "--congestion", congestion))
+    return TrafficSettings()
 
 
 def _check_budget_roles(lab: LabSettings) -> None:

@@ -29,7 +29,15 @@ from tunnelbench.bench.testbeds.hosts_estimate import HostsOverheads
 from tunnelbench.cli.parsing import Verbs, add_db_argument
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Order, TunnelMode
-from tunnelbench.model.plan import Experiment, Trial, TrialConfig, expand, flatten, varying_paths
+from tunnelbench.model.plan import (
+    Experiment,
+    Settings,
+    Trial,
+    TrialConfig,
+    expand,
+    flatten,
+    varying_paths,
+)
 from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.remote import hostsfile
 from tunnelbench.remote.hostsfile import HostsFile
@@ -288,7 +296,7 @@ def _skipped_lines(
 
 
 def _table(
-    flats: dict[TrialConfig, dict[str, Any]],
+    flats: dict[TrialConfig, Settings],
     paths: list[str],
     status: dict[TrialConfig, str],
     runs: str,
@@ -393,11 +401,11 @@ def _order(order: Order, configurations: int) -> str:
     return f"order: {rounds}, #1 to #{configurations}"
 
 
-def shared_settings(flats: list[dict[str, Any]], left: set[str]) -> dict[str, Any]:
+def shared_settings(flats: list[Settings], left: set[str]) -> Settings:
     """The settings every configuration has alike and not at its default (a plan's base:
     rate, queue, budget), but those in ``left`` (the table's columns): a one-row table
     would otherwise hide what the plan set."""
-    default = flatten(TrialConfig().to_dict())
+    default = TrialConfig().settings()
     first, rest = flats[0], flats[1:]
     return {
         path: value

@@ -6,7 +6,6 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tunnelbench.bench import learned, planfile, progress, runner
 from tunnelbench.bench.store import Store
@@ -31,6 +30,7 @@ from tunnelbench.cli.parsing import Verbs
 from tunnelbench.echo import capped
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import TunnelMode
+from tunnelbench.model.lockrecord import LockRecord
 from tunnelbench.model.plan import Experiment
 from tunnelbench.model.records import TrialStatus
 from tunnelbench.remote import hostsfile
@@ -142,7 +142,7 @@ def _remote(args: argparse.Namespace) -> int:
     experiment, _ = _requested_experiment(args)
     prepared = hosts_plan.plan(experiment, hosts)
 
-    def started(store: Store, lock: dict[str, Any] | None, session: Session) -> int:
+    def started(store: Store, lock: LockRecord | None, session: Session) -> int:
         facts = hosts_plan.environment(session)
         return runner.start(
             prepared, store, command_line=shlex.join(sys.argv), lock=lock, facts=facts
@@ -155,7 +155,7 @@ def _on_hosts(
     args: argparse.Namespace,
     hosts: hostsfile.HostsFile,
     prepared: runner.Prepared,
-    started: Callable[[Store, dict[str, Any] | None, Session], int],
+    started: Callable[[Store, LockRecord | None, Session], int],
     *,
     existing: bool,
     execute: Callable[[Store, int, Session, runner.Prepared], int] | None = None,
@@ -227,7 +227,7 @@ def _resume_hosts(args: argparse.Namespace) -> int:
             raise UserError(f"--resume: run {run.id} is a tuning session, not a hosts run")
         prepared = hosts_plan.expanded(hosts_plan.resumed(run, hosts), hosts)
 
-    def started(store: Store, lock: dict[str, Any] | None, session: Session) -> int:
+    def started(store: Store, lock: LockRecord | None, session: Session) -> int:
         ready = hosts_plan.connected(session, prepared)
         adaptive = ready.experiment.adaptive is not None
         runner.check_stored(store, run.id, ready.trials, adaptive=adaptive)

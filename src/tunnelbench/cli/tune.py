@@ -8,7 +8,6 @@ import shlex
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from tunnelbench.bench import planfile, runner
 from tunnelbench.bench import tune as tuning
@@ -35,6 +34,7 @@ from tunnelbench.echo import capped, shown, unknown_value
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import TunnelMode
 from tunnelbench.model.fields import SETTINGS
+from tunnelbench.model.lockrecord import LockRecord
 from tunnelbench.model.plan import REPETITIONS_MAX, TrialConfig, check_int
 from tunnelbench.model.records import RunStatus
 from tunnelbench.model.tuning import Target, TuneRecord
@@ -211,7 +211,7 @@ def _on_hosts(args: argparse.Namespace) -> int:
     request = _request(args)
     prepared = tuning.prepare_hosts(request, hosts)
 
-    def started(store: Store, lock: dict[str, Any] | None, session: Session) -> int:
+    def started(store: Store, lock: LockRecord | None, session: Session) -> int:
         ready = tuning.start_trials(hosts_plan.connected(session, prepared))
         facts = hosts_plan.environment(session)
         run_id, _ = tuning.begin(
@@ -247,7 +247,7 @@ def _resume_hosts(args: argparse.Namespace) -> int:
         experiment = hosts_plan.resumed(store.run(str(run_id)), hosts)
     prepared = tuning.start_trials(hosts_plan.expanded(experiment, hosts))
 
-    def started(store: Store, lock: dict[str, Any] | None, session: Session) -> int:
+    def started(store: Store, lock: LockRecord | None, session: Session) -> int:
         store.reopen_run(run_id, runner.owner())
         return run_id
 

@@ -135,7 +135,7 @@ class LabFacts:
     #: role -> the one core a PPPoE session's WAN receive is held to.
     rps_pppoe_wan: dict[str, str] | None = None
     #: role -> its PPPoE session, on a WAN over PPPoE (lab.pppoe).
-    pppoe: dict[str, dict[str, Any]] | None = None
+    pppoe: dict[str, dict[str, str | int]] | None = None
     role_budgets: RoleLimitsRecord | None = None
     #: ``lab up``'s tunnel: its kind, implementation, MTU and role -> device.
     tunnel: str | None = None

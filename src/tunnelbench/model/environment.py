@@ -16,6 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
+from tunnelbench.model.capability_record import KernelCapabilities
+from tunnelbench.model.hostsrecord import RemoteRecord
+from tunnelbench.model.lockrecord import LockRecord
+
 #: The owners of the keys: the testbeds that describe the machine measured, and the
 #: steps of a run that add to what they wrote.
 LAB: Final = "lab"  # this machine, measured by the namespace lab (bench.environment)
@@ -91,7 +95,7 @@ class Environment:
             HOSTS,
         ),
     )
-    capabilities: dict[str, Any] | None = field(
+    capabilities: KernelCapabilities | None = field(
         default=None,
         metadata=_key(
             "what the kernel can do that advice depends on (links, qdiscs, ESP, congestion)",
@@ -100,13 +104,13 @@ class Environment:
             HOSTS,
         ),
     )
-    remote: dict[str, Any] | None = field(
+    remote: RemoteRecord | None = field(
         default=None,
         metadata=_key(
             "real hosts: the hosts file, each role's facts, the controlling machine", HOSTS
         ),
     )
-    measurement_lock: dict[str, Any] | None = field(
+    measurement_lock: LockRecord | None = field(
         default=None,
         metadata=_key(
             "how the run held the measurement lock, and which runs measured beside it", RUN
@@ -151,6 +155,15 @@ class Environment:
                 values[name] = {spec: cls.from_dict(facts) for spec, facts in value.items()}
             elif name == "cpu_flags" and isinstance(value, list):
                 values[name] = tuple(value)
+            elif name == "capabilities" and isinstance(value, Mapping):
+                values[name] = KernelCapabilities.from_json(value)
+            elif name == "measurement_lock" and isinstance(value, Mapping):
+                values[name] = LockRecord.from_json(value)
+            elif name == "remote":
+                try:
+                    values[name] = RemoteRecord.from_json(value)
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    other[name] = value  # not a record this version reads: kept as is
             else:
                 values[name] = value
         return cls(**values, other=other, order=tuple(data))
@@ -174,6 +187,8 @@ class Environment:
             return {spec: facts.to_dict() for spec, facts in value.items()}
         if name == "cpu_flags" and value is not None:
             return list(value)
+        if isinstance(value, KernelCapabilities | LockRecord | RemoteRecord):
+            return value.to_json()
         return value
 
     def guest(self, spec: str) -> "Environment | None":

@@ -42,6 +42,15 @@ from tunnelbench.units import refuse_other_digits
 E = TypeVar("E", bound=Enum)
 D = TypeVar("D")
 
+#: One setting's value, as a configuration holds it and a plan's parsed value is: an
+#: enum is its member (a str), ``lab.offloads.roles`` a tuple (a list once stored).
+SettingValue = str | int | float | bool | tuple[str, ...] | list[str] | None
+#: Settings by their path (``lab.wan.rate``): a configuration's, flattened
+#: (:meth:`TrialConfig.settings`), or those a plan or a tuning step sets.
+Settings = dict[str, SettingValue]
+#: Settings nested by section, as :meth:`TrialConfig.from_settings` builds them.
+_Tree = dict[str, "SettingValue | _Tree"]
+
 MTU_MIN, MTU_MAX = 576, 65535
 IPV6_MTU_MIN = 1280
 STREAMS_MAX = 128
@@ -290,6 +299,10 @@ class TrialConfig:
         is the dict it was)."""
         return asdict(self, dict_factory=_listed)
 
+    def settings(self) -> Settings:
+        """Every setting by its path (``lab.wan.rate``), as :meth:`to_dict` stores it."""
+        return flatten(self.to_dict())
+
     def key(self) -> str:
         """A canonical text identity: equal configurations have equal keys.
 
@@ -332,10 +345,19 @@ class TrialConfig:
         return _from_dict(cls, {**data, **sections})
 
     @classmethod
-    def from_settings(cls, data: dict[str, Any]) -> "TrialConfig":
-        """A new configuration from the settings given (a plan's): the rest take
+    def from_settings(cls, settings: Settings) -> "TrialConfig":
+        """A new configuration from the settings given by path (a plan's): the rest take
         today's defaults."""
-        return _from_dict(cls, data)
+        tree: _Tree = {}
+        for path, value in settings.items():
+            node = tree
+            *parents, leaf = path.split(".")
+            for part in parents:
+                inner = node.setdefault(part, {})
+                assert isinstance(inner, dict)  # a path's sections are sections
+                node = inner
+            node[leaf] = value
+        return _from_dict(cls, tree)
 
 
 #: Settings added after configurations were first stored, by their path, with the value

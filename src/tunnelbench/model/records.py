@@ -139,7 +139,7 @@ class LabFound:
     rps_tunnel_devices: dict[str, str] | None = None
     #: role -> its ppp device, PPPoE session and peer MAC as its kernel listed them, on a
     #: WAN over PPPoE (lab.pppoe).
-    pppoe: dict[str, dict[str, Any]] | None = None
+    pppoe: dict[str, dict[str, str | int]] | None = None
     #: role -> the one core its PPPoE WAN veth was steered to, with lab.queues (a NIC's
     #: RSS puts a PPPoE session in one queue).
     rps_pppoe_wan: dict[str, str] | None = None

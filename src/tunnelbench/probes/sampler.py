@@ -75,7 +75,8 @@ class ProbeResult:
     processes: dict[str, float]  # label -> percent of one core over the window
     samples: int
     sampler_cpu_pct: float  # the sampler thread's own CPU, percent of one core
-    series: list[dict[str, Any]] = field(default_factory=list)
+    #: Per step (``t``, seconds into the window), each core's busy share and its parts (%).
+    series: list[dict[str, float | list[float]]] = field(default_factory=list)
     # The endpoints' TCP counters at the window's start and end (role -> counter text).
     tcp_start: dict[str, str] = field(default_factory=dict)
     tcp_end: dict[str, str] = field(default_factory=dict)
@@ -304,7 +305,7 @@ class Sampler:
                 assert before is not None and after is not None
                 ticks = sum(after) - sum(before)
                 processes[label] = round(process.percent_of_core(ticks, a1 - a0), 2)
-        series = []
+        series: list[dict[str, float | list[float]]] = []
         for (_, a, _), (tb, b, _) in zip(self._snapshots, self._snapshots[1:], strict=False):
             cores = cpu.usage(a, b)
             # Per core, the busy share and the three parts the time series show (reports

@@ -8,16 +8,16 @@ DUT says of the paths its hosts file's tunnel could take, with ``where`` naming 
 kernel it is. A black box's is unknown: nothing is recorded, and advice says so.
 """
 
-from typing import Any
-
 from tunnelbench.kinds import Protection, TunnelKind, TunnelMode
+from tunnelbench.model.capability_record import Found, KernelCapabilities
 from tunnelbench.remote.session import Session
+from tunnelbench.remote.software import WIREGUARD_MODULE
 from tunnelbench.remote.tunnel import esp_refusal
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.openvpn import kernel_dco
 
 
-def dut_record(session: Session) -> dict[str, Any] | None:
+def dut_record(session: Session) -> KernelCapabilities | None:
     """The DUT's capability record: its WireGuard module (from its facts); for a built
     tunnel in ESP at the DUT, each AEAD's SA (the lab's probe, made there and deleted);
     for OpenVPN, ovpn-dco's netlink family. None for a black box."""
@@ -25,18 +25,20 @@ def dut_record(session: Session) -> dict[str, Any] | None:
     host, facts = session.hosts.get(dut), session.facts.get(dut)
     if host is None or facts is None:
         return None
-    record: dict[str, Any] = {"where": f"{dut}'s kernel", "links": {}, "esp": {}}
+    links: dict[str, Found] = {}
     software = facts.software
     if software.wireguard_module is not None:
-        has = software.has_module("wireguard")
-        record["links"]["wireguard"] = {"ok": has, "detail": software.kernel_wireguard()}
+        has = software.has_module(WIREGUARD_MODULE)
+        links["wireguard"] = Found(has, software.kernel_wireguard())
+    esp: dict[str, Found] = {}
     plan = session.file.tunnel
-    esp = plan.kind is TunnelKind.IPSEC or plan.protection is Protection.IPSEC
-    if plan.mode is TunnelMode.BUILD and esp and dut in plan.ends:
+    encrypted = plan.kind is TunnelKind.IPSEC or plan.protection is Protection.IPSEC
+    if plan.mode is TunnelMode.BUILD and encrypted and dut in plan.ends:
         for cipher, algorithm in strongswan.KERNEL_ALGORITHMS.items():
             refusal = esp_refusal(session, dut, cipher)
-            record["esp"][algorithm] = {"ok": refusal is None, "detail": refusal or "made an SA"}
+            esp[algorithm] = Found(refusal is None, refusal or "made an SA")
+    dco = None
     if plan.kind is TunnelKind.OPENVPN:
         found = kernel_dco(host)
-        record["openvpn_dco"] = {"ok": found.ok, "detail": found.detail}
-    return record
+        dco = Found(found.ok, found.detail)
+    return KernelCapabilities(where=f"{dut}'s kernel", links=links, esp=esp, openvpn_dco=dco)

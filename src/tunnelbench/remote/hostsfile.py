@@ -16,6 +16,7 @@ from typing import Any
 from tunnelbench.echo import capped, did_you_mean
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Protection, TunnelKind, TunnelMode
+from tunnelbench.model.hostsrecord import HostEntry, HostsRecord
 from tunnelbench.remote.snmp import Agent
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
@@ -149,22 +150,22 @@ class HostsFile:
         assert address is not None  # required by parse (IPv6: by the run's check)
         return address
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> HostsRecord:
         """What a run records of where it ran (destinations, not credentials)."""
-        return {
-            "path": str(self.path),
-            "layout": self.layout,
-            "dut": self.dut,
-            "hosts": {
-                r: {"ssh": h.destination, "address": h.address}
-                | ({"address6": h.address6} if h.address6 else {})
-                | ({"snmp": h.snmp.target} if h.snmp else {})
+        return HostsRecord(
+            path=str(self.path),
+            layout=self.layout,
+            dut=self.dut,
+            hosts={
+                r: HostEntry(
+                    h.destination, h.address, h.address6, h.snmp.target if h.snmp else None
+                )
                 for r, h in self.hosts.items()
             },
-            "tunnel_mode": self.tunnel.mode,
-            "tunnel_kind": self.tunnel.kind,
-            "tunnel_protection": self.tunnel.protection,
-        }
+            tunnel_mode=self.tunnel.mode,
+            tunnel_kind=self.tunnel.kind,
+            tunnel_protection=self.tunnel.protection,
+        )
 
 
 def load(path: Path) -> HostsFile:

@@ -20,7 +20,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tunnelbench.errors import UserError
 from tunnelbench.lab.state import process_start_time
@@ -75,7 +74,7 @@ class SessionRecord:
 
     directory: Path
     hosts_file: str
-    owner: dict[str, Any] = field(default_factory=owner)
+    owner: dict[str, object] = field(default_factory=owner)
     masters: list[Master] = field(default_factory=list)
 
     @classmethod

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from statistics import fmean
 
+from tunnelbench.model.hostsrecord import CryptoDriver, HostFacts
 from tunnelbench.probes.cpu import Snapshot, parse_proc_stat, usage
 from tunnelbench.remote import software
 from tunnelbench.remote.host import RECORD_SELF, SshHost
@@ -152,21 +153,22 @@ class Facts:
     #: The tunnel daemons' versions and the kernel's WireGuard.
     software: Software = field(default_factory=Software)
 
-    def to_dict(self) -> dict[str, object]:
+    def record(self) -> HostFacts:
+        """What a run records of the host (its environment's ``remote.facts``)."""
         drivers = self.cipher_drivers().items()
-        return {
-            "kernel": self.kernel,
-            "machine": self.machine,
-            "cores": self.cores,
-            "iperf3": self.iperf3,
-            "busybox": self.busybox,
-            "thermal_zones": self.zones,
-            "trips_c": self.trips_c,
-            "governors": {str(k): v for k, v in self.governors.items()},
-            "max_mhz": {str(k): v for k, v in self.max_mhz.items()},
-            "crypto_drivers": {k: {"driver": d, "priority": p} for k, (d, p) in drivers},
-            "software": self.software.to_dict(),
-        }
+        return HostFacts(
+            kernel=self.kernel,
+            machine=self.machine,
+            cores=self.cores,
+            iperf3=self.iperf3,
+            busybox=self.busybox,
+            thermal_zones=dict(self.zones),
+            trips_c=dict(self.trips_c),
+            governors={str(k): v for k, v in self.governors.items()},
+            max_mhz={str(k): v for k, v in self.max_mhz.items()},
+            crypto_drivers={k: CryptoDriver(d, p) for k, (d, p) in drivers},
+            software=self.software.record(),
+        )
 
     def cipher_drivers(self) -> dict[str, tuple[str, int]]:
         """The tunnels' ciphers: ChaCha20, Poly1305 and AES (GCM, CBC), as served."""

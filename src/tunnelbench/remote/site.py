@@ -144,10 +144,10 @@ class HostsSite(SessionRoles):
     def can_create(self, role: str, link_type: str) -> bool:
         """From the host's facts: its WireGuard module, or a kind's module and ``ip``."""
         found = self.session.facts[role].software
-        if link_type == "wireguard":
-            return found.has_module("wireguard")
         kinds = [k for k, (_, t) in BUILT_KINDS.items() if t == link_type]
-        return bool(kinds) and found.can_build(kinds[0])[0] is not False
+        if not kinds:  # a link no kind's ``ip`` makes (WireGuard's): its module says
+            return found.has_module(link_type)
+        return found.can_build(kinds[0])[0] is not False
 
     def free_udp_port(self, role: str, ports: range) -> int:
         """A port of ``ports`` no socket of the host is bound to (/proc/net/udp{,6})."""

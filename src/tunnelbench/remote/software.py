@@ -9,8 +9,10 @@ its path; and whether the kernel has WireGuard. All read-only, with busybox's to
 """
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from tunnelbench.kinds import TunnelKind
+from tunnelbench.model.hostsrecord import SoftwareRecord
 from tunnelbench.system.probing import PROBE_DEVICE
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
@@ -123,6 +125,22 @@ esac
 #: The words a ``klink`` line begins with.
 LINK_VERDICTS = ("ok", "refused")
 
+
+class ModuleState(StrEnum):
+    """A kernel module as :data:`SCRIPT` finds it: loaded (or built in), a module not
+    loaded yet, or not found."""
+
+    LOADED = "loaded"
+    AVAILABLE = "available"
+    NONE = "none"
+
+
+#: The kernel's WireGuard module (its state among :attr:`Software.modules`).
+WIREGUARD_MODULE = "wireguard"
+#: The states :data:`SCRIPT` writes, and those in which the kernel has the module.
+STATES = frozenset(m.value for m in ModuleState)
+HAS = (ModuleState.LOADED, ModuleState.AVAILABLE)
+
 #: What a tunnelbench-built binary's ``.version`` file completes ("built from ...").
 BUILT_FROM = {d.program: d.built_from for d in USERSPACE.values() if d.built_from}
 
@@ -153,12 +171,10 @@ class Program:
 @dataclass
 class Software:
     programs: dict[str, Program] = field(default_factory=dict)
-    #: ``loaded`` (or built in), ``available`` (a module not loaded yet), ``none``; None:
-    #: not looked at.
-    wireguard_module: str | None = None
     wireguard_module_version: str = ""
-    #: module -> ``loaded`` (or built in), ``available`` or ``none``, for BUILT_KINDS.
-    modules: dict[str, str] = field(default_factory=dict)
+    #: module -> its state, for BUILT_KINDS and WireGuard (:data:`WIREGUARD_MODULE`);
+    #: a module missing was not looked at.
+    modules: dict[str, ModuleState] = field(default_factory=dict)
     #: The link types the host's ``ip`` lists (None: it lists none it could be asked for).
     ip_link_types: frozenset[str] | None = None
     ip_version: str = ""
@@ -174,10 +190,11 @@ class Software:
             self.programs[name] = Program(value)
         elif key in ("version", "library", "pinned", "package") and name in self.programs:
             setattr(self.programs[name], key, value)
-        elif key == "wgmodule" and name in ("loaded", "available", "none"):
-            self.wireguard_module, self.wireguard_module_version = name, value
-        elif key == "kmodule" and value in ("loaded", "available", "none"):
-            self.modules[name] = value
+        elif key == "wgmodule" and name in STATES:
+            self.modules[WIREGUARD_MODULE] = ModuleState(name)
+            self.wireguard_module_version = value
+        elif key == "kmodule" and value in STATES:
+            self.modules[name] = ModuleState(value)
         elif key == "iplinks":
             self.ip_link_types = link_types(rest)
         elif key == "ipversion":
@@ -198,16 +215,17 @@ class Software:
         module, link_type = BUILT_KINDS[kind]
         state = self.modules.get(module)
         words = {
-            "loaded": f"module {module} loaded or built in",
-            "available": f"module {module} available (loaded on first use)",
-            "none": f"module {module} not found",
-        }.get(state or "", f"module {module} not looked at")
+            ModuleState.LOADED: f"module {module} loaded or built in",
+            ModuleState.AVAILABLE: f"module {module} available (loaded on first use)",
+            ModuleState.NONE: f"module {module} not found",
+            None: f"module {module} not looked at",
+        }[state]
         if self.ip_version and "iproute2" not in self.ip_version:
             why = f"ip is not iproute2's (busybox's cannot create {link_type} links)"
             return False, f"{words}; {why}"
         if self.ip_link_types is not None and link_type not in self.ip_link_types:
             return False, f"{words}; this ip cannot create {link_type} links"
-        if state in ("loaded", "available"):
+        if state in HAS:
             return True, words
         if kind in self.links:
             if (refusal := self.links[kind]) is None:
@@ -219,14 +237,14 @@ class Software:
         """Whether a probe found the kernel refusing ``kind``'s link."""
         return self.links.get(kind, None) is not None
 
-    def module(self, name: str) -> str | None:
-        """Kernel module ``name``'s state: ``loaded`` (or built in), ``available``,
-        ``none``; None where it was not looked at."""
-        return self.wireguard_module if name == "wireguard" else self.modules.get(name)
+    @property
+    def wireguard_module(self) -> ModuleState | None:
+        """The kernel's WireGuard module; None where it was not looked at."""
+        return self.modules.get(WIREGUARD_MODULE)
 
     def has_module(self, name: str) -> bool:
         """Whether the kernel has module ``name``, loaded (or built in) or to be loaded."""
-        return self.module(name) in ("loaded", "available")
+        return self.modules.get(name) in HAS
 
     def describe(self, name: str) -> str | None:
         program = self.programs.get(name)
@@ -234,20 +252,21 @@ class Software:
 
     def kernel_wireguard(self) -> str:
         """The kernel's WireGuard, in words."""
-        if self.wireguard_module == "loaded":
-            version = self.wireguard_module_version
-            return f"loaded or built in{f' (version {version})' if version else ''}"
-        if self.wireguard_module == "available":
-            return "available as a module (not loaded)"
-        if self.wireguard_module == "none":
-            return "not found (no wireguard module for this kernel)"
-        return "not looked at"
+        match self.wireguard_module:
+            case ModuleState.LOADED:
+                version = self.wireguard_module_version
+                return f"loaded or built in{f' (version {version})' if version else ''}"
+            case ModuleState.AVAILABLE:
+                return "available as a module (not loaded)"
+            case ModuleState.NONE:
+                return "not found (no wireguard module for this kernel)"
+            case None:
+                return "not looked at"
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "programs": {name: self.describe(name) for name in self.programs},
-            "kernel_wireguard": self.kernel_wireguard(),
-        }
+    def record(self) -> SoftwareRecord:
+        return SoftwareRecord(
+            {name: self.describe(name) for name in self.programs}, self.kernel_wireguard()
+        )
 
 
 def link_types(text: str) -> frozenset[str] | None:

@@ -275,7 +275,10 @@ def latency_verdict(stats: significance.Comparison) -> str:
     """The loaded round trip's sentence: ``B's loaded RTT p95 is higher by 87.8% (95% CI
     +18.1%..+156.3%, p = 0.0079)``, or beyond twice A's a factor (``higher`` and
     :func:`~.significance.factor`); higher is worse."""
-    if stats.direction in ("undecidable", "none") or stats.ratio is None:
+    if (
+        stats.direction in (significance.Change.UNDECIDABLE, significance.Change.NONE)
+        or stats.ratio is None
+    ):
         return stats.verdict
     change = stats.ratio - 1
     ci = ""
@@ -293,9 +296,9 @@ def short_latency_verdict(row: "Row") -> str:
     stats = row.latency_stats
     if stats is None:
         return "-"
-    if stats.direction == "undecidable":
+    if stats.direction is significance.Change.UNDECIDABLE:
         return f"too few runs ({stats.n1} vs {stats.n2})"
-    if stats.direction == "none" or stats.ratio is None:
+    if stats.direction is significance.Change.NONE or stats.ratio is None:
         return "not decided"
     way = "higher" if stats.ratio > 1 else "lower"
     return f"B {way} {significance.by(stats.ratio, 0)}"
@@ -395,14 +398,14 @@ def short_verdict(row: Row) -> str:
     if stats is None:
         skipped = row.a.skipped is not None or row.b.skipped is not None
         return "skipped" if skipped else "failed"
-    if stats.direction == "undecidable":
+    if stats.direction is significance.Change.UNDECIDABLE:
         noisy = ", within noise" if row.in_noise else ""
         return f"too few runs ({stats.n1} vs {stats.n2}){noisy}"
     if row.equivalent:
         return f"no difference (CI within ±{row.noise_pct:.1f}%)"
     if row.in_noise:
         return f"not decided, within noise (CV {row.noise_pct:.1f}%)"
-    if stats.direction == "none" or stats.ratio is None:
+    if stats.direction is significance.Change.NONE or stats.ratio is None:
         return "not decided"
     return f"B {stats.direction} {significance.by(stats.ratio)}"
 
@@ -477,7 +480,7 @@ def explanation(comparison: Comparison) -> list[str]:
     undecidable = {
         (s.n1, s.n2): s
         for s in (r.stats for r in comparison.rows)
-        if s is not None and s.direction == "undecidable"
+        if s is not None and s.direction is significance.Change.UNDECIDABLE
     }
     for stats in undecidable.values():
         lines.append(stats.verdict[0].upper() + stats.verdict[1:] + ".")
@@ -666,7 +669,7 @@ def slower(comparison: Comparison, pct: float) -> list[Row]:
         row
         for row in comparison.rows
         if row.stats is not None
-        and row.stats.direction == "slower"
+        and row.stats.direction is significance.Change.SLOWER
         and row.change_pct is not None
         and row.change_pct < -pct
     ]
@@ -703,7 +706,8 @@ def latency_undecided(comparison: Comparison) -> list[Row]:
     return [
         r
         for r in comparison.rows
-        if r.latency_stats is not None and r.latency_stats.direction == "undecidable"
+        if r.latency_stats is not None
+        and r.latency_stats.direction is significance.Change.UNDECIDABLE
     ]
 
 
@@ -711,7 +715,9 @@ def undecided(comparison: Comparison) -> list[Row]:
     """Pairs whose runs are too few for the rank test to reach p < alpha: a gate cannot
     see a slowdown there, whatever its size."""
     return [
-        r for r in comparison.rows if r.stats is not None and r.stats.direction == "undecidable"
+        r
+        for r in comparison.rows
+        if r.stats is not None and r.stats.direction is significance.Change.UNDECIDABLE
     ]
 
 

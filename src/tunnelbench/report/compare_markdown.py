@@ -139,12 +139,12 @@ def _details(row: Row, name: str) -> str:
     goodput = _both(compare.median_cell(row.a), compare.median_cell(row.b))
     # Too few runs is said once below, in full; a pair says it in short.
     verdict = row.verdict
-    if row.stats is not None and row.stats.direction == "undecidable":
+    if row.stats is not None and row.stats.direction is significance.Change.UNDECIDABLE:
         verdict = _too_few(compare.short_verdict(row), row.stats)
     parts = [f"goodput {goodput} Mbit/s: {verdict}"]
     if (stats := row.latency_stats) is not None:
         said = compare.latency_verdict(stats)
-        if stats.direction == "undecidable":
+        if stats.direction is significance.Change.UNDECIDABLE:
             said = _too_few(compare.short_latency_verdict(row), stats)
         parts.append(
             f"loaded RTT p95 {_both(compare.p95_cell(row.a), compare.p95_cell(row.b))} ms: {said}"

@@ -6,7 +6,6 @@ skipped or failed and why, and the charts as PNG files beside the report.
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from tunnelbench.analysis import noise
@@ -20,10 +19,12 @@ from tunnelbench.kinds import (
     Protocol,
     StreamMode,
     TunnelKind,
+    TunnelMode,
     WanEncapsulation,
 )
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.environment import Environment
+from tunnelbench.model.hostsrecord import RemoteRecord
 from tunnelbench.model.plan import TrialConfig, varying_paths
 from tunnelbench.model.records import TCG, Resolved, RunRecord, TrialRecord
 from tunnelbench.model.tuning import TuneRecord
@@ -290,30 +291,32 @@ def header_lines(
     ]
 
 
-def hosts_line(remote: dict[str, Any]) -> str:
+#: Who made a hosts run's tunnel, as the header says it.
+TUNNEL_MADE = {
+    TunnelMode.BUILD: "built by tunnelbench",
+    TunnelMode.EXISTING: "the user's, already up",
+    TunnelMode.NONE: "none",
+}
+
+
+def hosts_line(remote: RemoteRecord) -> str:
     """A run on real hosts: each role's SSH destination, kernel and cores (a router
     without a login: a black box, and its SNMP agent), which is the DUT, and who built
     the tunnel (the lab's settings in the line above do not apply)."""
-    hosts = remote.get("hosts") or {}
-    facts = remote.get("facts") or {}
+    hosts = remote.hosts
     parts = []
-    for role, where in (hosts.get("hosts") or {}).items():
-        f = facts.get(role) or {}
-        dut = " = DUT" if role == hosts.get("dut") else ""
-        if where.get("ssh") is None:  # a router without a login
-            snmp = where.get("snmp")
-            seen = f"its SNMP agent `{escape(str(snmp))}`" if snmp else "no SNMP agent"
+    for role, where in hosts.hosts.items():
+        dut = " = DUT" if role == hosts.dut else ""
+        if where.ssh is None:  # a router without a login
+            snmp = where.snmp
+            seen = f"its SNMP agent `{escape(snmp)}`" if snmp else "no SNMP agent"
             parts.append(f"{role}{dut} (a black box, no login: {seen})")
             continue
-        tools = ", busybox" if f.get("busybox") else ""
-        parts.append(
-            f"{role}{dut} (`{escape(str(where.get('ssh')))}`: kernel {f.get('kernel', '?')},"
-            f" {f.get('cores', '?')} cores{tools})"
-        )
-    mode = hosts.get("tunnel_mode", "none")
-    tunnel = {"build": "built by tunnelbench", "existing": "the user's, already up"}.get(
-        mode, "none"
-    )
+        f = remote.facts.get(role)
+        tools = ", busybox" if f is not None and f.busybox else ""
+        kernel, cores = (f.kernel, f.cores) if f is not None else ("?", "?")
+        parts.append(f"{role}{dut} (`{escape(where.ssh)}`: kernel {kernel}, {cores} cores{tools})")
+    tunnel = TUNNEL_MADE[hosts.tunnel_mode]
     return f"{'; '.join(parts)}; tunnel: {tunnel} (the lab settings do not apply to real hosts)"
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunnelbench.analysis.summary import ConfigSummary, varying_axes
-from tunnelbench.model.plan import flatten
+from tunnelbench.model.plan import Settings, flatten
 from tunnelbench.report.selector import selector_text
 
 Pair = tuple[ConfigSummary | None, ConfigSummary | None]
@@ -69,20 +69,20 @@ def plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=lambda v: getattr(v, "value", str(v))))
 
 
-def settings(s: ConfigSummary, ignored: frozenset[str], ignore_tunnel: bool) -> dict[str, Any]:
+def settings(s: ConfigSummary, ignored: frozenset[str], ignore_tunnel: bool) -> Settings:
     """The settings that pairing looks at: all but ``ignored`` (and the tunnel's)."""
     return {
         path: value
-        for path, value in flatten(s.config.to_dict()).items()
+        for path, value in s.config.settings().items()
         if path not in ignored and not (ignore_tunnel and path.startswith("tunnel."))
     }
 
 
-def _key(flat: dict[str, Any]) -> str:
+def _key(flat: Settings) -> str:
     return json.dumps(flat, sort_keys=True, default=str)
 
 
-def _differing(x: dict[str, Any], y: dict[str, Any]) -> set[str]:
+def _differing(x: Settings, y: Settings) -> set[str]:
     return {path for path in x.keys() | y.keys() if x.get(path) != y.get(path)}
 
 
@@ -128,8 +128,8 @@ def pair(
 def _by_one_setting(
     a: Sequence[ConfigSummary],
     b: Sequence[ConfigSummary],
-    flat_a: list[dict[str, Any]],
-    flat_b: list[dict[str, Any]],
+    flat_a: list[Settings],
+    flat_b: list[Settings],
     lone_a: list[int],
     lone_b: list[int],
     partners: dict[int, list[int]],

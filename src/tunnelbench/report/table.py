@@ -11,7 +11,7 @@ from tunnelbench.analysis.summary import (
 )
 from tunnelbench.analysis.tuning import ms
 from tunnelbench.analysis.verdicts import ABOVE_CEILING_PCT, above_ceiling_pct
-from tunnelbench.kinds import Protocol, Queue
+from tunnelbench.kinds import Cipher, Protocol, Queue
 from tunnelbench.model.plan import LinkSettings
 from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.report.fit import aligned, fitted, wrap
@@ -141,7 +141,7 @@ def axis_value(summary: ConfigSummary, path: str) -> str:
         return ",".join(str(v) for v in value) or "all"
     if path == "tunnel.mtu" and value is None and summary.resolved.setup.mtu:
         return str(summary.resolved.setup.mtu)
-    if path == "tunnel.cipher" and value == "auto":
+    if path == "tunnel.cipher" and value == Cipher.AUTO:
         return summary.resolved.setup.cipher or "-"  # what auto became
     return "-" if value is None else str(value)
 

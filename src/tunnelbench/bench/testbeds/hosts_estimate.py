@@ -99,8 +99,8 @@ def estimate_seconds(
 def ran_on(run: RunRecord, hosts: HostsFile) -> bool:
     """Whether ``run`` measured the machines, layout and tunnel of ``hosts``, wherever
     the file lies now."""
-    stored = (run.environment.remote or {}).get("hosts")
-    return stored is not None and {**stored, "path": None} == {**hosts.to_dict(), "path": None}
+    remote = run.environment.remote
+    return remote is not None and remote.hosts.same_hosts(hosts.record())
 
 
 def overheads(db: Path, hosts: HostsFile) -> HostsOverheads:

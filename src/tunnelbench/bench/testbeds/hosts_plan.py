@@ -17,7 +17,6 @@ same trials.
 import dataclasses
 import os
 import platform
-from typing import Any
 
 from tunnelbench import __version__
 from tunnelbench.bench import skips
@@ -26,7 +25,16 @@ from tunnelbench.bench.testbeds import hosts_estimate
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Protection, Topology, TunnelKind, TunnelMode
 from tunnelbench.model.environment import Environment
-from tunnelbench.model.plan import Experiment, LabSettings, TrialConfig, expand, with_baselines
+from tunnelbench.model.hostsrecord import Controller, RemoteRecord
+from tunnelbench.model.plan import (
+    Experiment,
+    LabSettings,
+    Settings,
+    TrialConfig,
+    expand,
+    flatten,
+    with_baselines,
+)
 from tunnelbench.model.records import RunRecord
 from tunnelbench.remote import capabilities, wan
 from tunnelbench.remote.hostsfile import BUILDABLE, PROTECTABLE, HostsFile
@@ -54,7 +62,7 @@ def plan(experiment: Experiment, hosts: HostsFile) -> Prepared:
         dataclasses.replace(c, lab=dataclasses.replace(c.lab, topology=topology))
         for c in experiment.configs
     ]
-    default = dataclasses.asdict(dataclasses.replace(LabSettings(), topology=topology))
+    default = _lab_settings(dataclasses.replace(LabSettings(), topology=topology))
     for config in with_baselines(configs):
         if config.tunnel.kind is TunnelKind.NONE and not hosts.plain_path:
             continue  # no baseline where the only path crosses the user's tunnel
@@ -87,9 +95,7 @@ def expanded(experiment: Experiment, hosts: HostsFile) -> Prepared:
 def refusal(config: TrialConfig, hosts: HostsFile) -> str | None:
     """Why ``config`` (as a plan gives it, the hosts' layout as its topology) cannot run
     on ``hosts``, or None (``tune --hosts`` asks this of each candidate)."""
-    default = dataclasses.asdict(
-        dataclasses.replace(LabSettings(), topology=Topology(hosts.layout))
-    )
+    default = _lab_settings(dataclasses.replace(LabSettings(), topology=Topology(hosts.layout)))
     try:
         _check(config, hosts, default)
     except UserError as exc:
@@ -97,11 +103,16 @@ def refusal(config: TrialConfig, hosts: HostsFile) -> str | None:
     return None
 
 
-def _check(config: TrialConfig, hosts: HostsFile, default: dict[str, Any]) -> None:
+def _lab_settings(lab: LabSettings) -> Settings:
+    """The lab's settings by their path below ``lab.`` (``wan.rate``)."""
+    return flatten(dataclasses.asdict(lab))
+
+
+def _check(config: TrialConfig, hosts: HostsFile, default: Settings) -> None:
     """One configuration checked against the hosts file (:func:`plan`)."""
     # lab.wan's shaper, queue and impairments go on the hosts' WAN link (remote.wan).
     bare = dataclasses.replace(config.lab, wan=wan.unset(config.lab.wan))
-    if (key := _first_difference(dataclasses.asdict(bare), default)) is not None:
+    if (key := _first_difference(_lab_settings(bare), default)) is not None:
         raise UserError(wan.refusal(f"lab.{key}"))
     traffic = config.traffic
     if traffic.family not in hosts.families:
@@ -157,15 +168,9 @@ def _check_other_kind(kind: TunnelKind, hosts: HostsFile) -> None:
         )
 
 
-def _first_difference(given: dict[str, Any], default: dict[str, Any]) -> str | None:
-    """The dotted path of the first setting that is not its default, or None."""
-    for key, value in given.items():
-        if isinstance(value, dict) and isinstance(default.get(key), dict):
-            if (inner := _first_difference(value, default[key])) is not None:
-                return f"{key}.{inner}"
-        elif value != default.get(key):
-            return key
-    return None
+def _first_difference(given: Settings, default: Settings) -> str | None:
+    """The path of the first setting that is not its default, or None."""
+    return next((path for path, value in given.items() if value != default.get(path)), None)
 
 
 def connected(session: Session, prepared: Prepared) -> Prepared:
@@ -197,22 +202,21 @@ def connected(session: Session, prepared: Prepared) -> Prepared:
 def resumed(run: RunRecord, hosts: HostsFile) -> Experiment:
     """The experiment of a stopped hosts run, checked to be resumed with the hosts file
     it ran with (the same machines, layout and tunnel)."""
-    stored = (run.environment.remote or {}).get("hosts")
-    if stored is None:
+    remote = run.environment.remote
+    if remote is None:
         raise UserError(f"--hosts: run {run.id} ran in the lab; resume it without --hosts")
     if not hosts_estimate.ran_on(run, hosts):
         raise UserError(
             f"--hosts: {hosts.path} is not the hosts file run {run.id} ran with"
-            f" ({stored.get('path')}, as it was then); resume it with that one"
+            f" ({remote.hosts.path}, as it was then); resume it with that one"
         )
     return run.experiment
 
 
-def environment(session: Session) -> dict[str, Any]:
+def environment(session: Session) -> Environment:
     """The run's environment: the DUT's (it is the machine measured; a black box's as its
     SNMP agent describes it, or unknown), every host's facts, and the machine that
-    controlled the run. Stored as :class:`~tunnelbench.model.environment.Environment`
-    declares it (the JSON the store keeps)."""
+    controlled the run."""
     client = session.facts["client"]
     found: Environment
     if (dut := session.facts.get(session.file.dut)) is not None:
@@ -235,9 +239,9 @@ def environment(session: Session) -> dict[str, Any]:
     return found.with_keys(
         tunnelbench=__version__,
         versions={"iperf3": client.iperf3 or "?"},
-        remote={
-            "hosts": session.file.to_dict(),
-            "facts": {role: f.to_dict() for role, f in session.facts.items()},
-            "controller": {"kernel": platform.release(), "pid": os.getpid()},
-        },
-    ).to_dict()
+        remote=RemoteRecord(
+            session.file.record(),
+            {role: f.record() for role, f in session.facts.items()},
+            Controller(platform.release(), os.getpid()),
+        ),
+    )
