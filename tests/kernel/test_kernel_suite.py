@@ -355,7 +355,9 @@ def test_the_report_names_the_guest(suite):
     assert guest.virtualization in (TCG, KVM)
     assert guest.kernel != HOST_RELEASE
     # The guest's capabilities are what advice reads: cake is there.
-    assert (guest.capabilities or {})["qdiscs"]["cake"]["ok"] is True
+    assert guest.capabilities is not None
+    cake = guest.capabilities.found("qdiscs", "cake")
+    assert cake is not None and cake.ok is True
 
 
 def test_the_reports_of_a_run_in_a_guest_hold_to_the_schema_and_name_it(suite):
