@@ -120,12 +120,18 @@ def test_the_qdiscs_read_over_rtnetlink_are_what_tc_shows(shaper):
     from tunnelbench.kinds import Shaper
     from tunnelbench.model.plan import LinkSettings
     from tunnelbench.probes import qdisc
+    from tunnelbench.traffic import waiting
 
     wan = LinkSettings(rate=50_000_000, shaper=Shaper(shaper), queue_limit=20)
     built = netns.build(LabSettings(wan=wan))
     try:
         server = built.host("server").spawn(["iperf3", "-s", "-1", "-p", "5201"])
         try:
+            # A client sent before the server listens is refused (seen in CI).
+            deadline = time.monotonic() + 5
+            while not waiting.listening(built.host("server"), 5201):
+                assert time.monotonic() < deadline, "iperf3 -s did not listen within 5 s"
+                time.sleep(0.01)
             built.exec("client", ["iperf3", "-c", built.server_address(4), "-p", "5201",
                                   "-t", "1", "-P", "4"], timeout=20)  # fmt: skip
         finally:
