@@ -22,6 +22,7 @@ and rate judge its warm-up as before. An unshaped WAN has no queue (a veth's roo
 ``noqueue``): nothing is watched there either.
 """
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,7 @@ from typing import Any
 
 from tunnelbench.analysis.steadiness import QueueReading, QueueSeries
 from tunnelbench.errors import LabError
+from tunnelbench.probes.trial import TrialProbe
 
 #: How often the queues are read: the warm-up's own pace (tunnelbench.traffic.warmup).
 POLL_S = 0.1
@@ -145,3 +147,38 @@ def from_raw(data: Mapping[str, Any]) -> tuple[QueueSeries, tuple[float, float] 
     }
     window = data.get("window")
     return series, (float(window[0]), float(window[1])) if window else None
+
+
+class WatchingProbe(TrialProbe):
+    """A probe whose queues a :class:`BacklogWatch` reads while the traffic runs (the
+    WAN queues' backlog, the senders' windows): the readings so far are the warm-up's
+    evidence (:meth:`queue_readings`, gathered by
+    :func:`tunnelbench.bench.testbeds.lab.path_signals`), and the measured window's edges
+    pick the window's own readings afterwards."""
+
+    watch: BacklogWatch | None = None
+    window: tuple[float, float] | None = None
+
+    def watching(self, watch: BacklogWatch | None, duration: float) -> None:
+        """Start ``watch`` (none where nothing is watched) for traffic of ``duration`` s."""
+        self.watch = watch
+        self.duration = duration
+        self.window = None
+        if watch is not None:
+            watch.start()
+
+    def started(self, begin: float) -> None:
+        self.window = (begin, begin + self.duration)
+
+    def queue_readings(self) -> QueueSeries:
+        """The watched queues' readings so far; none where they are not watched."""
+        return {} if self.watch is None else self.watch.readings()
+
+    def stopped(self) -> QueueSeries:
+        """Every reading, the watch ended (in :meth:`after`)."""
+        return {} if self.watch is None else self.watch.stop()
+
+    def abandon(self) -> None:
+        if self.watch is not None:
+            with contextlib.suppress(LabError):
+                self.watch.stop()

@@ -31,7 +31,6 @@ the root alone what overflows its direct queue, and a leaf such as fq_codel or c
 (which this kernel lacks, so it is unverified here) drops inside the leaf at dequeue.
 """
 
-import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,7 +47,6 @@ from tunnelbench.probes.trial import (
     ProbeContext,
     ProbeKind,
     ProbeReading,
-    TrialProbe,
     read_each,
 )
 
@@ -151,7 +149,7 @@ def read(host: Host) -> str:
     return host.qdiscs()
 
 
-class QdiscProbe(TrialProbe):
+class QdiscProbe(backlog.WatchingProbe):
     """The root qdiscs' counters before and after the traffic, and the WAN queues'
     backlog read through it (:mod:`tunnelbench.probes.backlog`): the warm-up's evidence
     while it runs (:meth:`queue_readings`), the window's afterwards
@@ -168,20 +166,10 @@ class QdiscProbe(TrialProbe):
         self.before_text = read_each(self.roles, lambda role: read(machines.host(role)))
         #: role -> device -> its root qdisc after the traffic.
         self.roots: dict[str, dict[str, RootQdisc]] = {}
-        self.window: tuple[float, float] | None = None
-        self.watch = _watch(machines, self.names, self.before_text)
-        if self.watch is not None:
-            self.watch.start()
-
-    def started(self, begin: float) -> None:
-        self.window = (begin, begin + self.duration)
-
-    def queue_readings(self) -> QueueSeries:
-        """The WAN queues' readings so far; none where they are not watched."""
-        return {} if self.watch is None else self.watch.readings()
+        self.watching(_watch(machines, self.names, self.before_text), self.duration)
 
     def after(self) -> ProbeReading:
-        series = self.watch.stop() if self.watch is not None else {}
+        series = self.stopped()
         after_text = read_each(self.roles, lambda role: read(self.machines.host(role)))
         metrics: dict[str, float] = {}
         for role in self.roles:
@@ -197,11 +185,6 @@ class QdiscProbe(TrialProbe):
             if self.window is not None:
                 metrics |= window_metrics(series, self.window, self.duration)
         return ProbeReading(metrics, raw)
-
-    def abandon(self) -> None:
-        if self.watch is not None:
-            with contextlib.suppress(LabError):
-                self.watch.stop()
 
 
 def wan_queues(names: DeviceNames, role: str, roots: Mapping[str, RootQdisc]) -> dict[str, str]:

@@ -36,12 +36,11 @@ the same window the two agree, and the kernel's count also holds the connections
 does not count (its control connection).
 """
 
-import contextlib
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tunnelbench.analysis.steadiness import CWND, QueueSeries
+from tunnelbench.analysis.steadiness import CWND
 from tunnelbench.errors import LabError
 from tunnelbench.lab.host import Host
 from tunnelbench.model import metrics as metric
@@ -52,7 +51,6 @@ from tunnelbench.probes.trial import (
     ProbeContext,
     ProbeKind,
     ProbeReading,
-    TrialProbe,
     read_each,
 )
 from tunnelbench.traffic.base import CLIENT, SERVER
@@ -208,7 +206,7 @@ def read(host: Host) -> str:
     return host.read_net(FILES)
 
 
-class TcpProbe(TrialProbe):
+class TcpProbe(backlog.WatchingProbe):
     """The ends' TCP counters before and after the traffic, and their senders' windows
     read through it (:mod:`tunnelbench.probes.senders`): the warm-up's evidence
     while it runs (:meth:`queue_readings`), the window's afterwards."""
@@ -219,21 +217,11 @@ class TcpProbe(TrialProbe):
         self.machines = machines
         self.roles = (CLIENT, SERVER)
         self.duration = context.traffic.duration
-        self.window: tuple[float, float] | None = None
         self.before_text = read_each(self.roles, lambda role: read(machines.host(role)))
-        self.watch = senders.watch(machines, self.roles)
-        if self.watch is not None:
-            self.watch.start()
-
-    def started(self, begin: float) -> None:
-        self.window = (begin, begin + self.duration)
-
-    def queue_readings(self) -> QueueSeries:
-        """The senders' windows so far; none where they are not watched."""
-        return {} if self.watch is None else self.watch.readings()
+        self.watching(senders.watch(machines, self.roles), self.duration)
 
     def after(self) -> ProbeReading:
-        series = self.watch.stop() if self.watch is not None else {}
+        series = self.stopped()
         after_text = read_each(self.roles, lambda role: read(self.machines.host(role)))
         metrics: dict[str, float] = {}
         raw: dict[str, Any] = {"before": {}, "after": {}}
@@ -248,11 +236,6 @@ class TcpProbe(TrialProbe):
             if self.window is not None:
                 metrics |= senders.window_metrics(series, self.window, self.duration)
         return ProbeReading(metrics, raw)
-
-    def abandon(self) -> None:
-        if self.watch is not None:
-            with contextlib.suppress(LabError):
-                self.watch.stop()
 
 
 def _kept(counters: Mapping[Counter, int]) -> dict[str, int]:

@@ -25,11 +25,10 @@ from tunnelbench.lab.state import ProcessRecord, is_alive
 from tunnelbench.model.plan import TrafficSettings, Trial, TrialConfig
 from tunnelbench.model.records import NO_VM, Resolved, Where
 from tunnelbench.probes import links, load
+from tunnelbench.probes.backlog import WatchingProbe
 from tunnelbench.probes.devices import DeviceNames
-from tunnelbench.probes.qdisc import QdiscProbe
 from tunnelbench.probes.rtt import RttProbe
 from tunnelbench.probes.sampler import Sampler
-from tunnelbench.probes.tcp import TcpProbe
 from tunnelbench.probes.trial import ProbeContext, ProbeSet
 from tunnelbench.system import probing
 from tunnelbench.traffic.base import PathSignals, WindowClosed
@@ -212,9 +211,9 @@ def _comm(pid: int, fallback: str) -> str:
 def path_signals(probe_set: ProbeSet) -> PathSignals | None:
     """What an "auto" warm-up watches (:mod:`tunnelbench.traffic.warmup`): the trial's
     loaded pings, and the queues' readings where a probe reads them: the WAN queues'
-    backlog (the qdisc probe) and the senders' bytes in flight (the TCP probe)."""
+    backlog (the qdisc probe) and the senders' windows (the TCP probe)."""
     pings = [p.signals() for p in probe_set.probes if isinstance(p, RttProbe)]
-    watched = [p for p in probe_set.probes if isinstance(p, QdiscProbe | TcpProbe)]
+    watched = [p for p in probe_set.probes if isinstance(p, WatchingProbe)]
     rtt = pings[0] if pings else None
     if not watched:
         return rtt
