@@ -158,3 +158,22 @@ def test_where_the_wan_queue_is_watched_its_drops_are_the_senders_losses():
         now=3.0, stretch=0.5, duration_s=DURATION,
     )  # fmt: skip
     assert found == (True, "the client.wan queue overflowed (1 drops), holding 150 kB")
+
+
+def test_cubic_creeping_near_its_last_maximum_is_a_queue_still_filling():
+    """A Debian guest (TCG), a 700 kB FIFO at 20 Mbit/s behind 10 ms, one cubic stream:
+    a retransmission timeout the stalled guest fired (undone: nothing was lost, the FIFO
+    never dropped) left the window at its maximum, 283 segments, where cubic grows it
+    slowly. The FIFO stood at about 350 kB from 4.7 s to 7.8 s; the warm-up ended there
+    (a floor of 10 segments read 286 → 290 as not growing) and the loaded round trip
+    read 171 ms where the full queue holds 301. The windows crept on, and grew faster
+    from 8 s, the FIFO filling behind them (418 kB at 9.9 s)."""
+    data = json.loads(_text("guest-fifo-700kB-cubic-plateau.json"))
+    queues, _ = from_raw(data["qdisc"])
+    windows_, _ = from_raw(data["cwnd"])
+    series = dict(queues) | dict(windows_)
+    stretch = 1.7  # ten loaded round trips
+    for now in (6.2, 6.8, 7.5, 7.8, 8.5, 9.5):
+        found = queue_judged(series, now=now, stretch=stretch, duration_s=DURATION)
+        assert found is not None and not found[0], (now, found)
+        assert found[1].startswith("the client's TCP senders still grew their windows"), found
