@@ -12,13 +12,19 @@ guard leaves alone: that is the registry itself.
 """
 
 import ast
+import json
 from pathlib import Path
 
+from tunnelbench.analysis.summary import ConfigSummary
 from tunnelbench.kinds import TunnelKind
 from tunnelbench.model.plan import TrialConfig, TunnelSettings
+from tunnelbench.model.records import Resolved
+from tunnelbench.model.tuning import Step, Target, TuneRecord
+from tunnelbench.report.table import axis_value
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "tunnelbench"
+PATH = "tunnel.implementation"
 
 #: Where a spelt implementation is read into the model (or "auto" into None).
 PARSING = {
@@ -115,3 +121,19 @@ def test_auto_is_none_in_the_model_and_auto_where_stored():
         {"tunnel.kind": "wireguard", "tunnel.implementation": "auto"}
     )
     assert from_plan == config
+
+
+def test_every_writer_of_a_configuration_spells_no_choice_auto():
+    """Readers that walk a configuration's fields (a report table's cells, a tuning
+    record's stored steps) write "auto" as before, not the model's None."""
+    auto = TrialConfig(tunnel=TunnelSettings(kind=TunnelKind.WIREGUARD))
+    named = TrialConfig(tunnel=TunnelSettings(TunnelKind.WIREGUARD, implementation="boringtun"))
+    cells = [
+        axis_value(ConfigSummary(c.key(), c, Resolved(), [], None, None, None), PATH)
+        for c in (auto, named)
+    ]
+    assert cells == ["auto", "boringtun"]
+    record = TuneRecord(Target.THROUGHPUT, 60.0, 4, 5.0, 3, 1, [Step(0, auto.key(), auto, 0)])
+    stored = record.to_dict()
+    assert stored["steps"][0]["best_config"] == json.loads(json.dumps(auto.to_dict()))
+    assert TuneRecord.from_dict(stored).start == auto
