@@ -101,6 +101,7 @@ def test_a_plan_compares_every_implementation_and_records_each_version(tmp_path)
     }
     assert tuple(trials) == WG.implementations
     for implementation, trial in trials.items():
+        assert implementation is not None  # each was named
         if (reason := runnable(implementation)) is not None:
             # Skipped with the reason, naming the setting; never run as something else.
             assert trial.status == "skipped", trial.error

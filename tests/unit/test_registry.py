@@ -30,7 +30,7 @@ def test_unknown_kind_error_lists_what_is_supported():
 
 
 def test_declared_overheads():
-    spec = TunnelSpec("auto")
+    spec = TunnelSpec("kernel")
     assert TUNNELS.get(TunnelKind.WIREGUARD).overhead(spec, 4) == 60
     assert TUNNELS.get(TunnelKind.WIREGUARD).overhead(spec, 6) == 80
     assert TUNNELS.get(TunnelKind.VXLAN).overhead(spec, 4) == 50

@@ -107,7 +107,7 @@ def budget_refusal(settings: TunnelSettings, key: str = "tunnel.cpu_budget") -> 
         return f"{needs}; none is no tunnel"
     if not tunnel.userspace_implementations:
         return f"{needs}; {kind} is a kernel tunnel"
-    if named not in ("auto", *tunnel.userspace_implementations):
+    if named is not None and named not in tunnel.userspace_implementations:
         return f"{needs}; tunnel.implementation = {named!r} runs {kind} in the kernel"
     return None
 
@@ -143,16 +143,17 @@ def _widest_spec(tunnel: Tunnel, settings: TunnelSettings) -> TunnelSpec:
     """``settings`` as the machine that allows the largest packets would resolve them."""
     esp = settings.protection is Protection.IPSEC or settings.kind is TunnelKind.IPSEC
     cipher: Cipher | None = None
-    implementation: str | None = None
+    esp_implementation: str | None = None
     if esp:
         cipher = settings.cipher if settings.cipher in ESP_CIPHERS else ESP_CIPHERS[0]
-        named = settings.kind is TunnelKind.IPSEC and settings.implementation != "auto"
-        implementation = settings.implementation if named else strongswan.KERNEL
+        named = settings.implementation if settings.kind is TunnelKind.IPSEC else None
+        esp_implementation = named or strongswan.KERNEL
+    # Without ESP a kind's implementations share one wire: any of them will do.
     return TunnelSpec(
-        implementation=implementation or settings.implementation,
+        implementation=esp_implementation or settings.implementation or tunnel.implementations[0],
         mtu=settings.mtu or 0,
         cipher=cipher,
         esp_mode=settings.esp_mode,
         protection=settings.protection,
-        esp_implementation=implementation,
+        esp_implementation=esp_implementation,
     )

@@ -39,6 +39,7 @@ from tunnelbench.model.fields import GROUPS, SETTINGS
 from tunnelbench.model.plan import (
     ADAPTIVE_MAX,
     ADAPTIVE_MIN,
+    IMPLEMENTATION_AUTO,
     IPV6_MTU_MIN,
     REPETITIONS_DEFAULT,
     REPETITIONS_MAX,
@@ -770,11 +771,12 @@ def _conflicts(config: TrialConfig) -> list[str]:
     found += GENERATORS.get(traffic.generator).conflicts(traffic)
     if tunnel.kind is not TunnelKind.NONE:
         implementations = TUNNELS.get(tunnel.kind).implementations
-        if tunnel.implementation not in ("auto", *implementations):
+        named = tunnel.implementation
+        if named is not None and named not in implementations:
+            spelt = (IMPLEMENTATION_AUTO, *implementations)
             found.append(
-                f"tunnel.implementation: {shown(tunnel.implementation)} is not an implementation"
-                f" of {tunnel.kind.value}; allowed: {', '.join(('auto', *implementations))}"
-                f"{did_you_mean(tunnel.implementation, ('auto', *implementations))}"
+                f"tunnel.implementation: {shown(named)} is not an implementation"
+                f" of {tunnel.kind.value}; allowed: {', '.join(spelt)}{did_you_mean(named, spelt)}"
             )
     roles = CHAINS[lab.topology].roles
     for role in lab.offloads.roles:

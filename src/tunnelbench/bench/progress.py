@@ -35,7 +35,7 @@ def describe(config: TrialConfig) -> str:
     parts = [c.tunnel.kind.value]
     if c.tunnel.protection is not Protection.NONE:
         parts[0] += f"+{c.tunnel.protection.value}"
-    if c.tunnel.implementation != "auto":
+    if c.tunnel.implementation is not None:
         parts.append(c.tunnel.implementation)
     if c.tunnel.cipher is not Cipher.AUTO:
         parts.append(c.tunnel.cipher.value)

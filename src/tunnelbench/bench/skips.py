@@ -67,7 +67,7 @@ def _program(caps: Capabilities, name: str) -> bool | None:
 def _available(caps: Capabilities, kind: str, implementation: str) -> bool | None:
     """Whether an implementation exists here: the kernel's link type, or every program
     the userspace implementation needs; None when that was not probed."""
-    if implementation == "kernel":
+    if REGISTRY.get(TunnelKind(kind)).in_kernel(implementation):
         return caps.links.get(kind, Check(None)).ok
     found = [
         _program(caps, name) for name, _ in REGISTRY.get(TunnelKind(kind)).programs(implementation)
@@ -78,9 +78,9 @@ def _available(caps: Capabilities, kind: str, implementation: str) -> bool | Non
 
 
 def resolve(tunnel: TunnelSettings, caps: Capabilities) -> str | None:
-    """The implementation the runner would use ("auto": the first available, kernel
-    first); None when that cannot be told or nothing is available."""
-    if tunnel.implementation != "auto":
+    """The implementation the runner would use (none asked for, "auto": the first
+    available, kernel first); None when that cannot be told or nothing is available."""
+    if tunnel.implementation is not None:
         return tunnel.implementation
     for name in _implementations(tunnel.kind, auto=True):
         found = _available(caps, tunnel.kind.value, name)
@@ -107,36 +107,37 @@ def _tunnel(config: TrialConfig, caps: Capabilities) -> str | None:
     tunnel, kind = config.tunnel, config.tunnel.kind.value
     if tunnel.kind is TunnelKind.NONE:
         return None
-    impls = _implementations(tunnel.kind)
-    if tunnel.implementation not in ("auto", *impls):
+    registered, named = REGISTRY.get(tunnel.kind), tunnel.implementation
+    if named is not None and named not in registered.implementations:
         return None  # not a machine problem: resolving the implementation names it
-    auto = tunnel.implementation == "auto"
-    wanted = _implementations(tunnel.kind, auto=True) if auto else (tunnel.implementation,)
+    wanted = _implementations(tunnel.kind, auto=True) if named is None else (named,)
     if any(_available(caps, kind, name) is not False for name in wanted):
         return None
     refused = caps.links.get(kind, Check(None)).detail
-    if impls == ("kernel",):
+    if not registered.userspace_implementations:
         return f"tunnel.kind: {kind} links cannot be created here ({refused})"
-    if "kernel" not in impls:  # userspace only (openvpn): name the missing programs
-        needed = REGISTRY.get(tunnel.kind).programs(wanted[0])
+    if not registered.kernel_implementations:  # userspace only (openvpn): name the programs
+        needed = registered.programs(wanted[0])
         missing = " and ".join(name for name, _ in needed if _program(caps, name) is False)
         return f"tunnel.kind: {kind} needs {missing}, not installed here"
-    kernel = f"kernel {REGISTRY.get(tunnel.kind).display}"
-    if tunnel.implementation == "kernel":
+    kernel = f"kernel {registered.display}"
+    if named is not None and registered.in_kernel(named):
         return f"tunnel.implementation: {kernel} is not available ({refused})"
-    if not auto:
-        missing = "; ".join(f"{name} ({why}) was not found" for name, why in _missing(caps, tunnel))
-        return f"tunnel.implementation: {tunnel.implementation} is not installed: {missing}"
-    others = " or ".join(name for name in wanted if name != "kernel")
+    if named is not None:
+        missing = "; ".join(
+            f"{name} ({why}) was not found" for name, why in _missing(caps, tunnel.kind, named)
+        )
+        return f"tunnel.implementation: {named} is not installed: {missing}"
+    others = " or ".join(name for name in wanted if not registered.in_kernel(name))
     return (
         f"tunnel.implementation: auto finds neither {kernel} ({refused}) "
         f"nor {others} (not installed)"
     )
 
 
-def _missing(caps: Capabilities, tunnel: TunnelSettings) -> list[tuple[str, str]]:
+def _missing(caps: Capabilities, kind: TunnelKind, named: str) -> list[tuple[str, str]]:
     """The programs an implementation needs that are not installed, with their purpose."""
-    needed = REGISTRY.get(tunnel.kind).programs(tunnel.implementation)
+    needed = REGISTRY.get(kind).programs(named)
     return [(name, purpose) for name, purpose in needed if _program(caps, name) is False]
 
 
@@ -149,7 +150,8 @@ def _cpu_budget(config: TrialConfig, caps: Capabilities) -> str | None:
     if refused := conflicts.budget_refusal(tunnel):  # a plan refuses it before this
         return refused
     needs = "tunnel.cpu_budget: needs a userspace tunnel daemon"
-    if resolve(tunnel, caps) == "kernel":
+    resolved = resolve(tunnel, caps)
+    if resolved is not None and REGISTRY.get(tunnel.kind).in_kernel(resolved):
         return f"{needs}; {kind} resolves to kernel here"
     if offload := REGISTRY.get(tunnel.kind).kernel_offload(caps):
         return f"{needs}; {offload}"

@@ -32,6 +32,7 @@ from tunnelbench.model.plan import (
     ADAPTIVE_MIN,
     DURATION_DEFAULT,
     HOST_KERNEL,
+    IMPLEMENTATION_AUTO,
     REPETITIONS_DEFAULT,
     REPETITIONS_MAX,
     ROLES,
@@ -51,6 +52,7 @@ from tunnelbench.model.plan import (
     check_size,
     check_target_pct,
     product_configs,
+    requested_implementation,
 )
 from tunnelbench.traffic import REGISTRY as GENERATORS
 from tunnelbench.tunnels import REGISTRY as TUNNELS
@@ -89,7 +91,7 @@ DEFAULTS: dict[str, str | int | bool | list[str] | None] = {
     "vm_memory": VmSettings().memory,
     "fresh_labs": False,
     "tunnel_mtu": None,
-    "wireguard_impl": "auto",
+    "wireguard_impl": IMPLEMENTATION_AUTO,
     "target_ci": None,  # adaptive repetitions: off
     "max_runs": None,  # with --target-ci: plan.ADAPTIVE_MAX
     "time_limit": None,  # planfile.TIME_LIMIT_S
@@ -319,7 +321,7 @@ def add_lab_arguments(parser: argparse.ArgumentParser, *, kernel: bool = True) -
     )
     lab.add_argument(
         "--wireguard-impl",
-        help=" | ".join(("auto", *TUNNELS.get(TunnelKind.WIREGUARD).implementations))
+        help=" | ".join((IMPLEMENTATION_AUTO, *TUNNELS.get(TunnelKind.WIREGUARD).implementations))
         + "; `run` takes a comma list and compares them (default auto: kernel if the kernel"
         " has it, else wireguard-go)",
     )
@@ -394,31 +396,32 @@ def _impairments(args: argparse.Namespace) -> LinkSettings:
     return found
 
 
-def wireguard_impls(args: argparse.Namespace) -> list[str]:
-    """``--wireguard-impl``: one implementation, or a comma list to compare."""
+def wireguard_impls(args: argparse.Namespace) -> list[str | None]:
+    """``--wireguard-impl``: one implementation, or a comma list to compare; None for
+    ``auto`` (no choice: the kind's own)."""
     text = option(args, "wireguard_impl")
     names = [name.strip() for name in text.split(",")]
     if not all(names):
         raise UserError(f"--wireguard-impl: {shown(text)} has an empty item")
     if len(set(names)) < len(names):
         raise UserError(f"--wireguard-impl: {shown(text)} names an implementation twice")
-    return names
+    return [requested_implementation(name) for name in names]
 
 
-def tunnel_settings(
-    args: argparse.Namespace, kind: TunnelKind, family: int = 4, implementation: str | None = None
-) -> TunnelSettings:
-    """One tunnel's settings; ``implementation`` is one of ``--wireguard-impl``'s (which
-    must then name only one)."""
-    tunnel_mtu = option(args, "tunnel_mtu")
-    mtu = None if tunnel_mtu is None else check_mtu("--tunnel-mtu", tunnel_mtu, family=family)
-    if kind is not TunnelKind.WIREGUARD:
-        implementation = "auto"
-    elif implementation is None:
+def tunnel_settings(args: argparse.Namespace, kind: TunnelKind, family: int = 4) -> TunnelSettings:
+    """One tunnel's settings, for a lab by hand: ``--wireguard-impl`` must name only one."""
+    mtu = _tunnel_mtu(args, family)
+    implementation = None
+    if kind is TunnelKind.WIREGUARD:
         implementation, *more = wireguard_impls(args)
         if more:
             raise UserError("--wireguard-impl: a lab has one tunnel; name one implementation")
     return TunnelSettings(kind=kind, implementation=implementation, mtu=mtu)
+
+
+def _tunnel_mtu(args: argparse.Namespace, family: int) -> int | None:
+    tunnel_mtu = option(args, "tunnel_mtu")
+    return None if tunnel_mtu is None else check_mtu("--tunnel-mtu", tunnel_mtu, family=family)
 
 
 def check_conflicts(config: TrialConfig, args: argparse.Namespace) -> None:
@@ -466,9 +469,9 @@ def build_experiment(args: argparse.Namespace) -> Experiment:
         raise UserError(f"--wan-mtu: {base.lab.wan.mtu} is below IPv6's minimum of 1280")
     runs, adaptive = _repetitions(args)
     tunnels = [
-        tunnel_settings(args, kind, family, implementation)
+        TunnelSettings(kind=kind, implementation=implementation, mtu=_tunnel_mtu(args, family))
         for kind in kinds
-        for implementation in (wireguard_impls(args) if kind is TunnelKind.WIREGUARD else ["auto"])
+        for implementation in (wireguard_impls(args) if kind is TunnelKind.WIREGUARD else [None])
     ]
     configs = product_configs(base, tunnels, streams)
     for config in configs:

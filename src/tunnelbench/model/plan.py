@@ -213,16 +213,33 @@ class LabSettings:
         return (4, 6) if min(self.wan.mtu, self.lan_mtu) >= IPV6_MTU_MIN else (4,)
 
 
+#: How plans, options and stored configurations spell ``tunnel.implementation`` when
+#: the user names none: the model holds None (no choice; each kind resolves its own).
+IMPLEMENTATION_AUTO = "auto"
+
+
+def requested_implementation(spelt: str) -> str | None:
+    """``tunnel.implementation`` as written (a plan, an option, a stored configuration)
+    to the model's: None for "auto", the absence of a choice; else the name."""
+    return None if spelt == IMPLEMENTATION_AUTO else spelt
+
+
+def spelt_implementation(requested: str | None) -> str:
+    """The inverse of :func:`requested_implementation`: how it is written and stored."""
+    return IMPLEMENTATION_AUTO if requested is None else requested
+
+
 @dataclass(frozen=True)
 class TunnelSettings:
-    """``implementation`` "auto" is resolved by the runner and recorded; ``mtu`` None
-    means the underlay MTU minus the tunnel's encapsulation overhead. ``cpu_budget``
+    """``implementation`` None (written ``auto``) leaves the choice to the kind: the
+    runner resolves it and records what ran. ``mtu`` None means the underlay MTU minus
+    the tunnel's encapsulation overhead. ``cpu_budget``
     caps each userspace tunnel daemon at that fraction of one core. ``cipher`` and
     ``esp_mode`` apply to encrypting tunnels and to ``protection`` (IPsec around an
     unencrypted tunnel); each kind checks which values it can do."""
 
     kind: TunnelKind = TunnelKind.NONE
-    implementation: str = "auto"
+    implementation: str | None = None
     mtu: int | None = None
     cpu_budget: float | None = None
     cipher: Cipher = Cipher.AUTO
@@ -297,7 +314,9 @@ class TrialConfig:
         """The stored form, which :meth:`from_dict` reads back equal: nested by section,
         a tuple as the list JSON keeps (a stored configuration read and written again
         is the dict it was)."""
-        return asdict(self, dict_factory=_listed)
+        data = asdict(self, dict_factory=_listed)
+        data["tunnel"]["implementation"] = spelt_implementation(self.tunnel.implementation)
+        return data
 
     def settings(self) -> Settings:
         """Every setting by its path (``lab.wan.rate``), as :meth:`to_dict` stores it."""
@@ -342,7 +361,7 @@ class TrialConfig:
             for part in parents:  # copies, so that ``data`` is left as it was
                 node[part] = node = dict(node.get(part) or {})
             node.setdefault(name, value)
-        return _from_dict(cls, {**data, **sections})
+        return _from_dict(cls, _requested({**data, **sections}))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "TrialConfig":
@@ -357,7 +376,7 @@ class TrialConfig:
                 assert isinstance(inner, dict)  # a path's sections are sections
                 node = inner
             node[leaf] = value
-        return _from_dict(cls, tree)
+        return _from_dict(cls, _requested(tree))
 
 
 #: Settings added after configurations were first stored, by their path, with the value
@@ -378,6 +397,16 @@ LEGACY: dict[tuple[str, ...], Any] = {
     ("lab", "wan", "queue_bytes"): None,
     ("traffic", "warmup_max"): WARMUP_MAX_DEFAULT,
 }
+
+
+def _requested(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its tunnel's implementation as the model holds it (None for
+    "auto"); ``data`` itself is left as it was."""
+    tunnel = data.get("tunnel")
+    if not isinstance(tunnel, dict) or tunnel.get("implementation") is None:
+        return data
+    requested = requested_implementation(tunnel["implementation"])
+    return {**data, "tunnel": {**tunnel, "implementation": requested}}
 
 
 def _listed(items: list[tuple[str, Any]]) -> dict[str, Any]:

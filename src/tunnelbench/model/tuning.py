@@ -178,7 +178,12 @@ class TuneRecord:
     def to_dict(self) -> dict[str, Any]:
         """The stored form: plain JSON values (enums as their values, each configuration
         as :meth:`TrialConfig.to_dict` writes it)."""
-        data: dict[str, Any] = json.loads(json.dumps(asdict(self)))
+        record = asdict(self)
+        for step, stored in zip(self.steps, record["steps"], strict=True):
+            stored["best_config"] = step.best_config.to_dict()
+            for candidate, written in zip(step.candidates, stored["candidates"], strict=True):
+                written["config"] = candidate.config.to_dict()
+        data: dict[str, Any] = json.loads(json.dumps(record))
         return data
 
     @classmethod

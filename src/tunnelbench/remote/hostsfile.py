@@ -17,6 +17,7 @@ from tunnelbench.echo import capped, did_you_mean
 from tunnelbench.errors import UserError
 from tunnelbench.kinds import Protection, TunnelKind, TunnelMode
 from tunnelbench.model.hostsrecord import HostEntry, HostsRecord
+from tunnelbench.model.plan import requested_implementation
 from tunnelbench.remote.snmp import Agent
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
@@ -88,7 +89,7 @@ class TunnelPlan:
 
     mode: TunnelMode
     kind: TunnelKind = TunnelKind.NONE
-    implementation: str = "auto"
+    implementation: str | None = None  # None: "auto", each host decides
     ends: tuple[str, str] = ("client", "gw")
     address: str | None = None  # existing: the server's address through the tunnel
     process: str | None = None  # existing: the daemon whose CPU to name (``wireguard-go``)
@@ -468,7 +469,7 @@ def _tunnel(problems: list[str], table: Any, roles: tuple[str, ...]) -> TunnelPl
     return TunnelPlan(
         TunnelMode.BUILD,
         kind,
-        str(implementation),
+        requested_implementation(str(implementation)),
         (str(ends[0]), str(ends[1])),
         inner=(str(inner[0]), str(inner[1])),
         via=via,

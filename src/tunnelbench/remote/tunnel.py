@@ -28,6 +28,7 @@ from tunnelbench.system import probing
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 from tunnelbench.tunnels import strongswan
 from tunnelbench.tunnels.base import ESP_CIPHERS, TunnelHandle, TunnelSpec
+from tunnelbench.tunnels.wireguard import WIREGUARD_GO
 
 #: Pings that may be lost before a built tunnel is said to carry nothing.
 CARRIED_PINGS = 3
@@ -43,7 +44,7 @@ class RemoteTunnel:
     built_by: str | None = None
     #: The kind, implementation and MTU the trial asked for (a tunnel asked otherwise is built
     #: again).
-    asked: tuple[TunnelKind, str, int | None] | None = None
+    asked: tuple[TunnelKind, str | None, int | None] | None = None
     #: The tunnel MTU tunnelbench gave it (None: the user's tunnel's own).
     mtu: int | None = None
     #: role -> the commands that remove what was built there, in the order made
@@ -80,12 +81,12 @@ def for_trial(
     built one up now, if any); a built one is removed before a trial without it (its
     route would carry that trial's traffic too) or asking another kind, implementation
     or MTU (``tunnel.mtu``; None: the default for the ends' underlay). The hosts file's
-    ``tunnel.implementation`` is its kind's; another kind built there is "auto"'s."""
+    ``tunnel.implementation`` is its kind's; another kind built there is "auto"'s (None:
+    no choice, the ends decide)."""
     plan = session.file.tunnel
     kind = settings.kind
-    implementation = settings.implementation
-    own = plan.implementation if kind is plan.kind else "auto"
-    choice = own if implementation in ("auto", None) else implementation
+    own = plan.implementation if kind is plan.kind else None
+    choice = own if settings.implementation is None else settings.implementation
     asked = (kind, choice, settings.mtu)
     if standing and (kind is TunnelKind.NONE or standing[0].asked != asked):
         teardown(session, standing.pop())
@@ -124,11 +125,14 @@ def existing(session: Session) -> RemoteTunnel:
     return tunnel
 
 
-def build_wireguard(session: Session, implementation: str, mtu: int | None = None) -> RemoteTunnel:
+def build_wireguard(
+    session: Session, implementation: str | None, mtu: int | None = None
+) -> RemoteTunnel:
     """WireGuard between the hosts file's two ends, built by the lab's own code
     (:meth:`tunnelbench.tunnels.wireguard.WireGuard.build`) on the hosts' site;
-    ``implementation``: kernel, wireguard-go or auto (each end the kernel's where it has
-    WireGuard, else wireguard-go); ``mtu``: the tunnel's (None: the underlay's default)."""
+    ``implementation``: kernel, wireguard-go or None, "auto" (each end the kernel's where
+    it has WireGuard, else wireguard-go); ``mtu``: the tunnel's (None: the underlay's
+    default)."""
     for role in session.file.tunnel.ends:
         if "wg" not in session.facts[role].programs:
             raise UserError(
@@ -137,7 +141,9 @@ def build_wireguard(session: Session, implementation: str, mtu: int | None = Non
     wireguard = TUNNELS.get(TunnelKind.WIREGUARD)
     site = HostsSite(session)
     # Resolved here, not by resolve(): "auto" and the programs are each host's own.
-    spec = TunnelSpec(implementation, cipher=wireguard.ciphers[0])
+    spec = TunnelSpec(
+        implementation or WIREGUARD_GO, cipher=wireguard.ciphers[0], each_end=implementation is None
+    )
     spec = replace(spec, mtu=mtu or wireguard.default_mtu(site.underlay_mtu(), spec))
     return _built(session, site, TunnelKind.WIREGUARD, spec)
 
@@ -165,13 +171,13 @@ def _esp_probe(host: SshHost, cipher: Cipher) -> str | None:
 
 #: The kinds built by a function of their own (WireGuard: each end runs its own
 #: implementation, the kernel's or a daemon); every other kind by :func:`build_kind`.
-BUILDERS: dict[TunnelKind, Callable[[Session, str, int | None], RemoteTunnel]] = {
+BUILDERS: dict[TunnelKind, Callable[[Session, str | None, int | None], RemoteTunnel]] = {
     TunnelKind.WIREGUARD: build_wireguard,
 }
 
 
 def build_kind(
-    session: Session, kind: TunnelKind, implementation: str = "auto", mtu: int | None = None
+    session: Session, kind: TunnelKind, implementation: str | None = None, mtu: int | None = None
 ) -> RemoteTunnel:
     """A kind that builds through a site alone (:attr:`Tunnel.anywhere`: IPsec, OpenVPN,
     VXLAN, GRE, gretap, IPIP, GENEVE), in ESP with ``tunnel.protection = "ipsec"``, built
@@ -185,9 +191,9 @@ def build_kind(
     esp = None
     if kind is TunnelKind.IPSEC:
         esp = esp_choice(session, implementation, "tunnel.implementation")
-        implementation = "auto"
+        implementation = None
     elif protection is Protection.IPSEC:
-        esp = esp_choice(session, "auto", "tunnel.protection")
+        esp = esp_choice(session, None, "tunnel.protection")
     settings = TunnelSettings(
         kind=kind, implementation=implementation, protection=protection, mtu=mtu
     )
@@ -195,10 +201,10 @@ def build_kind(
     return _built(session, site, kind, tunnel.resolve(settings, site.underlay_mtu(), esp=esp))
 
 
-def esp_choice(session: Session, requested: str, key: str) -> str:
+def esp_choice(session: Session, requested: str | None, key: str) -> str:
     """Who does ESP (the first ESP cipher, tunnel mode) between the hosts file's two ends:
-    ``kernel`` or ``libipsec`` as ``requested``, or ("auto") the kernel's where every end's
-    kernel makes an SA with the cipher, else strongSwan's userspace ESP at both."""
+    ``kernel`` or ``libipsec`` as ``requested``, or (None: "auto") the kernel's where every
+    end's kernel makes an SA with the cipher, else strongSwan's userspace ESP at both."""
     if requested == strongswan.LIBIPSEC:
         return requested
     cipher = ESP_CIPHERS[0]
@@ -325,7 +331,7 @@ def _version(host: SshHost, kind: TunnelKind, implementation: str, facts: Facts)
     lines = {name: program.version for name, program in facts.software.programs.items()}
     if (said := TUNNELS.get(kind).end_version(implementation, facts.kernel, lines)) is not None:
         return said
-    if implementation == "kernel":
+    if TUNNELS.get(kind).in_kernel(implementation):
         module = host.run(["cat", "/sys/module/wireguard/version"], check=False).stdout.strip()
         return f"linux {facts.kernel}" + (f", wireguard module {module}" if module else "")
     return facts.software.describe(implementation) or f"{implementation} (version not found)"

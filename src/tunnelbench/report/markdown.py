@@ -208,7 +208,7 @@ def _setting_phrases(c: TrialConfig, resolved: Resolved) -> list[tuple[str, str]
     for role, budget in lab.budget.given().items():
         out.append((f"lab.budget.{role}", f"{role} at {budget:.0%} of a core"))
     if tunnel.kind is not TunnelKind.NONE:
-        if tunnel.implementation != "auto":
+        if tunnel.implementation is not None:
             out.append(("tunnel.implementation", f"implementation {tunnel.implementation}"))
         if tunnel.mtu is not None:
             out.append(("tunnel.mtu", f"tunnel MTU {tunnel.mtu}"))

@@ -12,7 +12,7 @@ from tunnelbench.analysis.summary import (
 from tunnelbench.analysis.tuning import ms
 from tunnelbench.analysis.verdicts import ABOVE_CEILING_PCT, above_ceiling_pct
 from tunnelbench.kinds import Cipher, Protocol, Queue
-from tunnelbench.model.plan import LinkSettings
+from tunnelbench.model.plan import LinkSettings, spelt_implementation
 from tunnelbench.model.wan import format_pct, format_us
 from tunnelbench.report.fit import aligned, fitted, wrap
 from tunnelbench.units import mbit
@@ -143,6 +143,8 @@ def axis_value(summary: ConfigSummary, path: str) -> str:
         return str(summary.resolved.setup.mtu)
     if path == "tunnel.cipher" and value == Cipher.AUTO:
         return summary.resolved.setup.cipher or "-"  # what auto became
+    if path == "tunnel.implementation":
+        return spelt_implementation(summary.config.tunnel.implementation)
     return "-" if value is None else str(value)
 
 

@@ -13,7 +13,7 @@ from tunnelbench.lab.netns import Lab
 from tunnelbench.lab.state import ProcessRecord
 from tunnelbench.model import encapsulation as model
 from tunnelbench.model.kindfacts import KernelPath, SetupFound, TunnelFacts, Wire
-from tunnelbench.model.plan import IPV6_MTU_MIN, TunnelSettings
+from tunnelbench.model.plan import IMPLEMENTATION_AUTO, IPV6_MTU_MIN, TunnelSettings
 from tunnelbench.system import programs
 from tunnelbench.system.probing import Capabilities
 from tunnelbench.tunnels import strongswan
@@ -31,6 +31,9 @@ class TunnelSpec:
 
     ``cipher`` is None for a tunnel that does not encrypt. ``esp_implementation`` is who
     does ESP (``kernel`` or ``libipsec``) for ipsec and for protection; None without ESP.
+    ``each_end``: no implementation was asked for and the ends decide for themselves as
+    the tunnel is built (real hosts): each takes the kernel's where it has it, else
+    ``implementation`` (see :meth:`Tunnel.build`).
     """
 
     implementation: str
@@ -39,6 +42,7 @@ class TunnelSpec:
     esp_mode: EspMode = EspMode.TUNNEL
     protection: Protection = Protection.NONE
     esp_implementation: str | None = None
+    each_end: bool = False
 
     @property
     def esp(self) -> bool:
@@ -67,7 +71,7 @@ class TunnelHandle:
 
 class Tunnel(ABC):
     kind: ClassVar[TunnelKind]
-    #: Implementations a user may ask for, besides "auto".
+    #: Implementations a user may ask for (asking for none is "auto").
     implementations: ClassVar[tuple[str, ...]]
     #: The implementations "auto" may choose, in order of preference (empty: all).
     auto_order: ClassVar[tuple[str, ...]] = ()
@@ -89,7 +93,8 @@ class Tunnel(ABC):
     families: ClassVar[tuple[int, ...]] = (4, 6)
     #: The kind's name as people write it ("WireGuard", "VXLAN").
     display: ClassVar[str]
-    #: The implementations whose data path runs in a userspace process.
+    #: The implementations whose data path runs in a userspace process; every other of
+    #: :attr:`implementations` runs it in the kernel (:meth:`in_kernel`).
     userspace_implementations: ClassVar[tuple[str, ...]] = ()
     #: The kernel module that provides its kernel implementation's link type (what
     #: ``doctor`` says to load when the link cannot be created); None without one.
@@ -105,6 +110,19 @@ class Tunnel(ABC):
         super().__init_subclass__(**kwargs)
         if "kind" in cls.__dict__ and cls.protectable:
             Tunnel.protectable_kinds.add(cls.kind)
+
+    def in_kernel(self, implementation: str) -> bool:
+        """Whether ``implementation``, one of this kind's, runs its data path in the
+        kernel rather than in a userspace process (False for a name not of this kind)."""
+        return (
+            implementation in self.implementations
+            and implementation not in self.userspace_implementations
+        )
+
+    @property
+    def kernel_implementations(self) -> tuple[str, ...]:
+        """This kind's implementations whose data path runs in the kernel."""
+        return tuple(name for name in self.implementations if self.in_kernel(name))
 
     def link_probe(self) -> tuple[str, tuple[str, ...]] | None:
         """The kernel link type its kernel implementation creates, and the arguments a
@@ -153,7 +171,7 @@ class Tunnel(ABC):
             suggestion="use the kernel's ESP instead of strongSwan's userspace libipsec",
             why="libipsec copies every packet between the kernel and userspace",
             setting="tunnel.implementation" if chooses else None,
-            value="kernel" if chooses else None,
+            value=strongswan.KERNEL if chooses else None,
             capability=("esp", algorithm) if algorithm else None,
         )
 
@@ -187,13 +205,9 @@ class Tunnel(ABC):
         (ESP around a kind that cannot carry it, a cipher it does not offer, an ESP mode
         without ESP): a plan refuses them before anything runs. A :class:`UserError`
         names the first; :meth:`resolve` checks them before what depends on the machine."""
-        spec = TunnelSpec(
-            implementation=settings.implementation,
-            cipher=self._resolve_cipher(settings),
-            esp_mode=settings.esp_mode,
-            protection=self._check_protection(settings),
-        )
-        if settings.esp_mode is not EspMode.TUNNEL and not self._uses_esp(spec):
+        self._resolve_cipher(settings)
+        self._check_protection(settings)
+        if settings.esp_mode is not EspMode.TUNNEL and not self._uses_esp(settings):
             raise UserError(
                 f"tunnel.esp_mode: {settings.esp_mode.value!r} applies to ipsec and to "
                 f"tunnel.protection = 'ipsec' only, not to {self.kind.value}"
@@ -216,7 +230,7 @@ class Tunnel(ABC):
         if spec.protection is Protection.IPSEC:
             assert spec.cipher is not None  # protection always resolves an ESP cipher
             if esp is None:
-                esp = strongswan.resolve_implementation("auto", spec.cipher, spec.esp_mode)
+                esp = strongswan.resolve_implementation(None, spec.cipher, spec.esp_mode)
                 require_esp(esp, "tunnel.protection")
             spec = replace(spec, esp_implementation=esp)
         spec = replace(spec, mtu=settings.mtu or self.default_mtu(underlay_mtu, spec))
@@ -279,8 +293,8 @@ class Tunnel(ABC):
                 f"device{adds}"
             )
 
-    def _uses_esp(self, spec: TunnelSpec) -> bool:
-        return spec.esp
+    def _uses_esp(self, settings: TunnelSettings) -> bool:
+        return settings.protection is Protection.IPSEC
 
     def _check_protection(self, settings: TunnelSettings) -> Protection:
         if settings.protection is not Protection.NONE and not self.protectable:
@@ -311,16 +325,16 @@ class Tunnel(ABC):
             )
         return settings.cipher
 
-    def resolve_implementation(self, requested: str) -> str:
-        """The implementation "auto" means here; a named one is checked, not replaced."""
-        if requested == "auto":
+    def resolve_implementation(self, requested: str | None) -> str:
+        """The implementation asking for none ("auto", None) means here; a named one is
+        checked, not replaced."""
+        if requested is None:
             return (self.auto_order or self.implementations)[0]
         if requested not in self.implementations:
-            allowed = ", ".join(("auto", *self.implementations))
+            spelt = (IMPLEMENTATION_AUTO, *self.implementations)
             raise UserError(
                 f"tunnel.implementation: {shown(requested)} is not an implementation of "
-                f"{self.kind.value}; allowed: {allowed}"
-                f"{did_you_mean(requested, ('auto', *self.implementations))}"
+                f"{self.kind.value}; allowed: {', '.join(spelt)}{did_you_mean(requested, spelt)}"
             )
         return requested
 

@@ -73,7 +73,7 @@ class Ipsec(Tunnel):
             return min(fits, strongswan.LIBIPSEC_MAX_MTU)
         return fits
 
-    def _uses_esp(self, spec: TunnelSpec) -> bool:
+    def _uses_esp(self, settings: TunnelSettings) -> bool:
         return True
 
     def _carried_overhead(self, spec: TunnelSpec) -> int:
@@ -102,7 +102,7 @@ class Ipsec(Tunnel):
         # A name is checked against the kind's list; which ESP "auto" means depends on
         # the cipher (the kernel may have one AEAD and not the other).
         requested = settings.implementation
-        if requested != "auto":
+        if requested is not None:
             self.resolve_implementation(requested)
         implementation = esp
         if implementation is None:

@@ -25,6 +25,7 @@ from tunnelbench.echo import did_you_mean, shown
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.kinds import Cipher, EspMode
 from tunnelbench.model import encapsulation as model
+from tunnelbench.model.plan import IMPLEMENTATION_AUTO
 from tunnelbench.system import probing
 
 #: strongSwan's IKE daemon, as Debian's strongswan-charon installs it (not on PATH).
@@ -119,15 +120,16 @@ def kernel_refusal(cipher: Cipher) -> str | None:
     return f"{algorithm}: {found.detail}" if found.ok is False else None
 
 
-def resolve_implementation(requested: str, cipher: Cipher, mode: EspMode) -> str:
+def resolve_implementation(requested: str | None, cipher: Cipher, mode: EspMode) -> str:
     """Who does ESP: ``kernel`` when this kernel has the cipher's AEAD, else ``libipsec``
-    ("auto"); a named one is checked. Transport mode needs the kernel (libipsec does
-    tunnel mode only). A :class:`UserError` names the setting that cannot be met."""
-    if requested not in ("auto", *IMPLEMENTATIONS):
-        allowed = ", ".join(("auto", *IMPLEMENTATIONS))
+    (``requested`` None: "auto"); a named one is checked. Transport mode needs the kernel
+    (libipsec does tunnel mode only). A :class:`UserError` names the setting that cannot
+    be met."""
+    if requested is not None and requested not in IMPLEMENTATIONS:
+        spelt = (IMPLEMENTATION_AUTO, *IMPLEMENTATIONS)
         raise UserError(
             f"tunnel.implementation: {shown(requested)} is not an ESP implementation;"
-            f" allowed: {allowed}{did_you_mean(requested, ('auto', *IMPLEMENTATIONS))}"
+            f" allowed: {', '.join(spelt)}{did_you_mean(requested, spelt)}"
         )
     refusal = kernel_refusal(cipher) if requested != LIBIPSEC else None
     if mode is EspMode.TRANSPORT:
@@ -136,7 +138,7 @@ def resolve_implementation(requested: str, cipher: Cipher, mode: EspMode) -> str
                 f"tunnel.esp_mode: 'transport' needs kernel ESP; {LIBIPSEC_NAME} does "
                 "tunnel mode only"
             )
-        if refusal is not None and requested == "auto":
+        if refusal is not None and requested is None:
             raise UserError(
                 f"tunnel.esp_mode: 'transport' needs kernel ESP, and this kernel has none with "
                 f"{cipher.value} ({refusal}); {LIBIPSEC_NAME} does tunnel mode only"
@@ -146,7 +148,7 @@ def resolve_implementation(requested: str, cipher: Cipher, mode: EspMode) -> str
             f"tunnel.implementation: this kernel has no ESP with {cipher.value} ({refusal}); "
             f"use {LIBIPSEC!r} or 'auto'"
         )
-    if requested == "auto":
+    if requested is None:
         return KERNEL if refusal is None else LIBIPSEC
     return requested
 

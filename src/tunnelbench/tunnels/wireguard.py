@@ -134,8 +134,8 @@ class WireGuard(Tunnel):
         # As wg-quick: leave room for an IPv6 outer header, so 1500 gives 1420.
         return underlay_mtu - self.overhead(spec, 6)
 
-    def resolve_implementation(self, requested: str) -> str:
-        if requested == "auto":
+    def resolve_implementation(self, requested: str | None) -> str:
+        if requested is None:
             return KERNEL if probing.kernel_link_type("wireguard") is None else WIREGUARD_GO
         resolved = super().resolve_implementation(requested)
         if resolved == KERNEL and (refusal := probing.kernel_link_type("wireguard")):
@@ -179,14 +179,14 @@ class WireGuard(Tunnel):
         """Both ends through ``site``: the kernel's link or a userspace daemon at each,
         keys made here and handed to each end, one ``wg set`` each (its peer's endpoint
         the underlay's, its allowed IPs the peer's inner address and the prefixes the
-        site routes into the tunnel), then addresses and routes. An ``auto``
-        implementation (a site whose ends decide for themselves: real hosts) is resolved
+        site routes into the tunnel), then addresses and routes. A spec left to
+        ``each_end`` (a site whose ends decide for themselves: real hosts) is resolved
         at each end, the kernel's where it can create a wireguard link, else
-        wireguard-go; the handle names each end's (``implementations``). Versions are
-        the caller's to record: they are each end's own."""
+        ``spec.implementation``; the handle names each end's (``implementations``).
+        Versions are the caller's to record: they are each end's own."""
         mtu = spec.mtu
         left, right = site.tunnel_ends
-        used = {r: self._implementation_at(site, r, spec.implementation) for r in (left, right)}
+        used = {r: self._implementation_at(site, r, spec) for r in (left, right)}
         handle = TunnelHandle(self.kind, used[right], "", mtu, implementations=used)
         keys = {role: _keypair(site, role) for role in (left, right)}
         ports = {role: site.free_udp_port(role, PORTS) for role in (left, right)}
@@ -214,10 +214,10 @@ class WireGuard(Tunnel):
             time.sleep(BORINGTUN_MTU_POLL_S + 0.1)  # until both daemons read the new MTU
         return handle
 
-    def _implementation_at(self, site: Site, role: str, requested: str) -> str:
-        if requested != "auto":
-            return requested
-        return KERNEL if site.can_create(role, "wireguard") else WIREGUARD_GO
+    def _implementation_at(self, site: Site, role: str, spec: TunnelSpec) -> str:
+        if spec.each_end and site.can_create(role, "wireguard"):
+            return KERNEL
+        return spec.implementation
 
     def _start_userspace(
         self, site: Site, role: str, device: str, implementation: str, handle: TunnelHandle
