@@ -10,7 +10,7 @@ from tunnelbench.analysis.advice import Sibling, advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians
 from tunnelbench.analysis.summary import ConfigSummary, summarize_run
 from tunnelbench.analysis.verdicts import above_ceiling_pct, link_bound_pct
-from tunnelbench.kinds import Shaper
+from tunnelbench.kinds import Direction, Queue, Shaper, Topology
 from tunnelbench.model.environment import Environment
 from tunnelbench.model.plan import LabSettings, LinkSettings, TrafficSettings, TrialConfig
 from tunnelbench.model.records import Resolved, TrafficFound
@@ -337,3 +337,68 @@ def test_bbr_below_95_percent_by_its_drain_round_trip_is_still_the_link():
     short = replace(bbr, metrics=seen | {"rtt.loaded_ms": 4.0})
     assert link_bound_pct(short) == pytest.approx(94.95)
     assert diagnose(short).verdict.bound is not Bound.LINK
+
+
+#: A 700 kB FIFO at 20 Mbit/s, one cubic stream uploading (this machine, 3 runs each):
+#: road-warrior, where it is the client's own egress (the first run's figures), and
+#: site-to-site, on gwa's WAN (its first run's).
+OWN_FIFO = {
+    "rtt.idle_ms": 0.065,
+    "rtt.loaded_ms": 49.8,
+    "qdisc.client.wan.drops": 0.0,
+    "qdisc.client.wan.window_last_bytes": 120969.0,
+    "qdisc.client.wan.sent_bytes": 11459892.0,
+    "link.client.wan.tx_packets": 7572.0,
+}
+ROUTER_FIFO = {
+    "rtt.idle_ms": 0.088,
+    "rtt.loaded_ms": 235.5,
+    "qdisc.gwa.wan.drops": 4.0,
+    "qdisc.gwa.wan.window_last_bytes": 630372.0,
+}
+
+
+def _fifo_subject(tmp_path: Path, topology: Topology, metrics: dict[str, float],
+                  direction: Direction = Direction.UPLOAD) -> Subject:  # fmt: skip
+    summaries, env = recorded("queue-comparison", tmp_path)
+    s = subject(summaries[0], env)
+    wan = replace(s.config.lab.wan, rate=20_000_000, queue=Queue.BFIFO, queue_bytes=700_000)
+    config = replace(
+        s.config,
+        lab=replace(s.config.lab, topology=topology, wan=wan),
+        traffic=replace(s.config.traffic, direction=direction),
+    )
+    return Subject(config, s.resolved, metrics, None, env)
+
+
+def test_a_fifo_in_the_senders_own_host_that_never_filled_is_said_to_be_theirs(tmp_path):
+    """TCP Small Queues holds a sender's bytes in its own host's qdiscs: the latency
+    finding says the FIFO held 121 of its 700 kB there, where a router's fills."""
+    d = diagnose(_fifo_subject(tmp_path, Topology.ROAD_WARRIOR, OWN_FIFO))
+    (latency,) = [f for f in d.findings if f.bound is Bound.LATENCY]
+    assert latency.summary.endswith(
+        "packets wait in a queue (bufferbloat); the queue is the sender's own (the client's"
+        " egress in road-warrior: its TCP Small Queues keeps each stream's bytes there to"
+        " about two aggregates), so the FIFO held 121 kB of its 700 kB with no drop; a"
+        " router's FIFO fills (site-to-site, or the download direction)"
+    )
+    held = {e.name: e.value for e in latency.evidence}
+    assert held["client.wan queue capacity"] == 700_000
+
+
+@pytest.mark.parametrize(
+    ("topology", "metrics", "direction"),
+    [
+        (Topology.SITE_TO_SITE, ROUTER_FIFO, Direction.UPLOAD),  # a router's queue
+        (Topology.ROAD_WARRIOR, OWN_FIFO, Direction.DOWNLOAD),  # gw's egress: a router's
+        (Topology.ROAD_WARRIOR, OWN_FIFO | {"qdisc.client.wan.drops": 3.0}, Direction.UPLOAD),
+        (Topology.ROAD_WARRIOR,
+         OWN_FIFO | {"qdisc.client.wan.window_last_bytes": 360_000.0}, Direction.UPLOAD),
+    ],
+)  # fmt: skip
+def test_a_routers_fifo_or_one_that_dropped_or_filled_is_not_the_senders(
+    topology, metrics, direction, tmp_path
+):
+    d = diagnose(_fifo_subject(tmp_path, topology, metrics, direction))
+    (latency,) = [f for f in d.findings if f.bound is Bound.LATENCY]
+    assert latency.summary.endswith("packets wait in a queue (bufferbloat)")

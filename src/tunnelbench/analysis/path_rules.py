@@ -18,7 +18,7 @@ from tunnelbench.analysis.loss_rules import (
     retransmit_share,
     retransmit_source,
 )
-from tunnelbench.analysis.queue_size import PACKET_FIFOS, wan_queue
+from tunnelbench.analysis.queue_size import PACKET_FIFOS, wan_packet_bytes, wan_queue
 from tunnelbench.analysis.verdicts import (
     LINK_BOUND_PCT,
     Bound,
@@ -30,9 +30,10 @@ from tunnelbench.analysis.verdicts import (
     mbit,
     share_of_ceiling,
 )
-from tunnelbench.kinds import Protocol
+from tunnelbench.kinds import Direction, Protocol, Queue, Topology
 from tunnelbench.model import metrics as metric
 from tunnelbench.model.metrics import RTT_LOADED_P95
+from tunnelbench.model.wan import queue_bytes
 from tunnelbench.units import human_rate
 
 QUEUE_DROP_SHARE_PCT = 0.1  # drops per packet offered to a qdisc or link
@@ -46,6 +47,8 @@ PROBE_LOST_MIN, PROBE_LOST_SHARE = 3, 0.5
 #: receiver holds what came after it until then and hands it over at once, so either edge
 #: of the window can move up to a round trip of data in or out of it.
 WINDOW_ROUND_TRIPS = 10
+#: The share of a FIFO's capacity under which a queue that never dropped did not fill.
+UNFILLED_SHARE = 0.5
 
 
 def above_ceiling(s: Subject) -> Finding | None:
@@ -304,11 +307,48 @@ def latency_under_load(s: Subject) -> Finding | None:
     evidence = [Evidence("idle RTT", idle, "ms"), Evidence("RTT under load", loaded, "ms")]
     if (p95 := s.metrics.get(metric.RTT_LOADED_P95.name)) is not None:
         evidence.append(Evidence("RTT under load p95", p95, "ms"))
+    own = senders_own_fifo(s)
     return Finding(
         Bound.LATENCY,
         f"latency under load {loaded:.1f} ms against {idle:.2f} ms idle (+{extra:.1f} ms):"
-        " packets wait in a queue (bufferbloat)",
-        tuple(evidence),
+        f" packets wait in a queue (bufferbloat){own[0] if own else ''}",
+        (*evidence, *(own[1] if own else ())),
+    )
+
+
+def senders_own_fifo(s: Subject) -> tuple[str, tuple[Evidence, ...]] | None:
+    """Why a FIFO under test held only a fraction of its capacity, where the senders'
+    own kernel is what holds it: in ``road-warrior`` the upload's WAN queue is the
+    client's egress, in the sender's own host, where TCP Small Queues lets each socket
+    keep only about two aggregates queued (or a millisecond at its pacing rate). A 700
+    kB FIFO at 20 Mbit/s held 120 kB there, with no drop, where on a router's egress
+    (site-to-site) it overflowed and held 573-631 kB. None where the queue is a
+    router's, or dropped, or filled past :data:`UNFILLED_SHARE` of its capacity."""
+    lab, wan = s.config.lab, s.config.lab.wan
+    if (
+        lab.topology is not Topology.ROAD_WARRIOR
+        or s.config.traffic.direction is Direction.DOWNLOAD
+        or s.config.traffic.protocol is not Protocol.TCP
+        or wan.rate is None
+        or (wan.queue not in PACKET_FIFOS and wan.queue is not Queue.BFIFO)
+    ):
+        return None
+    held = s.metrics.get(metric.qdisc("client", "wan", "window_last_bytes"))
+    drops = s.metrics.get(metric.qdisc("client", "wan", "drops"))
+    if held is None or drops is None or drops > 0:
+        return None
+    capacity = queue_bytes(wan, wan_packet_bytes(s.metrics))
+    if held >= UNFILLED_SHARE * capacity:
+        return None
+    return (
+        f"; the queue is the sender's own (the client's egress in road-warrior: its TCP"
+        f" Small Queues keeps each stream's bytes there to about two aggregates), so the"
+        f" FIFO held {held / 1000:,.0f} kB of its {capacity / 1000:,.0f} kB with no drop;"
+        " a router's FIFO fills (site-to-site, or the download direction)",
+        (
+            Evidence("client.wan queue held, window's last third", held, "bytes"),
+            Evidence("client.wan queue capacity", capacity, "bytes"),
+        ),
     )
 
 
