@@ -55,7 +55,7 @@ def test_clients_of_one_trial_may_run_the_margin_longer_at_short_intervals():
     argv = client_argv("iperf3", "198.18.2.2", 5202, settings, streams=1, windowed=True)
     # 5 s + STAGGER_MARGIN_S + STOP_ROOM_S, whole seconds: a bound, as each is stopped
     # once the common window has passed.
-    assert argv[argv.index("-t") + 1] == "9"
+    assert argv[argv.index("-t") + 1] == "11"
     assert argv[argv.index("-O") + 1] == "1"
     single = client_argv("iperf3", "198.18.2.2", 5201, settings, streams=4)
     assert single[single.index("-t") + 1] == "5" and single[single.index("-i") + 1] == "1"
@@ -66,12 +66,14 @@ def test_clients_of_one_trial_may_run_the_margin_longer_at_short_intervals():
 def test_clients_that_started_further_apart_than_the_margin_are_refused():
     from tunnelbench.traffic.iperf3 import STAGGER_MARGIN_S, check_staggered
 
-    assert STAGGER_MARGIN_S == 2
+    assert STAGGER_MARGIN_S == 4
     # One SYN lost in a small queue: that client starts a retransmission timeout later,
-    # and the others, which may run 2 s longer than measured, still cover the window.
+    # and the others, which may run 4 s longer than measured, still cover the window.
     check_staggered({5201: 1.04, 5202: 1.04, 5203: 0.0, 5204: 0.2})
-    # Lost twice (1 s, then 2 s): no window holds all four.
-    with pytest.raises(LabError, match=r"port 5202 started 3\.05 s before the last one"):
-        check_staggered({5201: 1.0, 5202: 3.05, 5203: 0.0})
+    # Lost twice (1 s, then 2 s), the second timer late in an emulated guest: covered.
+    check_staggered({5201: 1.0, 5202: 3.6, 5203: 0.0})
+    # Lost three times (1, 2, then 4 s): no window holds all three.
+    with pytest.raises(LabError, match=r"port 5202 started 7\.05 s before the last one"):
+        check_staggered({5201: 1.0, 5202: 7.05, 5203: 0.0})
     with pytest.raises(LabError, match="no iperf3 client connected"):
         check_staggered({})
