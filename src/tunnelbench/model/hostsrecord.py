@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunnelbench.kinds import Protection, TunnelKind, TunnelMode
+from tunnelbench.model.remotefacts import CryptoDriver
 
 
 @dataclass(frozen=True)
@@ -80,14 +81,6 @@ class HostsRecord:
     def same_hosts(self, other: "HostsRecord") -> bool:
         """Whether both name the same machines, layout and tunnel, wherever the file lay."""
         return self.to_json() | {"path": None} == other.to_json() | {"path": None}
-
-
-@dataclass(frozen=True)
-class CryptoDriver:
-    """The driver a host's kernel picks for a crypto algorithm, and its priority."""
-
-    driver: str
-    priority: int
 
 
 @dataclass(frozen=True)

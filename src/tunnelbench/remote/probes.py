@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass, field
 from statistics import fmean
 
-from tunnelbench.model.hostsrecord import CryptoDriver, HostFacts
+from tunnelbench.model.hostsrecord import HostFacts
+from tunnelbench.model.remotefacts import CryptoDriver
 from tunnelbench.probes.cpu import Snapshot, parse_proc_stat, usage
 from tunnelbench.remote import software
 from tunnelbench.remote.host import RECORD_SELF, SshHost
