@@ -139,5 +139,7 @@ def test_no_queue_leaves_the_round_trip_and_rate_to_judge():
     _, queues = _load("fifo-30mbit-300-download-wire.json")
     idle = {"client.wan": queues["client.wan"]}
     assert queue_judged(idle, now=2.0, stretch=0.5, duration_s=DURATION) is None
+    # Too few readings yet is not "no queue": the verdict waits for them.
     too_few = {"gw.wan": [QueueReading(0.0, 0, 0, 0), QueueReading(0.1, 1514, 1, 0)]}
-    assert queue_judged(too_few, now=0.1, stretch=0.5, duration_s=DURATION) is None
+    found = queue_judged(too_few, now=0.1, stretch=0.5, duration_s=DURATION)
+    assert found == (None, "the gw.wan queue gave fewer than 5 readings yet")

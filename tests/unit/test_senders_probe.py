@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from tunnelbench.analysis.steadiness import (
+    SETTLE_SAMPLES,
     QueueReading,
     QueueSeries,
+    first_drop,
     queue_judged,
     queue_window,
     window_rising,
@@ -177,3 +179,64 @@ def test_cubic_creeping_near_its_last_maximum_is_a_queue_still_filling():
         found = queue_judged(series, now=now, stretch=stretch, duration_s=DURATION)
         assert found is not None and not found[0], (now, found)
         assert found[1].startswith("the client's TCP senders still grew their windows"), found
+
+
+def test_a_queue_read_too_thinly_for_a_stretch_is_judged_over_its_last_readings():
+    """A Debian guest (TCG), a 700 kB FIFO at 20 Mbit/s behind 10 ms, one cubic stream,
+    the first trial in a freshly built lab: the guest read its queues every 0.15-0.3 s.
+    The window opened 0.33 s into the traffic; the first half second after it held 2 of
+    the FIFO's readings and 4 of the windows', both were passed over, and the round trip
+    and rate called the path steady. The FIFO held 90-129 kB of its 700 kB all window,
+    never dropped, and the windows grew from 121 to 134 segments: the loaded round trip
+    read 68.7 ms where the full queue holds 301 (the same plan's trials that did fill it
+    read 246-253 ms). Judged over their last five readings, neither queue ever calls
+    that path steady."""
+    data = json.loads(_text("guest-fifo-700kB-thin-readings.json"))
+    queues, window = from_raw(data["qdisc"])
+    windows_, _ = from_raw(data["cwnd"])
+    series = dict(queues) | dict(windows_)
+    assert window is not None
+    begin, end = window
+    assert first_drop(series["client.wan"]) is None
+    stretch = 0.7  # the trial's own: ten loaded round trips
+    # The old rule's blind spot: too few readings in the stretch after the window opened.
+    thin = [r for r in series["client.wan"] if begin <= r.at <= begin + stretch]
+    assert len(thin) < SETTLE_SAMPLES
+    moments = [round(begin + stretch + k / 10, 2) for k in range(int((end - begin) * 10) - 6)]
+    verdicts = []
+    for now in moments:
+        live = {name: [r for r in found if r.at <= now] for name, found in series.items()}
+        found = queue_judged(live, now=now, stretch=stretch, duration_s=DURATION, since=begin)
+        assert found is not None and found[0] is not True, (now, found)
+        verdicts.append(found)
+    # Where the old rule ended the warm-up, the windows say the queue still fills.
+    assert verdicts[0][0] is False and "still grew their windows" in verdicts[0][1]
+    # Half a second after the window opened, four readings of the windows and two of
+    # the FIFO: the old rule passed both over (and the round trip judged); now they wait.
+    now = begin + 0.5
+    live = {name: [r for r in found if r.at <= now] for name, found in series.items()}
+    found = queue_judged(live, now=now, stretch=0.5, duration_s=DURATION, since=begin)
+    assert found == (None, "the client.cwnd queue gave fewer than 5 readings yet")
+
+
+def test_windows_that_only_rise_are_a_queue_still_filling_however_noisy_the_fifo():
+    """The same guest, FIFO and plan, the next run: the windows rose from 75 to 205
+    segments over 8.6 s with no fall and no drop. At 9.97 s a 0.7 s stretch read 114,
+    117, 117, 117, 118, 118 segments (a step, then a plateau: no significant slope) and
+    the FIFO's backlog swung between 69 and 106 kB, which called the path steady with
+    89 kB of its 700 queued; the loaded round trip read 77 ms. Windows that only rise
+    hold the warm-up from the first second to the end of the readings."""
+    data = json.loads(_text("guest-fifo-700kB-windows-climbing.json"))
+    queues, window = from_raw(data["qdisc"])
+    windows_, _ = from_raw(data["cwnd"])
+    series = dict(queues) | dict(windows_)
+    assert window is not None and first_drop(series["client.wan"]) is None
+    stretch = 0.7  # the trial's own: ten loaded round trips
+    ended = 9.97  # where the trial's warm-up ended
+    moments = sorted([ended] + [round(6.0 + k / 10, 2) for k in range(int((13.3 - 6.0) * 10))])
+    for now in moments:
+        live = {name: [r for r in found if r.at <= now] for name, found in series.items()}
+        found = queue_judged(live, now=now, stretch=stretch, duration_s=DURATION, since=4.9)
+        assert found is not None and found[0] is False, (now, found)
+        if now == ended:
+            assert found[1].startswith("the client's TCP senders still grew their windows")
