@@ -7,21 +7,18 @@ fresh process, as a user would.
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import cli_process
 from tests.conftest import FIXTURES
 
 CASES = json.loads((FIXTURES / "golden" / "cli-errors.json").read_text())
 
 
 def tunnelbench(args: list[str], cwd: Path, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tunnelbench", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=60, **kwargs,
-    )  # fmt: skip
+    return cli_process.run(args, cwd=cwd, **kwargs)
 
 
 def namespaces() -> set[str]:

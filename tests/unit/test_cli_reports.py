@@ -7,12 +7,12 @@ import io
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from tests import cli_process
 from tests.conftest import FIXTURES
 from tests.report_fixtures import RUNS
 from tunnelbench.bench.store import Store
@@ -24,10 +24,11 @@ SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "report-schema.json").
 
 
 def tunnelbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tunnelbench", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    return cli_process.run(
+        args,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import tunnelbench
+from tests.cli_process import tunnelbench
 from tests.report_fixtures import RUNS
 from tunnelbench.bench.store import Store
 from tunnelbench.report import compare, compare_page, json_report, markdown, runs, terminal, view

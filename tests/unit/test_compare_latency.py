@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import tunnelbench
+from tests.cli_process import tunnelbench
 from tests.report_fixtures import RUNS
 from tunnelbench.report import compare
 

@@ -5,13 +5,12 @@ round trip's own test; and the schema refuses what it must."""
 import copy
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from tests import cli_process
 from tests.report_fixtures import RUNS
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "compare-schema.json").read_text())
@@ -35,10 +34,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _compare(lab: Path, a: str, b: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-m", "tunnelbench", "compare", a, b, "--format", "json"],
-        cwd=lab, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = cli_process.run(
+        ["compare", a, b, "--format", "json"],
+        cwd=lab,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     document: dict = json.loads(done.stdout)
     return document

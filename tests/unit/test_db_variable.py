@@ -5,11 +5,11 @@ real command in a fresh process with that environment, as a user would."""
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import cli_process
 from tests.conftest import FIXTURES
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -22,10 +22,12 @@ def tunnelbench(args: list[str], cwd: Path, db: str | None) -> subprocess.Comple
     env["PYTHONPATH"] = str(SRC)  # this tree's code, whatever the working directory
     if db is not None:
         env["TUNNELBENCH_DB"] = db
-    return subprocess.run(
-        [sys.executable, "-m", "tunnelbench", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    return cli_process.run(
+        args,
+        cwd=cwd,
+        env=env,
+        timeout=60,
+    )
 
 
 @pytest.fixture

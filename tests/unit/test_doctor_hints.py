@@ -4,13 +4,12 @@ generator's ``packages``, and capabilities' one table of other kernel modules)."
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import cli_process
 from tunnelbench.bench import capabilities
 from tunnelbench.tunnels import REGISTRY as TUNNELS
 
@@ -30,11 +29,11 @@ KERNEL_SECTIONS = ("tunnels", "qdiscs", "esp")
 
 
 def doctor(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "tunnelbench", "doctor", *args],
-        env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400"}, capture_output=True,
-        text=True, timeout=120,
-    )  # fmt: skip
+    done = cli_process.run(
+        ["doctor", *args],
+        env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400"},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -11,11 +11,11 @@ the same runs (``md-full``): the same medians, intervals, % of baseline and verd
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import cli_process
 from tests.conftest import FIXTURES
 from tests.report_fixtures import RUNS, recorded, wide
 from tunnelbench.report import bbcode, forum, view
@@ -166,10 +166,11 @@ def test_a_run_with_nothing_measured_has_no_image(tmp_path):
 
 
 def tunnelbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tunnelbench", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    return cli_process.run(
+        args,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def test_report_writes_the_post_and_its_image_and_md_full_everything(tmp_path):

@@ -5,13 +5,13 @@ the same hosts file, and the hosts' refusals before any host is contacted."""
 import json
 import sqlite3
 import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from tests import cli_process
 from tunnelbench.bench import learned, planfile
 from tunnelbench.bench.planfile import REPORT_PER_CONFIG_S, REPORT_S
 from tunnelbench.bench.store import Store
@@ -195,10 +195,11 @@ def test_what_hosts_cannot_take_is_refused_by_name(change, message):
 
 
 def _tunnelbench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tunnelbench", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    return cli_process.run(
+        args,
+        cwd=cwd,
+        timeout=60,
+    )
 
 
 def test_plan_show_hosts_contacts_no_host_and_refuses_with_exit_2(tmp_path: Path):

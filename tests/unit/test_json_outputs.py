@@ -6,13 +6,12 @@ LabState."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import cli_process
 from tests.conftest import FIXTURES
 from tunnelbench.bench.store import Store
 
@@ -20,11 +19,12 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def tunnelbench(args: list[str], cwd: Path, **env: str) -> Any:
-    done = subprocess.run(
-        [sys.executable, "-m", "tunnelbench", *args],
-        cwd=cwd, env={**os.environ, "PYTHONPATH": str(SRC), **env},
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = cli_process.run(
+        args,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(SRC), **env},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(("[\n", "{\n", "[]")), "printed with indent=2"
     return json.loads(done.stdout)
@@ -101,11 +101,11 @@ def test_plan_show_json(tmp_path: Path) -> None:
     assert sum(s["trials"] for s in shown["skipped"]) == skipped
     assert shown["estimated_seconds"]["min"] <= shown["estimated_seconds"]["max"]
     # The text says the same numbers.
-    text = subprocess.run(
-        [sys.executable, "-m", "tunnelbench", "plan", "show", str(plan)],
-        env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "300"}, capture_output=True,
-        text=True, timeout=120,
-    ).stdout  # fmt: skip
+    text = cli_process.run(
+        ["plan", "show", str(plan)],
+        env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "300"},
+        timeout=120,
+    ).stdout
     assert "= 20 trials" in text
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import tunnelbench
+from tests.cli_process import tunnelbench
 from tests.report_fixtures import recorded as recorded_copy
 from tunnelbench.analysis.advice import advise
 from tunnelbench.analysis.diagnosis import Bound, Subject, diagnose, medians

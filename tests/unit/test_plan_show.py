@@ -6,12 +6,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import cli_process
 from tunnelbench.errors import UserError
 from tunnelbench.vm import machine
 
@@ -20,11 +19,12 @@ ROOT = Path(__file__).parents[2]
 
 def _show(*args: str, columns: int = 300, env: dict[str, str] | None = None) -> str:
     """``plan show``'s output; ``columns`` wide, by default wide enough for every line."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tunnelbench", "plan", "show", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    done = cli_process.run(
+        ["plan", "show", *args],
+        cwd=ROOT,
+        timeout=120,
         env={**os.environ, "COLUMNS": str(columns), **(env or {})},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

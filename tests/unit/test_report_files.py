@@ -8,11 +8,11 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import cli_process
 from tests.report_fixtures import RUNS
 from tunnelbench.bench.store import Store
 from tunnelbench.cli import report as reportcmd
@@ -25,10 +25,11 @@ def _digest(path: Path) -> str:
 
 
 def tunnelbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tunnelbench", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    return cli_process.run(
+        args,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import cli_process
 from tests.report_fixtures import RUNS
 from tunnelbench.bench.store import Store
 from tunnelbench.report import compare, formats, view
@@ -82,10 +83,7 @@ def extended(lab: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def tunnelbench(lab: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tunnelbench", *args],
-        cwd=lab, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    return cli_process.run(args, cwd=lab, timeout=120)
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> str:

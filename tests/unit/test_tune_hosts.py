@@ -4,11 +4,11 @@ and the command's refusals (exit code 2, nothing created, no host contacted)."""
 
 import dataclasses
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import cli_process
 from tunnelbench.analysis.advice import applies_on_hosts
 from tunnelbench.bench import planfile
 from tunnelbench.bench import tune as tuning
@@ -106,10 +106,11 @@ def test_a_hosts_runs_advice_keeps_lab_wan_tc_settings_only_where_the_run_set_th
 
 
 def _tunnelbench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tunnelbench", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    return cli_process.run(
+        args,
+        cwd=cwd,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize(

@@ -9,13 +9,12 @@ nothing more to help.
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from tests import cli_process
 from tests.report_fixtures import recorded
 from tunnelbench.bench import planfile
 from tunnelbench.report import html, json_report, markdown, terminal, view
@@ -91,10 +90,10 @@ def test_runs_json_counts_a_tuning_session_as_planned_what_it_ran(tmp_path: Path
     store = recorded("tune-tiny-fifo", tmp_path)
     db = store.path
     store.close()
-    done = subprocess.run(
-        [sys.executable, "-m", "tunnelbench", "runs", "--json", "--db", str(db)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = cli_process.run(
+        ["runs", "--json", "--db", str(db)],
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     (run,) = json.loads(done.stdout)
     assert run["trials"] == {"stored": 25, "planned": 25, "ok": 25, "failed": 0, "skipped": 0}
