@@ -1,10 +1,12 @@
-"""Running the real command, as a user would, from tests."""
+"""Running the real command, as a user would, from tests: in a process of its own,
+forked with tunnelbench imported (tests/cli_process.py); the tests that stop, signal or
+race commands start a new ``python -m tunnelbench`` themselves."""
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from tests import cli_process
 from tunnelbench.bench.store import Store
 from tunnelbench.model.remotefacts import RemoteFacts
 from tunnelbench.report import view
@@ -13,10 +15,7 @@ from tunnelbench.report import view
 def tunnelbench(
     *args: str, cwd: Path | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tunnelbench", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    return cli_process.run(args, cwd=cwd, timeout=timeout)
 
 
 def run_plan(work: Path, plan: str, timeout: float = 300) -> view.RunView:

@@ -99,8 +99,10 @@ class Progress:
 class LineProgress(Progress):
     """One line per trial: ``[k/N] configuration, run r ... 941 Mbit/s  (ETA 3m 10s)``."""
 
-    def __init__(self, out: TextIO = sys.stdout, overheads: Overheads = REFERENCE) -> None:
-        self.out = out
+    def __init__(self, out: TextIO | None = None, overheads: Overheads = REFERENCE) -> None:
+        # Standard output as the command set it up (its write errors name it), read
+        # when the display is made: a default bound at import would outlive it.
+        self.out = out or sys.stdout
         self.overheads = overheads
         self.total = 0
         self.remaining: list[Trial] = []
@@ -207,7 +209,7 @@ class LiveProgress(LineProgress):
 
     def __init__(
         self,
-        out: TextIO = sys.stdout,
+        out: TextIO | None = None,
         refresh_s: float = REFRESH_S,
         overheads: Overheads = REFERENCE,
     ) -> None:
@@ -314,10 +316,11 @@ def _guest(trial: Trial) -> object | None:
     return (lab.kernel, lab.vm) if lab.in_vm else None
 
 
-def for_terminal(out: TextIO = sys.stdout, overheads: Overheads = REFERENCE) -> LineProgress:
+def for_terminal(out: TextIO | None = None, overheads: Overheads = REFERENCE) -> LineProgress:
     """Live progress on a terminal that can redraw a line; plain lines otherwise (a
     file, a pipe, a CI log, ``TERM=dumb``). ``overheads``: what a trial costs here
     besides its traffic, until trials of its kind have run."""
+    out = out or sys.stdout
     if out.isatty() and os.environ.get("TERM") != "dumb":
         return LiveProgress(out, overheads=overheads)
     return LineProgress(out, overheads)
@@ -326,8 +329,8 @@ def for_terminal(out: TextIO = sys.stdout, overheads: Overheads = REFERENCE) -> 
 class JsonProgress(Progress):
     """One JSON object per line and event, for programs that drive tunnelbench."""
 
-    def __init__(self, out: TextIO = sys.stdout) -> None:
-        self.out = out
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
 
     def _emit(self, event: str, **fields: Any) -> None:
         print(json.dumps({"event": event, **fields}), file=self.out, flush=True)

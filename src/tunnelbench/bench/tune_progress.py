@@ -46,8 +46,8 @@ class TuneLines(TuneProgress):
     """One line per trial with the budget spent; each step's diagnosis, candidates and
     the trials it will take (between the rounds the test needs and the most)."""
 
-    def __init__(self, out: TextIO = sys.stdout) -> None:
-        self.out = out
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
         self.walls: list[float] = []  # the trials' wall times seen so far
         self.began = 0.0
 
@@ -131,8 +131,8 @@ class TuneLines(TuneProgress):
 class TuneJson(TuneProgress):
     """One JSON object per line and event."""
 
-    def __init__(self, out: TextIO = sys.stdout) -> None:
-        self.out = out
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
 
     def _emit(self, event: str, **fields: Any) -> None:
         print(json.dumps({"event": event, **fields}), file=self.out, flush=True)
