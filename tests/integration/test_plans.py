@@ -28,11 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 # test_router_settings, test_tune), slow-end (test_router_scenarios), iperf2-vs-iperf3
 # (test_iperf2 runs its plan with iperf2), wireguard-implementations (test_wireguard_impls
 # runs its implementations in one plan) and tunnel-vs-baseline (WireGuard's MTU and
-# streams: test_run, test_small_mtu, test_tune). Every scenario is still read and held
-# to its golden expansion in tests/unit/test_planfile.py.
+# streams: test_run, test_small_mtu, test_tune), jumbo-mtu-generator (a 65535-byte MTU
+# with one process or one per stream: test_tune; WireGuard's jumbo frames:
+# test_wireguard_impls) and l2-tunnel-ipsec (VXLAN and gretap in ESP: test_ipsec,
+# test_remote_kinds). Every scenario is still read and held to its golden expansion in
+# tests/unit/test_planfile.py; every-tunnel runs each kind this kernel has.
 MEASURED_ELSEWHERE = {
     "router-cpu-budget", "slow-end", "iperf2-vs-iperf3", "wireguard-implementations",
-    "tunnel-vs-baseline",
+    "tunnel-vs-baseline", "jumbo-mtu-generator", "l2-tunnel-ipsec",
 }  # fmt: skip
 SCENARIOS = [
     path

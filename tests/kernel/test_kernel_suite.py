@@ -397,9 +397,14 @@ queues = 2
 streams = 4
 duration = 1
 warmup = 0
+stream_mode = "single"
 [matrix]
 "lab.wan.encapsulation" = ["none", "pppoe"]
 """
+# One iperf3 process for the four streams: the four flows still hash across the two
+# queues (or all onto the session's one), and a trial took 4.0-4.5 s instead of 6.3-7.2
+# with four processes a side to start under TCG (busiest softirq 18-24% plain, 47-75%
+# PPPoE; 492-696 against 180-246 Mbit/s).
 
 
 def busiest_softirq(trial: TrialRecord) -> float:
