@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ from tunnelbench.model.plan import WARMUP_AUTO_ESTIMATE, Experiment, TrialConfig
 from tunnelbench.model.records import KVM, TCG, Resolved, TrialStatus, TunnelSetup, WhereRan
 from tunnelbench.report import compare as compare_report
 from tunnelbench.report.markdown import guest_line
-from tunnelbench.vm import kernels, machine
+from tunnelbench.vm import guest_modules, kernels, machine
 from tunnelbench.vm.kernels import Kernel
 
 
@@ -185,11 +186,12 @@ def test_the_guest_loads_what_the_probes_need_while_its_python_starts(tmp_path):
     assert machine.guest_command(tmp_path, ["true"]).startswith("true >")
 
 
-def test_the_guest_reads_its_modules_compiled_by_the_host(tmp_path, monkeypatch):
-    """The guest cannot write this machine's files: whatever it imports at start must
-    already be compiled into the prefix its Python is told of, or it compiles it at
-    every boot (12 s of an emulated guest's start). A Python started as the guest's is
-    (but here) writes nothing into a prefix bytecode() has filled."""
+def test_the_guest_reads_its_modules_from_an_archive_the_host_built(tmp_path, monkeypatch):
+    """The guest cannot write this machine's files, and reads them over 9p a round trip a
+    lookup: what it imports must come compiled, from one archive its Python is told of.
+    The archive holds all of tunnelbench and whole standard-library packages; a Python
+    started as the guest's is (but here) imports the guest's side from it, and the next
+    boot rebuilds it only when a source changed."""
     prefix = tmp_path / "bytecode"
     monkeypatch.setattr(machine, "BYTECODE_DIR", prefix)
     monkeypatch.setattr(machine, "vng", lambda: "/venv/bin/vng")
@@ -198,17 +200,37 @@ def test_the_guest_reads_its_modules_compiled_by_the_host(tmp_path, monkeypatch)
         line = guest._argv[-1]
     finally:
         guest.__exit__(None, None, None)
-    assert f"-X pycache_prefix={prefix} -m {machine.GUEST_MODULE}" in line
-    compiled = sorted(prefix.rglob("*.pyc"))
-    assert any(p.name.startswith("guest.") for p in compiled)
-    assert any(p.name.startswith("report.") for p in compiled)  # imported later by trials
-    before = {p: p.stat().st_mtime_ns for p in compiled}
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run(
-        [sys.executable, "-X", f"pycache_prefix={prefix}", "-c", f"import {machine.GUEST_MODULE}"],
-        check=True, env=env,
+    archive = prefix / machine.MODULES
+    assert f"env PYTHONPATH={archive} {sys.executable} -m {machine.GUEST_MODULE}" in line
+    names = set(zipfile.ZipFile(archive).namelist())
+    assert {"tunnelbench/cli/guest.pyc", "tunnelbench/report/html.pyc"} <= names
+    assert {"json/decoder.pyc", "json/tool.pyc", "encodings/idna.pyc"} <= names  # whole
+    assert not any(n.startswith(("sqlite3/test/", "json/tests/")) for n in names)
+    first = archive.stat().st_mtime_ns
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {machine.GUEST_MODULE} as m; print(m.__file__)"],
+        env={**os.environ, "PYTHONPATH": str(archive)}, capture_output=True, text=True,
+        check=True, cwd=tmp_path,
     )  # fmt: skip
-    assert {p: p.stat().st_mtime_ns for p in prefix.rglob("*.pyc")} == before
+    assert done.stdout.strip() == f"{archive}/tunnelbench/cli/guest.pyc"
+    assert machine.bytecode() == archive and archive.stat().st_mtime_ns == first
+
+
+def test_the_archive_is_rebuilt_when_a_source_changes(tmp_path, monkeypatch):
+    source = tmp_path / "mod.py"
+    source.write_text("X = 1\n")
+    monkeypatch.setattr(guest_modules, "sources", lambda first: {"mod.pyc": source})
+    archive = tmp_path / "modules.zip"
+    assert guest_modules.build(archive, "mod")
+    assert not guest_modules.build(archive, "mod")
+    source.write_text("X = 22\n")
+    assert guest_modules.build(archive, "mod")
+    done = subprocess.run(
+        [sys.executable, "-c", "import mod; print(mod.X, mod.__file__)"],
+        env={**os.environ, "PYTHONPATH": str(archive)}, capture_output=True, text=True,
+        check=True, cwd=tmp_path / "..",
+    )  # fmt: skip
+    assert done.stdout.split() == ["22", f"{archive}/mod.pyc"]
 
 
 def test_a_guest_that_cannot_boot_leaves_no_exchange_directory(tmp_path, monkeypatch):

@@ -58,6 +58,8 @@ GUEST_MODULE = "tunnelbench.cli.guest"
 #: Where that bytecode is kept: a path the guest sees (its /var/cache and /tmp are
 #: tmpfs of its own; /var/lib is this machine's, read through).
 BYTECODE_DIR = Path("/var/lib/tunnelbench/guest-bytecode")
+#: The archive of the guest's modules in it (:mod:`tunnelbench.vm.guest_modules`).
+MODULES = "modules.zip"
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ class Guest:
         meanwhile (:func:`guest_command`)."""
         self.kernel, self.vm, self.accel = kernel, vm, accel
         # Compiled before the exchange directory exists: a failed compile leaves nothing.
-        prefix = bytecode() if command is None else None
+        modules = bytecode() if command is None else None
         EXCHANGE_ROOT.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(4)
         self.exchange = EXCHANGE_ROOT / f"{lab_state.GUEST_EXCHANGE_PREFIX}{token}"
@@ -161,7 +163,7 @@ class Guest:
         try:
             (self.exchange / JOB).write_text(json.dumps(job))
             argv = command or [
-                sys.executable, "-X", f"pycache_prefix={prefix}", "-m", GUEST_MODULE,
+                "env", f"PYTHONPATH={modules}", sys.executable, "-m", GUEST_MODULE,
                 str(self.exchange),
             ]  # fmt: skip
             self._argv = boot_argv(
@@ -300,27 +302,18 @@ def _forget(state: lab_state.LabState) -> None:
 
 
 def bytecode() -> Path:
-    """A bytecode cache for the guest's Python, filled on the host.
-
-    The guest reads this machine's files (over 9p) but cannot write them, so without a
-    cache it compiles tunnelbench's modules from source at each boot. The host compiles
-    what the guest's side imports (and the rest of tunnelbench, which it imports as
-    trials need it) into a prefix tree that Python checks against each source's time
-    and size, so an edited source is compiled again, here, before the next boot; a
-    second call costs one Python start-up (about 0.4 s)."""
-    package = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(BYTECODE_DIR)
-    script = (
-        f"import compileall, {GUEST_MODULE}; "
-        f"compileall.compile_dir({str(package)!r}, quiet=1, workers=0)"
-    )
+    """The archive of the guest's Python modules (:mod:`tunnelbench.vm.guest_modules`),
+    built here by the guest's interpreter when a source changed; a second call costs
+    one Python start-up and a stat of each source (about 0.5 s)."""
+    archive = BYTECODE_DIR / MODULES
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
-    )
+        [sys.executable, "-m", "tunnelbench.vm.guest_modules", str(archive), GUEST_MODULE],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
     if done.returncode != 0:
         raise LabError(f"compiling tunnelbench for the guest failed: {done.stderr.strip()[-500:]}")
-    return BYTECODE_DIR
+    return archive
 
 
 def _group_alive(proc: "subprocess.Popen[bytes]") -> bool:
