@@ -5,9 +5,10 @@ A fresh ``python -m tunnelbench`` spends 0.4-0.6 s here starting Python and impo
 the tool before it reads its first argument; the unit tests' ~400 command lines spent
 most of their time on that. A forked child still parses its own arguments, writes to
 its own descriptors, exits with its own code and changes nothing in the test's process,
-which is what the tests hold it to. What only a new interpreter shows (start-up, the
-``__main__`` module, the environment read at import) is run by tests/integration, whose
-every command line is a new ``python -m tunnelbench``.
+which is what the tests hold it to (tests/unit/test_cli_process.py, against a new
+interpreter's answers). What only a new interpreter shows (start-up, the ``__main__``
+module, the environment read at import) is run by the tests that start ``python -m
+tunnelbench`` themselves: Ctrl-C, concurrent runs, ``sudo``, full disks, the kernel suite.
 """
 
 import contextlib
