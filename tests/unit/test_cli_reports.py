@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from tests import cli_process
+from tests.cli_process import tunnelbench
 from tests.conftest import FIXTURES
 from tests.report_fixtures import RUNS
 from tunnelbench.bench.store import Store
@@ -21,14 +21,6 @@ from tunnelbench.report import html, view
 
 GOLDEN = FIXTURES / "golden" / "reports"
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "report-schema.json").read_text())
-
-
-def tunnelbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return cli_process.run(
-        args,
-        cwd=cwd,
-        timeout=120,
-    )
 
 
 @pytest.fixture

@@ -34,11 +34,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _compare(lab: Path, a: str, b: str) -> dict:
-    done = cli_process.run(
-        ["compare", a, b, "--format", "json"],
-        cwd=lab,
-        timeout=120,
-    )
+    done = cli_process.run(["compare", a, b, "--format", "json"], cwd=lab, timeout=120)
     assert done.returncode == 0, done.stderr
     document: dict = json.loads(done.stdout)
     return document

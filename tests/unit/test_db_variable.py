@@ -22,12 +22,7 @@ def tunnelbench(args: list[str], cwd: Path, db: str | None) -> subprocess.Comple
     env["PYTHONPATH"] = str(SRC)  # this tree's code, whatever the working directory
     if db is not None:
         env["TUNNELBENCH_DB"] = db
-    return cli_process.run(
-        args,
-        cwd=cwd,
-        env=env,
-        timeout=60,
-    )
+    return cli_process.run(args, cwd=cwd, env=env, timeout=60)
 
 
 @pytest.fixture

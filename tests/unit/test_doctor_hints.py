@@ -30,9 +30,7 @@ KERNEL_SECTIONS = ("tunnels", "qdiscs", "esp")
 
 def doctor(*args: str) -> str:
     done = cli_process.run(
-        ["doctor", *args],
-        env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400"},
-        timeout=120,
+        ["doctor", *args], env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400"}, timeout=120
     )
     assert done.returncode == 0, done.stderr
     return done.stdout

@@ -10,12 +10,10 @@ the same runs (``md-full``): the same medians, intervals, % of baseline and verd
 
 import re
 import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from tests import cli_process
+from tests.cli_process import tunnelbench
 from tests.conftest import FIXTURES
 from tests.report_fixtures import RUNS, recorded, wide
 from tunnelbench.report import bbcode, forum, view
@@ -163,14 +161,6 @@ def test_a_run_with_nothing_measured_has_no_image(tmp_path):
     assert forum.write(view.load(store, "latest"), path) == [path]
     assert not (tmp_path / "post-summary.png").exists()
     assert "![" not in path.read_text()
-
-
-def tunnelbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return cli_process.run(
-        args,
-        cwd=cwd,
-        timeout=120,
-    )
 
 
 def test_report_writes_the_post_and_its_image_and_md_full_everything(tmp_path):

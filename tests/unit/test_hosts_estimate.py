@@ -195,11 +195,7 @@ def test_what_hosts_cannot_take_is_refused_by_name(change, message):
 
 
 def _tunnelbench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return cli_process.run(
-        args,
-        cwd=cwd,
-        timeout=60,
-    )
+    return cli_process.run(args, cwd=cwd, timeout=60)
 
 
 def test_plan_show_hosts_contacts_no_host_and_refuses_with_exit_2(tmp_path: Path):

@@ -20,10 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 def tunnelbench(args: list[str], cwd: Path, **env: str) -> Any:
     done = cli_process.run(
-        args,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(SRC), **env},
-        timeout=120,
+        args, cwd=cwd, env={**os.environ, "PYTHONPATH": str(SRC), **env}, timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(("[\n", "{\n", "[]")), "printed with indent=2"

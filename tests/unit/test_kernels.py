@@ -213,7 +213,7 @@ def test_the_guest_reads_its_modules_from_an_archive_the_host_built(tmp_path, mo
         check=True, cwd=tmp_path,
     )  # fmt: skip
     assert done.stdout.strip() == f"{archive}/tunnelbench/cli/guest.pyc"
-    assert machine.bytecode() == archive and archive.stat().st_mtime_ns == first
+    assert machine.module_archive() == archive and archive.stat().st_mtime_ns == first
 
 
 def test_the_archive_is_rebuilt_when_a_source_changes(tmp_path, monkeypatch):

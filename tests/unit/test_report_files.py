@@ -7,12 +7,11 @@ import os
 import shutil
 import signal
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests import cli_process
+from tests.cli_process import tunnelbench
 from tests.report_fixtures import RUNS
 from tunnelbench.bench.store import Store
 from tunnelbench.cli import report as reportcmd
@@ -22,14 +21,6 @@ from tunnelbench.system import interrupts
 
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def tunnelbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return cli_process.run(
-        args,
-        cwd=cwd,
-        timeout=120,
-    )
 
 
 @pytest.fixture

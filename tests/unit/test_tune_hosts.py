@@ -106,11 +106,7 @@ def test_a_hosts_runs_advice_keeps_lab_wan_tc_settings_only_where_the_run_set_th
 
 
 def _tunnelbench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return cli_process.run(
-        args,
-        cwd=cwd,
-        timeout=60,
-    )
+    return cli_process.run(args, cwd=cwd, timeout=60)
 
 
 @pytest.mark.parametrize(

@@ -90,10 +90,7 @@ def test_runs_json_counts_a_tuning_session_as_planned_what_it_ran(tmp_path: Path
     store = recorded("tune-tiny-fifo", tmp_path)
     db = store.path
     store.close()
-    done = cli_process.run(
-        ["runs", "--json", "--db", str(db)],
-        timeout=120,
-    )
+    done = cli_process.run(["runs", "--json", "--db", str(db)], timeout=120)
     assert done.returncode == 0, done.stderr
     (run,) = json.loads(done.stdout)
     assert run["trials"] == {"stored": 25, "planned": 25, "ok": 25, "failed": 0, "skipped": 0}

@@ -53,7 +53,7 @@ EVENTS, EXIT_CODE, JOB, OUTPUT = "events.jsonl", "exit-code", "job.json", "guest
 IN_GUEST = "TUNNELBENCH_IN_GUEST"
 #: Seconds between two reads of the guest's events.
 POLL_S = 0.05
-#: What the guest imports first; compiled on the host before a boot (:func:`bytecode`).
+#: What the guest imports first; compiled on the host before a boot (:func:`module_archive`).
 GUEST_MODULE = "tunnelbench.cli.guest"
 #: Where that bytecode is kept: a path the guest sees (its /var/cache and /tmp are
 #: tmpfs of its own; /var/lib is this machine's, read through).
@@ -144,7 +144,7 @@ class Guest:
         meanwhile (:func:`guest_command`)."""
         self.kernel, self.vm, self.accel = kernel, vm, accel
         # Compiled before the exchange directory exists: a failed compile leaves nothing.
-        modules = bytecode() if command is None else None
+        modules = module_archive() if command is None else None
         EXCHANGE_ROOT.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(4)
         self.exchange = EXCHANGE_ROOT / f"{lab_state.GUEST_EXCHANGE_PREFIX}{token}"
@@ -301,7 +301,7 @@ def _forget(state: lab_state.LabState) -> None:
         state.directory.rmdir()
 
 
-def bytecode() -> Path:
+def module_archive() -> Path:
     """The archive of the guest's Python modules (:mod:`tunnelbench.vm.guest_modules`),
     built here by the guest's interpreter when a source changed; a second call costs
     one Python start-up and a stat of each source (about 0.5 s)."""
