@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tunnelbench.bench import capabilities as c
+from tunnelbench.errors import LabError
 from tunnelbench.system import probing
 from tunnelbench.system.probing import CgroupCpu
 
@@ -189,3 +190,18 @@ def test_cgroup_none_and_escaped_mount_points():
     line = "32 31 0:29 / /sys/fs/my\\040cgroups rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
     found = probing.cgroup_cpu(line, {"/sys/fs/my cgroups/cpu.cfs_quota_us": "-1"}.get)
     assert found.ok and found.path == "/sys/fs/my cgroups"
+
+
+def test_a_probe_that_does_not_finish_is_unknown_not_refused(monkeypatch):
+    """A TCG guest on a host with 14% steal took over 30 s to load the ESP modules; the
+    probe's timeout ended the whole run. It is an unknown now: set-up meets the answer."""
+
+    def hung(argv, **kwargs):
+        raise LabError(f"`{' '.join(argv)}` did not finish within 30 s")
+
+    monkeypatch.setattr(probing, "run", hung)
+    monkeypatch.setattr(probing, "namespace", lambda: (("unshare", "--net", "--"), "as root"))
+    found = probing.attempt(probing.esp_probe_argv("rfc4106(gcm(aes))"))
+    assert found.ok is None
+    assert found.detail.startswith("not probed: `unshare --net -- ip xfrm state add")
+    assert found.detail.endswith("did not finish within 30 s")
