@@ -17,14 +17,16 @@ from tunnelbench.vm.machine import EXCHANGE_ROOT
 
 
 def qemu_processes() -> set[int]:
+    """QEMU's running processes: a zombie waiting for init to reap it is not one."""
     found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if (entry / "comm").read_text().strip().startswith("qemu-system"):
-                    found.add(int(entry.name))
-            except OSError:
+                name, state = (entry / "stat").read_text().rsplit(")", 1)
+            except (OSError, ValueError):
                 continue
+            if name.partition("(")[2].startswith("qemu-system") and state.split()[0] != "Z":
+                found.add(int(entry.name))
     return found
 
 
