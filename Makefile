@@ -7,6 +7,7 @@ TOOLS := .tools/bin
 STAMP := $(VENV)/.tunnelbench-installed
 BYTECODE := $(VENV)/.tunnelbench-compiled
 TB := $(VENV)/bin/tunnelbench
+UV := $(VENV)/bin/uv pip
 export TUNNELBENCH_TOOLS_DIR := $(CURDIR)/$(TOOLS)
 
 .PHONY: run test setup lint unit integration kernel bench clean
@@ -40,10 +41,13 @@ $(TOOLS)/sshd: scripts/unpack-daemon
 $(TOOLS)/snmpd: scripts/unpack-daemon
 	@scripts/unpack-daemon snmpd snmp usr/sbin/snmpd -v $(TOOLS)
 
-$(STAMP): pyproject.toml requirements-dev.lock
+# pip installs uv from its own lock; uv installs the locked packages (compiled, as pip
+# would) and tunnelbench itself, editable.
+$(STAMP): pyproject.toml requirements-dev.lock requirements-uv.lock
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	@$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements-dev.lock
-	@$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@$(VENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r requirements-uv.lock
+	@$(UV) install -q --python $(VENV)/bin/python --require-hashes --compile-bytecode -r requirements-dev.lock
+	@$(UV) install -q --python $(VENV)/bin/python --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 # tunnelbench's own modules compiled once, here: an environment with
