@@ -31,11 +31,13 @@ ROOT = Path(__file__).resolve().parents[2]
 # streams: test_run, test_small_mtu, test_tune), jumbo-mtu-generator (a 65535-byte MTU
 # with one process or one per stream: test_tune; WireGuard's jumbo frames:
 # test_wireguard_impls) and l2-tunnel-ipsec (VXLAN and gretap in ESP: test_ipsec,
-# test_remote_kinds). Every scenario is still read and held to its golden expansion in
-# tests/unit/test_planfile.py; every-tunnel runs each kind this kernel has.
+# test_remote_kinds) and every-tunnel (32 quick trials, 55 s: test_lab builds each kind this
+# kernel has, and test_wireguard_impls, test_openvpn and test_ipsec carry traffic through
+# each implementation and cipher). Every scenario is still read and held to its golden
+# expansion in tests/unit/test_planfile.py.
 MEASURED_ELSEWHERE = {
     "router-cpu-budget", "slow-end", "iperf2-vs-iperf3", "wireguard-implementations",
-    "tunnel-vs-baseline", "jumbo-mtu-generator", "l2-tunnel-ipsec",
+    "tunnel-vs-baseline", "jumbo-mtu-generator", "l2-tunnel-ipsec", "every-tunnel",
 }  # fmt: skip
 SCENARIOS = [
     path
@@ -76,7 +78,7 @@ def _run_status(db: Path, run_id: int = 1) -> str:
 #: The scenarios whose run here also writes its reports (its HTML's charts are drawn for
 #: every configuration: 2-4 s a run); the rest are stored only, their reports drawn from
 #: recorded runs in tests/unit and tests/browser.
-REPORTED = {"every-tunnel", "queue-comparison"}
+REPORTED = {"queue-comparison"}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.stem for s in SCENARIOS])
