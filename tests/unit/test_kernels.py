@@ -180,10 +180,31 @@ def test_the_guest_loads_what_the_probes_need_while_its_python_starts(tmp_path):
         if hint is not None:
             assert set(hint.split()[1:]) - {"-a"} <= set(modules), capability
     assert len(modules) == len(set(modules)) and {"wireguard", "sch_cake", "esp4"} <= set(modules)
-    line = machine.guest_command(tmp_path, ["python3", "-m", "x"], modules)
+    # The modules, and beside them one SA of each ESP algorithm, each in a namespace of
+    # its own (the probe's own SA, so it instantiates what the probe will ask for).
+    loads, sas = capabilities.guest_preload()
+    assert loads == [["modprobe", "-q", "-a", *modules]]
+    assert sas == [
+        ["unshare", "--net", "--", *probing.esp_probe_argv(name)] for name in probing.ESP_ARGS
+    ]
+    line = machine.guest_command(tmp_path, ["python3", "-m", "x"], preload=True)
     # In the background (&, not ;), quietly, so a module the kernel lacks stops nothing.
-    assert line.startswith(f"modprobe -q -a {' '.join(modules)} >/dev/null 2>&1 & python3 -m x")
+    script = tmp_path / machine.PRELOAD
+    assert line.startswith(f"sh {script} >/dev/null 2>&1 & python3 -m x >")
     assert machine.guest_command(tmp_path, ["true"]).startswith("true >")
+
+
+def test_the_preload_script_runs_its_groups_side_by_side_and_passes_over_failures(tmp_path):
+    """Run as the guest would: the second group finishes while the first still sleeps,
+    and a command that fails does not stop the rest of its group."""
+    out = tmp_path / "order"
+    slow = [["sleep", "0.5"], ["sh", "-c", f"echo slow >> {out}"]]
+    fast = [["false"], ["sh", "-c", f"echo fast >> {out}"]]
+    script = tmp_path / machine.PRELOAD
+    script.write_text(machine.preload_script([slow, fast]))
+    done = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().split() == ["fast", "slow"]  # it waited for both
 
 
 def test_the_guest_reads_its_modules_from_an_archive_the_host_built(tmp_path, monkeypatch):

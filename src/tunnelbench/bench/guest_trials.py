@@ -15,7 +15,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from tunnelbench.bench.capabilities import probed_modules
+from tunnelbench.bench.capabilities import guest_preload
 from tunnelbench.bench.doctor_report import Report, VmRun
 from tunnelbench.bench.progress import Progress
 from tunnelbench.bench.sink import store_trial
@@ -65,7 +65,7 @@ def run(
     longest = max(t.config.traffic.duration + t.config.traffic.longest_warmup for t in trials)
     reason: str | None = None
     clock = vmhost.Clock()
-    with machine.Guest(kernel, vm, job, accel, preload=probed_modules()) as guest:
+    with machine.Guest(kernel, vm, job, accel, preload=guest_preload()) as guest:
         log.debug("guest exchange directory %s", guest.exchange)
         assert guest.pid is not None
         watch = vmhost.HostWatch(guest.pid)
@@ -164,7 +164,7 @@ def doctor(kernel: Kernel, vm: VmSettings) -> Report:
     accel = machine.accel(kernel, vm)
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
     job = {"doctor": True, "env": env}
-    with machine.Guest(kernel, vm, job, accel, preload=probed_modules()) as guest:
+    with machine.Guest(kernel, vm, job, accel, preload=guest_preload()) as guest:
         began = time.monotonic()
         for event in guest.events(idle_timeout=machine.BOOT_TIMEOUT_S):
             if event["event"] == "ready":

@@ -49,6 +49,7 @@ KVM_PROBE_TIMEOUT_S = 60.0
 #: Where exchange directories are made: the host's tmpfs, cleared at its boot.
 EXCHANGE_ROOT = Path("/run/tunnelbench/vm")
 EVENTS, EXIT_CODE, JOB, OUTPUT = "events.jsonl", "exit-code", "job.json", "guest.log"
+PRELOAD = "preload.sh"
 #: Set in the guest's environment: its labs are built there, not in another VM.
 IN_GUEST = "TUNNELBENCH_IN_GUEST"
 #: Seconds between two reads of the guest's events.
@@ -112,17 +113,25 @@ def boot_argv(
     return argv
 
 
-def guest_command(exchange: Path, argv: list[str], preload: Sequence[str] = ()) -> str:
+def guest_command(exchange: Path, argv: list[str], *, preload: bool = False) -> str:
     """The shell line the guest runs: ``argv`` with its output and exit code written
-    into the exchange directory (the only channel that works without udev).
-
-    ``preload``: kernel modules loaded meanwhile, in the background. tunnelbench's
-    capability probe makes the kernel load them one by one, 20 s under emulation; while
-    the guest's Python starts (one thread, 10 s) the other vCPU is idle. A module the
-    kernel lacks is skipped quietly: the probe still finds out and says so."""
+    into the exchange directory (the only channel that works without udev), with the
+    exchange's preload script (:func:`preload_script`) started in the background first
+    when there is one."""
     out, code = shlex.quote(str(exchange / OUTPUT)), shlex.quote(str(exchange / EXIT_CODE))
-    load = f"modprobe -q -a {shlex.join(preload)} >/dev/null 2>&1 & " if preload else ""
+    script = shlex.quote(str(exchange / PRELOAD))
+    load = f"sh {script} >/dev/null 2>&1 & " if preload else ""
     return f"{load}{shlex.join(argv)} >{out} 2>&1; echo $? >{code}"
+
+
+def preload_script(groups: Sequence[Sequence[Sequence[str]]]) -> str:
+    """A script that runs each group of commands in the background, the commands of a
+    group one after another. It is a file in the exchange directory, not part of the
+    guest's command: virtme-ng passes that on the kernel's command line, whose length is
+    limited (a guest given ESP's three SAs there never started its command). A command
+    that fails is passed over quietly: the probes that follow find out and say so."""
+    jobs = ["{ " + " ; ".join(shlex.join(c) for c in group) + " ; } &" for group in groups]
+    return "\n".join([*jobs, "wait", ""])
 
 
 class Guest:
@@ -137,11 +146,11 @@ class Guest:
         accel: Accel,
         *,
         command: list[str] | None = None,
-        preload: Sequence[str] = (),
+        preload: Sequence[Sequence[Sequence[str]]] = (),
     ) -> None:
         """``command``: what the guest runs, by default tunnelbench's guest side
-        (:mod:`tunnelbench.cli.guest`) on the job; ``preload``: modules it loads
-        meanwhile (:func:`guest_command`)."""
+        (:mod:`tunnelbench.cli.guest`) on the job; ``preload``: groups of commands run
+        meanwhile (:func:`preload_script`)."""
         self.kernel, self.vm, self.accel = kernel, vm, accel
         # Compiled before the exchange directory exists: a failed compile leaves nothing.
         modules = module_archive() if command is None else None
@@ -162,14 +171,14 @@ class Guest:
             raise
         try:
             (self.exchange / JOB).write_text(json.dumps(job))
+            if preload:
+                (self.exchange / PRELOAD).write_text(preload_script(preload))
             argv = command or [
                 "env", f"PYTHONPATH={modules}", sys.executable, "-m", GUEST_MODULE,
                 str(self.exchange),
             ]  # fmt: skip
-            self._argv = boot_argv(
-                kernel, vm, self.exchange, guest_command(self.exchange, argv, preload),
-                accel=accel.mode,
-            )  # fmt: skip
+            line = guest_command(self.exchange, argv, preload=bool(preload))
+            self._argv = boot_argv(kernel, vm, self.exchange, line, accel=accel.mode)
         except BaseException:
             shutil.rmtree(self.exchange, ignore_errors=True)
             _forget(self.state)
