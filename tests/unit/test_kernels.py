@@ -3,6 +3,7 @@ trials come back into the run's store."""
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -222,7 +223,8 @@ def test_the_guest_reads_its_modules_from_an_archive_the_host_built(tmp_path, mo
     finally:
         guest.__exit__(None, None, None)
     archive = prefix / machine.MODULES
-    assert f"env PYTHONPATH={archive} {sys.executable} -m {machine.GUEST_MODULE}" in line
+    argv = machine.guest_argv(archive, machine.GUEST_MODULE, str(guest.exchange))
+    assert shlex.join(argv) in line
     names = set(zipfile.ZipFile(archive).namelist())
     assert {"tunnelbench/cli/guest.pyc", "tunnelbench/report/html.pyc"} <= names
     assert {"json/decoder.pyc", "json/tool.pyc", "encodings/idna.pyc"} <= names  # whole
@@ -234,6 +236,15 @@ def test_the_guest_reads_its_modules_from_an_archive_the_host_built(tmp_path, mo
         check=True, cwd=tmp_path,
     )  # fmt: skip
     assert done.stdout.strip() == f"{archive}/tunnelbench/cli/guest.pyc"
+    # The guest's own command, here: the archive copied, and the guest side run from the
+    # copy up to its first read, of the job in an exchange directory that is missing.
+    # Without the site packages (-S) the copy is where tunnelbench can come from.
+    copy = tmp_path / "copy.zip"
+    argv = machine.guest_argv(archive, machine.GUEST_MODULE, str(tmp_path / "x"), copy=str(copy))
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 1 and copy.read_bytes() == archive.read_bytes()
+    assert f"No such file or directory: '{tmp_path / 'x' / machine.JOB}'" in done.stderr
+    assert 'exec "$p" -S -m' in argv[2]
     assert machine.module_archive() == archive and archive.stat().st_mtime_ns == first
 
 
