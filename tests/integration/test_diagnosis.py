@@ -182,10 +182,12 @@ def test_several_streams_in_one_iperf3_process_peg_the_generator(tmp_path):
     # Measured on the quiet reference VM: in 2 of 3 trials the sending iperf3 process
     # used 99.0% of a core, in the third the receiving one 98.6%; the medians over three
     # trials name a pegged iperf3 process. (With other work on the machine the cores fill
-    # first and the verdict is CPU-bound: run this alone, as CI does.)
-    by_kind = _summaries(
-        tmp_path, "--tunnels", "none", "--streams", "8", "--stream-mode", "single",
-        "--runs", "3", "--duration", "2", "--warmup", "1",
+    # first and the verdict is CPU-bound: run this alone, as CI does.) A run the tool
+    # finds disturbed is repeated: in one CI run the hypervisor stole up to 17.4% of cpu1
+    # in 3 of 3 trials, and the verdict was steal with cpu0 92% busy.
+    by_kind = _undisturbed(
+        tmp_path, Bound.GENERATOR, "--tunnels", "none", "--streams", "8",
+        "--stream-mode", "single", "--runs", "3", "--duration", "2", "--warmup", "1",
     )  # fmt: skip
     none = by_kind["none"]
     assert none.diagnosis is not None

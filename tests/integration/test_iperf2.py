@@ -111,7 +111,8 @@ def check_trial(store: Store, trial: TrialRecord) -> None:
     for record in records:  # exit 0, and no error output but iperf2's harmless warnings
         assert record["returncode"] == 0
         lines = [line.strip() for line in record["stderr"].splitlines() if line.strip()]
-        assert all(any(p.match(line) for p in iperf2.HARMLESS) for line in lines), lines
+        protocol = config.traffic.protocol
+        assert all(iperf2.harmless(record["role"], line, protocol) for line in lines), lines
     for way, count in received(store, trial).items():
         assert count > 0
         tunnel_end, sender = RECEIVING[way]
