@@ -5,6 +5,7 @@ import sys
 from benchmarks import (
     answer_time,
     fidelity,
+    generator_pps,
     lab_setup,
     sampler_cost,
     tune_vs_matrix,
@@ -15,6 +16,7 @@ from benchmarks import (
 ALL = {
     "answer_time": answer_time.main,
     "fidelity": fidelity.main,
+    "generator_pps": generator_pps.main,
     "lab_setup": lab_setup.main,
     "sampler_cost": sampler_cost.main,
     "tune_vs_matrix": tune_vs_matrix.main,
