@@ -51,3 +51,15 @@ def test_the_ndr_through_a_shaped_link_is_the_shapers_frame_rate(shaped):
     assert found.trials[0].rate_pps == settings.max_pps and found.trials[0].loss_ratio > 0.5
     assert all(t.received <= t.sent + 5 for t in found.trials)  # nothing counted unsent
     assert found.seconds < 60
+
+
+def test_a_path_that_loses_at_the_lowest_rate_has_no_ndr(shaped):
+    # From 2,000 frames a second up, twice what the shaper passes (825.6): every trial
+    # is held back, and the search says there is no rate, instead of raising.
+    settings = ratesearch.SearchSettings(frame=1518, min_pps=2000, max_pps=4000)
+    found = ratesearch.search(
+        shaped.host("client"), shaped.host("server"), shaped.server_address(4), settings,
+        shaped.files("client") / "f.cfg",
+    )  # fmt: skip
+    assert found.ndr_pps is None and found.pdr_pps is None, found
+    assert found.trials and all(t.loss_ratio > 0.4 for t in found.trials)

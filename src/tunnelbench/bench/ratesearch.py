@@ -188,6 +188,8 @@ def search(
         duration_sum=settings.final_duration,
         preceding_targets=2,
         expansion_coefficient=2,
+        # A path that loses even at the lowest rate has no NDR: None, not an exception.
+        fail_fast=False,
     )
     pdr = SearchGoal(**{**ndr.__dict__, "loss_ratio": settings.pdr_loss})
     began = time.monotonic()
