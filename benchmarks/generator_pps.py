@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from tunnelbench.bench import ratesearch
 from tunnelbench.lab import netns
 from tunnelbench.model import frames
 from tunnelbench.model.plan import LabSettings
@@ -26,8 +27,7 @@ ASKED_PPS = 5_000_000  # above what either sends here: each runs flat out
 
 
 def _rx_packets(lab: netns.Lab, device: str) -> int:
-    shown = json.loads(lab.exec("server", ["ip", "-j", "-s", "link", "show", "dev", device]).stdout)
-    return int(shown[0]["stats64"]["rx"]["packets"])
+    return ratesearch.received(lab.host("server"), device)
 
 
 def _trafgen(lab: netns.Lab, hop: trafgen.NextHop, device: str) -> tuple[float, float]:

@@ -16,10 +16,9 @@ Work in progress (issue 44): the search runs on a lab's hosts from Python; the v
 its storage and reports come next (docs/rate-search.md).
 """
 
-import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from MLRsearch import (  # type: ignore[import-untyped]
@@ -32,6 +31,8 @@ from MLRsearch import (  # type: ignore[import-untyped]
 
 from tunnelbench.errors import LabError, UserError
 from tunnelbench.lab.host import Host
+from tunnelbench.probes.links import parse_links
+from tunnelbench.system import programs
 from tunnelbench.traffic import trafgen
 
 #: A trial's duration may run over by this share before the frames it wrote late count
@@ -83,9 +84,15 @@ class SearchTrial:
     received: int  # the receiver's device's count over the trial
 
     @property
+    def forwarded(self) -> int:
+        """Frames offered in time that arrived: frames written late and still forwarded
+        do not count, nor does anything the receiver counted beyond what was sent (a
+        neighbour probe)."""
+        return max(0, min(self.received - (self.sent - self.offered), self.offered))
+
+    @property
     def loss_ratio(self) -> float:
-        lost = self.intended - min(self.received, self.offered)
-        return lost / self.intended
+        return (self.intended - self.forwarded) / self.intended
 
 
 @dataclass
@@ -103,11 +110,16 @@ class _Trials(AbstractMeasurer):  # type: ignore[misc]
     """MLRsearch's measurer: one trafgen run a trial, the loss read at the receiver."""
 
     def __init__(
-        self, sender: Host, hop: trafgen.NextHop, config: Path, receiver: Host, device: str
+        self,
+        sender: Host,
+        binary: str,
+        hop: trafgen.NextHop,
+        config: Path,
+        receiver: Host,
+        device: str,
     ) -> None:
-        self.sender, self.hop, self.config = sender, hop, config
+        self.sender, self.binary, self.hop, self.config = sender, binary, hop, config
         self.receiver, self.device = receiver, device
-        self.binary = trafgen.PROGRAM
         self.trials: list[SearchTrial] = []
 
     def measure(self, intended_duration: float, intended_load: float) -> MeasurementResult:
@@ -123,14 +135,11 @@ class _Trials(AbstractMeasurer):  # type: ignore[misc]
             after - before,
         )  # fmt: skip
         self.trials.append(trial)
-        # Frames written late and still forwarded are not counted as forwarded; neither
-        # is anything the receiver counted beyond what was sent (a neighbour probe).
-        forwarded = max(0, min(trial.received - (sent.packets - offered), offered))
         return MeasurementResult(
             intended_duration=intended_duration,
             intended_load=intended_load,
             offered_count=offered,
-            forwarding_count=forwarded,
+            forwarding_count=trial.forwarded,
             intended_count=intended,
             offered_duration=sent.seconds,
         )
@@ -146,11 +155,12 @@ def offered_in_time(sent: int, seconds: float, duration: float) -> int:
 
 
 def received(host: Host, device: str) -> int:
-    """Frames ``device`` of ``host`` has received, by the kernel's counter."""
-    shown = json.loads(host.run(["ip", "-j", "-s", "link", "show", "dev", device]).stdout)
-    if not shown:
+    """Frames ``device`` of ``host`` has received, by the kernel's counter (read as the
+    link probe reads it: in this process where the host allows, no command started)."""
+    links = parse_links(host.read_net(["dev"]))
+    if device not in links:
         raise LabError(f"{host.name}: no device {device}")
-    return int(shown[0]["stats64"]["rx"]["packets"])
+    return links[device]["rx_packets"]
 
 
 def settled(host: Host, device: str) -> int:
@@ -175,10 +185,11 @@ def search(
     (an address of ``receiver``); ``config`` is where the packet description is written
     on the sender."""
     settings.check()
+    binary = programs.require(trafgen.PROGRAM, trafgen.PURPOSE)
     hop = trafgen.next_hop(sender, destination, settings.family)
     arriving = trafgen.next_hop(receiver, hop.source, settings.family).device
     sender.write(config, trafgen.packet(hop, destination, settings.family, settings.frame) + "\n")
-    trials = _Trials(sender, hop, config, receiver, arriving)
+    trials = _Trials(sender, binary, hop, config, receiver, arriving)
     ndr = SearchGoal(
         loss_ratio=settings.ndr_loss,
         exceed_ratio=0.5,
@@ -191,7 +202,7 @@ def search(
         # A path that loses even at the lowest rate has no NDR: None, not an exception.
         fail_fast=False,
     )
-    pdr = SearchGoal(**{**ndr.__dict__, "loss_ratio": settings.pdr_loss})
+    pdr = replace(ndr, loss_ratio=settings.pdr_loss)
     began = time.monotonic()
     found = MultipleLossRatioSearch(
         config=Config(
